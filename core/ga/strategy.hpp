@@ -1,0 +1,53 @@
+// The ask/tell contract between search strategies (ga | grid | random) and
+// the run loop (pagmo2-style separation of problem, algorithm, population).
+//
+// The run loop calls ask() for a batch of candidates, evaluates them (or
+// takes cached fitness), and calls tell() with one fitness per candidate in
+// the same order. A strategy is deterministic given its seed and the fitness
+// values it is told, and its whole state (including the RNG) round-trips
+// through save_state()/load_state(), so the run loop can checkpoint after
+// every tell() and a resumed run continues exactly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace midtune {
+
+// Gene values. Integer and stepped-float genes hold their value; categorical
+// genes hold the index of the chosen value.
+using Genome = std::vector<double>;
+
+enum class Origin { init, crossover, mutation, elite, grid, random };
+const char* to_string(Origin origin);
+
+struct Candidate {
+  Genome genome;
+  Origin origin = Origin::init;
+  // Indices into the strategy's population history (ids the strategy
+  // assigns; the store keeps them), empty for init/grid/random.
+  std::vector<std::int64_t> parents;
+  std::int64_t id = -1;  // strategy-assigned, unique within a search
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Next batch to evaluate; empty when done(). Calling ask() twice without
+  // tell() returns the same batch (so a resumed run re-asks safely).
+  virtual std::vector<Candidate> ask() = 0;
+  virtual void tell(const std::vector<double>& fitness) = 0;
+  virtual bool done() const = 0;
+  // Generation counter (0-based) of the batch ask() returns next.
+  virtual int generation() const = 0;
+  // Members of the current population (ids), for the generations table.
+  virtual std::vector<std::int64_t> population() const = 0;
+  virtual nlohmann::json save_state() const = 0;
+  virtual void load_state(const nlohmann::json& state) = 0;
+};
+
+}  // namespace midtune

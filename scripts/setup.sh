@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh Debian machine: system packages, the test model,
+# and a release build in build/. Safe to run again (everything is cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip
+  libeigen3-dev libtbb-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libcli11-dev
+  libgtest-dev libgmock-dev libyaml-cpp-dev libcpp-httplib-dev zlib1g-dev libpcre2-dev)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
+
+scripts/fetch_model.sh >/dev/null
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
