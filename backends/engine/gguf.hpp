@@ -1,0 +1,192 @@
+// GGUF v3 reader (issue 3 item 2): a memory-mapped model file whose every
+// header field, count, length, dimension, type and offset is checked against
+// the file size before use. A corrupt or truncated file throws GgufError
+// naming the file, what was wrong and the byte offset.
+//
+// Layout (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md):
+//   magic "GGUF", u32 version (3), u64 tensor_count, u64 kv_count,
+//   kv_count x {string key, u32 value_type, value},
+//   tensor_count x {string name, u32 n_dims, u64 dims[n_dims], u32 ggml_type, u64 offset},
+//   padding to general.alignment (default 32), tensor data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace midtune {
+
+struct GgufError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ggml tensor types the engine supports (values are ggml's enum ggml_type).
+enum class GgmlType : std::uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+// Storage of one type: `block_elems` consecutive elements of a row are stored
+// in `block_bytes` bytes (1 and sizeof(element) for the float types).
+struct GgmlTypeInfo {
+  GgmlType type;
+  const char* name;
+  std::uint32_t block_elems;
+  std::uint32_t block_bytes;
+};
+
+// The block table; nullptr for a type id the engine does not support.
+const GgmlTypeInfo* find_ggml_type(std::uint32_t type_id);
+// Throws GgufError for an unsupported type id.
+const GgmlTypeInfo& ggml_type_info(GgmlType type);
+// "Q4_1", or "type#17" for an id outside the table.
+std::string ggml_type_name(std::uint32_t type_id);
+
+enum class GgufValueType : std::uint32_t {
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
+};
+const char* to_string(GgufValueType type);
+
+// One metadata value. A scalar is stored as a one-element array with
+// is_array == false, so scalars and arrays share the storage below; exactly
+// one of the vectors is used, chosen by element_type:
+//   UINT8/16/32/64, BOOL -> unsigned_ints;  INT8/16/32/64 -> signed_ints;
+//   FLOAT32/64 -> floats;  STRING -> strings.
+// Nested arrays are rejected by the reader (no model uses them).
+struct GgufValue {
+  bool is_array = false;
+  GgufValueType element_type = GgufValueType::UINT8;
+  std::uint64_t file_offset = 0;  // where the value starts (for messages)
+  std::vector<std::uint64_t> unsigned_ints;
+  std::vector<std::int64_t> signed_ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+
+  std::size_t size() const;  // element count (1 for a scalar)
+  // "UINT32" or "ARRAY[STRING]".
+  std::string type_name() const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<std::uint64_t> dims;  // ggml order: dims[0] is contiguous (row length)
+  std::uint32_t type_id = 0;        // raw ggml type id
+  const GgmlTypeInfo* type = nullptr;  // nullptr when the engine does not support type_id
+  std::uint64_t offset = 0;         // from the start of the data section
+  std::uint64_t n_elements = 0;
+  std::uint64_t n_bytes = 0;        // 0 when the type is unsupported
+  std::uint64_t info_offset = 0;    // where the tensor info starts in the file
+
+  std::uint64_t rows() const;       // n_elements / dims[0] (0 for an empty tensor)
+};
+
+class GgufFile {
+ public:
+  // Maps and parses the whole header; throws GgufError on any inconsistency.
+  explicit GgufFile(const std::filesystem::path& path);
+  ~GgufFile();
+  GgufFile(GgufFile&& other) noexcept;
+  GgufFile& operator=(GgufFile&& other) noexcept;
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::uint32_t version() const { return version_; }
+  std::uint64_t file_size() const { return size_; }
+  std::uint64_t alignment() const { return alignment_; }
+  std::uint64_t data_offset() const { return data_offset_; }
+
+  // --- metadata ---
+  const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
+  const GgufValue* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+  // Typed getters: throw GgufError naming the file and key when the key is
+  // missing, has another type, is an array where a scalar is asked (or the
+  // reverse) or the value does not fit the result.
+  std::uint64_t get_uint(std::string_view key) const;   // any unsigned or non-negative signed int
+  std::int64_t get_int(std::string_view key) const;     // any integer type that fits
+  double get_float(std::string_view key) const;         // FLOAT32 / FLOAT64
+  bool get_bool(std::string_view key) const;
+  const std::string& get_string(std::string_view key) const;
+  const std::vector<std::string>& get_string_array(std::string_view key) const;
+  std::vector<std::int64_t> get_int_array(std::string_view key) const;  // any integer element type
+  std::vector<float> get_float_array(std::string_view key) const;
+  // Same, with a default when the key is absent (a present key of the wrong
+  // type is still an error).
+  std::uint64_t get_uint_or(std::string_view key, std::uint64_t fallback) const;
+  double get_float_or(std::string_view key, double fallback) const;
+  std::string get_string_or(std::string_view key, std::string fallback) const;
+
+  // --- tensors ---
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  const GgufTensorInfo& tensor(std::string_view name) const;  // throws if absent
+  // The tensor's bytes inside the mapping; throws GgufError if its type is
+  // unsupported. The span lives as long as this GgufFile.
+  std::span<const std::byte> tensor_data(const GgufTensorInfo& info) const;
+
+ private:
+  void parse();
+  [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const;
+  [[noreturn]] void fail_key(std::string_view key, const std::string& what) const;
+  const GgufValue& require(std::string_view key) const;
+  const GgufValue& require_scalar(std::string_view key) const;
+
+  std::filesystem::path path_;
+  const std::byte* base_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::uint32_t version_ = 0;
+  std::uint64_t alignment_ = 32;
+  std::uint64_t data_offset_ = 0;
+  std::map<std::string, GgufValue, std::less<>> metadata_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, std::size_t, std::less<>> tensor_index_;
+};
+
+// Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
+struct ModelConfig {
+  std::string arch;               // general.architecture
+  std::uint32_t layers = 0;       // <arch>.block_count
+  std::uint32_t heads = 0;        // <arch>.attention.head_count
+  std::uint32_t kv_heads = 0;     // <arch>.attention.head_count_kv (default: heads)
+  std::uint32_t head_dim = 0;     // <arch>.attention.key_length (default: hidden / heads)
+  std::uint32_t hidden = 0;       // <arch>.embedding_length
+  std::uint32_t ffn = 0;          // <arch>.feed_forward_length
+  std::uint32_t rope_dims = 0;    // <arch>.rope.dimension_count (default: head_dim)
+  float rope_base = 10000.0f;     // <arch>.rope.freq_base (default 10000)
+  float rms_eps = 1e-5f;          // <arch>.attention.layer_norm_rms_epsilon
+  std::uint32_t context_length = 0;  // <arch>.context_length
+  std::uint32_t vocab = 0;        // <arch>.vocab_size, else len(tokenizer.ggml.tokens)
+  bool tied_output = false;       // true when output.weight is absent
+};
+
+// Throws GgufError when a required key is missing or the values are
+// inconsistent (heads not a multiple of kv_heads, zero sizes, ...).
+ModelConfig read_model_config(const GgufFile& file);
+
+}  // namespace midtune
