@@ -1,0 +1,114 @@
+// A small RAII wrapper over the sqlite3 C API: a connection, prepared
+// statements and transactions. Every error names the database file and the
+// SQL that failed, so a message from a user's run says where to look.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace midtune::sql {
+
+struct SqlError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Database;
+
+class Statement {
+ public:
+  Statement(Database& db, const std::string& sql);
+  ~Statement();
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Parameters are 1-based, as in SQLite.
+  Statement& bind(int index, std::int64_t value);
+  Statement& bind(int index, int value) { return bind(index, static_cast<std::int64_t>(value)); }
+  Statement& bind(int index, double value);
+  Statement& bind(int index, const std::string& value);
+  Statement& bind(int index, const char* value) { return bind(index, std::string(value)); }
+  Statement& bind(int index, std::nullopt_t);
+  template <typename T>
+  Statement& bind(int index, const std::optional<T>& value) {
+    return value ? bind(index, *value) : bind(index, std::nullopt);
+  }
+  // Binds every argument in order starting at parameter 1.
+  template <typename... Args>
+  Statement& bind_all(const Args&... args) {
+    int index = 0;
+    (bind(++index, args), ...);
+    return *this;
+  }
+
+  // Advances; true when a row is available.
+  bool step();
+  // Steps to completion, for statements that return no rows.
+  void run();
+  void reset();
+
+  int column_count() const;
+  std::string column_name(int column) const;
+  bool is_null(int column) const;
+  std::int64_t column_int64(int column) const;
+  double column_double(int column) const;
+  std::string column_text(int column) const;
+  std::optional<double> column_optional_double(int column) const;
+  // sqlite3_stmt_readonly: true if the statement cannot change the database.
+  bool readonly() const;
+  const std::string& sql() const { return sql_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const;
+  Database* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string sql_;
+};
+
+class Database {
+ public:
+  enum class Mode { read_write_create, read_only };
+  // read_write_create: opens or creates the file, sets WAL mode, foreign
+  // keys and a busy timeout. read_only: SQLITE_OPEN_READONLY, the file must exist.
+  Database(const std::string& path, Mode mode);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Runs one or more statements that return no rows.
+  void exec(const std::string& sql);
+  Statement prepare(const std::string& sql) { return Statement(*this, sql); }
+  std::int64_t last_insert_rowid() const;
+  int user_version();
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_; }
+
+  // Throws SqlError naming the file, the SQL and SQLite's message.
+  [[noreturn]] void fail(const std::string& sql, const std::string& what) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// BEGIN IMMEDIATE on construction; rolls back unless commit() was called.
+class Transaction {
+ public:
+  explicit Transaction(Database& db);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+ private:
+  Database& db_;
+  bool open_ = true;
+};
+
+}  // namespace midtune::sql

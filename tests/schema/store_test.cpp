@@ -1,0 +1,241 @@
+#include "schema/store.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("midtune_store_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string db_path() const { return (dir_ / "results.db").string(); }
+  fs::path dir_;
+};
+
+EvaluationRecord sample_evaluation(const std::string& key) {
+  EvaluationRecord r;
+  r.cache_key = key;
+  r.key_hash = "hash-of-" + key;
+  r.intervention = R"({"rope_scale":[[1.5]]})";
+  r.dataset_slice = R"({"kind":"kv"})";
+  r.metric = "teacher_forced";
+  r.model = "m";
+  r.position_scores = {{0.0, 1.0, 2, 2}, {1.0, 0.5, 1, 2}};
+  r.fitness_inputs = {{"beginning", 1.0}, {"middle", 0.75}, {"end", 0.5}};
+  r.wall_seconds = 0.25;
+  return r;
+}
+
+TEST_F(StoreTest, NewFileReachesLatestVersionInWalMode) {
+  Store store(db_path());
+  EXPECT_EQ(store.db().user_version(), latest_schema_version());
+  EXPECT_GE(latest_schema_version(), 2);
+  auto s = store.db().prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_text(0), "wal");
+}
+
+TEST_F(StoreTest, MigratesAVersionOneFileForward) {
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+    db.exec(schema_migrations().front().sql);
+    db.exec("PRAGMA user_version = 1");
+  }
+  Store store(db_path());
+  EXPECT_EQ(store.db().user_version(), latest_schema_version());
+  auto s = store.db().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'individuals_by_generation'");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_int64(0), 1);
+  Store again(db_path());  // reopening applies nothing twice
+  EXPECT_EQ(again.db().user_version(), latest_schema_version());
+}
+
+TEST_F(StoreTest, RefusesAFileFromANewerMidtune) {
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+    db.exec("PRAGMA user_version = 999");
+  }
+  try {
+    Store store(db_path());
+    FAIL() << "expected a refusal";
+  } catch (const sql::SqlError& e) {
+    EXPECT_NE(std::string(e.what()).find("999"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(db_path()), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StoreTest, ErrorsNameTheFileAndTheSql) {
+  Store store(db_path());
+  try {
+    store.db().exec("SELECT * FROM no_such_table");
+    FAIL();
+  } catch (const sql::SqlError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(db_path()), std::string::npos) << what;
+    EXPECT_NE(what.find("no_such_table"), std::string::npos) << what;
+  }
+}
+
+TEST_F(StoreTest, EvaluationCacheRoundTripsAndIgnoresFailures) {
+  Store store(db_path());
+  EXPECT_FALSE(store.find_evaluation("k1"));
+  EvaluationRecord failed = sample_evaluation("k1");
+  failed.status = "failed";
+  failed.error = "backend died";
+  store.insert_evaluation(failed, {});
+  EXPECT_FALSE(store.find_evaluation("k1")) << "a failed evaluation must never be served from the cache";
+
+  const EvaluationRecord ok = sample_evaluation("k1");
+  const std::int64_t id = store.insert_evaluation(ok, {{"s1", 0.0, true, "v", -0.1, 10}, {"s2", 1.0, false, "x", {}, 12}});
+  auto found = store.find_evaluation("k1");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, id);
+  EXPECT_EQ(found->position_scores, ok.position_scores);
+  EXPECT_EQ(found->fitness_inputs, ok.fitness_inputs);
+  EXPECT_DOUBLE_EQ(found->wall_seconds, 0.25);
+  auto count = store.db().prepare("SELECT count(*), sum(correct) FROM sample_results WHERE evaluation_id = ?");
+  count.bind_all(id);
+  ASSERT_TRUE(count.step());
+  EXPECT_EQ(count.column_int64(0), 2);
+  EXPECT_EQ(count.column_int64(1), 1);
+  EXPECT_THROW(store.insert_evaluation(ok, {}), sql::SqlError) << "cache keys are unique";
+}
+
+TEST_F(StoreTest, TransactionRollsBackWhenNotCommitted) {
+  Store store(db_path());
+  {
+    sql::Transaction tx(store.db());
+    store.insert_evaluation(sample_evaluation("k2"), {});
+  }
+  EXPECT_FALSE(store.find_evaluation("k2"));
+  {
+    sql::Transaction tx(store.db());
+    store.insert_evaluation(sample_evaluation("k2"), {});
+    tx.commit();
+  }
+  EXPECT_TRUE(store.find_evaluation("k2"));
+}
+
+TEST_F(StoreTest, ExperimentsIndividualsGenerationsAndRuns) {
+  Store store(db_path());
+  ExperimentRecord e;
+  e.name = "exp";
+  e.config_text = "name: exp\n";
+  e.config_hash = "abc";
+  e.search_config = {{"seed", 1}};
+  const ExperimentRecord created = store.create_experiment(e);
+  EXPECT_GT(created.id, 0);
+  EXPECT_EQ(store.find_experiment("exp")->search_config, e.search_config);
+  EXPECT_THROW(store.create_experiment(e), sql::SqlError) << "names are unique";
+
+  const std::int64_t run = store.start_run(created.id);
+  store.heartbeat(run, 1, 60, 0.5);
+  const std::int64_t eval = store.insert_evaluation(sample_evaluation("k3"), {});
+  IndividualRecord ind;
+  ind.experiment_id = created.id;
+  ind.candidate_id = 7;
+  ind.generation = 0;
+  ind.genome = {0, 1.5, 29, 1.2};
+  ind.genome_hash = "h";
+  ind.origin = "mutation";
+  ind.parents = {3};
+  ind.fitness = 0.625;
+  ind.evaluation_id = eval;
+  ind.cache_hit = true;
+  ind.run_id = run;
+  store.insert_individual(ind);
+  auto back = store.find_individual(created.id, 7);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->genome, ind.genome);
+  EXPECT_EQ(back->parents, ind.parents);
+  EXPECT_TRUE(back->cache_hit);
+  EXPECT_EQ(back->origin, "mutation");
+  ind.origin = "bogus";
+  ind.candidate_id = 8;
+  EXPECT_THROW(store.insert_individual(ind), sql::SqlError) << "origin is checked";
+
+  EXPECT_FALSE(store.latest_generation(created.id));
+  store.save_generation({created.id, 0, {7}, {{"rng", "x"}}, 0.625, 0.625});
+  store.save_generation({created.id, 1, {7}, {{"rng", "y"}}, 0.7, 0.6});
+  EXPECT_EQ(store.latest_generation(created.id)->strategy_state["rng"], "y");
+  EXPECT_EQ(store.generations(created.id).size(), 2u);
+  store.finish_run(run);
+  auto r = store.db().prepare("SELECT evaluations, prompts, finished_at IS NOT NULL FROM runs WHERE id = ?");
+  r.bind_all(run);
+  ASSERT_TRUE(r.step());
+  EXPECT_EQ(r.column_int64(0), 1);
+  EXPECT_EQ(r.column_int64(1), 60);
+  EXPECT_EQ(r.column_int64(2), 1);
+}
+
+TEST_F(StoreTest, ReadOnlyConnectionRefusesWrites) {
+  { Store store(db_path()); }
+  sql::Database ro(db_path(), sql::Database::Mode::read_only);
+  auto select = ro.prepare("SELECT count(*) FROM experiments");
+  EXPECT_TRUE(select.readonly());
+  auto insert = ro.prepare("INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('a','','','{}')");
+  EXPECT_FALSE(insert.readonly());
+  EXPECT_THROW(insert.run(), sql::SqlError);
+}
+
+TEST_F(StoreTest, PrepareRejectsMoreThanOneStatement) {
+  Store store(db_path());
+  EXPECT_THROW(store.db().prepare("SELECT 1; DELETE FROM experiments"), sql::SqlError);
+  EXPECT_NO_THROW(store.db().prepare("SELECT 1;  \n"));
+}
+
+// Every example in schema/queries.sql runs on a populated file and returns rows.
+TEST_F(StoreTest, ExampleQueriesRun) {
+  Store store(db_path());
+  ExperimentRecord e;
+  e.name = "exp";
+  e.config_text = "";
+  e.config_hash = "";
+  e.search_config = nlohmann::json::object();
+  const auto exp = store.create_experiment(e);
+  const std::int64_t eval = store.insert_evaluation(sample_evaluation("k4"), {{"s1", 0.0, true, "v", -0.1, 10}});
+  for (int c = 0; c < 4; ++c) {
+    IndividualRecord ind;
+    ind.experiment_id = exp.id;
+    ind.candidate_id = c;
+    ind.generation = c / 2;
+    ind.genome = {c};
+    ind.genome_hash = "h";
+    ind.origin = "init";
+    ind.fitness = 0.1 * c;
+    ind.evaluation_id = eval;
+    ind.cache_hit = c > 0;
+    store.insert_individual(ind);
+  }
+  std::ifstream file(std::string(MIDTUNE_SOURCE_DIR) + "/schema/queries.sql");
+  ASSERT_TRUE(file) << "schema/queries.sql missing";
+  std::string line, statement;
+  int ran = 0;
+  while (std::getline(file, line)) {
+    if (statement.empty() && (line.empty() || line.rfind("--", 0) == 0)) continue;
+    statement += line + "\n";
+    if (!sqlite3_complete(statement.c_str())) continue;
+    auto s = store.db().prepare(statement);
+    EXPECT_TRUE(s.readonly()) << statement;
+    EXPECT_TRUE(s.step()) << "no rows from:\n" << statement;
+    statement.clear();
+    ++ran;
+  }
+  EXPECT_GE(ran, 3);
+}
+
+}  // namespace
+}  // namespace midtune
