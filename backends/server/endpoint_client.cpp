@@ -1,0 +1,118 @@
+#include "backends/server/endpoint_client.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <httplib.h>
+
+namespace midtune::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Sleeps in short steps so a cancelled run stops waiting at once.
+void backoff_sleep(double seconds, const std::atomic<bool>* cancel) {
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < until) {
+    if (cancel && cancel->load()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Turns an HTTP result into a JSON body, classifying every failure.
+json reply_json(const httplib::Result& res, const std::string& url, const char* what) {
+  if (!res)
+    throw TransientFailure("no reply (" + httplib::to_string(res.error()) +
+                           "; connection refused, lost, or timed out)");
+  const int status = res->status;
+  if (status >= 400 && status < 500)
+    throw RequestRejected("server " + url + " rejected " + what + " with HTTP " + std::to_string(status) +
+                          ": " + describe_error_body(res->body));
+  if (status != 200)
+    throw TransientFailure("HTTP " + std::to_string(status) + ": " + describe_error_body(res->body));
+  try {
+    return json::parse(res->body);
+  } catch (const json::parse_error& e) {
+    throw TransientFailure(std::string("malformed reply, not JSON: ") + e.what());
+  }
+}
+
+}  // namespace
+
+EndpointClient::EndpointClient(std::string url, RetryPolicy policy) : url_(std::move(url)), policy_(policy) {
+  if (url_.rfind("http://", 0) != 0)
+    throw BackendError("endpoint '" + url_ + "': must start with http:// (for example http://127.0.0.1:8080)");
+  if (!(policy_.timeout_s > 0) || policy_.retries < 0 || policy_.backoff_initial_s < 0)
+    throw BackendError("endpoint '" + url_ + "': timeout_s must be > 0, retries and backoff >= 0");
+  http_ = std::make_unique<httplib::Client>(url_);
+  if (!http_->is_valid()) throw BackendError("endpoint '" + url_ + "': not a valid http URL");
+  const auto timeout = std::chrono::duration<double>(policy_.timeout_s);
+  http_->set_connection_timeout(timeout);
+  http_->set_read_timeout(timeout);
+  http_->set_write_timeout(timeout);
+  http_->set_keep_alive(true);
+}
+
+EndpointClient::~EndpointClient() = default;
+
+template <class Once>
+auto EndpointClient::with_retries(const char* what, const std::atomic<bool>* cancel, Once&& once)
+    -> decltype(once()) {
+  std::string last_error;
+  int attempts = 0;
+  for (int attempt = 0; attempt <= policy_.retries; ++attempt) {
+    if (cancel && cancel->load()) break;
+    if (attempt > 0)
+      backoff_sleep(std::min(policy_.backoff_max_s, policy_.backoff_initial_s * std::pow(2.0, attempt - 1)),
+                    cancel);
+    ++attempts;
+    try {
+      return once();
+    } catch (const TransientFailure& e) {
+      last_error = e.what();
+      http_->stop();  // drop a connection that may be half-read
+    }
+  }
+  throw EndpointDown("server " + url_ + ": " + what + " failed after " + std::to_string(attempts) +
+                     " attempt(s); last error: " + (last_error.empty() ? "cancelled" : last_error));
+}
+
+ServerInfo EndpointClient::fetch_info(const std::atomic<bool>* cancel) {
+  return with_retries("GET /v1/info", cancel, [&] {
+    const json j = reply_json(http_->Get("/v1/info"), url_, "GET /v1/info");
+    // The version decides how to read everything else, so it is checked first.
+    if (j.is_object() && j.contains("protocol_version") && j["protocol_version"] != kProtocolVersion)
+      throw RequestRejected("server " + url_ + " speaks protocol version " + j["protocol_version"].dump() +
+                            ", this client speaks " + std::to_string(kProtocolVersion));
+    try {
+      return info_from_json(j);
+    } catch (const ProtocolError& e) {
+      throw TransientFailure(std::string("malformed /v1/info reply: ") + e.what());
+    }
+  });
+}
+
+std::vector<SampleOutput> EndpointClient::evaluate(const Intervention& intervention, const RunOptions& options,
+                                                   std::span<const BatchItem> items,
+                                                   const std::atomic<bool>* cancel) {
+  std::string body;
+  try {
+    body = evaluate_request_to_json(intervention, options, items).dump();
+  } catch (const json::type_error& e) {
+    throw RequestRejected(std::string("cannot send the batch: a prompt, gold or id is not valid UTF-8 (") +
+                          e.what() + ")");
+  }
+  return with_retries("POST /v1/evaluate", cancel, [&] {
+    const json j = reply_json(http_->Post("/v1/evaluate", body, "application/json"), url_, "POST /v1/evaluate");
+    try {
+      return evaluate_reply_from_json(j, items);
+    } catch (const ProtocolError& e) {
+      throw TransientFailure(std::string("malformed /v1/evaluate reply: ") + e.what());
+    }
+  });
+}
+
+}  // namespace midtune::server

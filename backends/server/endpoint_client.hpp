@@ -1,0 +1,71 @@
+// One evaluation server seen from the client: a request with a timeout,
+// bounded retries with exponential backoff on failures that may pass
+// (connection errors, timeouts, 5xx, malformed replies), none on 4xx.
+// Not thread-safe: each worker thread owns its EndpointClient.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/server/protocol.hpp"
+
+namespace httplib {
+class Client;
+}
+
+namespace midtune::server {
+
+struct RetryPolicy {
+  double timeout_s = 120.0;        // per request: connect, send, and wait for the reply
+  int retries = 3;                 // attempts after the first
+  double backoff_initial_s = 0.1;  // wait before retry k is initial * 2^k, capped
+  double backoff_max_s = 5.0;
+};
+
+// The endpoint stayed unreachable, slow or broken through every retry.
+struct EndpointDown : BackendError {
+  using BackendError::BackendError;
+};
+// The server refused the request itself (4xx): sending it again, here or to
+// another endpoint, would fail the same way.
+struct RequestRejected : BackendError {
+  using BackendError::BackendError;
+};
+
+class EndpointClient {
+ public:
+  // url: "http://host:port". Throws BackendError if it does not parse.
+  EndpointClient(std::string url, RetryPolicy policy);
+  ~EndpointClient();
+  EndpointClient(const EndpointClient&) = delete;
+  EndpointClient& operator=(const EndpointClient&) = delete;
+
+  const std::string& url() const { return url_; }
+
+  // GET /v1/info. Refuses (RequestRejected) a server of another protocol version.
+  ServerInfo fetch_info(const std::atomic<bool>* cancel = nullptr);
+  // POST /v1/evaluate; the reply is checked against `items`.
+  std::vector<SampleOutput> evaluate(const Intervention& intervention, const RunOptions& options,
+                                     std::span<const BatchItem> items,
+                                     const std::atomic<bool>* cancel = nullptr);
+
+ private:
+  template <class Parse>
+  auto with_retries(const char* what, const std::atomic<bool>* cancel, Parse&& once)
+      -> decltype(once());
+
+  std::string url_;
+  RetryPolicy policy_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+// Thrown inside one attempt when the failure may pass on a retry.
+struct TransientFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace midtune::server

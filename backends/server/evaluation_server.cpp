@@ -1,0 +1,152 @@
+#include "backends/server/evaluation_server.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <stdexcept>
+
+#include <httplib.h>
+
+namespace midtune::server {
+namespace {
+
+using nlohmann::json;
+
+void reply_error(httplib::Response& res, int status, const std::string& code, const std::string& message) {
+  res.status = status;
+  res.set_content(dump_for_wire(error_body(code, message)), "application/json");
+}
+
+const char* default_code(int status) {
+  switch (status) {
+    case 400: return "invalid_request";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 413: return "payload_too_large";
+    case 503: return "shutting_down";
+    default: return status >= 500 ? "server_error" : "request_error";
+  }
+}
+
+// The backend's answer must itself follow the protocol before it is sent.
+void check_outputs(const std::vector<SampleOutput>& out, const std::vector<BatchItem>& items) {
+  if (out.size() != items.size())
+    throw BackendError("the backend returned " + std::to_string(out.size()) + " outputs for " +
+                       std::to_string(items.size()) + " items");
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i].id != items[i].id)
+      throw BackendError("the backend answered item " + std::to_string(i) + " with id '" + out[i].id +
+                         "', expected '" + items[i].id + "'");
+    if (!std::isfinite(out[i].gold_logprob) || !std::isfinite(out[i].wall_ms) || out[i].wall_ms < 0 ||
+        out[i].prompt_tokens < 0)
+      throw BackendError("the backend returned a non-finite or negative number for item '" + items[i].id + "'");
+  }
+}
+
+}  // namespace
+
+EvaluationServer::EvaluationServer(Backend& backend, ServeOptions options)
+    : backend_(backend), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  info_.identity = backend_.identity();
+  info_.supports = options_.supports;
+  install_routes();
+}
+
+EvaluationServer::~EvaluationServer() = default;
+
+void EvaluationServer::install_routes() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(options_.limits.max_body_bytes);
+
+  s.Get("/v1/info", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_for_wire(info_to_json(info_)), "application/json");
+  });
+
+  s.Post("/v1/evaluate", [this](const httplib::Request& req, httplib::Response& res) {
+    json body;
+    try {
+      body = json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      return reply_error(res, 400, "invalid_json", std::string("the body is not JSON: ") + e.what());
+    }
+    EvaluateRequest request;
+    try {
+      request = evaluate_request_from_json(body, options_.limits);
+    } catch (const ProtocolError& e) {
+      return reply_error(res, 400, "invalid_field", e.what());
+    }
+    try {
+      for (const std::string& field : intervention_fields_used(request.intervention))
+        if (std::find(info_.supports.begin(), info_.supports.end(), field) == info_.supports.end())
+          throw std::invalid_argument("intervention." + field + ": not supported by this server");
+      backend_.validate(request.intervention);
+    } catch (const std::exception& e) {
+      return reply_error(res, 422, "invalid_intervention", e.what());
+    }
+    std::vector<SampleOutput> out;
+    {
+      std::lock_guard lock(backend_mutex_);
+      // Requests that waited behind the one in flight go to another endpoint.
+      if (stopping_) return reply_error(res, 503, "shutting_down", "the server is shutting down");
+      try {
+        out = backend_.run(request.intervention, request.items, request.options);
+        check_outputs(out, request.items);
+      } catch (const std::exception& e) {
+        return reply_error(res, 500, "backend_error", e.what());
+      }
+    }
+    res.set_content(dump_for_wire(evaluate_reply_to_json(out)), "application/json");
+  });
+
+  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+    reply_error(res, 405, "method_not_allowed", req.method + " is not allowed on " + req.path);
+  };
+  s.Post("/v1/info", not_allowed);
+  s.Get("/v1/evaluate", not_allowed);
+  s.Put("/v1/.*", not_allowed);
+  s.Delete("/v1/.*", not_allowed);
+
+  // Statuses httplib sets itself (404, 413, 400 for a broken request line)
+  // still get a protocol error body.
+  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    reply_error(res, res.status, default_code(res.status),
+                "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    reply_error(res, 500, "server_error", what);
+  });
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (res.status >= 400)
+      std::cerr << "ga-serve: " << req.method << " " << req.path << " -> " << res.status << " "
+                << describe_error_body(res.body) << "\n";
+  });
+}
+
+int EvaluationServer::bind() {
+  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
+                                      : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port <= 0)
+    throw std::runtime_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                             " (address in use, or not an address of this machine)");
+  return port;
+}
+
+void EvaluationServer::serve() {
+  if (!stopping_) http_->listen_after_bind();
+}
+
+void EvaluationServer::stop() {
+  stopping_ = true;
+  http_->stop();
+}
+
+}  // namespace midtune::server

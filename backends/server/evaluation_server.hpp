@@ -1,0 +1,57 @@
+// Serves any midtune::Backend over PROTOCOL.md (the core of `ga-serve`).
+// Every request is validated before it reaches the backend and a bad one is
+// answered 4xx with the reason; evaluations run one at a time because a
+// backend owns one model. stop() lets the evaluation in flight finish and
+// answers requests still waiting with 503 so their clients go elsewhere.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/server/protocol.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace midtune::server {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
+  int port = 0;                    // 0 = any free port (see bind())
+  RequestLimits limits;
+  // Intervention fields the served backend implements (/v1/info `supports`).
+  std::vector<std::string> supports = all_intervention_fields();
+};
+
+class EvaluationServer {
+ public:
+  EvaluationServer(Backend& backend, ServeOptions options);
+  ~EvaluationServer();
+  EvaluationServer(const EvaluationServer&) = delete;
+  EvaluationServer& operator=(const EvaluationServer&) = delete;
+
+  // Binds the listening socket and returns the port. Throws
+  // std::runtime_error when the address cannot be bound.
+  int bind();
+  // Serves until stop(); returns once the request in flight is answered.
+  void serve();
+  // Thread-safe (not async-signal-safe: call it from a signal-waiting thread).
+  void stop();
+  bool stopping() const { return stopping_; }
+
+ private:
+  void install_routes();
+
+  Backend& backend_;
+  ServeOptions options_;
+  ServerInfo info_;
+  std::unique_ptr<httplib::Server> http_;
+  std::mutex backend_mutex_;  // one evaluation at a time
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace midtune::server

@@ -1,0 +1,111 @@
+// ga-serve: serves a midtune backend over PROTOCOL.md.
+//   ga-serve --model PATH --port N [--threads T] [--host 127.0.0.1]
+//   ga-serve --synthetic-test-double --port 0      (tests and benchmarks only)
+// Prints "ga-serve: listening on http://HOST:PORT" once it accepts requests
+// (with --port 0 the port is chosen by the system). SIGTERM / SIGINT stop it
+// after the evaluation in flight has been answered.
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "backends/server/evaluation_server.hpp"
+#include "backends/synthetic/synthetic_test_double.hpp"
+
+namespace {
+
+struct Args {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int threads = 0;
+  std::size_t max_items = 1024;
+  bool synthetic = false;
+  int synthetic_layers = 30;
+  int synthetic_heads = 9;
+  double synthetic_noise = 0.05;
+  double synthetic_latency_ms = 0.0;
+};
+
+std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
+  if (args.synthetic) {
+    midtune::SyntheticTestDoubleConfig config;
+    config.layers = args.synthetic_layers;
+    config.heads = args.synthetic_heads;
+    config.noise = args.synthetic_noise;
+    config.latency_ms = args.synthetic_latency_ms;
+    return std::make_unique<midtune::SyntheticTestDoubleBackend>(config);
+  }
+  // The in-tree engine (backends/engine) is not built yet; when it lands it is
+  // constructed here from --model and --threads.
+  throw std::runtime_error("--model " + args.model +
+                           ": the in-tree engine is not part of this build yet; only "
+                           "--synthetic-test-double can be served");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ga-serve: serve a midtune model over the evaluation protocol (backends/server/PROTOCOL.md)"};
+  Args args;
+  auto* model = app.add_option("--model", args.model, "GGUF model file to serve")->check(CLI::ExistingFile);
+  app.add_option("--port", args.port, "TCP port; 0 = any free port (printed at start)")->check(CLI::Range(0, 65535));
+  app.add_option("--host", args.host, "address to listen on (default loopback only)");
+  app.add_option("--threads", args.threads, "engine threads; 0 = all cores")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
+  auto* synthetic = app.add_flag("--synthetic-test-double", args.synthetic,
+                                 "TEST OPTION: serve the synthetic test double instead of a model");
+  app.add_option("--synthetic-layers", args.synthetic_layers, "test double: layers")->needs(synthetic);
+  app.add_option("--synthetic-heads", args.synthetic_heads, "test double: heads")->needs(synthetic);
+  app.add_option("--synthetic-noise", args.synthetic_noise, "test double: noise")->needs(synthetic);
+  app.add_option("--synthetic-latency-ms", args.synthetic_latency_ms, "test double: sleep per evaluation")
+      ->needs(synthetic);
+  model->excludes(synthetic);
+  CLI11_PARSE(app, argc, argv);
+  if (!args.synthetic && args.model.empty()) {
+    std::cerr << "ga-serve: give --model PATH (or --synthetic-test-double for tests)\n";
+    return 2;
+  }
+
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    std::unique_ptr<midtune::Backend> backend = make_backend(args);
+    midtune::server::ServeOptions options;
+    options.host = args.host;
+    options.port = args.port;
+    options.limits.max_items = args.max_items;
+    midtune::server::EvaluationServer server(*backend, options);
+    const int port = server.bind();
+
+    std::atomic<bool> served{false};
+    std::thread signal_waiter([&] {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      if (served) return;  // woken by main below, not by a user
+      std::cerr << "ga-serve: signal " << signal << ", finishing the request in flight\n";
+      // Repeat until serve() returns: a stop before listening starts is otherwise lost.
+      while (!served) {
+        server.stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    std::cout << "ga-serve: listening on http://" << args.host << ":" << port << std::endl;
+    server.serve();
+    served = true;
+    pthread_kill(signal_waiter.native_handle(), SIGTERM);  // release the waiter if no signal came
+    signal_waiter.join();
+    std::cerr << "ga-serve: stopped\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ga-serve: " << e.what() << "\n";
+    return 1;
+  }
+}
