@@ -1,0 +1,314 @@
+#include "core/cli/run_loop.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace midtune {
+
+using nlohmann::json;
+
+std::string evaluation_cache_key(const Intervention& intervention, const json& dataset_slice,
+                                 const std::string& metric, const ModelIdentity& model) {
+  // Sorted keys (nlohmann::json objects are ordered maps) make the text canonical.
+  return json{{"intervention", intervention.canonical()},
+              {"dataset", dataset_slice},
+              {"metric", metric},
+              {"model", model.key()}}
+      .dump();
+}
+
+namespace {
+
+void collect_differences(const json& a, const json& b, const std::string& path, std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      const std::string sub = path.empty() ? it.key() : path + "." + it.key();
+      if (!b.contains(it.key()))
+        out.push_back(sub + ": " + it.value().dump() + " -> (removed)");
+      else
+        collect_differences(it.value(), b.at(it.key()), sub, out);
+    }
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()))
+        out.push_back((path.empty() ? it.key() : path + "." + it.key()) + ": (absent) -> " + it.value().dump());
+    return;
+  }
+  if (a != b) out.push_back(path + ": " + a.dump() + " -> " + b.dump());
+}
+
+}  // namespace
+
+std::vector<std::string> config_differences(const json& stored, const json& current) {
+  std::vector<std::string> out;
+  collect_differences(stored, current, "", out);
+  return out;
+}
+
+std::vector<PositionScore> position_scores(const std::vector<BatchItem>& items, const std::vector<bool>& correct,
+                                           const std::vector<double>& gold_positions) {
+  std::vector<PositionScore> scores;
+  for (double p : gold_positions) scores.push_back({p, 0.0, 0, 0});
+  for (size_t i = 0; i < items.size(); ++i) {
+    size_t nearest = 0;
+    for (size_t k = 1; k < gold_positions.size(); ++k)
+      if (std::abs(gold_positions[k] - items[i].gold_depth) < std::abs(gold_positions[nearest] - items[i].gold_depth))
+        nearest = k;
+    scores[nearest].samples += 1;
+    scores[nearest].correct += correct[i] ? 1 : 0;
+  }
+  for (PositionScore& s : scores) s.accuracy = s.samples ? static_cast<double>(s.correct) / s.samples : 0.0;
+  return scores;
+}
+
+namespace {
+
+std::vector<PositionAccuracy> accuracies(const std::vector<PositionScore>& scores) {
+  std::vector<PositionAccuracy> out;
+  for (const PositionScore& s : scores) out.push_back({s.position, s.accuracy});
+  return out;
+}
+
+// The beginning / middle / end buckets the LPES fitness weighs (experiments/README.md).
+json fitness_inputs(const std::vector<PositionScore>& scores) {
+  if (scores.empty()) return json::object();
+  double middle = 0.0;
+  int middle_count = 0;
+  for (size_t k = 1; k + 1 < scores.size(); ++k) {
+    middle += scores[k].accuracy;
+    ++middle_count;
+  }
+  json j = {{"beginning", scores.front().accuracy}, {"end", scores.back().accuracy}};
+  j["middle"] = middle_count ? json(middle / middle_count) : json(nullptr);
+  return j;
+}
+
+json genome_json(const Genome& genome) { return json(genome); }
+
+struct Evaluated {
+  std::int64_t evaluation_id;
+  std::vector<PositionScore> scores;
+  bool cache_hit;
+};
+
+class SearchRun {
+ public:
+  SearchRun(Store& store, const SearchInputs& inputs, cli::Progress& progress)
+      : store_(store), in_(inputs), progress_(progress), model_(inputs.backend->identity()) {}
+
+  RunSummary run() {
+    const ExperimentRecord experiment = open_experiment();
+    summary_.experiment_id = experiment.id;
+    run_id_ = store_.start_run(experiment.id);
+    std::unique_ptr<Strategy> strategy = in_.make_strategy();
+    if (auto checkpoint = store_.latest_generation(experiment.id)) {
+      strategy->load_state(checkpoint->strategy_state);
+      progress_.message("resuming '" + in_.experiment_name + "' after generation " +
+                        std::to_string(checkpoint->generation + 1) + " from " + store_.path());
+    }
+    summary_.already_complete = strategy->done();
+    while (!strategy->done()) {
+      const int generation = strategy->generation();
+      const std::vector<Candidate> batch = strategy->ask();
+      if (done_candidates_ == 0)
+        progress_.set_total(static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
+      std::vector<double> fitness;
+      int evaluated = 0, cached = 0;
+      for (const Candidate& candidate : batch) {
+        const auto [value, hit, fresh] = fitness_of(experiment.id, generation, candidate);
+        fitness.push_back(value);
+        evaluated += fresh;
+        cached += hit;
+        best_ = std::max(best_, value);
+        progress_.candidate_done(++done_candidates_, hit, best_);
+      }
+      strategy->tell(fitness);
+      checkpoint(experiment.id, generation, *strategy, fitness);
+      ++summary_.generations_done;
+      const double mean = std::accumulate(fitness.begin(), fitness.end(), 0.0) / std::max<size_t>(fitness.size(), 1);
+      progress_.generation_done(generation, generation_total(*strategy), *std::max_element(fitness.begin(), fitness.end()),
+                                mean, evaluated, cached);
+    }
+    progress_.finish();
+    store_.finish_run(run_id_);
+    fill_best(experiment.id);
+    return summary_;
+  }
+
+ private:
+  ExperimentRecord open_experiment() {
+    if (auto existing = store_.find_experiment(in_.experiment_name)) {
+      const auto changes = config_differences(existing->search_config, in_.search_config);
+      if (!changes.empty()) {
+        std::string message = "experiment '" + in_.experiment_name + "' in " + store_.path() +
+                              " was started with a different search; refusing to resume. Changed:";
+        for (const std::string& c : changes) message += "\n  " + c;
+        message += "\nRevert the edit, or start a fresh experiment in the same database with --new-experiment NAME.";
+        throw ResumeRefused(message);
+      }
+      return *existing;
+    }
+    ExperimentRecord record;
+    record.name = in_.experiment_name;
+    record.config_text = in_.config_text;
+    record.config_hash = fnv1a_hex(in_.search_config.dump());
+    record.search_config = in_.search_config;
+    record.source_path = in_.source_path;
+    return store_.create_experiment(record);
+  }
+
+  // The generation count to show; strategies without one report the current.
+  int generation_total(const Strategy& strategy) const {
+    return in_.planned_generations > 0 ? in_.planned_generations : strategy.generation() + 1;
+  }
+
+  struct Outcome {
+    double fitness;
+    bool cache_hit;
+    bool fresh;
+  };
+
+  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
+    if (auto stored = store_.find_individual(experiment_id, candidate.id)) {
+      // Resume: this candidate was finished before the process stopped.
+      if (stored->genome != genome_json(candidate.genome))
+        throw std::runtime_error(store_.path() + ": candidate " + std::to_string(candidate.id) +
+                                 " was stored with genome " + stored->genome.dump() + " but the strategy now proposes " +
+                                 genome_json(candidate.genome).dump() + "; the checkpoint does not match this build");
+      ++summary_.resumed_individuals;
+      return {stored->fitness, false, false};
+    }
+    const Intervention intervention = in_.objective->decode(candidate.genome);
+    const std::string key = evaluation_cache_key(intervention, in_.dataset_slice, in_.metric, model_);
+    try {
+      return store_candidate(experiment_id, generation, candidate, intervention, key);
+    } catch (const BackendError& error) {
+      // The transaction above rolled back; keep a visible record of the
+      // failure (never a score: failed rows are not served from the cache).
+      EvaluationRecord failed;
+      failed.cache_key = key;
+      failed.key_hash = fnv1a_hex(key);
+      failed.intervention = intervention.to_json().dump();
+      failed.dataset_slice = in_.dataset_slice.dump();
+      failed.metric = in_.metric;
+      failed.model = model_.key();
+      failed.status = "failed";
+      failed.error = error.what();
+      sql::Transaction tx(store_.db());
+      store_.insert_evaluation(failed, {});
+      tx.commit();
+      throw;
+    }
+  }
+
+  // One transaction: the evaluation (fresh or cached), its samples, the
+  // individual and the heartbeat land together or not at all.
+  Outcome store_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                          const Intervention& intervention, const std::string& key) {
+    Evaluated e;
+    sql::Transaction tx(store_.db());
+    if (auto cached = store_.find_evaluation(key)) {
+      e = {cached->id, cached->position_scores, true};
+      store_.heartbeat(run_id_);
+    } else {
+      e = evaluate(intervention, key);
+    }
+    const double fitness = in_.objective->fitness(accuracies(e.scores));
+    IndividualRecord record;
+    record.experiment_id = experiment_id;
+    record.candidate_id = candidate.id;
+    record.generation = generation;
+    record.genome = genome_json(candidate.genome);
+    record.genome_hash = fnv1a_hex(record.genome.dump());
+    record.origin = to_string(candidate.origin);
+    record.parents = candidate.parents;
+    record.fitness = fitness;
+    record.evaluation_id = e.evaluation_id;
+    record.cache_hit = e.cache_hit;
+    record.run_id = run_id_;
+    store_.insert_individual(record);
+    tx.commit();
+    (e.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
+    return {fitness, e.cache_hit, !e.cache_hit};
+  }
+
+  // Runs the backend; the caller's transaction stores the evaluation, its
+  // samples and the individual together.
+  Evaluated evaluate(const Intervention& intervention, const std::string& key) {
+    in_.backend->validate(intervention);
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<SampleOutput> outputs = in_.backend->run(intervention, in_.search_items, in_.run_options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (outputs.size() != in_.search_items.size())
+      throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
+                         std::to_string(in_.search_items.size()) + " prompts");
+    std::vector<bool> correct;
+    std::vector<SampleRecord> samples;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const BatchItem& item = in_.search_items[i];
+      const bool ok = in_.score(item, outputs[i]);
+      correct.push_back(ok);
+      const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
+      samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
+                         teacher_forced ? std::optional(outputs[i].gold_logprob) : std::nullopt,
+                         outputs[i].prompt_tokens});
+    }
+    EvaluationRecord record;
+    record.cache_key = key;
+    record.key_hash = fnv1a_hex(key);
+    record.intervention = intervention.to_json().dump();
+    record.dataset_slice = in_.dataset_slice.dump();
+    record.metric = in_.metric;
+    record.model = model_.key();
+    record.position_scores = position_scores(in_.search_items, correct, in_.gold_positions);
+    record.fitness_inputs = fitness_inputs(record.position_scores);
+    record.wall_seconds = seconds;
+    const std::int64_t id = store_.insert_evaluation(record, samples);
+    store_.heartbeat(run_id_, 1, static_cast<int>(outputs.size()), seconds);
+    return {id, record.position_scores, false};
+  }
+
+  void checkpoint(std::int64_t experiment_id, int generation, const Strategy& strategy,
+                  const std::vector<double>& fitness) {
+    GenerationRecord record;
+    record.experiment_id = experiment_id;
+    record.generation = generation;
+    record.population = strategy.population();
+    record.strategy_state = strategy.save_state();
+    record.best_fitness = *std::max_element(fitness.begin(), fitness.end());
+    record.mean_fitness = std::accumulate(fitness.begin(), fitness.end(), 0.0) / fitness.size();
+    sql::Transaction tx(store_.db());
+    store_.save_generation(record);
+    store_.heartbeat(run_id_);
+    tx.commit();
+  }
+
+  void fill_best(std::int64_t experiment_id) {
+    auto s = store_.db().prepare(
+        "SELECT candidate_id, fitness FROM individuals WHERE experiment_id = ? ORDER BY fitness DESC, candidate_id "
+        "LIMIT 1");
+    s.bind_all(experiment_id);
+    if (s.step()) {
+      summary_.best_candidate = s.column_int64(0);
+      summary_.best_fitness = s.column_double(1);
+    }
+  }
+
+  Store& store_;
+  const SearchInputs& in_;
+  cli::Progress& progress_;
+  ModelIdentity model_;
+  std::int64_t run_id_ = -1;
+  RunSummary summary_;
+  int done_candidates_ = 0;
+  double best_ = -INFINITY;
+};
+
+}  // namespace
+
+RunSummary run_search(Store& store, const SearchInputs& inputs, cli::Progress& progress) {
+  return SearchRun(store, inputs, progress).run();
+}
+
+}  // namespace midtune

@@ -1,0 +1,19 @@
+// Plain-text tables for the terminal (query, status, report --format md).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace midtune::cli {
+
+using Row = std::vector<std::string>;
+
+// Markdown-compatible pipe table, columns padded to their widest cell.
+void print_table(std::ostream& out, const Row& header, const std::vector<Row>& rows);
+// RFC 4180 CSV (quotes cells holding a comma, quote or newline).
+void print_csv(std::ostream& out, const Row& header, const std::vector<Row>& rows);
+// Fixed-precision number text, trailing zeros trimmed ("0.5", "1.25").
+std::string format_number(double value, int precision = 4);
+
+}  // namespace midtune::cli

@@ -1,0 +1,251 @@
+// The run loop on the synthetic test double with a small fixture strategy:
+// completion, the evaluation cache, resume after an interruption, refusal of
+// an edited search.
+#include "core/cli/run_loop.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "backends/synthetic/synthetic_test_double.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Genome = one uniform RoPE scale from {1.0, 1.1, ..., 2.0}; draws repeat, so
+// the cache gets hits. Two candidates per generation, three generations.
+class FixtureStrategy : public Strategy {
+ public:
+  explicit FixtureStrategy(std::uint64_t seed) : rng_(seed) {}
+  std::vector<Candidate> ask() override {
+    if (pending_.empty() && !done()) {
+      std::uniform_int_distribution<int> pick(0, 10);
+      for (int i = 0; i < 2; ++i) pending_.push_back({{1.0 + 0.1 * pick(rng_)}, Origin::random, {}, next_id_++});
+    }
+    return pending_;
+  }
+  void tell(const std::vector<double>& fitness) override {
+    ASSERT_EQ(fitness.size(), pending_.size());
+    for (const auto& c : pending_) population_.push_back(c.id);
+    pending_.clear();
+    ++generation_;
+  }
+  bool done() const override { return generation_ >= 3; }
+  int generation() const override { return generation_; }
+  std::vector<std::int64_t> population() const override { return population_; }
+  json save_state() const override {
+    std::ostringstream rng;
+    rng << rng_;
+    return {{"rng", rng.str()}, {"generation", generation_}, {"next_id", next_id_}, {"population", population_}};
+  }
+  void load_state(const json& state) override {
+    std::istringstream rng(state.at("rng").get<std::string>());
+    rng >> rng_;
+    generation_ = state.at("generation");
+    next_id_ = state.at("next_id");
+    population_ = state.at("population").get<std::vector<std::int64_t>>();
+    pending_.clear();
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::vector<Candidate> pending_;
+  std::vector<std::int64_t> population_;
+  int generation_ = 0;
+  std::int64_t next_id_ = 0;
+};
+
+class UniformScale : public Objective {
+ public:
+  std::string name() const override { return "fixture"; }
+  std::vector<std::string> gene_names() const override { return {"scale"}; }
+  Genome initial_genome() const override { return {1.0}; }
+  Intervention decode(const Genome& g) const override {
+    Intervention iv;
+    iv.rope_scale = {{g.at(0)}};
+    return iv;
+  }
+  double fitness(const std::vector<PositionAccuracy>& s) const override {
+    return 0.2 * s.front().accuracy + 0.3 * s[1].accuracy + 0.5 * s.back().accuracy;
+  }
+};
+
+// Fails (as a crashed model would) once it has run `budget` evaluations.
+class FailingAfter : public SyntheticTestDoubleBackend {
+ public:
+  FailingAfter(int budget) : SyntheticTestDoubleBackend({.layers = 4, .heads = 2, .seed = 5}), budget_(budget) {}
+  std::vector<SampleOutput> run(const Intervention& iv, const std::vector<BatchItem>& b, const RunOptions& o) override {
+    if (budget_-- <= 0) throw BackendError("simulated crash");
+    ++runs;
+    return SyntheticTestDoubleBackend::run(iv, b, o);
+  }
+  int runs = 0;
+
+ private:
+  int budget_;
+};
+
+class RunLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("midtune_runloop_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  SearchInputs inputs(Backend& backend, const std::string& name = "fixture-exp") {
+    SearchInputs in;
+    in.experiment_name = name;
+    in.config_text = "name: " + name + "\n";
+    in.search_config = {{"seed", 11}, {"search", {{"generations", 3}}}};
+    in.backend = &backend;
+    in.objective = &objective_;
+    in.make_strategy = [] { return std::make_unique<FixtureStrategy>(11); };
+    in.gold_positions = {0.0, 0.5, 1.0};
+    for (double p : in.gold_positions)
+      for (int i = 0; i < 10; ++i)
+        in.search_items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
+    in.dataset_slice = {{"fixture", 1}};
+    in.metric = "teacher_forced";
+    in.run_options.mode = Mode::teacher_forced;
+    in.score = [](const BatchItem&, const SampleOutput& o) { return o.gold_emitted_first; };
+    in.planned_generations = 3;
+    return in;
+  }
+
+  json individuals(Store& store, std::int64_t experiment_id) {
+    json out = json::array();
+    for (const auto& i : store.individuals(experiment_id))
+      out.push_back({i.candidate_id, i.generation, i.genome, i.fitness, i.origin});
+    return out;
+  }
+
+  std::string db(const std::string& file = "results.db") const { return (dir_ / file).string(); }
+  fs::path dir_;
+  UniformScale objective_;
+  std::ostringstream log_;
+  cli::Progress quiet_{log_, cli::Progress::Style::quiet};
+};
+
+TEST_F(RunLoopTest, RunsToCompletionAndCachesRepeatedInterventions) {
+  Store store(db());
+  FailingAfter backend(1000);
+  const RunSummary s = run_search(store, inputs(backend), quiet_);
+  EXPECT_EQ(s.generations_done, 3);
+  EXPECT_EQ(s.evaluated + s.cache_hits, 6);
+  EXPECT_EQ(backend.runs, s.evaluated);
+  auto rows = store.individuals(s.experiment_id);
+  ASSERT_EQ(rows.size(), 6u);
+  std::set<std::string> distinct;
+  for (const auto& r : rows) distinct.insert(r.genome.dump());
+  EXPECT_EQ(static_cast<size_t>(s.evaluated), distinct.size()) << "each distinct genome is evaluated exactly once";
+  EXPECT_EQ(store.generations(s.experiment_id).size(), 3u);
+  auto samples = store.db().prepare("SELECT count(*) FROM sample_results");
+  ASSERT_TRUE(samples.step());
+  EXPECT_EQ(samples.column_int64(0), 30 * s.evaluated);
+
+  // Running again is a no-op: the experiment is complete.
+  const RunSummary again = run_search(store, inputs(backend), quiet_);
+  EXPECT_TRUE(again.already_complete);
+  EXPECT_EQ(again.evaluated, 0);
+  EXPECT_EQ(again.best_fitness, s.best_fitness);
+
+  // A second experiment in the same database on the same data reuses every evaluation.
+  FailingAfter fresh(1000);
+  const RunSummary other = run_search(store, inputs(fresh, "second"), quiet_);
+  EXPECT_EQ(other.evaluated, 0);
+  EXPECT_EQ(other.cache_hits, 6);
+  EXPECT_EQ(individuals(store, other.experiment_id).size(), 6u);
+}
+
+TEST_F(RunLoopTest, ResumeAfterFailureMatchesAnUninterruptedRun) {
+  json reference;
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(1000);
+    reference = individuals(store, run_search(store, inputs(backend), quiet_).experiment_id);
+  }
+  Store store(db());
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    FailingAfter backend(1);  // one evaluation per "process", then a crash
+    try {
+      run_search(store, inputs(backend), quiet_);
+      break;
+    } catch (const BackendError&) {
+    }
+  }
+  const auto experiment = store.find_experiment("fixture-exp");
+  ASSERT_TRUE(experiment);
+  EXPECT_EQ(individuals(store, experiment->id), reference);
+  auto failed = store.db().prepare("SELECT count(*) FROM evaluations WHERE status = 'failed'");
+  ASSERT_TRUE(failed.step());
+  EXPECT_EQ(failed.column_int64(0), 0) << "failed rows are replaced by the successful retry";
+}
+
+TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {
+  Store store(db());
+  FailingAfter backend(1000);
+  run_search(store, inputs(backend), quiet_);
+  SearchInputs edited = inputs(backend);
+  edited.search_config["search"]["generations"] = 5;
+  try {
+    run_search(store, edited, quiet_);
+    FAIL() << "expected ResumeRefused";
+  } catch (const ResumeRefused& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("search.generations: 3 -> 5"), std::string::npos) << what;
+    EXPECT_NE(what.find("--new-experiment"), std::string::npos) << what;
+  }
+}
+
+TEST(ConfigDifferences, NamesAddedRemovedAndChangedPaths) {
+  const json a = {{"seed", 1}, {"objective", {{"kind", "lpes"}, {"degree", 3}}}};
+  const json b = {{"seed", 1}, {"objective", {{"kind", "pi"}, {"pi", 1}}}};
+  const auto d = config_differences(a, b);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0], "objective.degree: 3 -> (removed)");
+  EXPECT_EQ(d[1], "objective.kind: \"lpes\" -> \"pi\"");
+  EXPECT_EQ(d[2], "objective.pi: (absent) -> 1");
+  EXPECT_TRUE(config_differences(a, a).empty());
+}
+
+TEST(PositionScores, CountsEachSampleAtItsNearestListedPosition) {
+  std::vector<BatchItem> items(5);
+  const double depths[] = {0.0, 0.0, 0.49, 1.0, 1.0};
+  for (int i = 0; i < 5; ++i) items[i].gold_depth = depths[i];
+  const auto s = position_scores(items, {true, false, true, true, true}, {0.0, 0.5, 1.0});
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].samples, 2);
+  EXPECT_DOUBLE_EQ(s[0].accuracy, 0.5);
+  EXPECT_EQ(s[1].samples, 1);
+  EXPECT_DOUBLE_EQ(s[2].accuracy, 1.0);
+}
+
+TEST(CacheKey, DependsOnEveryPart) {
+  Intervention a, b;
+  a.rope_scale = {{1.5}};
+  b.rope_scale = {{1.5000000000001}};  // same after canonical rounding
+  ModelIdentity m;
+  m.name = "m";
+  const json slice = {{"n", 1}};
+  EXPECT_EQ(evaluation_cache_key(a, slice, "tf", m), evaluation_cache_key(b, slice, "tf", m));
+  Intervention c;
+  c.rope_scale = {{1.6}};
+  EXPECT_NE(evaluation_cache_key(a, slice, "tf", m), evaluation_cache_key(c, slice, "tf", m));
+  EXPECT_NE(evaluation_cache_key(a, slice, "tf", m), evaluation_cache_key(a, {{"n", 2}}, "tf", m));
+  EXPECT_NE(evaluation_cache_key(a, slice, "tf", m), evaluation_cache_key(a, slice, "generate", m));
+  ModelIdentity other = m;
+  other.layers = 3;
+  EXPECT_NE(evaluation_cache_key(a, slice, "tf", m), evaluation_cache_key(a, slice, "tf", other));
+}
+
+}  // namespace
+}  // namespace midtune
