@@ -183,6 +183,7 @@ struct ModelConfig {
   std::uint32_t context_length = 0;  // <arch>.context_length
   std::uint32_t vocab = 0;        // <arch>.vocab_size, else len(tokenizer.ggml.tokens)
   bool tied_output = false;       // true when output.weight is absent
+  bool operator==(const ModelConfig&) const = default;
 };
 
 // Throws GgufError when a required key is missing or the values are

@@ -1,0 +1,553 @@
+#include "backends/engine/gguf.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace midtune {
+namespace {
+
+constexpr std::array<GgmlTypeInfo, 8> kTypes = {{
+    {GgmlType::F32, "F32", 1, 4},
+    {GgmlType::F16, "F16", 1, 2},
+    {GgmlType::Q4_0, "Q4_0", 32, 18},   // f16 scale + 16 bytes of nibbles
+    {GgmlType::Q4_1, "Q4_1", 32, 20},   // f16 scale, f16 min + 16 bytes
+    {GgmlType::Q8_0, "Q8_0", 32, 34},   // f16 scale + 32 int8
+    {GgmlType::Q4_K, "Q4_K", 256, 144}, // 2 f16 + 12 scale bytes + 128 nibble bytes
+    {GgmlType::Q6_K, "Q6_K", 256, 210}, // 128 ql + 64 qh + 16 scales + f16
+    {GgmlType::BF16, "BF16", 1, 2},
+}};
+
+constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
+constexpr std::uint64_t kInt64Max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  return __builtin_mul_overflow(a, b, &out);
+}
+bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  return __builtin_add_overflow(a, b, &out);
+}
+
+std::size_t scalar_size(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL: return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16: return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32: return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64: return 8;
+    case GgufValueType::STRING: return 8;  // at least the length prefix
+    case GgufValueType::ARRAY: return 12;  // at least type + count
+  }
+  return 0;
+}
+
+bool is_known_value_type(std::uint32_t raw) { return raw <= 12; }
+
+bool is_unsigned(GgufValueType t) {
+  return t == GgufValueType::UINT8 || t == GgufValueType::UINT16 || t == GgufValueType::UINT32 ||
+         t == GgufValueType::UINT64;
+}
+bool is_signed(GgufValueType t) {
+  return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 ||
+         t == GgufValueType::INT64;
+}
+bool is_float(GgufValueType t) { return t == GgufValueType::FLOAT32 || t == GgufValueType::FLOAT64; }
+
+// Bounds-checked little-endian reads over the mapping. Every read first
+// checks that the bytes exist, so no read ever leaves [0, size).
+class Cursor {
+ public:
+  Cursor(const std::byte* base, std::uint64_t size, const GgufFile& file,
+         void (*fail)(const GgufFile&, std::uint64_t, const std::string&))
+      : base_(base), size_(size), file_(file), fail_(fail) {}
+
+  std::uint64_t pos() const { return pos_; }
+  std::uint64_t remaining() const { return size_ - pos_; }
+  [[noreturn]] void fail(std::uint64_t at, const std::string& what) const {
+    fail_(file_, at, what);
+    __builtin_unreachable();
+  }
+
+  void need(std::uint64_t n, const char* what) const {
+    if (n > remaining())
+      fail(pos_, std::string("file truncated: ") + what + " needs " + std::to_string(n) +
+                     " bytes, only " + std::to_string(remaining()) + " remain");
+  }
+
+  template <typename T>
+  T read(const char* what) {
+    need(sizeof(T), what);
+    T value;
+    std::memcpy(&value, base_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return value;
+  }
+
+  std::string read_string(const char* what) {
+    const std::uint64_t at = pos_;
+    const auto length = read<std::uint64_t>(what);
+    if (length > remaining())
+      fail(at, std::string(what) + " length " + std::to_string(length) + " exceeds the " +
+                   std::to_string(remaining()) + " bytes left in the file");
+    std::string out(reinterpret_cast<const char*>(base_ + pos_), static_cast<std::size_t>(length));
+    pos_ += length;
+    return out;
+  }
+
+ private:
+  const std::byte* base_;
+  std::uint64_t size_;
+  std::uint64_t pos_ = 0;
+  const GgufFile& file_;
+  void (*fail_)(const GgufFile&, std::uint64_t, const std::string&);
+};
+
+void append_element(Cursor& in, GgufValueType type, GgufValue& value) {
+  switch (type) {
+    case GgufValueType::UINT8: value.unsigned_ints.push_back(in.read<std::uint8_t>("UINT8 value")); break;
+    case GgufValueType::UINT16: value.unsigned_ints.push_back(in.read<std::uint16_t>("UINT16 value")); break;
+    case GgufValueType::UINT32: value.unsigned_ints.push_back(in.read<std::uint32_t>("UINT32 value")); break;
+    case GgufValueType::UINT64: value.unsigned_ints.push_back(in.read<std::uint64_t>("UINT64 value")); break;
+    case GgufValueType::INT8: value.signed_ints.push_back(in.read<std::int8_t>("INT8 value")); break;
+    case GgufValueType::INT16: value.signed_ints.push_back(in.read<std::int16_t>("INT16 value")); break;
+    case GgufValueType::INT32: value.signed_ints.push_back(in.read<std::int32_t>("INT32 value")); break;
+    case GgufValueType::INT64: value.signed_ints.push_back(in.read<std::int64_t>("INT64 value")); break;
+    case GgufValueType::FLOAT32: value.floats.push_back(in.read<float>("FLOAT32 value")); break;
+    case GgufValueType::FLOAT64: value.floats.push_back(in.read<double>("FLOAT64 value")); break;
+    case GgufValueType::BOOL: {
+      const std::uint64_t at = in.pos();
+      const auto b = in.read<std::uint8_t>("BOOL value");
+      if (b > 1) in.fail(at, "BOOL value is " + std::to_string(b) + ", not 0 or 1");
+      value.unsigned_ints.push_back(b);
+      break;
+    }
+    case GgufValueType::STRING: value.strings.push_back(in.read_string("string value")); break;
+    case GgufValueType::ARRAY: in.fail(in.pos(), "nested arrays are not supported");
+  }
+}
+
+GgufValue read_value(Cursor& in, const std::string& key) {
+  GgufValue value;
+  value.file_offset = in.pos();
+  const auto raw_type = in.read<std::uint32_t>("value type");
+  if (!is_known_value_type(raw_type))
+    in.fail(value.file_offset, "key '" + key + "' has unknown value type " + std::to_string(raw_type));
+  auto type = static_cast<GgufValueType>(raw_type);
+  std::uint64_t count = 1;
+  if (type == GgufValueType::ARRAY) {
+    value.is_array = true;
+    const std::uint64_t at = in.pos();
+    const auto raw_elem = in.read<std::uint32_t>("array element type");
+    if (!is_known_value_type(raw_elem))
+      in.fail(at, "key '" + key + "' has unknown array element type " + std::to_string(raw_elem));
+    type = static_cast<GgufValueType>(raw_elem);
+    if (type == GgufValueType::ARRAY) in.fail(at, "key '" + key + "' is a nested array (not supported)");
+    const std::uint64_t count_at = in.pos();
+    count = in.read<std::uint64_t>("array length");
+    // Every element takes at least scalar_size bytes, so a count beyond this
+    // bound cannot fit in the file (checked before any allocation).
+    if (count > in.remaining() / scalar_size(type))
+      in.fail(count_at, "key '" + key + "' array length " + std::to_string(count) + " of " +
+                            to_string(type) + " cannot fit in the " + std::to_string(in.remaining()) +
+                            " bytes left in the file");
+  }
+  value.element_type = type;
+  const auto n = static_cast<std::size_t>(count);
+  if (is_unsigned(type) || type == GgufValueType::BOOL) value.unsigned_ints.reserve(n);
+  else if (is_signed(type)) value.signed_ints.reserve(n);
+  else if (is_float(type)) value.floats.reserve(n);
+  else value.strings.reserve(n);
+  for (std::uint64_t i = 0; i < count; ++i) append_element(in, type, value);
+  return value;
+}
+
+[[noreturn]] void fail_at(const GgufFile& file, std::uint64_t offset, const std::string& what) {
+  throw GgufError(file.path().string() + ": " + what + " (at byte offset " + std::to_string(offset) + ")");
+}
+
+}  // namespace
+
+const GgmlTypeInfo* find_ggml_type(std::uint32_t type_id) {
+  for (const auto& info : kTypes)
+    if (static_cast<std::uint32_t>(info.type) == type_id) return &info;
+  return nullptr;
+}
+
+const GgmlTypeInfo& ggml_type_info(GgmlType type) {
+  const auto* info = find_ggml_type(static_cast<std::uint32_t>(type));
+  if (!info) throw GgufError("unsupported ggml tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));
+  return *info;
+}
+
+std::string ggml_type_name(std::uint32_t type_id) {
+  if (const auto* info = find_ggml_type(type_id)) return info->name;
+  return "type#" + std::to_string(type_id);
+}
+
+const char* to_string(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::UINT8: return "UINT8";
+    case GgufValueType::INT8: return "INT8";
+    case GgufValueType::UINT16: return "UINT16";
+    case GgufValueType::INT16: return "INT16";
+    case GgufValueType::UINT32: return "UINT32";
+    case GgufValueType::INT32: return "INT32";
+    case GgufValueType::FLOAT32: return "FLOAT32";
+    case GgufValueType::BOOL: return "BOOL";
+    case GgufValueType::STRING: return "STRING";
+    case GgufValueType::ARRAY: return "ARRAY";
+    case GgufValueType::UINT64: return "UINT64";
+    case GgufValueType::INT64: return "INT64";
+    case GgufValueType::FLOAT64: return "FLOAT64";
+  }
+  return "UNKNOWN";
+}
+
+std::size_t GgufValue::size() const {
+  return unsigned_ints.size() + signed_ints.size() + floats.size() + strings.size();
+}
+
+std::string GgufValue::type_name() const {
+  return is_array ? std::string("ARRAY[") + to_string(element_type) + "]" : to_string(element_type);
+}
+
+std::uint64_t GgufTensorInfo::rows() const {
+  return dims.empty() || dims[0] == 0 ? 0 : n_elements / dims[0];
+}
+
+// ---------------------------------------------------------------- mapping
+
+GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw GgufError(path.string() + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw GgufError(path.string() + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw GgufError(path.string() + ": not a regular file");
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  if (size_ > 0) {
+    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapped == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw GgufError(path.string() + ": cannot mmap: " + std::strerror(err));
+    }
+    base_ = static_cast<const std::byte*>(mapped);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  try {
+    parse();
+  } catch (...) {
+    if (base_) ::munmap(const_cast<std::byte*>(base_), size_);
+    base_ = nullptr;
+    throw;
+  }
+}
+
+GgufFile::~GgufFile() {
+  if (base_) ::munmap(const_cast<std::byte*>(base_), size_);
+}
+
+GgufFile::GgufFile(GgufFile&& other) noexcept { *this = std::move(other); }
+
+GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
+  if (this != &other) {
+    if (base_) ::munmap(const_cast<std::byte*>(base_), size_);
+    path_ = std::move(other.path_);
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    version_ = other.version_;
+    alignment_ = other.alignment_;
+    data_offset_ = other.data_offset_;
+    metadata_ = std::move(other.metadata_);
+    tensors_ = std::move(other.tensors_);
+    tensor_index_ = std::move(other.tensor_index_);
+  }
+  return *this;
+}
+
+void GgufFile::fail(std::uint64_t offset, const std::string& what) const { fail_at(*this, offset, what); }
+
+// ---------------------------------------------------------------- parsing
+
+void GgufFile::parse() {
+  Cursor in(base_, size_, *this, &fail_at);
+  in.need(4, "magic");
+  if (std::memcmp(base_, "GGUF", 4) != 0) fail(0, "bad magic: not a GGUF file");
+  in.read<std::uint32_t>("magic");
+  version_ = in.read<std::uint32_t>("version");
+  if (version_ != 3) fail(4, "unsupported GGUF version " + std::to_string(version_) + " (this reader reads version 3)");
+  const std::uint64_t tensor_count_at = in.pos();
+  const auto tensor_count = in.read<std::uint64_t>("tensor count");
+  const std::uint64_t kv_count_at = in.pos();
+  const auto kv_count = in.read<std::uint64_t>("metadata count");
+  // Lower bounds on the encoded size: kv = key length + type + 1 byte;
+  // tensor info = name length + n_dims + type + offset.
+  if (kv_count > in.remaining() / 13)
+    fail(kv_count_at, "metadata count " + std::to_string(kv_count) + " cannot fit in the file");
+  if (tensor_count > in.remaining() / 24)
+    fail(tensor_count_at, "tensor count " + std::to_string(tensor_count) + " cannot fit in the file");
+
+  for (std::uint64_t i = 0; i < kv_count; ++i) {
+    const std::uint64_t key_at = in.pos();
+    std::string key = in.read_string("metadata key");
+    if (metadata_.count(key)) fail(key_at, "duplicate metadata key '" + key + "'");
+    GgufValue value = read_value(in, key);
+    metadata_.emplace(std::move(key), std::move(value));
+  }
+
+  if (const GgufValue* align = find("general.alignment")) {
+    if (align->is_array || align->element_type != GgufValueType::UINT32)
+      fail(align->file_offset, "general.alignment must be UINT32, found " + align->type_name());
+    const std::uint64_t a = align->unsigned_ints.at(0);
+    if (a == 0 || (a & (a - 1)) != 0)
+      fail(align->file_offset, "general.alignment " + std::to_string(a) + " is not a power of two");
+    alignment_ = a;
+  }
+
+  tensors_.reserve(static_cast<std::size_t>(tensor_count));
+  for (std::uint64_t i = 0; i < tensor_count; ++i) {
+    GgufTensorInfo info;
+    info.info_offset = in.pos();
+    info.name = in.read_string("tensor name");
+    if (tensor_index_.count(info.name)) fail(info.info_offset, "duplicate tensor name '" + info.name + "'");
+    const std::string label = "tensor '" + info.name + "'";
+    const std::uint64_t dims_at = in.pos();
+    const auto n_dims = in.read<std::uint32_t>("tensor dimension count");
+    if (n_dims == 0 || n_dims > kMaxDims)
+      fail(dims_at, label + " has " + std::to_string(n_dims) + " dimensions (1.." + std::to_string(kMaxDims) + " allowed)");
+    info.n_elements = 1;
+    for (std::uint32_t d = 0; d < n_dims; ++d) {
+      const std::uint64_t dim_at = in.pos();
+      const auto dim = in.read<std::uint64_t>("tensor dimension");
+      if (dim > kInt64Max || mul_overflows(info.n_elements, dim, info.n_elements) || info.n_elements > kInt64Max)
+        fail(dim_at, label + " dimension " + std::to_string(d) + " = " + std::to_string(dim) +
+                         " makes the element count overflow");
+      info.dims.push_back(dim);
+    }
+    const std::uint64_t type_at = in.pos();
+    info.type_id = in.read<std::uint32_t>("tensor type");
+    info.type = find_ggml_type(info.type_id);
+    const std::uint64_t offset_at = in.pos();
+    info.offset = in.read<std::uint64_t>("tensor data offset");
+    if (info.offset % alignment_ != 0)
+      fail(offset_at, label + " data offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
+                          std::to_string(alignment_));
+    if (info.type) {
+      if (info.dims[0] % info.type->block_elems != 0)
+        fail(type_at, label + " row length " + std::to_string(info.dims[0]) + " is not a multiple of the " +
+                          info.type->name + " block size " + std::to_string(info.type->block_elems));
+      if (mul_overflows(info.n_elements / info.type->block_elems, info.type->block_bytes, info.n_bytes))
+        fail(type_at, label + " byte size overflows");
+    }
+    tensor_index_.emplace(info.name, tensors_.size());
+    tensors_.push_back(std::move(info));
+  }
+
+  // The data section starts at the next multiple of the alignment.
+  const std::uint64_t header_end = in.pos();
+  std::uint64_t padded = 0;
+  if (add_overflows(header_end, alignment_ - 1, padded)) fail(header_end, "data section offset overflows");
+  data_offset_ = padded / alignment_ * alignment_;
+  if (!tensors_.empty() && data_offset_ > size_)
+    fail(header_end, "data section would start at " + std::to_string(data_offset_) + ", past the end of the " +
+                         std::to_string(size_) + "-byte file");
+  const std::uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
+  for (const auto& info : tensors_) {
+    std::uint64_t end = 0;
+    if (add_overflows(info.offset, info.n_bytes, end) || end > data_size)
+      fail(info.info_offset, "tensor '" + info.name + "' data [" + std::to_string(info.offset) + ", +" +
+                                 std::to_string(info.n_bytes) + ") lies outside the " + std::to_string(data_size) +
+                                 "-byte data section");
+  }
+}
+
+// ---------------------------------------------------------------- metadata
+
+const GgufValue* GgufFile::find(std::string_view key) const {
+  const auto it = metadata_.find(key);
+  return it == metadata_.end() ? nullptr : &it->second;
+}
+
+void GgufFile::fail_key(std::string_view key, const std::string& what) const {
+  throw GgufError(path_.string() + ": metadata key '" + std::string(key) + "' " + what);
+}
+
+const GgufValue& GgufFile::require(std::string_view key) const {
+  const GgufValue* value = find(key);
+  if (!value) fail_key(key, "is missing");
+  return *value;
+}
+
+const GgufValue& GgufFile::require_scalar(std::string_view key) const {
+  const GgufValue& value = require(key);
+  if (value.is_array) fail_key(key, "is " + value.type_name() + ", expected a scalar");
+  return value;
+}
+
+std::uint64_t GgufFile::get_uint(std::string_view key) const {
+  const GgufValue& v = require_scalar(key);
+  if (is_unsigned(v.element_type)) return v.unsigned_ints[0];
+  if (is_signed(v.element_type)) {
+    if (v.signed_ints[0] < 0) fail_key(key, "is negative (" + std::to_string(v.signed_ints[0]) + ")");
+    return static_cast<std::uint64_t>(v.signed_ints[0]);
+  }
+  fail_key(key, "is " + v.type_name() + ", expected an integer");
+}
+
+std::int64_t GgufFile::get_int(std::string_view key) const {
+  const GgufValue& v = require_scalar(key);
+  if (is_signed(v.element_type)) return v.signed_ints[0];
+  if (is_unsigned(v.element_type)) {
+    if (v.unsigned_ints[0] > kInt64Max) fail_key(key, "does not fit in INT64");
+    return static_cast<std::int64_t>(v.unsigned_ints[0]);
+  }
+  fail_key(key, "is " + v.type_name() + ", expected an integer");
+}
+
+double GgufFile::get_float(std::string_view key) const {
+  const GgufValue& v = require_scalar(key);
+  if (!is_float(v.element_type)) fail_key(key, "is " + v.type_name() + ", expected FLOAT32 or FLOAT64");
+  return v.floats[0];
+}
+
+bool GgufFile::get_bool(std::string_view key) const {
+  const GgufValue& v = require_scalar(key);
+  if (v.element_type != GgufValueType::BOOL) fail_key(key, "is " + v.type_name() + ", expected BOOL");
+  return v.unsigned_ints[0] != 0;
+}
+
+const std::string& GgufFile::get_string(std::string_view key) const {
+  const GgufValue& v = require_scalar(key);
+  if (v.element_type != GgufValueType::STRING) fail_key(key, "is " + v.type_name() + ", expected STRING");
+  return v.strings[0];
+}
+
+const std::vector<std::string>& GgufFile::get_string_array(std::string_view key) const {
+  const GgufValue& v = require(key);
+  if (!v.is_array || v.element_type != GgufValueType::STRING)
+    fail_key(key, "is " + v.type_name() + ", expected ARRAY[STRING]");
+  return v.strings;
+}
+
+std::vector<std::int64_t> GgufFile::get_int_array(std::string_view key) const {
+  const GgufValue& v = require(key);
+  if (!v.is_array || !(is_signed(v.element_type) || is_unsigned(v.element_type)))
+    fail_key(key, "is " + v.type_name() + ", expected an integer array");
+  if (is_signed(v.element_type)) return v.signed_ints;
+  std::vector<std::int64_t> out;
+  out.reserve(v.unsigned_ints.size());
+  for (const auto u : v.unsigned_ints) {
+    if (u > kInt64Max) fail_key(key, "has an element that does not fit in INT64");
+    out.push_back(static_cast<std::int64_t>(u));
+  }
+  return out;
+}
+
+std::vector<float> GgufFile::get_float_array(std::string_view key) const {
+  const GgufValue& v = require(key);
+  if (!v.is_array || !is_float(v.element_type)) fail_key(key, "is " + v.type_name() + ", expected a float array");
+  return std::vector<float>(v.floats.begin(), v.floats.end());
+}
+
+std::uint64_t GgufFile::get_uint_or(std::string_view key, std::uint64_t fallback) const {
+  return has(key) ? get_uint(key) : fallback;
+}
+double GgufFile::get_float_or(std::string_view key, double fallback) const {
+  return has(key) ? get_float(key) : fallback;
+}
+std::string GgufFile::get_string_or(std::string_view key, std::string fallback) const {
+  return has(key) ? get_string(key) : fallback;
+}
+
+// ---------------------------------------------------------------- tensors
+
+const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
+  const auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
+  const GgufTensorInfo* info = find_tensor(name);
+  if (!info) throw GgufError(path_.string() + ": tensor '" + std::string(name) + "' is missing");
+  return *info;
+}
+
+std::span<const std::byte> GgufFile::tensor_data(const GgufTensorInfo& info) const {
+  if (!info.type)
+    fail(info.info_offset, "tensor '" + info.name + "' has type " + ggml_type_name(info.type_id) +
+                               ", which the engine does not support (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+  return {base_ + data_offset_ + info.offset, static_cast<std::size_t>(info.n_bytes)};
+}
+
+// ---------------------------------------------------------------- config
+
+ModelConfig read_model_config(const GgufFile& file) {
+  ModelConfig c;
+  c.arch = file.get_string("general.architecture");
+  const std::string p = c.arch + ".";
+  const auto u32 = [&](const std::string& key, std::optional<std::uint64_t> fallback = std::nullopt) {
+    const std::uint64_t v = fallback ? file.get_uint_or(key, *fallback) : file.get_uint(key);
+    if (v == 0 || v > std::numeric_limits<std::uint32_t>::max())
+      throw GgufError(file.path().string() + ": metadata key '" + key + "' = " + std::to_string(v) +
+                      " is out of range (1..2^32-1)");
+    return static_cast<std::uint32_t>(v);
+  };
+  const auto bad = [&](const std::string& what) { throw GgufError(file.path().string() + ": " + what); };
+
+  c.layers = u32(p + "block_count");
+  c.hidden = u32(p + "embedding_length");
+  c.ffn = u32(p + "feed_forward_length");
+  c.heads = u32(p + "attention.head_count");
+  c.kv_heads = u32(p + "attention.head_count_kv", c.heads);
+  if (c.heads % c.kv_heads != 0)
+    bad("head_count " + std::to_string(c.heads) + " is not a multiple of head_count_kv " + std::to_string(c.kv_heads));
+  if (!file.has(p + "attention.key_length") && c.hidden % c.heads != 0)
+    bad("embedding_length " + std::to_string(c.hidden) + " is not a multiple of head_count " + std::to_string(c.heads));
+  c.head_dim = u32(p + "attention.key_length", c.hidden / c.heads);
+  if (file.has(p + "attention.value_length") && file.get_uint(p + "attention.value_length") != c.head_dim)
+    bad("attention.value_length differs from key_length (not supported)");
+  c.rope_dims = u32(p + "rope.dimension_count", c.head_dim);
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
+    bad("rope.dimension_count " + std::to_string(c.rope_dims) + " must be even and at most head_dim " +
+        std::to_string(c.head_dim));
+  c.rope_base = static_cast<float>(file.get_float_or(p + "rope.freq_base", 10000.0));
+  c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon"));
+  if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) bad("rope.freq_base must be positive and finite");
+  if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) bad("attention.layer_norm_rms_epsilon must be positive and finite");
+  c.context_length = u32(p + "context_length");
+  if (file.has(p + "vocab_size")) c.vocab = u32(p + "vocab_size");
+  else {
+    const auto n = file.get_string_array("tokenizer.ggml.tokens").size();
+    if (n == 0 || n > std::numeric_limits<std::uint32_t>::max()) bad("tokenizer.ggml.tokens has no usable length");
+    c.vocab = static_cast<std::uint32_t>(n);
+  }
+  if (const auto* embd = file.find_tensor("token_embd.weight")) {
+    if (embd->dims.size() != 2 || embd->dims[0] != c.hidden || embd->dims[1] != c.vocab)
+      bad("token_embd.weight shape does not match embedding_length x vocab");
+  }
+  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace midtune
