@@ -24,6 +24,8 @@ using Genome = std::vector<double>;
 
 enum class Origin { init, crossover, mutation, elite, grid, random };
 const char* to_string(Origin origin);
+// Inverse of to_string; throws std::invalid_argument on an unknown name.
+Origin origin_from_string(const std::string& name);
 
 struct Candidate {
   Genome genome;
