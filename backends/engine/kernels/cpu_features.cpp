@@ -1,0 +1,68 @@
+#include "backends/engine/kernels/cpu_features.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace midtune::engine {
+
+namespace {
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  // __builtin_cpu_supports also checks that the OS saves the wide registers.
+  __builtin_cpu_init();
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.f16c = __builtin_cpu_supports("f16c");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.avxvnni = __builtin_cpu_supports("avxvnni");
+#endif
+  return f;
+}
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+bool isa_available(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::avx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::avx512vnni: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.f16c;
+  }
+  return false;
+}
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+Isa best_isa() {
+  Isa cap = Isa::avx512vnni;
+  if (const char* env = std::getenv("MIDTUNE_ISA"); env != nullptr && *env != '\0') {
+    const std::string value = env;
+    if (value == "scalar") cap = Isa::scalar;
+    else if (value == "avx2") cap = Isa::avx2;
+    else if (value == "avx512" || value == "avx512vnni") cap = Isa::avx512vnni;
+    else throw std::invalid_argument("MIDTUNE_ISA: unknown value '" + value +
+                                     "' (expected scalar, avx2 or avx512)");
+  }
+  for (int i = static_cast<int>(cap); i > 0; --i) {
+    if (isa_available(static_cast<Isa>(i))) return static_cast<Isa>(i);
+  }
+  return Isa::scalar;
+}
+
+}  // namespace midtune::engine

@@ -1,0 +1,9 @@
+// Non-x86 builds: only the scalar kernels exist.
+#include "backends/engine/kernels/attention.hpp"
+#include "backends/engine/kernels/packed_matmul.hpp"
+
+namespace midtune::engine {
+PackedTileFn packed_tile_avx2() { return nullptr; }
+PackedTileFn packed_tile_avx512vnni() { return nullptr; }
+AttentionFn attention_avx512() { return nullptr; }
+}  // namespace midtune::engine

@@ -1,0 +1,93 @@
+#include "backends/engine/kernels/packed_matmul.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
+
+#include "backends/engine/kernels/fp16.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+void tile_scalar(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1,
+                 float* y, std::size_t ldy) {
+  const int rows = std::min(kPackRows, w.rows - group * kPackRows);
+  for (int t = t0; t < t1; ++t) {
+    const std::int8_t* xq = x.row_q(t);
+    const float* xd = x.row_d(t);
+    const float* xs = x.row_s(t);
+    float acc[kPackRows] = {};
+    for (int b = 0; b < w.blocks; ++b) {
+      const std::uint8_t* blk = w.at(group, b);
+      const auto* scales = reinterpret_cast<const std::uint16_t*>(blk + w.quant_bytes());
+      const std::int8_t* a = xq + b * kQuantBlock;
+      for (int r = 0; r < rows; ++r) {
+        std::int32_t dot = 0;
+        for (int k = 0; k < kQuantBlock; ++k) {
+          int u;
+          if (w.bits == 4) {
+            const std::uint8_t byte = blk[((k % 16) / 4) * 64 + r * 4 + k % 4];
+            u = k < 16 ? (byte & 0x0f) : (byte >> 4);
+          } else {
+            u = blk[(k / 4) * 64 + r * 4 + k % 4];
+          }
+          dot += u * a[k];
+        }
+        acc[r] += fp16_to_float(scales[r]) * xd[b] * static_cast<float>(dot) +
+                  fp16_to_float(scales[kPackRows + r]) * xs[b];
+      }
+    }
+    for (int r = 0; r < rows; ++r) y[static_cast<std::size_t>(t) * ldy + group * kPackRows + r] = acc[r];
+  }
+}
+
+}  // namespace
+
+PackedTileFn packed_tile_scalar() { return &tile_scalar; }
+
+PackedTileFn packed_tile_for(Isa isa) {
+  PackedTileFn fn = nullptr;
+  if (isa_available(isa)) {
+    switch (isa) {
+      case Isa::scalar: fn = packed_tile_scalar(); break;
+      case Isa::avx2: fn = packed_tile_avx2(); break;
+      case Isa::avx512vnni: fn = packed_tile_avx512vnni(); break;
+    }
+  }
+  if (fn == nullptr) {
+    throw std::invalid_argument(std::string("packed matmul: ISA ") + to_string(isa) +
+                                " is not available on this machine or build");
+  }
+  return fn;
+}
+
+void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,
+                   Isa isa, bool parallel) {
+  if (x.blocks != w.blocks) {
+    throw std::invalid_argument("packed_matmul: activations have " + std::to_string(x.cols) +
+                                " columns, weights " + std::to_string(w.cols));
+  }
+  const PackedTileFn fn = packed_tile_for(isa);
+  // Token chunks keep a chunk's int8 activations in L2 while the row groups
+  // stream past; four row groups (64 outputs) is the smallest work item.
+  constexpr int kTokenChunk = 64;
+  constexpr int kGroupChunk = 4;
+  auto body = [&](int t0, int t1, int g0, int g1) {
+    for (int g = g0; g < g1; ++g) fn(w, g, x, t0, t1, y, ldy);
+  };
+  if (!parallel) {
+    body(0, x.rows, 0, w.groups);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range2d<int>(0, x.rows, kTokenChunk, 0, w.groups, kGroupChunk),
+                    [&](const tbb::blocked_range2d<int>& r) {
+                      body(r.rows().begin(), r.rows().end(), r.cols().begin(), r.cols().end());
+                    });
+}
+
+}  // namespace midtune::engine

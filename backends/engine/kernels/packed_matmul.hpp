@@ -1,0 +1,31 @@
+// y[t][n] = sum_k x[t][k] * W[n][k] for packed weights W and int8-quantised
+// activations x (prefill: many rows t; decode: one). Per block of 32:
+//   d_w d_x sum(u q) + m_w s_x          (Q4_1 x Q8_1, as in ggml's vec_dot)
+// The int32 dot products are exact in every path, so fast paths differ from
+// the scalar reference only by float summation order.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/kernels/packed_matrix.hpp"
+#include "backends/engine/kernels/quantize_rows.hpp"
+
+namespace midtune::engine {
+
+// One kernel call: rows [t0, t1) of x against row group `group` of w, writing
+// y[t][group*16 + r] for the rows that exist.
+using PackedTileFn = void (*)(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
+                              int t1, float* y, std::size_t ldy);
+
+PackedTileFn packed_tile_scalar();
+PackedTileFn packed_tile_avx2();       // nullptr when not compiled in
+PackedTileFn packed_tile_avx512vnni();  // nullptr when not compiled in
+PackedTileFn packed_tile_for(Isa isa);  // throws std::invalid_argument if unavailable
+
+// The whole product, parallel over row groups and token chunks with oneTBB
+// when `parallel`. x.cols must equal w.cols.
+void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,
+                   Isa isa, bool parallel = true);
+
+}  // namespace midtune::engine

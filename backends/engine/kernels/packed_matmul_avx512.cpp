@@ -1,0 +1,93 @@
+// AVX-512 VNNI tile for the packed matmul: one zmm of int32 lanes holds the
+// 16 rows of a group; vpdpbusd multiplies 4 unsigned weight bytes per lane by
+// 4 activation bytes broadcast to every lane. Up to 8 tokens share each
+// unpacked weight block (register tiling). Compiled with AVX-512 flags; only
+// called after cpu dispatch says the CPU has them.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/engine/kernels/packed_matmul.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+inline __m512i broadcast4(const std::int8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+template <int Bits, int M>
+void tile_rows(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, float* y,
+               std::size_t ldy, __mmask16 store_mask) {
+  __m512 acc[M];
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  constexpr int kSteps = 8;
+  for (int b = 0; b < w.blocks; ++b) {
+    const std::uint8_t* blk = w.at(group, b);
+    __m512i u[kSteps];
+    if constexpr (Bits == 4) {
+      for (int c = 0; c < 4; ++c) {
+        const __m512i packed = _mm512_load_si512(blk + c * 64);
+        u[c] = _mm512_and_si512(packed, low_nibbles);
+        u[c + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_nibbles);
+      }
+    } else {
+      for (int c = 0; c < kSteps; ++c) u[c] = _mm512_load_si512(blk + c * 64);
+    }
+    const std::uint8_t* scales = blk + w.quant_bytes();
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+    const __m512 m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + 32)));
+    for (int t = 0; t < M; ++t) {
+      const std::int8_t* a = x.row_q(t0 + t) + b * kQuantBlock;
+      __m512i dot = _mm512_setzero_si512();
+      for (int c = 0; c < kSteps; ++c) dot = _mm512_dpbusd_epi32(dot, u[c], broadcast4(a + 4 * c));
+      const std::size_t qi = static_cast<std::size_t>(t0 + t) * x.blocks + b;
+      const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(x.d[qi]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[t]);
+      acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.s[qi]), acc[t]);
+    }
+  }
+  for (int t = 0; t < M; ++t) {
+    _mm512_mask_storeu_ps(y + static_cast<std::size_t>(t0 + t) * ldy + group * kPackRows, store_mask,
+                          acc[t]);
+  }
+}
+
+template <int Bits>
+void tile_any(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
+              std::size_t ldy) {
+  const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
+  const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1u);
+  int t = t0;
+  for (; t + 8 <= t1; t += 8) tile_rows<Bits, 8>(w, group, x, t, y, ldy, mask);
+  switch (t1 - t) {
+    case 7: tile_rows<Bits, 7>(w, group, x, t, y, ldy, mask); break;
+    case 6: tile_rows<Bits, 6>(w, group, x, t, y, ldy, mask); break;
+    case 5: tile_rows<Bits, 5>(w, group, x, t, y, ldy, mask); break;
+    case 4: tile_rows<Bits, 4>(w, group, x, t, y, ldy, mask); break;
+    case 3: tile_rows<Bits, 3>(w, group, x, t, y, ldy, mask); break;
+    case 2: tile_rows<Bits, 2>(w, group, x, t, y, ldy, mask); break;
+    case 1: tile_rows<Bits, 1>(w, group, x, t, y, ldy, mask); break;
+    default: break;
+  }
+}
+
+void tile_avx512(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1,
+                 float* y, std::size_t ldy) {
+  if (w.bits == 4) {
+    tile_any<4>(w, group, x, t0, t1, y, ldy);
+  } else {
+    tile_any<8>(w, group, x, t0, t1, y, ldy);
+  }
+}
+
+}  // namespace
+
+PackedTileFn packed_tile_avx512vnni() { return &tile_avx512; }
+
+}  // namespace midtune::engine

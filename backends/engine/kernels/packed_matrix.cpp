@@ -1,0 +1,141 @@
+#include "backends/engine/kernels/packed_matrix.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/kernels/fp16.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+constexpr int kBlock = 32;
+
+// One block of one row in packed form before interleaving.
+struct RowBlock {
+  std::uint8_t u[kBlock] = {};
+  std::uint16_t d = 0;
+  std::uint16_t m = 0;
+};
+
+void store_row_block(PackedMatrix& p, int row, int block, const RowBlock& rb) {
+  std::uint8_t* dst = p.at(row / kPackRows, block);
+  const int r = row % kPackRows;
+  if (p.bits == 4) {
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      for (int j = 0; j < 4; ++j) {
+        dst[chunk * 64 + r * 4 + j] = static_cast<std::uint8_t>(
+            rb.u[4 * chunk + j] | (rb.u[16 + 4 * chunk + j] << 4));
+      }
+    }
+  } else {
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      for (int j = 0; j < 4; ++j) dst[chunk * 64 + r * 4 + j] = rb.u[4 * chunk + j];
+    }
+  }
+  auto* scales = reinterpret_cast<std::uint16_t*>(dst + p.quant_bytes());
+  scales[r] = rb.d;
+  scales[kPackRows + r] = rb.m;
+}
+
+std::uint16_t load_u16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Asymmetric 8-bit requantisation of 32 floats (types without an exact form).
+RowBlock requantize(const float* x, int count) {
+  RowBlock rb;
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < count; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  rb.m = float_to_fp16(lo);
+  const float m = fp16_to_float(rb.m);
+  rb.d = float_to_fp16((hi - m) / 255.0f);
+  const float d = fp16_to_float(rb.d);
+  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < count; ++i) {
+    rb.u[i] = static_cast<std::uint8_t>(std::clamp(std::nearbyint((x[i] - m) * inv), 0.0f, 255.0f));
+  }
+  return rb;
+}
+
+}  // namespace
+
+PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols) {
+  const std::size_t per_block = block_elements(type);
+  if (rows <= 0 || cols <= 0 || cols % per_block != 0) {
+    throw std::invalid_argument("pack_matrix: " + std::to_string(rows) + " x " +
+                                std::to_string(cols) + " " + ggml_type_info(type).name +
+                                " matrix: row length must be a positive multiple of " +
+                                std::to_string(per_block));
+  }
+  PackedMatrix p;
+  p.rows = rows;
+  p.cols = cols;
+  p.blocks = (cols + kBlock - 1) / kBlock;
+  p.groups = (rows + kPackRows - 1) / kPackRows;
+  p.bits = (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) ? 4 : 8;
+  p.block_stride = p.quant_bytes() + 4 * kPackRows;
+  p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
+
+  const std::size_t row_bytes = cols / per_block * block_bytes(type);
+  std::vector<float> row(static_cast<std::size_t>(p.blocks) * kBlock);
+  for (int r = 0; r < rows; ++r) {
+    const auto* src = static_cast<const std::uint8_t*>(data) + r * row_bytes;
+    if (type == GgmlType::Q4_1 || type == GgmlType::Q4_0 || type == GgmlType::Q8_0) {
+      const std::size_t stride = block_bytes(type);
+      for (int b = 0; b < p.blocks; ++b) {
+        const std::uint8_t* blk = src + b * stride;
+        RowBlock rb;
+        rb.d = load_u16(blk);
+        const float d = fp16_to_float(rb.d);
+        if (type == GgmlType::Q8_0) {
+          for (int i = 0; i < kBlock; ++i) rb.u[i] = static_cast<std::uint8_t>(blk[2 + i] ^ 0x80u);
+          rb.m = float_to_fp16(-128.0f * d);
+        } else {
+          const std::uint8_t* qs = blk + (type == GgmlType::Q4_1 ? 4 : 2);
+          for (int i = 0; i < 16; ++i) {
+            rb.u[i] = qs[i] & 0x0f;
+            rb.u[i + 16] = qs[i] >> 4;
+          }
+          rb.m = type == GgmlType::Q4_1 ? load_u16(blk + 2) : float_to_fp16(-8.0f * d);
+        }
+        store_row_block(p, r, b, rb);
+      }
+    } else {
+      dequantize_row(type, src, row.data(), static_cast<std::size_t>(cols));
+      for (int b = 0; b < p.blocks; ++b) {
+        const int count = std::min(kBlock, cols - b * kBlock);
+        store_row_block(p, r, b, requantize(row.data() + b * kBlock, count));
+      }
+    }
+  }
+  return p;
+}
+
+float packed_weight(const PackedMatrix& m, int row, int col) {
+  const std::uint8_t* blk = m.at(row / kPackRows, col / kBlock);
+  const int r = row % kPackRows;
+  const int k = col % kBlock;
+  int u;
+  if (m.bits == 4) {
+    const int chunk = (k % 16) / 4;
+    const std::uint8_t byte = blk[chunk * 64 + r * 4 + k % 4];
+    u = k < 16 ? (byte & 0x0f) : (byte >> 4);
+  } else {
+    u = blk[(k / 4) * 64 + r * 4 + k % 4];
+  }
+  const auto* scales = reinterpret_cast<const std::uint16_t*>(blk + m.quant_bytes());
+  return fp16_to_float(scales[r]) * static_cast<float>(u) + fp16_to_float(scales[kPackRows + r]);
+}
+
+}  // namespace midtune::engine

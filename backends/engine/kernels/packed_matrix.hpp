@@ -1,0 +1,55 @@
+// Weights repacked at load for the int8 matmul kernels (issue 3 item 6).
+//
+// Every supported ggml type is brought to one form: w = d * u + m per block
+// of 32 inputs, with u unsigned (4-bit for Q4_0 / Q4_1, 8-bit otherwise), so
+// that AVX-512 VNNI's vpdpbusd (u8 x s8) multiplies u by the int8
+// activations directly:  Q4_1 -> (d, m) as stored;  Q4_0 -> m = -8 d;
+// Q8_0 -> u = q + 128, m = -128 d (all exact).  F32 / F16 / BF16 / Q4_K /
+// Q6_K are dequantised and requantised to 8-bit (asymmetric, per block).
+//
+// Rows are interleaved 16 at a time (one zmm of int32 lanes = 16 output
+// rows). For a group of 16 rows and one block of 32 inputs:
+//   4-bit: 4 chunks of 64 bytes; byte r*4+j of chunk L holds u[r][4L+j] in its
+//          low nibble and u[r][16+4L+j] in its high nibble (for Q4_1 this is
+//          just ggml's qs[4L+j] of row r: the repack interleaves 4-byte runs);
+//   8-bit: 8 chunks of 64 bytes; byte r*4+j of chunk L holds u[r][4L+j];
+//   then 16 fp16 d and 16 fp16 m.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/engine/gguf.hpp"
+#include "backends/engine/kernels/aligned_buffer.hpp"
+
+namespace midtune::engine {
+
+inline constexpr int kPackRows = 16;
+
+struct PackedMatrix {
+  int rows = 0;    // outputs N
+  int cols = 0;    // inputs K
+  int blocks = 0;  // ceil(K / 32)
+  int groups = 0;  // ceil(N / 16)
+  int bits = 4;    // 4 or 8
+  std::size_t block_stride = 0;  // bytes per (group, block)
+  AlignedBuffer<std::uint8_t> data;
+
+  std::size_t quant_bytes() const { return bits == 4 ? 256 : 512; }
+  const std::uint8_t* at(int group, int block) const {
+    return data.data() + (static_cast<std::size_t>(group) * blocks + block) * block_stride;
+  }
+  std::uint8_t* at(int group, int block) {
+    return data.data() + (static_cast<std::size_t>(group) * blocks + block) * block_stride;
+  }
+};
+
+// Packs a row-major ggml matrix of `rows` rows of `cols` elements (ggml's
+// dims[1] x dims[0]). Throws std::invalid_argument when cols is not a multiple
+// of the type's block size.
+PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols);
+
+// One weight of the packed matrix as a float (tests and debugging).
+float packed_weight(const PackedMatrix& m, int row, int col);
+
+}  // namespace midtune::engine

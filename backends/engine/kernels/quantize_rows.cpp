@@ -1,0 +1,42 @@
+#include "backends/engine/kernels/quantize_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace midtune::engine {
+
+void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out) {
+  const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
+  const bool reshape = out.rows != rows || out.blocks != blocks;
+  out.rows = rows;
+  out.cols = cols;
+  out.blocks = blocks;
+  if (reshape) {
+    const std::size_t nblocks = static_cast<std::size_t>(rows) * blocks;
+    out.q.ensure(nblocks * kQuantBlock);
+    out.d.ensure(nblocks);
+    out.s.ensure(nblocks);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * ld;
+    std::int8_t* qr = out.q.data() + static_cast<std::size_t>(r) * blocks * kQuantBlock;
+    for (int b = 0; b < blocks; ++b) {
+      const int begin = b * kQuantBlock;
+      const int end = std::min(cols, begin + kQuantBlock);
+      float amax = 0.0f;
+      for (int i = begin; i < end; ++i) amax = std::max(amax, std::fabs(xr[i]));
+      const float d = amax / 127.0f;
+      const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+      int sum = 0;
+      for (int i = begin; i < begin + kQuantBlock; ++i) {
+        const int q = i < end ? static_cast<int>(std::nearbyint(xr[i] * inv)) : 0;
+        qr[i] = static_cast<std::int8_t>(q);
+        sum += q;
+      }
+      out.d[static_cast<std::size_t>(r) * blocks + b] = d;
+      out.s[static_cast<std::size_t>(r) * blocks + b] = d * static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace midtune::engine

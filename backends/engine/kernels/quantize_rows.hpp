@@ -1,0 +1,32 @@
+// Activations quantised per row and per 32-element block to int8 (like
+// ggml's Q8_1): x ~ d * q with d = max|x| / 127, plus s = d * sum(q), which
+// the matmul needs for the weights' per-block offset term.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/engine/kernels/aligned_buffer.hpp"
+
+namespace midtune::engine {
+
+inline constexpr int kQuantBlock = 32;
+
+struct QuantizedRows {
+  int rows = 0;
+  int cols = 0;    // logical row length
+  int blocks = 0;  // ceil(cols / 32); the tail of the last block is zero
+  AlignedBuffer<std::int8_t> q;  // rows x blocks*32
+  AlignedBuffer<float> d;        // rows x blocks
+  AlignedBuffer<float> s;        // rows x blocks
+
+  const std::int8_t* row_q(int r) const { return q.data() + static_cast<std::size_t>(r) * blocks * kQuantBlock; }
+  const float* row_d(int r) const { return d.data() + static_cast<std::size_t>(r) * blocks; }
+  const float* row_s(int r) const { return s.data() + static_cast<std::size_t>(r) * blocks; }
+};
+
+// Quantises `rows` rows of `cols` floats (row stride `ld`) into `out`,
+// reusing its storage when large enough.
+void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out);
+
+}  // namespace midtune::engine

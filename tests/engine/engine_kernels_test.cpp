@@ -1,0 +1,251 @@
+// Kernel tests: scalar references against ggml's layouts (via fixtures made by
+// tests/reference/make_dequant_fixtures.py) and every compiled fast path
+// against its scalar reference on random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/engine/kernels/attention.hpp"
+#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/kernels/packed_matrix.hpp"
+#include "backends/engine/kernels/quantize_rows.hpp"
+
+namespace midtune::engine {
+namespace {
+
+std::vector<std::uint8_t> from_hex(const std::string& hex) {
+  std::vector<std::uint8_t> out(hex.size() / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+
+TEST(Fp16, KnownValuesAndRoundTrip) {
+  EXPECT_EQ(fp16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(fp16_to_float(0xc000), -2.0f);
+  EXPECT_EQ(fp16_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(fp16_to_float(0x7c00)));
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half
+    ASSERT_EQ(float_to_fp16(fp16_to_float(static_cast<std::uint16_t>(h))), h) << h;
+    ASSERT_EQ(float_to_fp16(-fp16_to_float(static_cast<std::uint16_t>(h))), h | 0x8000u) << h;
+  }
+  EXPECT_EQ(float_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even
+  EXPECT_EQ(float_to_fp16(1e6f), 0x7c00);
+}
+
+TEST(Dequant, MatchesGgufPythonOnEveryType) {
+  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/dequant_blocks.json");
+  ASSERT_TRUE(in) << "missing fixture dequant_blocks.json";
+  const auto fixture = nlohmann::json::parse(in);
+  const std::vector<std::pair<std::string, GgmlType>> types = {
+      {"F32", GgmlType::F32},   {"F16", GgmlType::F16},   {"BF16", GgmlType::BF16},
+      {"Q4_0", GgmlType::Q4_0}, {"Q4_1", GgmlType::Q4_1}, {"Q8_0", GgmlType::Q8_0},
+      {"Q4_K", GgmlType::Q4_K}, {"Q6_K", GgmlType::Q6_K}};
+  for (const auto& [name, type] : types) {
+    const auto& entry = fixture.at(name);
+    const auto bytes = from_hex(entry.at("bytes_hex").get<std::string>());
+    const auto expected = entry.at("values").get<std::vector<float>>();
+    std::vector<float> got(expected.size());
+    dequantize_row(type, bytes.data(), got.data(), got.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      // gguf-py computes some products in another order: allow 1 ulp-ish.
+      ASSERT_NEAR(got[i], expected[i], 1e-6f * std::max(1.0f, std::fabs(expected[i]))) << name << " element " << i;
+    }
+  }
+  std::vector<float> out(16);
+  EXPECT_THROW(dequantize_row(GgmlType::Q4_1, nullptr, out.data(), 16), std::invalid_argument);
+}
+
+// Random ggml blocks of `type` with sane fp16 scales.
+std::vector<std::uint8_t> random_matrix(GgmlType type, int rows, int cols, std::mt19937& rng) {
+  const std::size_t row_bytes = cols / block_elements(type) * block_bytes(type);
+  std::vector<std::uint8_t> data(rows * row_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : data) b = static_cast<std::uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  auto put_half = [&](std::size_t off, float v) {
+    const std::uint16_t h = float_to_fp16(v);
+    data[off] = h & 0xff;
+    data[off + 1] = h >> 8;
+  };
+  const std::size_t bb = block_bytes(type);
+  for (std::size_t off = 0; off < data.size(); off += bb) {
+    switch (type) {
+      case GgmlType::Q4_0: case GgmlType::Q8_0: put_half(off, scale(rng)); break;
+      case GgmlType::Q4_1: put_half(off, scale(rng)); put_half(off + 2, -8 * scale(rng)); break;
+      case GgmlType::Q4_K: put_half(off, scale(rng)); put_half(off + 2, scale(rng)); break;
+      case GgmlType::Q6_K: put_half(off + 208, scale(rng) * 0.1f); break;
+      case GgmlType::F16: put_half(off, normal(rng)); break;
+      case GgmlType::F32: { const float v = normal(rng); std::memcpy(&data[off], &v, 4); break; }
+      case GgmlType::BF16: { const float v = normal(rng); std::uint32_t u; std::memcpy(&u, &v, 4); data[off] = (u >> 16) & 0xff; data[off + 1] = u >> 24; break; }
+    }
+  }
+  return data;
+}
+
+class PackTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(PackTest, PackedWeightsReproduceDequantisedRows) {
+  std::mt19937 rng(7);
+  const GgmlType type = GetParam();
+  const int rows = 19, cols = static_cast<int>(block_elements(type) == 256 ? 512 : 96);
+  const auto data = random_matrix(type, rows, cols, rng);
+  const PackedMatrix packed = pack_matrix(type, data.data(), rows, cols);
+  const std::size_t row_bytes = cols / block_elements(type) * block_bytes(type);
+  std::vector<float> row(cols);
+  const bool exact = type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
+  for (int r = 0; r < rows; ++r) {
+    dequantize_row(type, data.data() + r * row_bytes, row.data(), cols);
+    for (int c = 0; c < cols; ++c) {
+      // Requantised types: half a step of (block range / 255) plus fp16 rounding of d and m.
+      float lo = row[c / 32 * 32], hi = lo;
+      for (int i = c / 32 * 32; i < c / 32 * 32 + 32; ++i) { lo = std::min(lo, row[i]); hi = std::max(hi, row[i]); }
+      const float tol = exact ? 1e-6f * std::fabs(row[c]) + 1e-7f : (hi - lo) / 255.0f + 2e-3f * (std::fabs(lo) + std::fabs(hi));
+      ASSERT_NEAR(packed_weight(packed, r, c), row[c], tol) << "row " << r << " col " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, PackTest,
+                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::F32,
+                                           GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q6_K));
+
+TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int rows = 3, cols = 70;  // tail block of 6
+  std::vector<float> x(rows * cols);
+  for (auto& v : x) v = normal(rng);
+  QuantizedRows q;
+  quantize_rows(x.data(), rows, cols, cols, q);
+  ASSERT_EQ(q.blocks, 3);
+  for (int r = 0; r < rows; ++r) {
+    for (int b = 0; b < q.blocks; ++b) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int c = b * 32 + i;
+        const int qi = q.row_q(r)[c];
+        sum += qi;
+        if (c < cols) EXPECT_LE(std::fabs(qi * q.row_d(r)[b] - x[r * cols + c]), 0.5f * q.row_d(r)[b] + 1e-6f);
+        else EXPECT_EQ(qi, 0);
+      }
+      EXPECT_FLOAT_EQ(q.row_s(r)[b], q.row_d(r)[b] * sum);
+    }
+  }
+}
+
+std::vector<Isa> fast_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::avx2, Isa::avx512vnni}) {
+    if (isa_available(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+class MatmulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulTest, FastPathsMatchScalarAndScalarMatchesFloat) {
+  std::mt19937 rng(11);
+  const GgmlType type = GetParam();
+  const int n = 37, k = 128, m = 13;  // partial row group, token tile remainder
+  const auto data = random_matrix(type, n, k, rng);
+  const PackedMatrix w = pack_matrix(type, data.data(), n, k);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(m * k);
+  for (auto& v : x) v = normal(rng);
+  QuantizedRows xq;
+  quantize_rows(x.data(), m, k, k, xq);
+
+  std::vector<float> reference(m * n, -1.0f);
+  packed_matmul(w, xq, reference.data(), n, Isa::scalar, false);
+  // Scalar against float math: the only difference is activation rounding,
+  // bounded by sum_k |w| * d_x / 2 per output.
+  for (int t = 0; t < m; ++t) {
+    for (int o = 0; o < n; ++o) {
+      double exact = 0.0, bound = 1e-4;
+      for (int c = 0; c < k; ++c) {
+        const float wv = packed_weight(w, o, c);
+        exact += static_cast<double>(wv) * x[t * k + c];
+        bound += 0.5 * std::fabs(wv) * xq.row_d(t)[c / 32];
+      }
+      ASSERT_NEAR(reference[t * n + o], exact, bound) << "t " << t << " o " << o;
+    }
+  }
+  for (Isa isa : fast_isas()) {
+    for (bool parallel : {false, true}) {
+      std::vector<float> got(m * n, -1.0f);
+      packed_matmul(w, xq, got.data(), n, isa, parallel);
+      for (int i = 0; i < m * n; ++i) {
+        // Same int32 dots; only float accumulation order differs.
+        ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " at " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
+                         ::testing::Values(GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32));
+
+TEST(Attention, Avx512MatchesScalarIncludingHooks) {
+  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int d = 64, keys = 45;
+  const std::size_t ld = 48;
+  std::vector<float> kt(d * ld), v(keys * d), q(kAttentionTile * d);
+  for (auto& x : kt) x = normal(rng);
+  for (auto& x : v) x = normal(rng);
+  for (auto& x : q) x = normal(rng);
+  const KeyValueView kv{kt.data(), ld, v.data(), static_cast<std::size_t>(d), d};
+  for (int count = 1; count <= kAttentionTile; ++count) {
+    std::vector<float> out_ref(count * d), out_fast(count * d), probs_ref(count * keys), probs_fast(count * keys);
+    const float sink[kAttentionTile] = {0.5f, 1.0f, 2.0f, 0.0f};
+    auto make_tile = [&](std::vector<float>& out, std::vector<float>& probs) {
+      AttentionTile tile;
+      tile.count = count;
+      tile.initial_key_scale = sink;
+      for (int r = 0; r < count; ++r) {
+        tile.q[r] = q.data() + r * d;
+        tile.out[r] = out.data() + r * d;
+        tile.limit[r] = keys - 3 * (count - 1 - r);  // causal rows of different lengths
+        tile.probs_out[r] = probs.data() + r * keys;
+      }
+      return tile;
+    };
+    std::vector<float> scratch(kAttentionTile * keys);
+    attention_scalar()(make_tile(out_ref, probs_ref), kv, 0.125f, scratch.data());
+    attention_avx512()(make_tile(out_fast, probs_fast), kv, 0.125f, scratch.data());
+    for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_fast[i], out_ref[i], 2e-5f) << count << " " << i;
+    for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(probs_fast[i], probs_ref[i], 1e-6f) << count << " " << i;
+  }
+}
+
+TEST(Attention, ScalarIsSoftmaxWeightedValues) {
+  // Two keys, one query: hand-computed softmax.
+  const float kt[2 * 2] = {1.0f, 0.0f, 0.0f, 1.0f};  // d=2: key0=(1,0), key1=(0,1)
+  const float v[2 * 2] = {1.0f, 2.0f, 3.0f, 4.0f};
+  const float q[2] = {2.0f, 0.0f};
+  float out[2];
+  AttentionTile tile;
+  tile.count = 1;
+  tile.q[0] = q;
+  tile.out[0] = out;
+  tile.limit[0] = 2;
+  float scratch[kAttentionTile * 2];
+  attention_scalar()(tile, KeyValueView{kt, 2, v, 2, 2}, 1.0f, scratch);
+  const float p0 = std::exp(2.0f) / (std::exp(2.0f) + 1.0f);
+  EXPECT_NEAR(out[0], p0 * 1 + (1 - p0) * 3, 1e-6f);
+  EXPECT_NEAR(out[1], p0 * 2 + (1 - p0) * 4, 1e-6f);
+}
+
+}  // namespace
+}  // namespace midtune::engine
