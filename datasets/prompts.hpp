@@ -1,0 +1,62 @@
+// Prompts exactly as METHODS.md "Common evaluation protocol" (the Lost in the
+// Middle templates, right-stripped of newlines; BABILong's default qa2
+// prompt), with the byte span of every chunk, then wrapped for the model.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "datasets/mdqa.hpp"
+
+namespace midtune::datasets {
+
+// A prompt before chat wrapping, with chunk spans into `text`.
+struct RawPrompt {
+  std::string text;
+  std::vector<ByteSpan> chunks;
+};
+
+// KV: chunk i is `"k_i": "v_i"` (without the surrounding `{`, `,\n ` or `}`).
+RawPrompt kv_prompt(const std::vector<std::pair<std::string, std::string>>& records, const std::string& key);
+// QA: chunk i is the line `Document [i+1](Title: t) text`.
+RawPrompt qa_prompt(const std::string& question, const std::vector<QaDocument>& documents);
+// BABILong qa2: instruction, examples, post-prompt, <context>, question,
+// stripped (BABILong prompts.py DEFAULT_TEMPLATE). Chunks are the sentences of
+// the context (ending at '.', '!' or '?' followed by whitespace or the end).
+RawPrompt babilong_prompt(const std::string& context, const std::string& question);
+
+// The chat template's rendering of a user message.
+struct WrappedPrompt {
+  std::string text;
+  std::size_t user_offset = 0;  // where the user message starts in `text`
+};
+
+// How prompts reach the model. `render` is typically the chat template of
+// backends/engine/chat_template.hpp; `answer_lead` is what precedes the gold
+// answer in the teacher-forced continuation: after a chat template's
+// assistant header the answer starts the turn (""), while a base model
+// continues "Corresponding value:" / "Answer:" with a space (" "). The gold is
+// the bare value, without quotes: a model that opens with a quote scores 0 in
+// teacher_forced mode but may still pass the generate-mode substring test.
+struct PromptWrapper {
+  std::string name;  // identifies the wrapping in slice identities
+  std::function<WrappedPrompt(const std::string& user_message)> render;
+  std::string answer_lead;
+
+  // Base models and tests: the prompt as is, answers lead with a space.
+  static PromptWrapper identity();
+  // A fixed prefix/suffix pair around the user message.
+  static PromptWrapper affixes(std::string name, std::string prefix, std::string suffix,
+                               std::string answer_lead = "");
+};
+
+// Wraps `prompt` and shifts its chunk spans into the wrapped text. Throws
+// std::logic_error when the renderer does not contain the message verbatim
+// at user_offset (the spans would be wrong).
+BatchItem make_batch_item(const RawPrompt& prompt, const PromptWrapper& wrapper, std::string id,
+                          const std::string& gold_answer, double gold_depth);
+
+}  // namespace midtune::datasets
