@@ -68,29 +68,23 @@ RowBlock requantize(const float* x, int count) {
   return rb;
 }
 
-}  // namespace
+bool is_nibble_type(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q4_1; }
 
-PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols) {
+// Packs one part's rows into p starting at packed row `row0`.
+void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
+  const GgmlType type = part.type;
   const std::size_t per_block = block_elements(type);
-  if (rows <= 0 || cols <= 0 || cols % per_block != 0) {
-    throw std::invalid_argument("pack_matrix: " + std::to_string(rows) + " x " +
-                                std::to_string(cols) + " " + ggml_type_info(type).name +
-                                " matrix: row length must be a positive multiple of " +
+  if (part.rows <= 0 || p.cols % per_block != 0) {
+    throw std::invalid_argument("pack_matrix: " + std::to_string(part.rows) + " x " +
+                                std::to_string(p.cols) + " " + ggml_type_info(type).name +
+                                " matrix: needs rows > 0 and a row length that is a multiple of " +
                                 std::to_string(per_block));
   }
-  PackedMatrix p;
-  p.rows = rows;
-  p.cols = cols;
-  p.blocks = (cols + kBlock - 1) / kBlock;
-  p.groups = (rows + kPackRows - 1) / kPackRows;
-  p.bits = (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) ? 4 : 8;
-  p.block_stride = p.quant_bytes() + 4 * kPackRows;
-  p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
-
+  const int cols = p.cols;
   const std::size_t row_bytes = cols / per_block * block_bytes(type);
   std::vector<float> row(static_cast<std::size_t>(p.blocks) * kBlock);
-  for (int r = 0; r < rows; ++r) {
-    const auto* src = static_cast<const std::uint8_t*>(data) + r * row_bytes;
+  for (int r = 0; r < part.rows; ++r) {
+    const auto* src = static_cast<const std::uint8_t*>(part.data) + r * row_bytes;
     if (type == GgmlType::Q4_1 || type == GgmlType::Q4_0 || type == GgmlType::Q8_0) {
       const std::size_t stride = block_bytes(type);
       for (int b = 0; b < p.blocks; ++b) {
@@ -109,17 +103,43 @@ PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols) {
           }
           rb.m = type == GgmlType::Q4_1 ? load_u16(blk + 2) : float_to_fp16(-8.0f * d);
         }
-        store_row_block(p, r, b, rb);
+        store_row_block(p, row0 + r, b, rb);
       }
     } else {
       dequantize_row(type, src, row.data(), static_cast<std::size_t>(cols));
       for (int b = 0; b < p.blocks; ++b) {
         const int count = std::min(kBlock, cols - b * kBlock);
-        store_row_block(p, r, b, requantize(row.data() + b * kBlock, count));
+        store_row_block(p, row0 + r, b, requantize(row.data() + b * kBlock, count));
       }
     }
   }
+}
+
+}  // namespace
+
+PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols) {
+  if (parts.empty() || cols <= 0) throw std::invalid_argument("pack_matrices: nothing to pack");
+  PackedMatrix p;
+  p.cols = cols;
+  p.bits = 4;
+  for (const MatrixPart& part : parts) {
+    p.rows += part.rows;
+    if (!is_nibble_type(part.type)) p.bits = 8;
+  }
+  p.blocks = (cols + kBlock - 1) / kBlock;
+  p.groups = (p.rows + kPackRows - 1) / kPackRows;
+  p.block_stride = p.quant_bytes() + 4 * kPackRows;
+  p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
+  int row0 = 0;
+  for (const MatrixPart& part : parts) {
+    pack_part(p, part, row0);
+    row0 += part.rows;
+  }
   return p;
+}
+
+PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols) {
+  return pack_matrices({MatrixPart{type, data, rows}}, cols);
 }
 
 float packed_weight(const PackedMatrix& m, int row, int col) {

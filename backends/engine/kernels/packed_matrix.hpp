@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/engine/gguf.hpp"
 #include "backends/engine/kernels/aligned_buffer.hpp"
@@ -43,6 +44,19 @@ struct PackedMatrix {
     return data.data() + (static_cast<std::size_t>(group) * blocks + block) * block_stride;
   }
 };
+
+// One ggml matrix to pack: `rows` rows of the shared column count.
+struct MatrixPart {
+  GgmlType type;
+  const void* data;
+  int rows;
+};
+
+// Packs several matrices with the same column count one below the other
+// (Q, K and V as one matmul; gate and up as another). The result is 4-bit
+// only when every part is Q4_0 / Q4_1. Throws std::invalid_argument when
+// cols is not a multiple of a part's block size.
+PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols);
 
 // Packs a row-major ggml matrix of `rows` rows of `cols` elements (ggml's
 // dims[1] x dims[0]). Throws std::invalid_argument when cols is not a multiple

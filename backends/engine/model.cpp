@@ -1,0 +1,423 @@
+#include "backends/engine/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "backends/engine/kernels/attention.hpp"
+#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/kernels/elementwise.hpp"
+#include "backends/engine/kernels/packed_matmul.hpp"
+
+namespace midtune::engine {
+
+// ---------------------------------------------------------------- scales
+
+RopeScales RopeScales::ones(int layers, int heads) {
+  RopeScales s;
+  s.layers = layers;
+  s.heads = heads;
+  s.scale.assign(static_cast<std::size_t>(layers) * heads, 1.0f);
+  return s;
+}
+
+bool RopeScales::all_ones() const {
+  return std::all_of(scale.begin(), scale.end(), [](float v) { return v == 1.0f; });
+}
+
+// ---------------------------------------------------------------- loading
+
+namespace {
+
+std::string tensor_where(const GgufFile& file, const std::string& name) {
+  return file.path().string() + ": tensor '" + name + "'";
+}
+
+// The tensor `name` with its dims checked: dims[0] == cols, dims[1] == rows.
+const GgufTensorInfo& matrix_tensor(const GgufFile& file, const std::string& name, std::uint64_t cols,
+                                    std::uint64_t rows) {
+  const GgufTensorInfo& info = file.tensor(name);
+  const std::uint64_t got_rows = info.dims.size() > 1 ? info.dims[1] : 1;
+  if (info.dims.empty() || info.dims[0] != cols || got_rows != rows || info.n_elements != cols * rows) {
+    throw std::invalid_argument(tensor_where(file, name) + ": expected shape [" + std::to_string(cols) +
+                                ", " + std::to_string(rows) + "] from the model metadata");
+  }
+  if (info.type == nullptr) {
+    throw std::invalid_argument(tensor_where(file, name) + ": unsupported ggml type " +
+                                ggml_type_name(info.type_id));
+  }
+  return info;
+}
+
+MatrixPart matrix_part(const GgufFile& file, const std::string& name, std::uint64_t cols,
+                       std::uint64_t rows) {
+  const GgufTensorInfo& info = matrix_tensor(file, name, cols, rows);
+  return MatrixPart{info.type->type, file.tensor_data(info).data(), static_cast<int>(rows)};
+}
+
+std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, std::uint64_t size) {
+  const GgufTensorInfo& info = matrix_tensor(file, name, size, 1);
+  std::vector<float> out(size);
+  dequantize_row(info.type->type, file.tensor_data(info).data(), out.data(), size);
+  return out;
+}
+
+PackedMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
+                          const std::string& what) {
+  try {
+    return pack_matrices(parts, cols);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(file.path().string() + ": " + what + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Model::Model(const std::filesystem::path& path, Isa isa)
+    : file_(std::make_unique<GgufFile>(path)), config_(read_model_config(*file_)), isa_(isa) {
+  const GgufFile& f = *file_;
+  const ModelConfig& c = config_;
+  if (c.arch != "llama") {
+    throw std::invalid_argument(path.string() + ": general.architecture '" + c.arch +
+                                "' is not supported (only llama)");
+  }
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
+    throw std::invalid_argument(path.string() + ": rope.dimension_count " + std::to_string(c.rope_dims) +
+                                " must be even and at most the head dimension " + std::to_string(c.head_dim));
+  }
+  if (c.head_dim > 512 || c.head_dim % 2 != 0) {
+    throw std::invalid_argument(path.string() + ": head dimension " + std::to_string(c.head_dim) +
+                                " unsupported (even, at most 512)");
+  }
+  if (!isa_available(isa_)) {
+    throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
+  }
+  const std::uint64_t q_rows = std::uint64_t{c.heads} * c.head_dim;
+  const std::uint64_t kv_rows = std::uint64_t{c.kv_heads} * c.head_dim;
+
+  const GgufTensorInfo& embd = matrix_tensor(f, "token_embd.weight", c.hidden, c.vocab);
+  embedding_type_ = embd.type->type;
+  embedding_data_ = f.tensor_data(embd).data();
+  embedding_row_bytes_ = embd.n_bytes / c.vocab;
+  output_norm_ = vector_tensor(f, "output_norm.weight", c.hidden);
+  const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
+  lm_head_ = pack_checked(f, {matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
+
+  layers_.resize(c.layers);
+  tbb::parallel_for(0, static_cast<int>(c.layers), [&](int l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& w = layers_[l];
+    w.attn_norm = vector_tensor(f, p + "attn_norm.weight", c.hidden);
+    w.ffn_norm = vector_tensor(f, p + "ffn_norm.weight", c.hidden);
+    w.qkv = pack_checked(f,
+                         {matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
+                          matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
+                          matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
+                         c.hidden, p + "attn_q/k/v");
+    w.attn_out = pack_checked(f, {matrix_part(f, p + "attn_output.weight", q_rows, c.hidden)},
+                              static_cast<int>(q_rows), p + "attn_output");
+    w.gate_up = pack_checked(f,
+                             {matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
+                              matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
+                             c.hidden, p + "ffn_gate/up");
+    w.down = pack_checked(f, {matrix_part(f, p + "ffn_down.weight", c.ffn, c.hidden)}, c.ffn,
+                          p + "ffn_down");
+  });
+}
+
+Model::~Model() = default;
+
+void Model::embed(std::int32_t token, float* out) const {
+  dequantize_row(embedding_type_, embedding_data_ + static_cast<std::size_t>(token) * embedding_row_bytes_,
+                 out, config_.hidden);
+}
+
+// ---------------------------------------------------------------- sequence
+
+Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
+    : capacity_(capacity), scales_(std::move(scales)) {
+  const ModelConfig& c = model.config();
+  const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads);
+  if (capacity <= 0) throw std::invalid_argument("Sequence: capacity must be positive");
+  if (scales_.layers != static_cast<int>(c.layers) || scales_.heads != heads ||
+      scales_.scale.size() != static_cast<std::size_t>(c.layers) * heads) {
+    throw std::invalid_argument("Sequence: RoPE scales are " + std::to_string(scales_.layers) + " x " +
+                                std::to_string(scales_.heads) + ", the model has " +
+                                std::to_string(c.layers) + " layers x " + std::to_string(heads) + " heads");
+  }
+  for (float s : scales_.scale) {
+    if (!std::isfinite(s) || s <= 0.0f) {
+      throw std::invalid_argument("Sequence: RoPE scale " + std::to_string(s) + " must be finite and > 0");
+    }
+  }
+  const int group = heads / kv_heads;
+  layers_.resize(c.layers);
+  for (int l = 0; l < static_cast<int>(c.layers); ++l) {
+    LayerCache& lc = layers_[l];
+    bool uniform_groups = true;
+    for (int h = 0; h < heads; ++h) {
+      uniform_groups = uniform_groups && scales_.at(l, h) == scales_.at(l, h / group * group);
+    }
+    lc.key_slots = uniform_groups ? kv_heads : heads;
+    lc.slot_of_head.resize(heads);
+    lc.slot_scale.resize(lc.key_slots);
+    for (int h = 0; h < heads; ++h) {
+      lc.slot_of_head[h] = uniform_groups ? h / group : h;
+      lc.slot_scale[lc.slot_of_head[h]] = scales_.at(l, h);
+    }
+    lc.kt.resize(static_cast<std::size_t>(lc.key_slots) * c.head_dim * capacity);
+    lc.v.resize(static_cast<std::size_t>(kv_heads) * capacity * c.head_dim);
+  }
+  positions_.reserve(capacity);
+}
+
+// ---------------------------------------------------------------- forward
+
+struct Model::Workspace {
+  AlignedBuffer<float> x, xn, qkv, q_rot, attn, proj, ffn, act, last_rows;
+  QuantizedRows xq;
+  struct RopeTable {
+    float scale;
+    AlignedBuffer<float> cos_sin;  // [token][rope_dims/2][2]
+  };
+  std::vector<RopeTable> rope_tables;
+  tbb::enumerable_thread_specific<AlignedBuffer<float>> scratch;
+};
+
+namespace {
+
+void add_rows(float* x, const float* y, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+}  // namespace
+
+std::vector<float> Model::forward(Sequence& seq, std::span<const std::int32_t> tokens,
+                                  std::span<const double> positions, std::span<const int> logit_rows,
+                                  const ForwardHooks* hooks) const {
+  const int n = static_cast<int>(tokens.size());
+  if (seq.layers_.size() != config_.layers) throw std::invalid_argument("forward: sequence of another model");
+  if (seq.length_ + n > seq.capacity_) {
+    throw std::invalid_argument("forward: " + std::to_string(seq.length_ + n) +
+                                " tokens exceed the sequence capacity " + std::to_string(seq.capacity_));
+  }
+  for (std::int32_t t : tokens) {
+    if (t < 0 || t >= vocab()) {
+      throw std::invalid_argument("forward: token id " + std::to_string(t) + " outside the vocabulary of " +
+                                  std::to_string(vocab()));
+    }
+  }
+  for (int r : logit_rows) {
+    if (r < 0 || r >= n) throw std::invalid_argument("forward: logit row " + std::to_string(r) + " out of range");
+  }
+  if (!positions.empty() && static_cast<int>(positions.size()) != n) {
+    throw std::invalid_argument("forward: " + std::to_string(positions.size()) + " positions for " +
+                                std::to_string(n) + " tokens");
+  }
+  if (hooks != nullptr && !hooks->initial_key_scale.empty() &&
+      hooks->initial_key_scale.size() != config_.layers) {
+    throw std::invalid_argument("forward: initial_key_scale needs one value per layer");
+  }
+  std::vector<double> pos(positions.begin(), positions.end());
+  if (pos.empty()) {
+    pos.resize(n);
+    for (int i = 0; i < n; ++i) pos[i] = seq.last_position() + 1.0 + i;
+  }
+
+  std::vector<float> logits(logit_rows.size() * static_cast<std::size_t>(vocab()));
+  Workspace ws;
+  for (int c0 = 0; c0 < n; c0 += prefill_chunk) {
+    const int c1 = std::min(n, c0 + prefill_chunk);
+    std::vector<int> local_rows;
+    std::vector<std::size_t> out_index;
+    for (std::size_t i = 0; i < logit_rows.size(); ++i) {
+      if (logit_rows[i] >= c0 && logit_rows[i] < c1) {
+        local_rows.push_back(logit_rows[i] - c0);
+        out_index.push_back(i);
+      }
+    }
+    std::vector<float> chunk_logits(local_rows.size() * static_cast<std::size_t>(vocab()));
+    forward_chunk(seq, tokens.subspan(c0, c1 - c0), pos.data() + c0, local_rows, chunk_logits.data(),
+                  hooks, ws);
+    for (std::size_t i = 0; i < local_rows.size(); ++i) {
+      std::copy_n(chunk_logits.data() + i * vocab(), vocab(), logits.data() + out_index[i] * vocab());
+    }
+  }
+  return logits;
+}
+
+void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, const double* positions,
+                          std::span<const int> logit_rows, float* logits, const ForwardHooks* hooks,
+                          Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(tokens.size());
+  const std::size_t hidden = c.hidden, ffn = c.ffn;
+  const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
+  const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  ws.x.ensure(T * hidden);
+  ws.xn.ensure(T * std::max(hidden, q_width));
+  ws.qkv.ensure(T * qkv_width);
+  ws.q_rot.ensure(T * q_width);
+  ws.attn.ensure(T * q_width);
+  ws.proj.ensure(T * hidden);
+  ws.ffn.ensure(T * 2 * ffn);
+  ws.act.ensure(T * ffn);
+
+  // RoPE tables, one per distinct scale in use (usually just 1.0).
+  ws.rope_tables.clear();
+  const int half = static_cast<int>(c.rope_dims / 2);
+  for (float s : seq.scales_.scale) {
+    if (std::any_of(ws.rope_tables.begin(), ws.rope_tables.end(), [&](const auto& t) { return t.scale == s; })) continue;
+    Workspace::RopeTable table{s, AlignedBuffer<float>(static_cast<std::size_t>(T) * half * 2)};
+    for (int t = 0; t < T; ++t) {
+      const double p = positions[t] / static_cast<double>(s);
+      for (int i = 0; i < half; ++i) {
+        const double angle = p * std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
+        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(angle));
+        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+      }
+    }
+    ws.rope_tables.push_back(std::move(table));
+  }
+
+  for (int t = 0; t < T; ++t) embed(tokens[t], ws.x.data() + t * hidden);
+
+  auto norm_rows = [&](const std::vector<float>& weight) {
+    tbb::parallel_for(tbb::blocked_range<int>(0, T, 16), [&](const tbb::blocked_range<int>& r) {
+      rms_norm_rows(ws.x.data() + r.begin() * hidden, hidden, weight.data(), r.size(), static_cast<int>(hidden),
+                    c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden);
+    });
+  };
+  auto project = [&](const PackedMatrix& w, const float* in, std::size_t in_width, float* out) {
+    quantize_rows(in, T, static_cast<int>(in_width), in_width, ws.xq);
+    packed_matmul(w, ws.xq, out, w.rows, isa_);
+  };
+
+  for (int l = 0; l < static_cast<int>(c.layers); ++l) {
+    const LayerWeights& w = layers_[l];
+    // Attention block.
+    norm_rows(w.attn_norm);
+    project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
+    attention_layer(l, seq, T, positions, ws, hooks);
+    project(w.attn_out, ws.attn.data(), q_width, ws.proj.data());
+    add_rows(ws.x.data(), ws.proj.data(), T * hidden);
+    // SwiGLU feed-forward block.
+    norm_rows(w.ffn_norm);
+    project(w.gate_up, ws.xn.data(), hidden, ws.ffn.data());
+    tbb::parallel_for(tbb::blocked_range<int>(0, T, 8), [&](const tbb::blocked_range<int>& r) {
+      for (int t = r.begin(); t < r.end(); ++t) {
+        const float* row = ws.ffn.data() + t * 2 * ffn;
+        silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn);
+      }
+    });
+    project(w.down, ws.act.data(), ffn, ws.proj.data());
+    add_rows(ws.x.data(), ws.proj.data(), T * hidden);
+  }
+  seq.length_ += T;
+  seq.positions_.insert(seq.positions_.end(), positions, positions + T);
+
+  if (logit_rows.empty()) return;
+  const int rows = static_cast<int>(logit_rows.size());
+  for (int i = 0; i < rows; ++i) {
+    rms_norm_rows(ws.x.data() + logit_rows[i] * hidden, hidden, output_norm_.data(), 1, static_cast<int>(hidden),
+                  c.rms_eps, ws.xn.data() + i * hidden, hidden);
+  }
+  quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq);
+  packed_matmul(lm_head_, ws.xq, logits, static_cast<std::size_t>(vocab()), isa_);
+}
+
+void Model::attention_layer(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,
+                            const ForwardHooks* hooks) const {
+  (void)positions;  // already folded into the RoPE tables
+  const ModelConfig& c = config_;
+  const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
+  const int kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const int half = static_cast<int>(c.rope_dims / 2);
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const std::size_t kv_width = static_cast<std::size_t>(kv_heads) * hd;
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  const std::size_t cap = seq.capacity_;
+  const int start = seq.length_;
+  Sequence::LayerCache& lc = seq.layers_[layer];
+  auto table_for = [&](float scale) -> const float* {
+    for (const auto& t : ws.rope_tables) {
+      if (t.scale == scale) return t.cos_sin.data();
+    }
+    throw std::logic_error("attention_layer: no RoPE table for a scale in use");
+  };
+
+  // Cache values and rotated, transposed keys; rotate the queries.
+  for (int t = 0; t < T; ++t) {
+    const float* row = ws.qkv.data() + t * qkv_width;
+    for (int g = 0; g < kv_heads; ++g) {
+      std::memcpy(lc.v.data() + (g * cap + start + t) * hd, row + q_width + kv_width + g * hd, sizeof(float) * hd);
+    }
+  }
+  tbb::parallel_for(0, lc.key_slots + heads, [&](int job) {
+    float key[512];
+    if (job < lc.key_slots) {
+      const int slot = job;
+      const int g = lc.key_slots == kv_heads ? slot : slot / group;
+      const float* table = table_for(lc.slot_scale[slot]);
+      float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * cap;
+      for (int t = 0; t < T; ++t) {
+        std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
+        rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+        for (int i = 0; i < hd; ++i) kt[i * cap + start + t] = key[i];
+      }
+    } else {
+      const int h = job - lc.key_slots;
+      const float* table = table_for(seq.scales_.at(layer, h));
+      for (int t = 0; t < T; ++t) {
+        float* q = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
+        std::memcpy(q, ws.qkv.data() + t * qkv_width + h * hd, sizeof(float) * hd);
+        rope_rotate(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      }
+    }
+  });
+
+  const bool want_rows = hooks != nullptr && static_cast<bool>(hooks->on_last_query_attention);
+  const int keys_total = start + T;
+  if (want_rows) ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
+  float sink[kAttentionTile];
+  const bool use_sink = hooks != nullptr && !hooks->initial_key_scale.empty();
+  std::fill(sink, sink + kAttentionTile, use_sink ? hooks->initial_key_scale[layer] : 1.0f);
+
+  const AttentionFn attend = attention_for(isa_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int tiles = (T + kAttentionTile - 1) / kAttentionTile;
+  tbb::parallel_for(tbb::blocked_range<int>(0, heads * tiles), [&](const tbb::blocked_range<int>& range) {
+    AlignedBuffer<float>& scratch = ws.scratch.local();
+    scratch.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
+    for (int job = range.begin(); job < range.end(); ++job) {
+      const int h = job / tiles;
+      const int t0 = (job % tiles) * kAttentionTile;
+      AttentionTile tile;
+      tile.count = std::min(kAttentionTile, T - t0);
+      tile.initial_key_scale = use_sink ? sink : nullptr;
+      for (int r = 0; r < tile.count; ++r) {
+        const int t = t0 + r;
+        tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
+        tile.out[r] = ws.attn.data() + t * q_width + h * hd;
+        tile.limit[r] = start + t + 1;
+        if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+      }
+      const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(lc.slot_of_head[h]) * hd * cap, cap,
+                            lc.v.data() + static_cast<std::size_t>(h / group) * cap * hd,
+                            static_cast<std::size_t>(hd), hd};
+      attend(tile, kv, scale, scratch.data());
+    }
+  });
+  if (want_rows) {
+    hooks->on_last_query_attention(
+        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total);
+  }
+}
+
+}  // namespace midtune::engine

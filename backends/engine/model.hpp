@@ -1,0 +1,137 @@
+// The Llama forward pass (issue 3 item 4), read top to bottom like llama2.c's
+// run.c: embedding -> per layer [RMSNorm -> QKV -> RoPE -> causal GQA
+// attention -> output projection -> residual -> RMSNorm -> SwiGLU FFN ->
+// residual] -> final RMSNorm -> tied or separate output matrix.
+//
+// Positions are floats (CALIOPE remaps them) and every (layer, head) has its
+// own RoPE scale (PI / LPES / Ms-PoE divide the position by it):
+//   angle_i = (pos / scale[layer][head]) * base^(-2i / rope_dims)
+//
+// KV cache choice: keys are cached already rotated, transposed per "key
+// slot". In a layer where every head of a GQA group shares one scale (the
+// plain model, PI, LPES) there is one slot per KV head; where the scales
+// differ inside a group (Ms-PoE) each query head gets its own slot, its keys
+// rotated at that head's scale, so each query head sees keys rotated like
+// itself. Scales are fixed for the life of a Sequence (Ms-PoE fixes them at
+// prefill), so cached keys never need re-rotation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backends/engine/gguf.hpp"
+#include "backends/engine/kernels/aligned_buffer.hpp"
+#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/kernels/packed_matrix.hpp"
+#include "backends/engine/kernels/quantize_rows.hpp"
+
+namespace midtune::engine {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  std::vector<float> ffn_norm;
+  PackedMatrix qkv;      // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
+  PackedMatrix attn_out;
+  PackedMatrix gate_up;  // rows: gate (ffn), up (ffn)
+  PackedMatrix down;
+};
+
+// scale[layer * heads + head]; every entry finite and > 0.
+struct RopeScales {
+  int layers = 0;
+  int heads = 0;
+  std::vector<float> scale;
+  static RopeScales ones(int layers, int heads);
+  float at(int layer, int head) const { return scale[static_cast<std::size_t>(layer) * heads + head]; }
+  bool all_ones() const;
+};
+
+// Optional per-call hooks (issue 5 builds on these; all off by default).
+struct ForwardHooks {
+  // SIW: per layer, factor on every query's post-softmax weight of key 0
+  // (no renormalisation); empty = off.
+  std::vector<float> initial_key_scale;
+  // Ms-PoE / PHS: called per layer with the softmax rows of the call's last
+  // token, one row of `keys` floats per query head (heads x keys).
+  std::function<void(int layer, std::span<const float> rows, int keys)> on_last_query_attention;
+};
+
+class Model;
+
+// One sequence's state: the KV cache and its fixed RoPE scales.
+class Sequence {
+ public:
+  Sequence(const Model& model, int capacity, RopeScales scales);
+  int length() const { return length_; }
+  int capacity() const { return capacity_; }
+  const RopeScales& scales() const { return scales_; }
+  double last_position() const { return positions_.empty() ? -1.0 : positions_.back(); }
+
+ private:
+  friend class Model;
+  struct LayerCache {
+    int key_slots = 0;
+    std::vector<int> slot_of_head;  // query head -> key slot
+    std::vector<float> slot_scale;  // RoPE scale of each slot
+    AlignedBuffer<float> kt;        // [slot][head_dim][capacity], rotated keys
+    AlignedBuffer<float> v;         // [kv_head][capacity][head_dim]
+  };
+  int capacity_ = 0;
+  int length_ = 0;
+  RopeScales scales_;
+  std::vector<double> positions_;
+  std::vector<LayerCache> layers_;
+};
+
+class Model {
+ public:
+  // Maps the GGUF, reads the architecture from its metadata and repacks the
+  // weights. Throws GgufError / std::invalid_argument naming the file and
+  // tensor on anything unsupported.
+  explicit Model(const std::filesystem::path& path, Isa isa = best_isa());
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return *file_; }
+  Isa isa() const { return isa_; }
+  int vocab() const { return static_cast<int>(config_.vocab); }
+
+  // Runs `tokens` after what `seq` already holds. positions: one per token,
+  // empty = continue from the last cached position + 1 (0 for the first).
+  // Returns logits for the rows listed in `logit_rows` (indices into tokens),
+  // rows.size() x vocab, row-major. Throws std::invalid_argument for a token
+  // id outside the vocabulary, a full cache or bad rows.
+  std::vector<float> forward(Sequence& seq, std::span<const std::int32_t> tokens,
+                             std::span<const double> positions, std::span<const int> logit_rows,
+                             const ForwardHooks* hooks = nullptr) const;
+
+  // Tokens processed per pass through the layers (bounds activation memory).
+  int prefill_chunk = 512;
+
+ private:
+  struct Workspace;
+  void forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, const double* positions,
+                     std::span<const int> logit_rows, float* logits, const ForwardHooks* hooks,
+                     Workspace& ws) const;
+  void attention_layer(int layer, Sequence& seq, int tokens, const double* positions,
+                       Workspace& ws, const ForwardHooks* hooks) const;
+  void embed(std::int32_t token, float* out) const;
+
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig config_;
+  Isa isa_;
+  GgmlType embedding_type_{};
+  const std::byte* embedding_data_ = nullptr;
+  std::size_t embedding_row_bytes_ = 0;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> output_norm_;
+  PackedMatrix lm_head_;
+};
+
+}  // namespace midtune::engine
