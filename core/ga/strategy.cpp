@@ -1,0 +1,28 @@
+#include "core/ga/strategy.hpp"
+
+#include <stdexcept>
+
+namespace midtune {
+
+const char* to_string(Origin origin) {
+  switch (origin) {
+    case Origin::init: return "init";
+    case Origin::crossover: return "crossover";
+    case Origin::mutation: return "mutation";
+    case Origin::elite: return "elite";
+    case Origin::grid: return "grid";
+    case Origin::random: return "random";
+  }
+  return "?";
+}
+
+Origin origin_from_string(const std::string& name) {
+  for (Origin origin : {Origin::init, Origin::crossover, Origin::mutation, Origin::elite,
+                        Origin::grid, Origin::random}) {
+    if (name == to_string(origin)) return origin;
+  }
+  throw std::invalid_argument("origin: unknown name '" + name +
+                              "' (expected init, crossover, mutation, elite, grid or random)");
+}
+
+}  // namespace midtune
