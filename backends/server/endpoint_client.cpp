@@ -54,6 +54,7 @@ EndpointClient::EndpointClient(std::string url, RetryPolicy policy) : url_(std::
   http_->set_read_timeout(timeout);
   http_->set_write_timeout(timeout);
   http_->set_keep_alive(true);
+  http_->set_tcp_nodelay(true);  // headers and body go out as separate writes; Nagle would delay the second
 }
 
 EndpointClient::~EndpointClient() = default;

@@ -57,6 +57,7 @@ EvaluationServer::~EvaluationServer() = default;
 void EvaluationServer::install_routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.limits.max_body_bytes);
+  s.set_tcp_nodelay(true);  // small replies should not wait for the client's delayed ACK
 
   s.Get("/v1/info", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_for_wire(info_to_json(info_)), "application/json");
@@ -143,6 +144,8 @@ int EvaluationServer::bind() {
 void EvaluationServer::serve() {
   if (!stopping_) http_->listen_after_bind();
 }
+
+bool EvaluationServer::serving() const { return http_->is_running(); }
 
 void EvaluationServer::stop() {
   stopping_ = true;

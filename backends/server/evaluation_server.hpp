@@ -42,6 +42,9 @@ class EvaluationServer {
   // Thread-safe (not async-signal-safe: call it from a signal-waiting thread).
   void stop();
   bool stopping() const { return stopping_; }
+  // True once serve() accepts connections (a stop() before that is lost by
+  // httplib, so callers that stop early wait for this first).
+  bool serving() const;
 
  private:
   void install_routes();

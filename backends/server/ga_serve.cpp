@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     options.host = args.host;
     options.port = args.port;
     options.limits.max_items = args.max_items;
+    if (args.synthetic) options.supports = {"rope_scale"};  // all the test double models
     midtune::server::EvaluationServer server(*backend, options);
     const int port = server.bind();
 
