@@ -1,0 +1,190 @@
+// GPT-2 byte-level BPE with llama.cpp's pre-tokenizers (tokenizer.ggml.model
+// "gpt2"): split the text into words by regex, map each byte of a word to
+// GPT-2's printable codepoint, then apply merges lowest rank first.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <array>
+#include <climits>
+#include <set>
+
+#include "backends/engine/tokenizer_internal.hpp"
+
+namespace midtune::tokenizer_detail {
+namespace {
+
+// llama.cpp's whitespace set (Unicode White_Space), used for \s so that
+// U+0085 counts as space exactly as in llama.cpp's own GPT-2 splitter.
+constexpr const char* kSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+std::string gpt2_word_pattern() {
+  const std::string s = kSpace;
+  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" + s + "\\p{L}\\p{N}]+|[" + s + "]+(?![^" + s +
+         "])|[" + s + "]+";
+}
+
+// A compiled PCRE2 pattern in UTF + UCP mode (Unicode properties for \p{..}).
+class Regex {
+ public:
+  explicit Regex(const std::string& pattern) {
+    int error = 0;
+    PCRE2_SIZE error_at = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                          &error, &error_at, nullptr);
+    if (!code_) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(error, message, sizeof message);
+      throw TokenizerError("cannot compile pre-tokenizer regex at " + std::to_string(error_at) + ": " +
+                           reinterpret_cast<const char*>(message));
+    }
+    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is the fallback
+  }
+  ~Regex() { pcre2_code_free(code_); }
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Splits `text` (valid UTF-8) into matches and the gaps between them, in
+  // order, as llama.cpp's unicode_regex_split keeps both.
+  template <typename Emit>
+  void split(std::string_view text, Emit&& emit) const {
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+        pcre2_match_data_create_from_pattern(code_, nullptr), &pcre2_match_data_free);
+    if (!match) throw TokenizerError("out of memory for regex match data");
+    std::size_t pos = 0;
+    std::size_t gap_start = 0;
+    while (pos < text.size()) {
+      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), pos,
+                                 PCRE2_NO_UTF_CHECK, match.get(), nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) throw TokenizerError("pre-tokenizer regex failed with PCRE2 error " + std::to_string(rc));
+      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
+      const std::size_t begin = ovector[0], end = ovector[1];
+      if (end == begin) {  // no pattern here matches empty; step over one codepoint to be safe
+        pos = begin + utf8_sequence_length(static_cast<unsigned char>(text[begin]));
+        continue;
+      }
+      if (begin > gap_start) emit(gap_start, begin);
+      emit(begin, end);
+      pos = gap_start = end;
+    }
+    if (gap_start < text.size()) emit(gap_start, text.size());
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+};
+
+// llama.cpp pre-tokenizer names (llama-vocab.cpp) whose regex list is
+// {"\p{N}", gpt2} or just {gpt2}.
+const std::set<std::string, std::less<>> kDigitSplitPre = {"smollm", "starcoder", "refact", "command-r",
+                                                            "codeshell", "exaone"};
+const std::set<std::string, std::less<>> kGpt2Pre = {"gpt-2", "gpt2"};
+
+class ByteLevelBpe final : public FragmentEncoder {
+ public:
+  ByteLevelBpe(const Vocabulary& vocab, const TokenMap& token_to_id)
+      : token_to_id_(token_to_id), word_regex_(gpt2_word_pattern()), digit_regex_("\\p{N}") {
+    if (kDigitSplitPre.count(vocab.pre)) split_digits_ = true;
+    else if (!kGpt2Pre.count(vocab.pre))
+      throw TokenizerError(vocab.source + ": tokenizer.ggml.pre '" + vocab.pre +
+                           "' is not supported (supported: smollm, starcoder, refact, command-r, codeshell, "
+                           "exaone, gpt-2)");
+    for (int b = 0; b < 256; ++b) {
+      std::string s;
+      append_utf8(s, gpt2_byte_to_codepoint(static_cast<unsigned char>(b)));
+      byte_symbol_[static_cast<std::size_t>(b)] = s;
+    }
+    merge_rank_.reserve(vocab.merges.size());
+    for (std::size_t i = 0; i < vocab.merges.size(); ++i) {
+      const std::string& merge = vocab.merges[i];
+      // llama.cpp splits at the first space after the first byte.
+      const auto space = merge.find(' ', 1);
+      if (space == std::string::npos || space + 1 >= merge.size())
+        throw TokenizerError(vocab.source + ": tokenizer.ggml.merges[" + std::to_string(i) + "] = '" + merge +
+                             "' is not 'left right'");
+      merge_rank_.emplace(merge, static_cast<int>(i));  // first occurrence keeps the lowest rank
+    }
+  }
+
+  void encode(std::string_view text, std::size_t base, bool /*after_special*/,
+              std::vector<TokenWithOffsets>& out) const override {
+    const auto word_split = [&](std::size_t from, std::size_t to) {
+      word_regex_.split(text.substr(from, to - from),
+                        [&](std::size_t b, std::size_t e) { encode_word(text.substr(from + b, e - b), base + from + b, out); });
+    };
+    if (!split_digits_) {
+      word_split(0, text.size());
+      return;
+    }
+    // Every \p{N} codepoint is a word of its own; the text between them goes
+    // through the GPT-2 regex separately (its look-ahead stops at the digit).
+    digit_regex_.split(text, word_split);
+  }
+
+ private:
+  struct Symbol {
+    std::string text;   // GPT-2 encoded codepoints
+    std::size_t begin;  // input byte range
+    std::size_t end;
+  };
+
+  int rank(const Symbol& left, const Symbol& right, std::string& key) const {
+    key.assign(left.text).append(1, ' ').append(right.text);
+    const auto it = merge_rank_.find(key);
+    return it == merge_rank_.end() ? INT_MAX : it->second;
+  }
+
+  void encode_word(std::string_view word, std::size_t base, std::vector<TokenWithOffsets>& out) const {
+    std::vector<Symbol> symbols;
+    symbols.reserve(word.size());
+    for (std::size_t i = 0; i < word.size(); ++i)
+      symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], base + i, base + i + 1});
+    // Merge the lowest-rank adjacent pair (leftmost on a tie) until none is
+    // left; ranks[i] caches the pair (i, i+1).
+    std::string key;
+    std::vector<int> ranks(symbols.size() > 1 ? symbols.size() - 1 : 0);
+    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) ranks[i] = rank(symbols[i], symbols[i + 1], key);
+    while (!ranks.empty()) {
+      std::size_t best = 0;
+      for (std::size_t i = 1; i < ranks.size(); ++i)
+        if (ranks[i] < ranks[best]) best = i;
+      if (ranks[best] == INT_MAX) break;
+      symbols[best].text += symbols[best + 1].text;
+      symbols[best].end = symbols[best + 1].end;
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+      ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best));
+      if (best < ranks.size()) ranks[best] = rank(symbols[best], symbols[best + 1], key);
+      if (best > 0) ranks[best - 1] = rank(symbols[best - 1], symbols[best], key);
+    }
+    for (const auto& s : symbols) {
+      if (const auto it = token_to_id_.find(s.text); it != token_to_id_.end()) {
+        out.push_back({it->second, s.begin, s.end});
+        continue;
+      }
+      // A merge result missing from the vocabulary: fall back to one token
+      // per byte (every byte's symbol is in a byte-level vocabulary).
+      for (std::size_t b = s.begin; b < s.end; ++b) {
+        const auto it = token_to_id_.find(byte_symbol_[static_cast<unsigned char>(word[b - base])]);
+        if (it == token_to_id_.end())
+          throw TokenizerError("byte-level vocabulary has no token for byte " + std::to_string(static_cast<unsigned char>(word[b - base])));
+        out.push_back({it->second, b, b + 1});
+      }
+    }
+  }
+
+  const TokenMap& token_to_id_;
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> merge_rank_;
+  std::array<std::string, 256> byte_symbol_;
+  Regex word_regex_;
+  Regex digit_regex_;
+  bool split_digits_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<FragmentEncoder> make_byte_level_bpe(const Vocabulary& vocab, const TokenMap& token_to_id) {
+  return std::make_unique<ByteLevelBpe>(vocab, token_to_id);
+}
+
+}  // namespace midtune::tokenizer_detail

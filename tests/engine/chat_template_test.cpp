@@ -1,0 +1,71 @@
+// Chat templates: format detection from the Jinja text, default system
+// prompt extraction, rendering and the user-content offsets.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backends/engine/chat_template.hpp"
+
+namespace midtune {
+namespace {
+
+constexpr const char* kSmolTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// Escaped newlines and a double-quoted literal, as other ChatML models write it.
+constexpr const char* kEscapedTemplate =
+    "{%- if messages[0].role != \"system\" %}{{- \"<|im_start|>system\\nYou are \\\"Q\\\", a bot.<|im_end|>\\n\" }}"
+    "{%- endif %}{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}";
+
+constexpr const char* kPlainChatml =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+constexpr const char* kLlama2Template =
+    "{% for message in messages %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + "
+    "message['content'].strip() + ' [/INST]' }}{% endif %}{% endfor %}";
+
+TEST(ChatTemplate, SmolLM2DefaultSystemAndOffsets) {
+  const auto chat = ChatTemplate::from_template_text(kSmolTemplate);
+  EXPECT_EQ(chat.format(), ChatFormat::chatml);
+  EXPECT_EQ(chat.default_system(), "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  const auto p = chat.render_user("Hi there");
+  EXPECT_EQ(p.text,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), "Hi there");
+  // An explicit system prompt replaces the default; an empty one drops the turn.
+  EXPECT_EQ(chat.render_user("x", "Be brief.").text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+  const auto bare = chat.render_user("x", "");
+  EXPECT_EQ(bare.text, "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(bare.content_begin, 17u);
+}
+
+TEST(ChatTemplate, OtherChatmlTemplates) {
+  EXPECT_EQ(ChatTemplate::from_template_text(kEscapedTemplate).default_system(), "You are \"Q\", a bot.");
+  const auto plain = ChatTemplate::from_template_text(kPlainChatml);
+  EXPECT_EQ(plain.default_system(), std::nullopt);
+  EXPECT_EQ(plain.render_user("q").text, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, Llama2) {
+  const auto chat = ChatTemplate::from_template_text(kLlama2Template);
+  EXPECT_EQ(chat.format(), ChatFormat::llama2);
+  const auto p = chat.render_user(" keep spaces ");
+  EXPECT_EQ(p.text, "[INST]  keep spaces  [/INST]");
+  EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ");
+  EXPECT_EQ(chat.render_user("q", "sys").text, "[INST] <<SYS>>\nsys\n<</SYS>>\n\nq [/INST]");
+}
+
+TEST(ChatTemplate, UnknownTemplateIsAnError) {
+  EXPECT_THAT([] { ChatTemplate::from_template_text("{{ messages }}", "model.gguf"); },
+              ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("model.gguf")));
+  EXPECT_STREQ(to_string(ChatFormat::llama2), "llama2");
+}
+
+}  // namespace
+}  // namespace midtune

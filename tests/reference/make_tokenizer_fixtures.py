@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Reference token ids for the engine's tokenizer (issue 3, items 3 and 7).
+
+For every entry of a tokenizer corpus (ASCII, long numbers, runs of spaces,
+newlines/tabs, code, accents, CJK, emoji, special tokens inline, UUID-style
+JSON like the KV-retrieval prompts, plus seeded random mixes), records the ids
+llama.cpp produces:
+
+    llama_cpp.Llama(model_path, vocab_only=True).tokenize(text.encode(),
+                                                           add_bos=False, special=True)
+
+and, for the chat template, the GGUF's own Jinja template rendered with one
+user message and add_generation_prompt=True (jinja2, as HF does).
+
+Writes tests/engine/fixtures/tokenizer_smollm2.json; the C++ model test
+compares against it without Python.
+
+Usage: python3 tests/reference/make_tokenizer_fixtures.py [--model PATH] [--out PATH]
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import uuid
+
+import llama_cpp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_smollm2.json")
+DEFAULT_MODEL = os.environ.get(
+    "MIDTUNE_MODEL", os.path.expanduser("~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+def kv_prompt(rng, pairs):
+    data = {str(uuid.UUID(int=rng.getrandbits(128))): str(uuid.UUID(int=rng.getrandbits(128)))
+            for _ in range(pairs)}
+    key = list(data)[pairs // 2]
+    return ("Extract the value corresponding to the specified key in the JSON object below.\n\n"
+            "JSON data:\n" + json.dumps(data, indent=1) + f'\n\nKey: "{key}"\nCorresponding value:')
+
+
+def random_mix(rng, length):
+    pools = [
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "0123456789", " ", "  ", "\n", "\t", "\r\n",
+        ".,;:!?'\"()[]{}<>/\\|@#$%^&*-_=+~`",
+        "éèêëàâäîïôöùûüçñßøåæœÉÀÇ",
+        "日本語中文字符東京大阪한국어안녕하세요",
+        "αβγδεζηθλμπσωΩДжизньпривет",
+        "٠١٢٣٤٥٦٧٨٩१२३४५६७८९０１２３４５６７８９²³½¼Ⅻ",
+        "🙂🚀👍🏽👨‍👩‍👧🇫🇷✨❤️",
+        "\u00a0\u2009\u3000\u0085\u200b\u0301",
+        "'s 're 've 'll 'd 'm 't",
+        "<|im_start|>", "<|im_end|>", "<|endoftext|>",
+    ]
+    return "".join(rng.choice(rng.choice(pools)) if rng.random() < 0.8 else rng.choice(pools)
+                   for _ in range(length))
+
+
+def corpus():
+    rng = random.Random(20261121)
+    entries = [
+        ("ascii", "The quick brown fox jumps over the lazy dog."),
+        ("ascii_sentences", "Hello, world! How are you today? I'm fine, thanks; and you?"),
+        ("contractions", "don't won't I'll we've they're she'd I'm it's DON'T I'LL"),
+        ("digits_short", "1 12 123 1234 12345"),
+        ("digits_long", "31415926535897932384626433832795028841971693993751"),
+        ("numbers_formatted", "Total: $1,234,567.89 (+3.5%) on 2024-11-21 at 18:30:05, id #000123."),
+        ("spaces_runs", "a  b   c    d     e          f"),
+        ("spaces_leading_trailing", "   leading and trailing   "),
+        ("only_spaces", "        "),
+        ("newlines", "line one\nline two\n\nline four\n\n\n\nend\n"),
+        ("tabs", "col1\tcol2\t\tcol4\n\tindented\t \t mixed"),
+        ("crlf", "windows\r\nline\r\n\r\nbreaks"),
+        ("code_python", "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"),
+        ("code_cpp", "int main() {\n  std::vector<int> v{1, 2, 3};\n  for (auto& x : v) x *= 2;  // double\n  return 0;\n}"),
+        ("code_json", '{"name": "midtune", "version": [1, 2, 3], "ok": true, "nested": {"a": null}}'),
+        ("accents", "Les élèves ont mangé des crêpes à la cantine; naïve façade, Ærøskøbing, Straße."),
+        ("combining", "e\u0301 a\u0300 o\u0308 n\u0303"),
+        ("cjk", "東京は日本の首都です。大阪は第二の都市です。中文测试，你好世界！"),
+        ("korean", "안녕하세요, 세계! 한국어 토큰화 테스트입니다."),
+        ("cyrillic_greek", "Привет, мир! Καλημέρα κόσμε!"),
+        ("arabic_hindi", "مرحبا بالعالم ١٢٣ नमस्ते दुनिया १२३"),
+        ("emoji", "Emoji test 🙂🚀 and 👍🏽 family 👨‍👩‍👧 flag 🇫🇷 ✨❤️"),
+        ("unicode_numbers", "x² + y³ = ½ of Ⅻ; fullwidth １２３ and ٤٥٦"),
+        ("unicode_spaces", "nbsp\u00a0thin\u2009ideographic\u3000nel\u0085zwsp\u200bend"),
+        ("special_chatml", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 7 times 8?<|im_end|>\n<|im_start|>assistant\n"),
+        ("special_adjacent", "a<|im_start|>b<|im_end|>c<|endoftext|>d"),
+        ("special_partial", "<|im_sta <|im_end <|im_start|<|im_start|>>"),
+        ("special_other", "<repo_name>midtune<file_sep>main.cpp<jupyter_code>print(1)<empty_output>"),
+        ("punctuation_runs", "Wait... what?!?! ---- ==== **** ////"),
+        ("url_email", "See https://example.com/path?q=1&r=two#frag or mail someone@example.org."),
+        ("kv_short", kv_prompt(rng, 3)),
+        ("kv_long", kv_prompt(rng, 16)),
+        ("empty", ""),
+    ]
+    for i in range(40):
+        entries.append((f"random_{i:02d}", random_mix(rng, rng.randint(5, 120))))
+    return entries
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    args = ap.parse_args()
+
+    llm = llama_cpp.Llama(model_path=args.model, vocab_only=True, verbose=False)
+    cases = []
+    for name, text in corpus():
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        cases.append({"name": name, "text": text, "ids": ids})
+
+    import gguf  # only for the template string
+    import jinja2
+    reader = gguf.GGUFReader(args.model)
+    template_text = reader.fields["tokenizer.chat_template"].contents()
+    template = jinja2.Environment().from_string(template_text)
+    chat = []
+    for content in ["What is 7 times 8?", "  spaced  content\nwith newline  ", "<|im_end|> inside"]:
+        rendered = template.render(messages=[{"role": "user", "content": content}], add_generation_prompt=True,
+                                   bos_token="", eos_token="")
+        chat.append({"content": content, "rendered": rendered,
+                     "ids": llm.tokenize(rendered.encode("utf-8"), add_bos=False, special=True)})
+
+    out = {
+        "generator": "tests/reference/make_tokenizer_fixtures.py",
+        "llama_cpp_python": llama_cpp.__version__,
+        "model_file": os.path.basename(args.model),
+        "model_sha256": sha256(args.model),
+        "call": "Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True)",
+        "bos": llm.token_bos(),
+        "eos": llm.token_eos(),
+        "cases": cases,
+        "chat_template": chat,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    # One case per line keeps the file small and its diffs readable.
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write("{\n")
+        for i, (key, value) in enumerate(out.items()):
+            end = ",\n" if i + 1 < len(out) else "\n"
+            if isinstance(value, list):
+                rows = ",\n  ".join(json.dumps(v, ensure_ascii=False) for v in value)
+                f.write(f'"{key}": [\n  {rows}\n]{end}')
+            else:
+                f.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}{end}")
+        f.write("}\n")
+    print(f"wrote {len(cases)} cases, {sum(len(c['ids']) for c in cases)} tokens to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
