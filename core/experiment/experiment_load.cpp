@@ -1,0 +1,208 @@
+// load_experiment / parse_experiment and the backend, dataset and storage
+// sections. Objective and search live in objective_load.cpp / search_load.cpp.
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/experiment/experiment.hpp"
+#include "core/experiment/load_sections.hpp"
+#include "core/experiment/nearest_name.hpp"
+
+namespace midtune {
+namespace load {
+namespace {
+
+const std::vector<std::string> kEngineKeys = {"model", "device", "threads"};
+const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries"};
+const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms"};
+
+void reject_keys_of_other_kind(const MapReader& section, const std::vector<std::string>& keys,
+                               const std::string& owner_kind, const std::string& kind) {
+  for (const auto& key : keys) {
+    section.reject_if_present(key, "applies only to " + section.path() + ".kind " + owner_kind +
+                                       " (this one is " + kind + ")");
+  }
+}
+
+std::string endpoint_url(const Field& field) {
+  const std::string url = field.text();
+  const bool http = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+  if (!http || url.find_first_of(" \t") != std::string::npos) {
+    field.fail("'" + url + "' is not an endpoint URL: expected http://host:port");
+  }
+  return url;
+}
+
+}  // namespace
+
+std::filesystem::path resolve_path(const Field& field, const std::filesystem::path& base_dir) {
+  std::string text = field.text();
+  if (text.empty()) field.fail("expected a path, got empty text");
+  if (text[0] == '~') {
+    if (text.size() > 1 && text[1] != '/') field.fail("only ~/ paths are supported, not ~user");
+    const char* home = std::getenv("HOME");
+    if (home == nullptr || *home == '\0') field.fail("cannot expand ~: HOME is not set");
+    text = std::string(home) + text.substr(1);
+  }
+  std::filesystem::path path(text);
+  if (path.is_relative()) path = base_dir / path;
+  return path.lexically_normal();
+}
+
+BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& base_dir) {
+  std::vector<std::string> valid = {"kind"};
+  for (const auto* keys : {&kEngineKeys, &kServerKeys, &kSyntheticKeys}) {
+    valid.insert(valid.end(), keys->begin(), keys->end());
+  }
+  if (!root.has("backend")) root.required("backend");
+  const MapReader section = root.map("backend", valid);
+  BackendConfig backend;
+  backend.kind = section.required("kind").choice(backend_kinds());
+  if (backend.kind != "engine") reject_keys_of_other_kind(section, kEngineKeys, "engine", backend.kind);
+  if (backend.kind != "server") reject_keys_of_other_kind(section, kServerKeys, "server", backend.kind);
+  if (backend.kind != "synthetic-test-double") {
+    reject_keys_of_other_kind(section, kSyntheticKeys, "synthetic-test-double", backend.kind);
+  }
+  if (backend.kind == "engine") {
+    backend.model = resolve_path(section.required("model"), base_dir);
+    backend.device = section.choice_or("device", backend.device, {"cpu", "cuda"});
+    backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
+  } else if (backend.kind == "server") {
+    for (const auto& item : section.required("endpoints").list_of_min_size(1)) {
+      backend.server.endpoints.push_back(endpoint_url(item));
+    }
+    backend.server.timeout_s = section.number_or("timeout_s", backend.server.timeout_s, 0.001, 86400);
+    backend.server.retries = static_cast<int>(section.integer_or("retries", backend.server.retries, 0, 100));
+  } else {
+    SyntheticConfig& synthetic = backend.synthetic;
+    synthetic.layers = static_cast<int>(section.integer_or("layers", synthetic.layers, 1, 1024));
+    synthetic.heads = static_cast<int>(section.integer_or("heads", synthetic.heads, 1, 1024));
+    synthetic.noise = section.number_or("noise", synthetic.noise, 0, 1);
+    synthetic.latency_ms = section.number_or("latency_ms", synthetic.latency_ms, 0, 3.6e6);
+  }
+  return backend;
+}
+
+DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& base_dir) {
+  if (!root.has("dataset")) root.required("dataset");
+  const MapReader section =
+      root.map("dataset", {"kind", "file", "pairs", "gold_positions", "search_samples",
+                           "heldout_samples", "metric", "max_new_tokens"});
+  DatasetConfig dataset;
+  dataset.kind = section.required("kind").choice(dataset_kinds());
+  if (section.has("file")) {
+    dataset.file = resolve_path(section.field("file"), base_dir);
+  } else if (dataset.kind != "kv") {
+    section.field("file").fail("dataset.kind " + dataset.kind +
+                                  " needs a file (only kv data can be generated)");
+  }
+  if (dataset.kind == "kv") {
+    dataset.pairs = static_cast<int>(section.integer_or("pairs", dataset.pairs, 1, 100000));
+  } else {
+    section.reject_if_present("pairs", "applies only to dataset.kind kv (this one is " + dataset.kind + ")");
+  }
+  if (section.has("gold_positions")) {
+    dataset.gold_positions.clear();
+    for (const auto& item : section.field("gold_positions").list_of_min_size(2)) {
+      const double position = item.number_in(0.0, 1.0);
+      if (!dataset.gold_positions.empty() && position <= dataset.gold_positions.back()) {
+        std::ostringstream reason;
+        reason << position << " must be greater than the position before it ("
+               << dataset.gold_positions.back() << "): gold_positions must be increasing";
+        item.fail(reason.str());
+      }
+      dataset.gold_positions.push_back(position);
+    }
+  }
+  dataset.search_samples =
+      static_cast<int>(section.integer_or("search_samples", dataset.search_samples, 1, 1000000));
+  dataset.heldout_samples =
+      static_cast<int>(section.integer_or("heldout_samples", dataset.heldout_samples, 1, 1000000));
+  dataset.metric = section.choice_or("metric", dataset.metric, {"teacher_forced", "generate"});
+  dataset.max_new_tokens =
+      static_cast<int>(section.integer_or("max_new_tokens", dataset.max_new_tokens, 1, 4096));
+  return dataset;
+}
+
+}  // namespace load
+
+namespace {
+
+YAML::Node parse_yaml(const std::string& text, const std::filesystem::path& file) {
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      const YAML::Mark second = documents[1].Mark();
+      throw ConfigError(file, second.line + 1, second.column + 1, "",
+                        "the file holds " + std::to_string(documents.size()) +
+                            " YAML documents; an experiment is one");
+    }
+    return documents.empty() ? YAML::Node() : documents.front();
+  } catch (const YAML::ParserException& error) {
+    throw ConfigError(file, error.mark.line + 1, error.mark.column + 1, "",
+                      "YAML syntax error: " + error.msg);
+  }
+}
+
+}  // namespace
+
+Experiment parse_experiment(const std::string& text, const std::filesystem::path& file) {
+  using load::Field;
+  using load::MapReader;
+  Experiment experiment;
+  experiment.file = std::filesystem::absolute(file).lexically_normal();
+  experiment.text = text;
+  const std::filesystem::path base_dir = experiment.file.parent_path();
+
+  const YAML::Node document = parse_yaml(text, experiment.file);
+  const Field top(&experiment.file, document, "", YAML::Mark());
+  if (top.is_null()) top.fail("the experiment file is empty");
+  const MapReader root(top, {"name", "seed", "backend", "dataset", "objective", "search", "storage"});
+
+  experiment.name = root.required("name").text();
+  if (experiment.name.empty()) root.field("name").fail("must not be empty");
+  if (root.has("seed")) experiment.seed = root.field("seed").unsigned_integer();
+  experiment.backend = load::parse_backend(root, base_dir);
+  experiment.dataset = load::parse_dataset(root, base_dir);
+  experiment.objective = load::parse_objective(root, experiment.dataset);
+  experiment.search = load::parse_search(root, experiment.objective);
+
+  const MapReader storage = root.map("storage", {"db"});
+  experiment.storage.db = storage.has("db") ? load::resolve_path(storage.field("db"), base_dir)
+                                            : (base_dir / "results.db").lexically_normal();
+  return experiment;
+}
+
+Experiment load_experiment(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(file, 0, 0, "", "cannot read the experiment file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(file, 0, 0, "", "error while reading the experiment file");
+  return parse_experiment(text.str(), file);
+}
+
+const std::vector<std::string>& backend_kinds() {
+  static const std::vector<std::string> kinds = {"engine", "server", "synthetic-test-double"};
+  return kinds;
+}
+
+const std::vector<std::string>& dataset_kinds() {
+  static const std::vector<std::string> kinds = {"kv", "mdqa", "babilong"};
+  return kinds;
+}
+
+const std::vector<std::string>& objective_kinds() {
+  static const std::vector<std::string> kinds = {"lpes", "pi", "mspoe", "siw", "caliope", "phs", "combo"};
+  return kinds;
+}
+
+const std::vector<std::string>& search_strategies() {
+  static const std::vector<std::string> strategies = {"ga", "grid", "random"};
+  return strategies;
+}
+
+}  // namespace midtune

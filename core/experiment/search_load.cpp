@@ -1,0 +1,112 @@
+// The search section: strategy and the settings of ga, grid and random.
+#include <algorithm>
+#include <cmath>
+
+#include "core/experiment/load_sections.hpp"
+#include "core/experiment/nearest_name.hpp"
+
+namespace midtune::load {
+namespace {
+
+constexpr std::int64_t kMaxCount = 1000000;
+
+int count_or(const MapReader& section, const std::string& key, int fallback, std::int64_t min,
+             std::int64_t max) {
+  return static_cast<int>(section.integer_or(key, fallback, min, max));
+}
+
+GaConfig parse_ga(const MapReader& search) {
+  const MapReader section = search.map(
+      "ga", {"population", "parents", "generations", "mutants", "crossovers", "crossover_tries",
+             "mutation_x", "mutation_y", "mutation", "crossover", "selection", "tournament_size",
+             "elitism"});
+  GaConfig ga;
+  ga.population = count_or(section, "population", ga.population, 2, kMaxCount);
+  ga.parents = count_or(section, "parents", ga.parents, 1, kMaxCount);
+  if (ga.parents > ga.population) {
+    section.field(section.has("parents") ? "parents" : "population")
+        .fail("population (" + std::to_string(ga.population) + ") must be >= parents (" +
+              std::to_string(ga.parents) + ")");
+  }
+  ga.generations = count_or(section, "generations", ga.generations, 1, kMaxCount);
+  ga.mutants = count_or(section, "mutants", ga.mutants, 0, kMaxCount);
+  ga.crossovers = count_or(section, "crossovers", ga.crossovers, 0, kMaxCount);
+  // LPES Algorithm 1: next population = N_pa parents + N_cr children + N_mu mutants.
+  if (ga.parents + ga.crossovers + ga.mutants != ga.population) {
+    section.field("population")
+        .fail("population (" + std::to_string(ga.population) +
+              ") must equal parents + crossovers + mutants (" + std::to_string(ga.parents) + " + " +
+              std::to_string(ga.crossovers) + " + " + std::to_string(ga.mutants) + ")");
+  }
+  if (ga.crossovers > 0 && ga.parents < 2) {
+    section.field("parents").fail("crossovers need at least 2 parents");
+  }
+  ga.crossover_tries = count_or(section, "crossover_tries", ga.crossover_tries, 1, 1000);
+  ga.mutation_x = count_or(section, "mutation_x", ga.mutation_x, 0, 1023);
+  ga.mutation_y = section.number_or("mutation_y", ga.mutation_y, 0, 100);
+  ga.mutation = section.choice_or("mutation", ga.mutation, {"lpes", "uniform", "gaussian", "polynomial"});
+  ga.crossover = section.choice_or("crossover", ga.crossover, {"one-point", "uniform", "sbx"});
+  ga.selection = section.choice_or("selection", ga.selection, {"truncation", "tournament"});
+  ga.tournament_size = count_or(section, "tournament_size", ga.tournament_size, 2,
+                              ga.selection == "tournament" ? ga.population : kMaxCount);
+  ga.elitism = count_or(section, "elitism", ga.elitism, 0, ga.parents);
+  return ga;
+}
+
+// A grid value of a gene without a schema: a number, or text when it is not one.
+GeneValue plain_gene_value(const Field& item) {
+  double number = 0;
+  if (item.is_scalar() && YAML::convert<double>::decode(item.node(), number) && std::isfinite(number)) {
+    return number;
+  }
+  return item.text();
+}
+
+std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig& objective, bool active) {
+  const MapReader section = search.map("grid", {"values"});
+  if (!active && !section.has("values")) return {};
+  const Field values_field = section.required("values");
+  if (!values_field.is_map()) {
+    values_field.fail("expected a mapping of gene name to a list of values, got " +
+                      values_field.kind_name());
+  }
+  // Unnamed genes (LPES brute-force) accept any name; otherwise only the
+  // objective's genes. An inactive grid (another strategy runs) is only
+  // checked for shape, so one file can carry settings for several strategies.
+  const std::optional<std::vector<std::string>> gene_names =
+      active ? objective_gene_names(objective) : std::nullopt;
+  const MapReader values = gene_names ? MapReader(values_field, *gene_names) : MapReader(values_field);
+  std::vector<GridAxis> grid;
+  for (const auto& gene : values.keys()) {
+    GridAxis axis;
+    axis.gene = gene;
+    const GeneSchema* schema = active ? objective_gene_schema(objective, gene) : nullptr;
+    for (const auto& item : values.field(gene).list_of_min_size(1)) {
+      GeneValue value = schema != nullptr ? parse_gene_value(item, *schema)
+                        : active          ? GeneValue(item.number())  // LPES / PI genes
+                                          : plain_gene_value(item);
+      if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) {
+        item.fail("duplicate value " + gene_value_to_string(value));
+      }
+      axis.values.push_back(std::move(value));
+    }
+    grid.push_back(std::move(axis));
+  }
+  if (grid.empty()) values_field.fail("list at least one gene with its values");
+  return grid;
+}
+
+}  // namespace
+
+SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective) {
+  const MapReader section = root.map("search", {"strategy", "ga", "grid", "random"});
+  SearchConfig search;
+  search.strategy = section.choice_or("strategy", search.strategy, search_strategies());
+  search.ga = parse_ga(section);
+  search.grid = parse_grid(section, objective, search.strategy == "grid");
+  const MapReader random = section.map("random", {"samples"});
+  search.random_samples = count_or(random, "samples", search.random_samples, 1, kMaxCount);
+  return search;
+}
+
+}  // namespace midtune::load

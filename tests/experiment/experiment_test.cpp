@@ -1,0 +1,416 @@
+// The experiment file: a valid file round-trips with defaults filled in, every
+// class of mistake is reported at file:line:col with its key path and reason,
+// and search_differences names exactly what changed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/experiment/experiment.hpp"
+#include "core/experiment/nearest_name.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The README's example, minus the parts a stricter test changes.
+const char* const kValid = R"(name: quickstart
+seed: 1234
+backend:
+  kind: engine
+  model: models/tiny.gguf
+  device: cpu
+  threads: 2
+dataset:
+  kind: kv
+  pairs: 50
+  gold_positions: [0.0, 0.5, 1.0]
+  search_samples: 20
+  heldout_samples: 50
+  metric: teacher_forced
+objective:
+  kind: lpes
+  weights: {beginning: 0.2, middle: 0.3, end: 0.5}
+  lpes:
+    curve: bezier
+    degree: 3
+search:
+  strategy: ga
+  ga:
+    population: 32
+    parents: 12
+    mutation_y: 0.2
+)";
+
+class ExperimentFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           (std::string("midtune_experiment_") + info->test_suite_name() + "_" + info->name() + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& text, const std::string& name = "experiment.yaml") {
+    const fs::path file = dir_ / name;
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+  }
+
+  Experiment load(const std::string& text) { return load_experiment(write(text)); }
+
+  // Loads `text`, expecting a ConfigError at line:column for `key_path`
+  // whose reason contains `reason_part`.
+  void expect_error(const std::string& text, int line, int column, const std::string& key_path,
+                    const std::string& reason_part) {
+    const fs::path file = write(text);
+    try {
+      load_experiment(file);
+      ADD_FAILURE() << "no error; expected " << key_path << ": " << reason_part;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(error.file(), file) << error.what();
+      EXPECT_EQ(error.line(), line) << error.what();
+      EXPECT_EQ(error.column(), column) << error.what();
+      EXPECT_EQ(error.key_path(), key_path) << error.what();
+      EXPECT_NE(error.reason().find(reason_part), std::string::npos) << error.what();
+      const std::string where = file.string() + ":" + std::to_string(line) + ":" +
+                                std::to_string(column) + ": " +
+                                (key_path.empty() ? "" : key_path + ": ");
+      EXPECT_EQ(std::string(error.what()).rfind(where, 0), 0u) << error.what();
+    }
+  }
+
+  // kValid with `from` replaced by `to` (which must occur once).
+  static std::string edited(const std::string& from, const std::string& to) {
+    std::string text = kValid;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ExperimentFile, ValidFileParsesWithDefaultsFilledIn) {
+  const Experiment e = load(kValid);
+  EXPECT_EQ(e.name, "quickstart");
+  EXPECT_EQ(e.seed, 1234u);
+  EXPECT_EQ(e.backend.kind, "engine");
+  EXPECT_EQ(e.backend.model, dir_ / "models" / "tiny.gguf");
+  EXPECT_EQ(e.backend.threads, 2);
+  EXPECT_EQ(e.dataset.kind, "kv");
+  EXPECT_FALSE(e.dataset.file.has_value());
+  EXPECT_EQ(e.dataset.max_new_tokens, 100);
+  EXPECT_EQ(e.dataset.metric, "teacher_forced");
+  EXPECT_EQ(e.objective.weights, (FitnessWeights{0.2, 0.3, 0.5}));
+  EXPECT_EQ(e.objective.lpes.y_step, 0.1);
+  // Table 12 defaults.
+  EXPECT_EQ(e.search.ga.population, 32);
+  EXPECT_EQ(e.search.ga.parents, 12);
+  EXPECT_EQ(e.search.ga.generations, 20);
+  EXPECT_EQ(e.search.ga.mutants, 16);
+  EXPECT_EQ(e.search.ga.crossovers, 4);
+  EXPECT_EQ(e.search.ga.crossover_tries, 4);
+  EXPECT_EQ(e.search.ga.mutation_x, 2);
+  EXPECT_EQ(e.search.ga.mutation_y, 0.2);
+  EXPECT_EQ(e.storage.db, dir_ / "results.db");
+  EXPECT_EQ(e.text, kValid);
+}
+
+TEST_F(ExperimentFile, MinimalFileGetsTheDocumentedDefaults) {
+  const Experiment e = load(R"(name: m
+backend: {kind: synthetic-test-double}
+dataset: {kind: kv}
+objective: {kind: pi}
+)");
+  EXPECT_EQ(e.seed, 0u);
+  EXPECT_EQ(e.backend.synthetic, SyntheticConfig{});
+  EXPECT_EQ(e.dataset.gold_positions, (std::vector<double>{0.0, 0.5, 1.0}));
+  EXPECT_EQ(e.dataset.pairs, 50);
+  EXPECT_EQ(e.objective.weights, FitnessWeights{});
+  EXPECT_EQ(e.objective.pi, PiConfig{});
+  EXPECT_EQ(e.search.strategy, "ga");
+  EXPECT_EQ(e.search.ga, GaConfig{});
+  EXPECT_EQ(e.search.random_samples, 64);
+  EXPECT_EQ(e.storage.db, dir_ / "results.db");
+}
+
+TEST_F(ExperimentFile, ReadmeExampleIsValid) {
+  const fs::path readme = fs::path(MIDTUNE_SOURCE_DIR) / "experiments" / "README.md";
+  std::ifstream in(readme);
+  ASSERT_TRUE(in) << readme;
+  std::string line;
+  std::string yaml;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("```", 0) == 0) {
+      if (inside) break;
+      inside = line == "```yaml";
+      continue;
+    }
+    if (inside) yaml += line + "\n";
+  }
+  ASSERT_FALSE(yaml.empty());
+  const Experiment e = load(yaml);
+  EXPECT_EQ(e.name, "quickstart");
+  EXPECT_EQ(e.search.ga, GaConfig{});
+}
+
+TEST_F(ExperimentFile, JsonRoundTripsThroughYaml) {
+  // to_json is itself a valid experiment (JSON is YAML): loading it back
+  // gives the same experiment and the same canonical JSON.
+  const Experiment first = load(kValid);
+  const Experiment second = load(first.to_json().dump(2));
+  EXPECT_EQ(second.to_json(), first.to_json());
+  EXPECT_EQ(second.search_hash(), first.search_hash());
+  EXPECT_EQ(second.backend, first.backend);
+  EXPECT_EQ(second.dataset, first.dataset);
+  EXPECT_EQ(second.objective, first.objective);
+  EXPECT_EQ(second.search, first.search);
+}
+
+TEST_F(ExperimentFile, ParseFromStoredTextMatchesLoad) {
+  const fs::path file = write(kValid);
+  const Experiment loaded = load_experiment(file);
+  const Experiment parsed = parse_experiment(loaded.text, file);
+  EXPECT_EQ(parsed.to_json(), loaded.to_json());
+}
+
+TEST_F(ExperimentFile, PathsResolveTildeAndRelativeToTheFile) {
+  const char* home = std::getenv("HOME");
+  ASSERT_NE(home, nullptr);
+  const Experiment e = load(edited("model: models/tiny.gguf", "model: ~/m/tiny.gguf") +
+                            "storage: {db: ../out/r.db}\n");
+  EXPECT_EQ(e.backend.model, fs::path(home) / "m" / "tiny.gguf");
+  EXPECT_EQ(e.storage.db, dir_.parent_path() / "out" / "r.db");
+  const Experiment absolute = load(edited("model: models/tiny.gguf", "model: /abs/tiny.gguf"));
+  EXPECT_EQ(absolute.backend.model, fs::path("/abs/tiny.gguf"));
+}
+
+TEST_F(ExperimentFile, UnknownKeySuggestsTheNearestValidOne) {
+  expect_error(edited("    population: 32", "    popuation: 32"), 24, 5, "search.ga.popuation",
+               "did you mean 'population'?");
+  expect_error(edited("seed: 1234", "sed: 1234"), 2, 1, "sed", "did you mean 'seed'?");
+}
+
+TEST_F(ExperimentFile, UnknownKeyFarFromAnyListsTheValidKeys) {
+  expect_error(edited("  metric: teacher_forced", "  zzzzzzzz: 1"), 14, 3, "dataset.zzzzzzzz",
+               "valid keys here: kind, file");
+}
+
+TEST_F(ExperimentFile, WrongTypeSaysWhatWasExpected) {
+  expect_error(edited("    parents: 12", "    parents: many"), 25, 14, "search.ga.parents",
+               "expected an integer, got 'many'");
+  expect_error(edited("    mutation_y: 0.2", "    mutation_y: [0.2]"), 26, 17,
+               "search.ga.mutation_y", "expected a number, got a list");
+  expect_error(edited("  gold_positions: [0.0, 0.5, 1.0]", "  gold_positions: 0.5"), 11, 19,
+               "dataset.gold_positions", "expected a list");
+  expect_error(edited("    degree: 3", "    degree: 2.5"), 20, 13, "objective.lpes.degree",
+               "expected an integer");
+}
+
+TEST_F(ExperimentFile, OutOfRangeSaysTheAllowedRange) {
+  expect_error(edited("    degree: 3", "    degree: 7"), 20, 13, "objective.lpes.degree",
+               "must be in [1, 6]");
+  expect_error(edited("  gold_positions: [0.0, 0.5, 1.0]", "  gold_positions: [0.0, 1.5]"), 11,
+               25, "dataset.gold_positions[1]", "must be in [0, 1]");
+  expect_error(edited("  gold_positions: [0.0, 0.5, 1.0]", "  gold_positions: [0.0, 0.7, 0.5]"),
+               11, 30, "dataset.gold_positions[2]", "must be increasing");
+}
+
+TEST_F(ExperimentFile, WeightsMustBeNonNegativeAndSumToOne) {
+  expect_error(edited("{beginning: 0.2, middle: 0.3, end: 0.5}", "{beginning: 0.2, middle: 0.3, end: 0.6}"),
+               17, 12, "objective.weights", "sum to 1; they sum to 1.1");
+  expect_error(edited("{beginning: 0.2, middle: 0.3, end: 0.5}", "{beginning: -0.2, middle: 0.7, end: 0.5}"),
+               17, 24, "objective.weights.beginning", "must be in [0, 1]");
+}
+
+TEST_F(ExperimentFile, CrossFieldRulesNameTheKeyAndBothValues) {
+  expect_error(edited("    parents: 12", "    parents: 40"), 25, 14, "search.ga.parents",
+               "population (32) must be >= parents (40)");
+  expect_error(edited("    degree: 3", "    degree: 3\n    y_min: 2.0\n    y_max: 1.5"), 21, 12,
+               "objective.lpes.y_min", "y_min (2) must be less than y_max (1.5)");
+  expect_error(edited("    parents: 12", "    parents: 10"), 24, 17, "search.ga.population",
+               "must equal parents + crossovers + mutants (10 + 4 + 16)");
+}
+
+TEST_F(ExperimentFile, EnumValuesListTheChoices) {
+  expect_error(edited("  kind: engine", "  kind: gpu"), 4, 9, "backend.kind",
+               "must be one of engine | server | synthetic-test-double");
+  expect_error(edited("  metric: teacher_forced", "  metric: teacher-forced"), 14, 11,
+               "dataset.metric", "did you mean 'teacher_forced'?");
+}
+
+TEST_F(ExperimentFile, KeysOfAnotherBackendKindAreRejected) {
+  expect_error(edited("  threads: 2", "  threads: 2\n  endpoints: [http://127.0.0.1:8080]"), 8, 14,
+               "backend.endpoints", "applies only to backend.kind server (this one is engine)");
+}
+
+TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
+  const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
+  const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));
+  EXPECT_EQ(e.backend.server.endpoints.size(), 2u);
+  EXPECT_EQ(e.backend.server.retries, 5);
+  expect_error(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n",
+                      "  kind: server\n  endpoints: [127.0.0.1:8080]\n"),
+               5, 15, "backend.endpoints[0]", "expected http://host:port");
+}
+
+TEST_F(ExperimentFile, MissingRequiredKeyPointsAtItsSection) {
+  expect_error(edited("  model: models/tiny.gguf\n", ""), 4, 3, "backend.model",
+               "missing required key 'model'");
+  expect_error(edited("name: quickstart\n", ""), 1, 1, "name", "missing required key 'name'");
+  expect_error(edited("  kind: kv\n", "  kind: mdqa\n"), 9, 3, "dataset.file", "needs a file");
+}
+
+TEST_F(ExperimentFile, YamlSyntaxErrorHasFileLineColumn) {
+  const fs::path file = write("name: x\nbackend: {kind: engine\nseed: 3\n");
+  try {
+    load_experiment(file);
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.file(), file);
+    EXPECT_GT(error.line(), 0);
+    EXPECT_GT(error.column(), 0);
+    EXPECT_EQ(error.key_path(), "");
+    EXPECT_NE(error.reason().find("YAML syntax error"), std::string::npos) << error.what();
+  }
+  expect_error("name: x\n  bad: indentation\n", 2, 6, "", "YAML syntax error");
+}
+
+TEST_F(ExperimentFile, SecondYamlDocumentIsRejected) {
+  expect_error(std::string(kValid) + "---\nname: other\n", 28, 1, "", "holds 2 YAML documents");
+}
+
+TEST_F(ExperimentFile, DuplicateKeyIsRejected) {
+  expect_error(edited("seed: 1234", "seed: 1234\nseed: 5"), 3, 1, "seed", "duplicate key 'seed'");
+}
+
+TEST_F(ExperimentFile, MissingOrEmptyFile) {
+  EXPECT_THROW(load_experiment(dir_ / "absent.yaml"), ConfigError);
+  expect_error("", 1, 1, "", "the experiment file is empty");
+}
+
+TEST_F(ExperimentFile, MethodGenesTakeRangesAndDefaultToThePaper) {
+  const Experiment e = load(edited("  kind: lpes\n", R"(  kind: mspoe
+  mspoe:
+    genes:
+      min_ratio: {min: 1.0, max: 1.6, step: 0.1}
+      max_ratio: {min: 1.6, max: 2.4, step: 0.2, start: 2.0}
+      order: {values: [awareness, sequential]}
+      first_layer: 3
+)"));
+  const MethodGenes* genes = e.objective.genes_of("mspoe");
+  ASSERT_NE(genes, nullptr);
+  EXPECT_EQ(genes->gene("min_ratio").start, GeneValue(1.2));  // paper default as start
+  EXPECT_FALSE(genes->gene("min_ratio").fixed());
+  EXPECT_EQ(genes->gene("max_ratio").start, GeneValue(2.0));
+  EXPECT_EQ(genes->gene("order").values.size(), 2u);
+  EXPECT_EQ(genes->gene("order").start, GeneValue(std::string("awareness")));
+  EXPECT_TRUE(genes->gene("first_layer").fixed());
+  EXPECT_EQ(genes->gene("alpha").start, GeneValue(3.0));  // absent: fixed at the paper value
+  EXPECT_TRUE(genes->gene("alpha").fixed());
+  EXPECT_EQ(e.objective.genes_of("siw"), nullptr);
+}
+
+TEST_F(ExperimentFile, MethodGeneErrors) {
+  // The genes start on line 19: kind on 16, mspoe on 17, genes on 18.
+  const auto mspoe = [](const std::string& gene) {
+    return edited("  kind: lpes\n", "  kind: mspoe\n  mspoe:\n    genes:\n" + gene);
+  };
+  expect_error(mspoe("      min_ration: 1.2\n"), 19, 7, "objective.mspoe.genes.min_ration",
+               "did you mean 'min_ratio'?");
+  expect_error(mspoe("      min_ratio: {min: 1.3, max: 1.6, step: 0.1}\n"), 19, 18,
+               "objective.mspoe.genes.min_ratio.start",
+               "the paper default 1.2 is outside [1.3, 1.6]: set start");
+  expect_error(mspoe("      min_ratio: {min: 1.0, max: 1.5, step: 0.2}\n"), 19, 45,
+               "objective.mspoe.genes.min_ratio.step", "must be a multiple of step");
+  expect_error(mspoe("      min_ratio: {min: 1.0, max: 1.6, step: 0.2, start: 1.1}\n"), 19, 57,
+               "objective.mspoe.genes.min_ratio.start", "1.1 is not on the grid");
+  expect_error(mspoe("      order: {values: [awareness, sideways]}\n"), 19, 35,
+               "objective.mspoe.genes.order.values[1]", "must be one of awareness");
+  expect_error(mspoe("      first_layer: {min: 1, max: 4, step: 0.5}\n"), 19, 43,
+               "objective.mspoe.genes.first_layer.step", "expected an integer");
+  // max_ratio is absent (paper 1.8), so the message points at the genes.
+  expect_error(mspoe("      min_ratio: 2.0\n"), 19, 7, "objective.mspoe.genes.max_ratio",
+               "min_ratio must not exceed max_ratio");
+  // SIW's paper gives no layer range: the file must set it. The objective
+  // section's mark is its first key (line 16).
+  expect_error(edited("  kind: lpes\n", "  kind: siw\n"), 16, 3, "objective.siw.genes.first_layer",
+               "gives no default");
+}
+
+TEST_F(ExperimentFile, ComboNeedsTwoDistinctMethods) {
+  const auto combo = [](const std::string& methods) {
+    return edited("  kind: lpes\n", "  kind: combo\n  combo: {methods: " + methods + "}\n");
+  };
+  const Experiment e = load(combo("[lpes, mspoe]"));
+  EXPECT_EQ(e.objective.methods(), (std::vector<std::string>{"lpes", "mspoe"}));
+  ASSERT_NE(e.objective.genes_of("mspoe"), nullptr);
+  expect_error(combo("[lpes]"), 17, 20, "objective.combo.methods", "at least 2 items");
+  expect_error(combo("[lpes, pi]"), 17, 27, "objective.combo.methods[1]", "combine only one");
+  expect_error(combo("[siw, siw]"), 17, 26, "objective.combo.methods[1]", "listed twice");
+  expect_error(edited("  kind: lpes\n", "  kind: lpes\n  combo: {methods: [lpes, siw]}\n"), 17, 10,
+               "objective.combo", "applies only when objective.kind is combo");
+}
+
+TEST_F(ExperimentFile, GridValuesNameGenesOfTheObjective) {
+  const std::string pi_grid = edited("  kind: lpes\n", "  kind: pi\n");
+  const auto with_grid = [&](const std::string& values) {
+    std::string text = pi_grid;
+    text.replace(text.find("  strategy: ga\n"), 15, "  strategy: grid\n  grid:\n    values:\n" + values);
+    return text;
+  };
+  const Experiment e = load(with_grid("      scale: [1.0, 1.5, 2.0]\n"));
+  ASSERT_EQ(e.search.grid.size(), 1u);
+  EXPECT_EQ(e.search.grid[0].gene, "scale");
+  EXPECT_EQ(e.search.grid[0].values, (std::vector<GeneValue>{1.0, 1.5, 2.0}));
+  expect_error(with_grid("      scael: [1.0]\n"), 25, 7, "search.grid.values.scael",
+               "did you mean 'scale'?");
+  expect_error(with_grid("      scale: [1.0, 1.0]\n"), 25, 20, "search.grid.values.scale[1]",
+               "duplicate value 1");
+  expect_error(with_grid("      scale: [big]\n"), 25, 15, "search.grid.values.scale[0]",
+               "expected a number");
+}
+
+TEST_F(ExperimentFile, SearchDifferencesNameExactlyTheChangedPaths) {
+  const Experiment stored = load(kValid);
+  const Experiment cosmetic = load(edited("name: quickstart", "name: renamed") +
+                                   "storage: {db: elsewhere.db}\n");
+  EXPECT_TRUE(search_differences(stored, cosmetic).empty());
+  EXPECT_EQ(stored.search_hash(), cosmetic.search_hash());
+
+  const Experiment threads = load(edited("  threads: 2", "  threads: 8"));
+  EXPECT_TRUE(search_differences(stored, threads).empty());
+
+  const Experiment edited_search =
+      load(edited("    mutation_y: 0.2", "    mutation_y: 0.3\n    generations: 5"));
+  const std::vector<std::string> changes = search_differences(stored, edited_search);
+  EXPECT_EQ(changes, (std::vector<std::string>{"search.ga.generations: 20 -> 5",
+                                               "search.ga.mutation_y: 0.2 -> 0.3"}));
+  EXPECT_NE(stored.search_hash(), edited_search.search_hash());
+
+  const Experiment other_data =
+      load(edited("  gold_positions: [0.0, 0.5, 1.0]", "  gold_positions: [0.0, 0.25, 0.5, 1.0]"));
+  EXPECT_EQ(search_differences(stored, other_data),
+            (std::vector<std::string>{"dataset.gold_positions: [0.0,0.5,1.0] -> [0.0,0.25,0.5,1.0]"}));
+
+  // A strategy switch drops the ga block and adds the random one.
+  const Experiment random = load(edited("  strategy: ga", "  strategy: random"));
+  const std::vector<std::string> switched = search_differences(stored, random);
+  ASSERT_EQ(switched.size(), 3u);
+  EXPECT_EQ(switched[0].rfind("search.ga: {", 0), 0u) << switched[0];
+  EXPECT_NE(switched[0].find("} -> (absent)"), std::string::npos) << switched[0];
+  EXPECT_EQ(switched[1], R"(search.random: (absent) -> {"samples":64})");
+  EXPECT_EQ(switched[2], R"(search.strategy: "ga" -> "random")");
+}
+
+}  // namespace
+}  // namespace midtune
