@@ -27,6 +27,7 @@ struct Args {
   int synthetic_heads = 9;
   double synthetic_noise = 0.05;
   double synthetic_latency_ms = 0.0;
+  std::uint64_t synthetic_seed = 0;
 };
 
 std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
@@ -36,6 +37,7 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
     config.heads = args.synthetic_heads;
     config.noise = args.synthetic_noise;
     config.latency_ms = args.synthetic_latency_ms;
+    config.seed = args.synthetic_seed;
     return std::make_unique<midtune::SyntheticTestDoubleBackend>(config);
   }
   // The in-tree engine (backends/engine) is not built yet; when it lands it is
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic-layers", args.synthetic_layers, "test double: layers")->needs(synthetic);
   app.add_option("--synthetic-heads", args.synthetic_heads, "test double: heads")->needs(synthetic);
   app.add_option("--synthetic-noise", args.synthetic_noise, "test double: noise")->needs(synthetic);
+  app.add_option("--synthetic-seed", args.synthetic_seed, "test double: noise seed (ga-run uses the experiment seed)")
+      ->needs(synthetic);
   app.add_option("--synthetic-latency-ms", args.synthetic_latency_ms, "test double: sleep per evaluation")
       ->needs(synthetic);
   model->excludes(synthetic);
