@@ -1,9 +1,20 @@
 #include "datasets/babilong.hpp"
 
+#include <string_view>
+
 #include "datasets/json_fields.hpp"
 #include "datasets/jsonl_file.hpp"
 
 namespace midtune::datasets {
+
+std::string babilong_formatted_answer(const std::string& question, const std::string& target) {
+  constexpr std::string_view kPrefix = "Where is the ";
+  std::string_view rest(question);
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\n')) rest.remove_suffix(1);
+  if (!rest.starts_with(kPrefix) || !rest.ends_with("?") || rest.size() <= kPrefix.size() + 1) return target;
+  const std::string_view item = rest.substr(kPrefix.size(), rest.size() - kPrefix.size() - 1);
+  return "The " + std::string(item) + " is in the " + target + ".";
+}
 
 BabilongFile read_babilong_file(const std::string& path) {
   const auto parse = [](const std::string& path, const JsonLine& line) {

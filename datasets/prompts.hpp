@@ -53,6 +53,21 @@ struct PromptWrapper {
                                std::string answer_lead = "");
 };
 
+// Adapts a chat template whose render result has `.text` and `.content_begin`
+// (backends/engine/chat_template.hpp: ChatTemplate::render_user), without
+// datasets depending on the engine:
+//   chat_wrapper("chatml", [&](std::string_view m) { return tmpl.render_user(m); })
+// ChatML's assistant turn starts the answer directly (answer_lead ""); for
+// Llama-2 [INST] pass " " (its template writes ' ' + answer after [/INST]).
+template <typename Render>
+PromptWrapper chat_wrapper(std::string name, Render render, std::string answer_lead = "") {
+  auto adapt = [render = std::move(render)](const std::string& message) {
+    auto rendered = render(message);
+    return WrappedPrompt{std::move(rendered.text), static_cast<std::size_t>(rendered.content_begin)};
+  };
+  return {std::move(name), std::move(adapt), std::move(answer_lead)};
+}
+
 // Wraps `prompt` and shifts its chunk spans into the wrapped text. Throws
 // std::logic_error when the renderer does not contain the message verbatim
 // at user_offset (the spans would be wrong).

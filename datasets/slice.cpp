@@ -191,6 +191,7 @@ void build_babilong(const SliceSpec& spec, Split split, const PromptWrapper& wra
     const double depth = depth_of(last_mention, prompt.chunks.size());
     const Placement at{item->id, nearest_position(spec.gold_positions, depth), last_mention, prompt.chunks.size()};
     EvalSample sample = placed_sample(at, TaskKind::babilong, prompt, wrapper, {item->target}, item->question);
+    sample.item.gold = wrapper.answer_lead + babilong_formatted_answer(item->question, item->target);
     samples.push_back(std::move(sample));
   }
   std::stable_sort(samples.begin(), samples.end(),

@@ -63,7 +63,9 @@ struct Slice {
 // Fraction of the way through n chunks -> chunk index round(f * (n - 1)).
 std::size_t gold_chunk_index(double fraction, std::size_t chunks);
 
-// Builds the split. KV and MDQA: every base item at every gold position.
+// BatchItem::gold (teacher-forced answer, after the wrapper's answer_lead):
+// kv the value, mdqa the first gold answer, babilong the formatted answer
+// ("The X is in the Y."). Builds the split. KV and MDQA: every base item at every gold position.
 // BABILong: positions cannot be moved, so search_samples x positions items are
 // taken and each is bucketed at the position nearest its measured depth (the
 // last context sentence naming the target). Throws DatasetError for bad files

@@ -76,6 +76,24 @@ TEST(Wrapping, AffixesShiftSpans) {
   EXPECT_EQ(item.gold, "d");
 }
 
+TEST(Wrapping, ChatTemplateAdapter) {
+  // Shaped like backends/engine/chat_template.hpp's RenderedPrompt.
+  struct Rendered {
+    std::string text;
+    std::size_t content_begin = 0;
+    std::size_t content_end = 0;
+  };
+  const auto render = [](std::string_view content) {
+    const std::string head = "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\n";
+    return Rendered{head + std::string(content) + "<|im_end|>\n<|im_start|>assistant\n", head.size(),
+                    head.size() + content.size()};
+  };
+  const auto item = make_batch_item(qa_prompt("q?", {{"T", "body", true, true}}), chat_wrapper("chatml", render),
+                                    "id", "gold", 0.0);
+  EXPECT_EQ(span_text(item, 0), "Document [1](Title: T) body");
+  EXPECT_EQ(item.gold, "gold");
+}
+
 TEST(Wrapping, RendererThatAltersTheMessageIsRejected) {
   PromptWrapper lying{"bad", [](const std::string& message) { return WrappedPrompt{"x" + message, 0}; }, ""};
   EXPECT_THROW(make_batch_item(kv_prompt({{"a", "b"}, {"c", "d"}}, "a"), lying, "x", "b", 0), std::logic_error);

@@ -200,6 +200,8 @@ TEST(Slice, BabilongBucketsByMeasuredDepth) {
       EXPECT_LE(std::abs(nearest - sample.item.gold_depth), std::abs(other - sample.item.gold_depth) + 1e-12);
     }
     EXPECT_TRUE(is_correct(sample, "The item is in the " + sample.answers.front() + "."));
+    EXPECT_TRUE(sample.item.gold.starts_with(" The ")) << sample.item.gold;
+    EXPECT_TRUE(is_correct(sample, sample.item.gold));
   }
 }
 
