@@ -167,7 +167,8 @@ std::vector<TokenWithOffsets> Tokenizer::encode_with_offsets(std::string_view te
     throw TokenizerError("text to tokenize is not valid UTF-8 at byte offset " + std::to_string(bad));
   // Cut special tokens out of the plain text, longest token first, each one
   // at every place it occurs (llama.cpp's tokenizer_st_partition).
-  std::list<Fragment> fragments = {{0, text.size(), -1}};
+  std::list<Fragment> fragments;
+  if (!text.empty()) fragments.push_back({0, text.size(), -1});  // empty text: no fragment, no space prefix
   for (const std::int32_t id : m.special_by_length) {
     const TokenType type = m.type(id);
     if (!parse_special && type != TokenType::user_defined) continue;

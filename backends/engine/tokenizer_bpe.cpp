@@ -6,6 +6,7 @@
 
 #include <array>
 #include <climits>
+#include <queue>
 #include <set>
 
 #include "backends/engine/tokenizer_internal.hpp"
@@ -123,42 +124,62 @@ class ByteLevelBpe final : public FragmentEncoder {
   }
 
  private:
+  // A run of the encoded word: encoded bytes [at, at + size) and input bytes
+  // [begin, end); linked so a merge unlinks the right symbol in O(1).
   struct Symbol {
-    std::string text;   // GPT-2 encoded codepoints
-    std::size_t begin;  // input byte range
-    std::size_t end;
+    std::size_t at, size;
+    std::size_t begin, end;
+    int prev, next;
+  };
+  struct Pair {
+    int left, right;
+    int rank;
+    std::size_t size;  // encoded bytes of the merged text, to spot stale pairs
+    // Lowest rank first; on a tie the leftmost pair (llama.cpp's llm_bigram_bpe).
+    bool operator<(const Pair& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
   };
 
-  int rank(const Symbol& left, const Symbol& right, std::string& key) const {
-    key.assign(left.text).append(1, ' ').append(right.text);
-    const auto it = merge_rank_.find(key);
-    return it == merge_rank_.end() ? INT_MAX : it->second;
-  }
-
   void encode_word(std::string_view word, std::size_t base, std::vector<TokenWithOffsets>& out) const {
+    std::string encoded;
     std::vector<Symbol> symbols;
     symbols.reserve(word.size());
-    for (std::size_t i = 0; i < word.size(); ++i)
-      symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], base + i, base + i + 1});
-    // Merge the lowest-rank adjacent pair (leftmost on a tie) until none is
-    // left; ranks[i] caches the pair (i, i+1).
-    std::string key;
-    std::vector<int> ranks(symbols.size() > 1 ? symbols.size() - 1 : 0);
-    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) ranks[i] = rank(symbols[i], symbols[i + 1], key);
-    while (!ranks.empty()) {
-      std::size_t best = 0;
-      for (std::size_t i = 1; i < ranks.size(); ++i)
-        if (ranks[i] < ranks[best]) best = i;
-      if (ranks[best] == INT_MAX) break;
-      symbols[best].text += symbols[best + 1].text;
-      symbols[best].end = symbols[best + 1].end;
-      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-      ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best));
-      if (best < ranks.size()) ranks[best] = rank(symbols[best], symbols[best + 1], key);
-      if (best > 0) ranks[best - 1] = rank(symbols[best - 1], symbols[best], key);
+    for (std::size_t i = 0; i < word.size(); ++i) {
+      const std::string& sym = byte_symbol_[static_cast<unsigned char>(word[i])];
+      const int index = static_cast<int>(symbols.size());
+      symbols.push_back({encoded.size(), sym.size(), base + i, base + i + 1, index - 1,
+                         i + 1 == word.size() ? -1 : index + 1});
+      encoded += sym;
     }
-    for (const auto& s : symbols) {
-      if (const auto it = token_to_id_.find(s.text); it != token_to_id_.end()) {
+    std::string key;
+    std::priority_queue<Pair> queue;
+    const auto try_add = [&](int left, int right) {
+      if (left < 0 || right < 0) return;
+      const Symbol& l = symbols[static_cast<std::size_t>(left)];
+      const Symbol& r = symbols[static_cast<std::size_t>(right)];
+      key.assign(encoded, l.at, l.size).append(1, ' ').append(encoded, r.at, r.size);
+      const auto it = merge_rank_.find(key);
+      if (it != merge_rank_.end()) queue.push({left, right, it->second, l.size + r.size});
+    };
+    for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+    while (!queue.empty()) {
+      const Pair top = queue.top();
+      queue.pop();
+      Symbol& l = symbols[static_cast<std::size_t>(top.left)];
+      Symbol& r = symbols[static_cast<std::size_t>(top.right)];
+      // Stale: one side already merged elsewhere since this pair was queued.
+      if (l.size == 0 || r.size == 0 || l.next != top.right || l.size + r.size != top.size) continue;
+      l.size += r.size;
+      l.end = r.end;
+      r.size = 0;
+      l.next = r.next;
+      if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = top.left;
+      try_add(l.prev, top.left);
+      try_add(top.left, l.next);
+    }
+    for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<std::size_t>(i)].next) {
+      const Symbol& s = symbols[static_cast<std::size_t>(i)];
+      const std::string_view text(encoded.data() + s.at, s.size);
+      if (const auto it = token_to_id_.find(text); it != token_to_id_.end()) {
         out.push_back({it->second, s.begin, s.end});
         continue;
       }

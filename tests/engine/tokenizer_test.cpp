@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <random>
+#include <nlohmann/json.hpp>
+
 #include "backends/engine/gguf.hpp"
 #include "backends/engine/tokenizer.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
@@ -95,6 +99,35 @@ TEST(SentencePieceTokenizer, SpecialTokensAndRoundTrip) {
   }
   EXPECT_EQ(t.token_piece(3 + 'A'), "A");
   EXPECT_EQ(t.decode(t.encode("</s>hello"), /*render_special=*/false), "hello");
+}
+
+// llama.cpp's ids on a tiny SentencePiece vocabulary, with and without the
+// space prefix (fixture from tests/reference/make_tokenizer_fixtures.py).
+TEST(SentencePieceTokenizer, MatchesLlamaCppOnTinyVocabulary) {
+  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/tokenizer_tiny_spm.json");
+  ASSERT_TRUE(in) << "fixture missing";
+  const auto fixture = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& variant : fixture["variants"]) {
+    Vocabulary v;
+    v.model = "llama";
+    v.tokens = fixture["tokens"].get<std::vector<std::string>>();
+    for (const int t : fixture["types"]) v.types.push_back(static_cast<TokenType>(t));
+    v.scores = fixture["scores"].get<std::vector<float>>();
+    v.bos = fixture["bos"].get<int>();
+    v.eos = fixture["eos"].get<int>();
+    v.unk = fixture["unk"].get<int>();
+    v.add_space_prefix = variant["add_space_prefix"].get<bool>();
+    const Tokenizer t(v);
+    for (const auto& c : variant["cases"]) {
+      const auto text = c["text"].get<std::string>();
+      const auto ids = t.encode(text);
+      EXPECT_EQ(ids, c["ids"].get<std::vector<std::int32_t>>()) << text << " prefix=" << v.add_space_prefix;
+      EXPECT_EQ(t.decode(ids), text) << text << " prefix=" << v.add_space_prefix;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
 }
 
 // All 256 GPT-2 byte symbols (ids 0..255 in byte order), merged pieces,
@@ -189,6 +222,37 @@ TEST(ByteLevelTokenizer, InvalidInputIsAnError) {
   auto bad_types = tiny_byte_level("smollm");
   bad_types.types.pop_back();
   EXPECT_THROW(Tokenizer{bad_types}, TokenizerError);
+}
+
+// Random valid UTF-8 (ASCII, Latin, CJK, emoji, specials): decode inverts
+// encode and offsets are ordered and inside the text, for both tokenizers.
+TEST(Tokenizers, RandomTextRoundTripsWithOrderedOffsets) {
+  const std::vector<std::string> pieces = {"a", "h", "e", "l", "o", " ", "  ", "\n", "\t", "1", "42", "'s", "!",
+                                           "\xc3\xa9", "\xe6\x9d\xb1", "\xf0\x9f\x99\x82", "\xc2\x85",
+                                           "<|im_start|>", "</s>", "hello", " world"};
+  const Tokenizer byte_level(tiny_byte_level("smollm"));
+  const Tokenizer spm(tiny_spm());
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int k = 0; k < n; ++k) text += pieces[rng() % pieces.size()];
+    for (const Tokenizer* t : {&byte_level, &spm}) {
+      const auto tokens = t->encode_with_offsets(text, trial % 2 == 0);
+      std::vector<std::int32_t> ids;
+      std::size_t last_begin = 0;
+      for (const auto& tok : tokens) {
+        ids.push_back(tok.id);
+        EXPECT_LE(tok.begin, tok.end);
+        EXPECT_LE(tok.end, text.size());
+        EXPECT_GE(tok.begin, last_begin);
+        last_begin = tok.begin;
+      }
+      const std::size_t skip = trial % 2 == 0 ? 1 : 0;  // the BOS
+      std::string decoded = t->decode(std::span(ids).subspan(skip));
+      EXPECT_EQ(decoded, text) << "trial " << trial;
+    }
+  }
 }
 
 TEST(TokenSpans, FirstByteRule) {

@@ -12,8 +12,12 @@ llama.cpp produces:
 and, for the chat template, the GGUF's own Jinja template rendered with one
 user message and add_generation_prompt=True (jinja2, as HF does).
 
-Writes tests/engine/fixtures/tokenizer_smollm2.json; the C++ model test
-compares against it without Python.
+Also builds a tiny SentencePiece ("llama") vocabulary GGUF and records
+llama.cpp's ids for a small corpus, with and without the space prefix.
+
+Writes tests/engine/fixtures/tokenizer_smollm2.json and
+tests/engine/fixtures/tokenizer_tiny_spm.json; the C++ tests compare against
+them without Python.
 
 Usage: python3 tests/reference/make_tokenizer_fixtures.py [--model PATH] [--out PATH]
 """
@@ -28,6 +32,7 @@ import llama_cpp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_smollm2.json")
+SPM_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_tiny_spm.json")
 DEFAULT_MODEL = os.environ.get(
     "MIDTUNE_MODEL", os.path.expanduser("~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
@@ -100,6 +105,92 @@ def corpus():
     return entries
 
 
+# A tiny SentencePiece ("llama") vocabulary: <unk> <s> </s>, 256 byte tokens,
+# then scored pieces chosen so that merge order, ties and byte fallback matter.
+SPM_MARK = "\u2581"
+SPM_PIECES = [
+    ("h", -10), ("e", -10), ("l", -10), ("o", -10), ("w", -10), ("r", -10), ("d", -10), ("a", -10),
+    ("b", -10), ("n", -10), ("t", -10), ("i", -10), ("s", -10), (SPM_MARK, -10),
+    ("he", -3), ("ll", -2), ("hell", -4), ("hello", -5), (SPM_MARK + "hello", -6), (SPM_MARK + "w", -1),
+    ("or", -3), (SPM_MARK + "wor", -4), ("ld", -7), ("aa", -1), ("ab", -1), ("ba", -1),
+    (SPM_MARK + SPM_MARK, -2), (SPM_MARK + "a", -5), ("in", -4), ("is", -4), ("th", -3), (SPM_MARK + "th", -6),
+    ("the", -5), (SPM_MARK + "the", -8), ("日", -10), ("本", -10), ("日本", -2), (SPM_MARK + "日本", -9),
+    ("é", -10), ("té", -6), ("\n", -10), ("<user>", 0),
+]
+SPM_CORPUS = [
+    "hello world", "aaa", "abab ba", "hé", "thé the", "</s>hello", "<s>hello</s> world", " hello", "  hello  ",
+    "a  b\n", "\n\nhello\n", "日本 日本語", "emoji 🙂!", "this is it", "tab\there", "<user>hello<user>",
+    "hello<unk>world", "", " ", "xyz", "aaaaaaa bbbb abba",
+]
+
+
+def make_tiny_spm(path, add_space_prefix):
+    import gguf
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0] * len(tokens)
+    for text, score in SPM_PIECES:
+        tokens.append(text)
+        types.append(4 if text.startswith("<") else 1)  # <user>: user-defined
+        scores.append(float(score))
+    w = gguf.GGUFWriter(path, "llama")
+    # vocab_only still reads the architecture header.
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(8)
+    w.add_feed_forward_length(16)
+    w.add_head_count(2)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_scores(scores)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_space_prefix(add_space_prefix)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return tokens, types, scores
+
+
+def spm_fixture():
+    import tempfile
+    variants = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for add_space_prefix in (True, False):
+            path = os.path.join(tmp, f"tiny_spm_{add_space_prefix}.gguf")
+            tokens, types, scores = make_tiny_spm(path, add_space_prefix)
+            llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+            cases = [{"text": t, "ids": llm.tokenize(t.encode("utf-8"), add_bos=False, special=True)}
+                     for t in SPM_CORPUS]
+            variants.append({"add_space_prefix": add_space_prefix, "cases": cases})
+            del llm
+    return {"generator": "tests/reference/make_tokenizer_fixtures.py",
+            "llama_cpp_python": llama_cpp.__version__,
+            "call": "Llama(tiny_spm.gguf, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True)",
+            "tokens": tokens, "types": types, "scores": scores, "bos": 1, "eos": 2, "unk": 0,
+            "variants": variants}
+
+
+def write_rows(path, out):
+    """JSON with one list element per line: small files, readable diffs."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{\n")
+        for i, (key, value) in enumerate(out.items()):
+            end = ",\n" if i + 1 < len(out) else "\n"
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                rows = ",\n  ".join(json.dumps(v, ensure_ascii=False) for v in value)
+                f.write(f'"{key}": [\n  {rows}\n]{end}')
+            else:
+                f.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}{end}")
+        f.write("}\n")
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -144,17 +235,8 @@ def main():
         "chat_template": chat,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    # One case per line keeps the file small and its diffs readable.
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write("{\n")
-        for i, (key, value) in enumerate(out.items()):
-            end = ",\n" if i + 1 < len(out) else "\n"
-            if isinstance(value, list):
-                rows = ",\n  ".join(json.dumps(v, ensure_ascii=False) for v in value)
-                f.write(f'"{key}": [\n  {rows}\n]{end}')
-            else:
-                f.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}{end}")
-        f.write("}\n")
+    write_rows(args.out, out)
+    write_rows(SPM_OUT, spm_fixture())
     print(f"wrote {len(cases)} cases, {sum(len(c['ids']) for c in cases)} tokens to {args.out}")
 
 
