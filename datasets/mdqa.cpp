@@ -73,11 +73,13 @@ QaItem parse_qa_record(const std::string& path, const JsonLine& line) {
   throw DatasetError(item.source_file.empty() ? item.id : item.source_file, item.source_line, field, reason);
 }
 
+// Whole-word match on normalised text: a one-letter answer such as "S" must
+// not rule out every document.
 bool mentions_any_answer(const QaDocument& document, const std::vector<std::string>& answers) {
-  const std::string text = normalize_answer(document.title + " " + document.text);
+  const std::string text = " " + normalize_answer(document.title + " " + document.text) + " ";
   for (const auto& answer : answers) {
     const std::string normalized = normalize_answer(answer);
-    if (!normalized.empty() && text.find(normalized) != std::string::npos) return true;
+    if (!normalized.empty() && text.find(" " + normalized + " ") != std::string::npos) return true;
   }
   return false;
 }

@@ -49,7 +49,7 @@ QaItem first_documents(const QaItem& item, std::size_t documents);
 // For files holding only the gold document (nq-open-oracle): an item whose
 // distractors are the gold documents of `documents - 1` other questions of
 // `pool`, drawn with `seed`. Candidates sharing the gold title or containing
-// one of this question's answers (normalised) are skipped. EASIER than the
+// one of this question's answers (normalised, as whole words) are skipped. EASIER than the
 // paper's retrieved distractors: they are off-topic for the question.
 QaItem with_other_questions_as_distractors(const std::vector<QaItem>& pool, std::size_t item_index,
                                            std::size_t documents, std::uint64_t seed);

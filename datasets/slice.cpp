@@ -278,7 +278,8 @@ Slice build_slice(const SliceSpec& spec, Split split, const PromptWrapper& wrapp
   for (const auto& sample : slice.samples) ids_hash = fnv1a64(sample.item.id + "\n", ids_hash);
   std::string positions;
   for (double f : spec.gold_positions) positions += (positions.empty() ? "" : ",") + shortest(f);
-  slice.identity = std::string("kind=") + to_string(spec.kind) + ";source=" + source +
+  // "datasets-v1": bump when prompt text or sampling changes, so old caches miss.
+  slice.identity = std::string("datasets-v1;kind=") + to_string(spec.kind) + ";source=" + source +
                    ";chunks=" + std::to_string(spec.chunks) + ";distractors=" + to_string(spec.distractors) +
                    ";positions=" + positions + ";split=" + to_string(split) +
                    ";samples=" + std::to_string(split == Split::search ? spec.search_samples : spec.heldout_samples) +

@@ -295,7 +295,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     });
   };
   auto project = [&](const PackedMatrix& w, const float* in, std::size_t in_width, float* out) {
-    quantize_rows(in, T, static_cast<int>(in_width), in_width, ws.xq);
+    quantize_rows(in, T, static_cast<int>(in_width), in_width, ws.xq, isa_);
     packed_matmul(w, ws.xq, out, w.rows, isa_);
   };
 
@@ -313,7 +313,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     tbb::parallel_for(tbb::blocked_range<int>(0, T, 8), [&](const tbb::blocked_range<int>& r) {
       for (int t = r.begin(); t < r.end(); ++t) {
         const float* row = ws.ffn.data() + t * 2 * ffn;
-        silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn);
+        silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn, isa_);
       }
     });
     project(w.down, ws.act.data(), ffn, ws.proj.data());
@@ -328,7 +328,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     rms_norm_rows(ws.x.data() + logit_rows[i] * hidden, hidden, output_norm_.data(), 1, static_cast<int>(hidden),
                   c.rms_eps, ws.xn.data() + i * hidden, hidden);
   }
-  quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq);
+  quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq, isa_);
   packed_matmul(lm_head_, ws.xq, logits, static_cast<std::size_t>(vocab()), isa_);
 }
 

@@ -93,6 +93,19 @@ TEST(QaOtherQuestionDistractors, SkipsDocumentsHoldingTheAnswer) {
   expect_dataset_error([&] { with_other_questions_as_distractors(pool, 0, 3, 3); });
 }
 
+TEST(QaOtherQuestionDistractors, AnswerMatchIsWholeWord) {
+  // Answer "S": "sky" and "sea" are fine distractors, "plan s" is not.
+  const auto text =
+      std::string(R"({"question": "q0", "answers": ["S"], "ctxs": [{"title": "T0", "text": "shape s", "isgold": true}]})") +
+      "\n" + R"({"question": "q1", "answers": ["b"], "ctxs": [{"title": "T1", "text": "plan S.", "isgold": true}]})" +
+      "\n" + R"({"question": "q2", "answers": ["c"], "ctxs": [{"title": "T2", "text": "sky and sea", "isgold": true}]})" +
+      "\n";
+  ScratchDir dir;
+  const auto pool = read_qa_file(dir.write_plain("q.jsonl", text)).items;
+  EXPECT_EQ(with_other_questions_as_distractors(pool, 0, 2, 5).ctxs[1].title, "T2");
+  expect_dataset_error([&] { with_other_questions_as_distractors(pool, 0, 3, 5); });
+}
+
 TEST(QaFile, HasanswerFallbackWithoutIsgold) {
   ScratchDir dir;
   const auto path = dir.write_plain(

@@ -25,7 +25,11 @@ void rope_rotate(float* x, const float* cos_sin, int rope_dims) {
   }
 }
 
-void silu_mul(const float* gate, const float* up, float* out, std::size_t count) {
+void silu_mul(const float* gate, const float* up, float* out, std::size_t count, Isa isa) {
+  if (isa == Isa::avx512vnni && isa_available(isa) && silu_mul_avx512() != nullptr) {
+    silu_mul_avx512()(gate, up, out, count);
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 

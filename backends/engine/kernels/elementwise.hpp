@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "backends/engine/kernels/cpu_features.hpp"
+
 namespace midtune::engine {
 
 // y = x / sqrt(mean(x^2) + eps) * weight, for `rows` rows of `width`.
@@ -15,7 +17,11 @@ void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int ro
 // cos_sin holds rope_dims/2 pairs (cos, sin).
 void rope_rotate(float* x, const float* cos_sin, int rope_dims);
 
-// out = silu(gate) * up  (SwiGLU), `count` elements.
-void silu_mul(const float* gate, const float* up, float* out, std::size_t count);
+// out = silu(gate) * up  (SwiGLU), `count` elements. The AVX-512 path uses a
+// polynomial exp (relative error ~1e-7 against the scalar std::exp path).
+void silu_mul(const float* gate, const float* up, float* out, std::size_t count, Isa isa = Isa::scalar);
+
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, std::size_t count);
+SiluMulFn silu_mul_avx512();  // nullptr when not compiled in
 
 }  // namespace midtune::engine

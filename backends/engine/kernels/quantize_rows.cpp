@@ -5,7 +5,7 @@
 
 namespace midtune::engine {
 
-void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out) {
+void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out, Isa isa) {
   const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
   const bool reshape = out.rows != rows || out.blocks != blocks;
   out.rows = rows;
@@ -16,6 +16,15 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
     out.q.ensure(nblocks * kQuantBlock);
     out.d.ensure(nblocks);
     out.s.ensure(nblocks);
+  }
+  const QuantizeRowFn fast =
+      isa == Isa::avx512vnni && isa_available(isa) && cols % kQuantBlock == 0 ? quantize_row_avx512() : nullptr;
+  if (fast != nullptr) {
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t first = static_cast<std::size_t>(r) * blocks;
+      fast(x + r * ld, blocks, out.q.data() + first * kQuantBlock, out.d.data() + first, out.s.data() + first);
+    }
+    return;
   }
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * ld;

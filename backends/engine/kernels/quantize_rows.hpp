@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backends/engine/kernels/aligned_buffer.hpp"
+#include "backends/engine/kernels/cpu_features.hpp"
 
 namespace midtune::engine {
 
@@ -26,7 +27,13 @@ struct QuantizedRows {
 };
 
 // Quantises `rows` rows of `cols` floats (row stride `ld`) into `out`,
-// reusing its storage when large enough.
-void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out);
+// reusing its storage when large enough. Every path gives identical bytes
+// (round to nearest even, as nearbyint in the default rounding mode).
+void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out,
+                   Isa isa = Isa::scalar);
+
+// AVX-512 row quantiser for rows of whole blocks; nullptr when not compiled in.
+using QuantizeRowFn = void (*)(const float* x, int blocks, std::int8_t* q, float* d, float* s);
+QuantizeRowFn quantize_row_avx512();
 
 }  // namespace midtune::engine

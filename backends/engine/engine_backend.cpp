@@ -1,0 +1,188 @@
+#include "backends/engine/engine_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace midtune::engine {
+
+namespace {
+
+int argmax(const float* row, int n) { return static_cast<int>(std::max_element(row, row + n) - row); }
+
+// log softmax(row)[index], computed stably in double.
+double log_softmax_at(const float* row, int n, int index) {
+  const float best = *std::max_element(row, row + n);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - best);
+  return static_cast<double>(row[index]) - best - std::log(sum);
+}
+
+}  // namespace
+
+EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
+    : model_(std::make_unique<Model>(model_path, options.isa)),
+      tokenizer_(Tokenizer::from_gguf(model_->file())),
+      arena_(options.threads > 0 ? std::make_unique<tbb::task_arena>(options.threads)
+                                 : std::make_unique<tbb::task_arena>()) {
+  if (tokenizer_.vocab_size() > static_cast<std::size_t>(model_->vocab())) {
+    throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
+                                " tokens but the output matrix only " + std::to_string(model_->vocab()));
+  }
+}
+
+ModelIdentity EngineBackend::identity() const {
+  const ModelConfig& c = model_->config();
+  ModelIdentity id;
+  id.name = model_->file().get_string_or("general.name", model_->file().path().filename().string());
+  id.architecture = c.arch;
+  id.layers = static_cast<int>(c.layers);
+  id.heads = static_cast<int>(c.heads);
+  id.kv_heads = static_cast<int>(c.kv_heads);
+  id.hidden = static_cast<int>(c.hidden);
+  id.tokenizer_hash = tokenizer_.hash();
+  return id;
+}
+
+void EngineBackend::validate(const Intervention& intervention) const {
+  const int layers = static_cast<int>(model_->config().layers);
+  const int heads = static_cast<int>(model_->config().heads);
+  const auto& rs = intervention.rope_scale;
+  if (!rs.empty()) {
+    const bool single = rs.size() == 1 && rs[0].size() == 1;
+    if (!single && static_cast<int>(rs.size()) != layers) {
+      throw std::invalid_argument("rope_scale: " + std::to_string(rs.size()) + " rows, the model has " +
+                                  std::to_string(layers) + " layers (or give one row with one value)");
+    }
+    for (std::size_t l = 0; l < rs.size(); ++l) {
+      if (rs[l].size() != 1 && static_cast<int>(rs[l].size()) != heads) {
+        throw std::invalid_argument("rope_scale[" + std::to_string(l) + "]: " + std::to_string(rs[l].size()) +
+                                    " values, the model has " + std::to_string(heads) + " heads (or give one value)");
+      }
+      for (std::size_t h = 0; h < rs[l].size(); ++h) {
+        const double v = rs[l][h];
+        if (!std::isfinite(v) || v <= 0.0) {
+          throw std::invalid_argument("rope_scale[" + std::to_string(l) + "][" + std::to_string(h) +
+                                      "]: " + std::to_string(v) + " must be finite and > 0");
+        }
+      }
+    }
+  }
+  if (intervention.mspoe) throw std::invalid_argument("mspoe: not supported by the engine yet (issue 5)");
+  if (intervention.position_map) throw std::invalid_argument("position_map: not supported by the engine yet (issue 5)");
+  if (intervention.siw) throw std::invalid_argument("siw: not supported by the engine yet (issue 5)");
+  if (intervention.hidden_channel) throw std::invalid_argument("hidden_channel: not supported by the engine yet (issue 5)");
+}
+
+RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
+  validate(intervention);
+  const int layers = static_cast<int>(model_->config().layers);
+  const int heads = static_cast<int>(model_->config().heads);
+  RopeScales s = RopeScales::ones(layers, heads);
+  for (int l = 0; l < layers; ++l)
+    for (int h = 0; h < heads; ++h) s.scale[static_cast<std::size_t>(l) * heads + h] = static_cast<float>(intervention.scale_for(l, h));
+  return s;
+}
+
+PreparedPrompt EngineBackend::prepare(const BatchItem& item) const {
+  PreparedPrompt out;
+  const auto with_offsets = tokenizer_.encode_with_offsets(item.prompt_text, tokenizer_.add_bos_default(), true);
+  out.tokens.reserve(with_offsets.size());
+  for (const auto& t : with_offsets) out.tokens.push_back(t.id);
+  for (const ByteSpan& chunk : item.chunks) {
+    if (chunk.begin > chunk.end || chunk.end > item.prompt_text.size()) {
+      throw BackendError("item '" + item.id + "': chunk [" + std::to_string(chunk.begin) + ", " +
+                         std::to_string(chunk.end) + ") outside the prompt of " +
+                         std::to_string(item.prompt_text.size()) + " bytes");
+    }
+    out.chunk_tokens.push_back(token_span_for_bytes(with_offsets, chunk.begin, chunk.end));
+  }
+  return out;
+}
+
+std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::int32_t>& prompt,
+                                                         const RopeScales& scales, int max_new_tokens) const {
+  std::vector<std::int32_t> out;
+  if (prompt.empty() || max_new_tokens <= 0) return out;
+  Sequence seq(*model_, static_cast<int>(prompt.size()) + max_new_tokens, scales);
+  const int last = static_cast<int>(prompt.size()) - 1;
+  std::vector<float> logits = model_->forward(seq, prompt, {}, std::span<const int>(&last, 1));
+  const int zero = 0;
+  for (int i = 0; i < max_new_tokens; ++i) {
+    const std::int32_t next = argmax(logits.data(), model_->vocab());
+    if (tokenizer_.is_end_of_generation(next)) break;
+    out.push_back(next);
+    if (i + 1 == max_new_tokens) break;
+    logits = model_->forward(seq, std::span<const std::int32_t>(&next, 1), {}, std::span<const int>(&zero, 1));
+  }
+  return out;
+}
+
+SampleOutput EngineBackend::run_one(const BatchItem& item, const RopeScales& scales, const RunOptions& options) const {
+  const auto started = std::chrono::steady_clock::now();
+  SampleOutput out;
+  out.id = item.id;
+  const PreparedPrompt prompt = prepare(item);
+  if (prompt.tokens.empty()) throw BackendError("item '" + item.id + "': empty prompt");
+  out.prompt_tokens = static_cast<int>(prompt.tokens.size());
+  const std::size_t context = model_->config().context_length;
+  if (options.mode == Mode::generate) {
+    if (context > 0 && prompt.tokens.size() + options.max_new_tokens > context) {
+      throw BackendError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
+                         std::to_string(options.max_new_tokens) + " new exceed the model context " + std::to_string(context));
+    }
+    const auto generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens);
+    out.output_text = tokenizer_.decode(generated, false);
+  } else {
+    const std::vector<std::int32_t> gold = tokenizer_.encode(item.gold, false, false);
+    if (gold.empty()) throw BackendError("item '" + item.id + "': teacher_forced needs a non-empty gold answer");
+    std::vector<std::int32_t> input = prompt.tokens;
+    input.insert(input.end(), gold.begin(), gold.end() - 1);  // the last gold token is never an input
+    if (context > 0 && input.size() > context) {
+      throw BackendError("item '" + item.id + "': " + std::to_string(input.size()) + " tokens exceed the model context " +
+                         std::to_string(context));
+    }
+    std::vector<int> rows(gold.size());
+    for (std::size_t i = 0; i < gold.size(); ++i) rows[i] = static_cast<int>(prompt.tokens.size() - 1 + i);
+    Sequence seq(*model_, static_cast<int>(input.size()), scales);
+    const std::vector<float> logits = model_->forward(seq, input, {}, rows);
+    const int vocab = model_->vocab();
+    out.gold_emitted_first = true;
+    out.gold_logprob = 0.0;
+    for (std::size_t i = 0; i < gold.size(); ++i) {
+      const float* row = logits.data() + i * vocab;
+      out.gold_emitted_first = out.gold_emitted_first && argmax(row, vocab) == gold[i];
+      out.gold_logprob += log_softmax_at(row, vocab, gold[i]);
+    }
+  }
+  out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return out;
+}
+
+std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                             const RunOptions& options) {
+  RopeScales scales;
+  try {
+    scales = rope_scales(intervention);
+  } catch (const std::invalid_argument& e) {
+    throw BackendError(std::string("engine: invalid intervention: ") + e.what());
+  }
+  std::vector<SampleOutput> outputs;
+  outputs.reserve(batch.size());
+  arena_->execute([&] {
+    for (const BatchItem& item : batch) {
+      try {
+        outputs.push_back(run_one(item, scales, options));
+      } catch (const BackendError&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw BackendError("engine: item '" + item.id + "': " + e.what());
+      }
+    }
+  });
+  return outputs;
+}
+
+}  // namespace midtune::engine

@@ -1,0 +1,65 @@
+// The in-tree engine as a midtune::Backend (issue 3 item 5): tokenises each
+// BatchItem, resolves the Intervention into per-(layer, head) RoPE scales and
+// runs the forward pass in one of two modes:
+//   generate        greedy decoding up to max_new_tokens or an end-of-
+//                   generation token; returns the text;
+//   teacher_forced  ONE forward pass over prompt + gold tokens; the gold is
+//                   "emitted first" when the argmax equals the gold token at
+//                   every answer position; gold_logprob = sum of log-softmax.
+// Interventions other than rope_scale (Ms-PoE, CALIOPE, SIW, PHS) are issue 5
+// and are rejected by validate() until then.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <tbb/task_arena.h>
+
+#include "backends/backend.hpp"
+#include "backends/engine/model.hpp"
+#include "backends/engine/tokenizer.hpp"
+
+namespace midtune::engine {
+
+struct EngineOptions {
+  int threads = 0;  // 0 = every core oneTBB sees
+  Isa isa = best_isa();
+};
+
+// A prompt as the engine sees it.
+struct PreparedPrompt {
+  std::vector<std::int32_t> tokens;
+  std::vector<TokenSpan> chunk_tokens;  // BatchItem::chunks as token index ranges
+};
+
+class EngineBackend : public Backend {
+ public:
+  explicit EngineBackend(const std::filesystem::path& model_path, EngineOptions options = {});
+
+  ModelIdentity identity() const override;
+  std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                const RunOptions& options) override;
+  void validate(const Intervention& intervention) const override;
+
+  const Model& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  // Special tokens parsed; BOS only when the model's metadata asks for it.
+  PreparedPrompt prepare(const BatchItem& item) const;
+  // Intervention::rope_scale resolved to every (layer, head); validates first.
+  RopeScales rope_scales(const Intervention& intervention) const;
+  // Greedy continuation token ids (stops after an end-of-generation token,
+  // which is not returned).
+  std::vector<std::int32_t> generate_tokens(const std::vector<std::int32_t>& prompt, const RopeScales& scales,
+                                            int max_new_tokens) const;
+
+ private:
+  SampleOutput run_one(const BatchItem& item, const RopeScales& scales, const RunOptions& options) const;
+
+  std::unique_ptr<Model> model_;
+  Tokenizer tokenizer_;
+  std::unique_ptr<tbb::task_arena> arena_;
+};
+
+}  // namespace midtune::engine

@@ -1,0 +1,81 @@
+#include "backends/engine/model_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include <tbb/task_arena.h>
+
+#include "backends/engine/model.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Same recurrence as bench/engine_bench.py's bench_tokens().
+std::vector<std::int32_t> bench_tokens(int count, int vocab) {
+  std::vector<std::int32_t> out(count);
+  std::uint64_t state = 12345;
+  for (int i = 0; i < count; ++i) {
+    state = (state * 6364136223846793005ULL + 1442695040888963407ULL) & 0xffffffffffffffffULL;
+    out[i] = static_cast<std::int32_t>(100 + (state >> 33) % static_cast<std::uint64_t>(vocab - 100));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json ModelBenchResult::to_json(const ModelBenchOptions& options) const {
+  return {{"engine", "midtune"},
+          {"isa", to_string(options.isa)},
+          {"threads", options.threads},
+          {"prompt_tokens", options.prompt_tokens},
+          {"decode_tokens", options.decode_tokens},
+          {"load_s", load_seconds},
+          {"prefill_tok_s", prefill_tokens_per_second},
+          {"decode_tok_s", decode_tokens_per_second}};
+}
+
+ModelBenchResult bench_model(const std::filesystem::path& model_path, const ModelBenchOptions& options) {
+  if (options.prompt_tokens <= 0 || options.decode_tokens < 0 || options.threads <= 0 || options.repeats <= 0) {
+    throw std::invalid_argument("bench-model: prompt tokens, threads and repeats must be positive");
+  }
+  ModelBenchResult result;
+  tbb::task_arena arena(options.threads);
+  arena.execute([&] {
+    auto start = std::chrono::steady_clock::now();
+    const Model model(model_path, options.isa);
+    result.load_seconds = seconds_since(start);
+    const ModelConfig& c = model.config();
+    const std::vector<std::int32_t> tokens = bench_tokens(options.prompt_tokens + options.decode_tokens, model.vocab());
+    const std::span<const std::int32_t> prompt(tokens.data(), options.prompt_tokens);
+    const int last = options.prompt_tokens - 1;
+    double best = 1e30;
+    for (int r = 0; r < options.repeats; ++r) {
+      Sequence seq(model, options.prompt_tokens + options.decode_tokens, RopeScales::ones(c.layers, c.heads));
+      start = std::chrono::steady_clock::now();
+      model.forward(seq, prompt, {}, std::span<const int>(&last, 1));
+      best = std::min(best, seconds_since(start));
+      if (r + 1 == options.repeats && options.decode_tokens > 0) {
+        // Decode: one token at a time after the prompt, logits every step.
+        const int zero = 0;
+        start = std::chrono::steady_clock::now();
+        for (int i = 0; i < options.decode_tokens; ++i) {
+          model.forward(seq, std::span<const std::int32_t>(&tokens[options.prompt_tokens + i], 1), {},
+                        std::span<const int>(&zero, 1));
+        }
+        result.decode_tokens_per_second = options.decode_tokens / seconds_since(start);
+      }
+    }
+    result.prefill_tokens_per_second = options.prompt_tokens / best;
+  });
+  return result;
+}
+
+}  // namespace midtune::engine

@@ -1,0 +1,33 @@
+// Prefill and decode throughput of the engine on synthetic token ids (the
+// measurement behind `ga-run bench-model` and bench/engine_bench).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/engine/kernels/cpu_features.hpp"
+
+namespace midtune::engine {
+
+struct ModelBenchOptions {
+  int prompt_tokens = 512;
+  int decode_tokens = 64;
+  int threads = 2;
+  int repeats = 1;  // best of this many prefills
+  Isa isa = best_isa();
+};
+
+struct ModelBenchResult {
+  double load_seconds = 0.0;
+  double prefill_tokens_per_second = 0.0;
+  double decode_tokens_per_second = 0.0;
+  nlohmann::json to_json(const ModelBenchOptions& options) const;
+};
+
+// Token ids are a fixed pseudo-random sequence inside the vocabulary, the
+// same for every run (bench/engine_bench.py feeds llama.cpp the same ids).
+ModelBenchResult bench_model(const std::filesystem::path& model_path, const ModelBenchOptions& options);
+
+}  // namespace midtune::engine

@@ -1,0 +1,37 @@
+// engine_bench_cli: one JSON line with the engine's prefill and decode
+// tokens/s (driven by bench/engine_bench.py next to llama.cpp).
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "backends/engine/model_bench.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"engine_bench_cli: prefill / decode throughput of the midtune engine"};
+  std::string model;
+  std::string isa;
+  midtune::engine::ModelBenchOptions options;
+  app.add_option("--model", model, "GGUF model path")->required();
+  app.add_option("--prompt-tokens", options.prompt_tokens, "prompt length");
+  app.add_option("--decode-tokens", options.decode_tokens, "tokens decoded after the prompt");
+  app.add_option("--threads", options.threads, "threads");
+  app.add_option("--repeats", options.repeats, "prefill repeats (best is reported)");
+  app.add_option("--isa", isa, "scalar | avx2 | avx512 (default: best available)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!isa.empty()) {
+      options.isa = isa == "scalar" ? midtune::engine::Isa::scalar
+                    : isa == "avx2" ? midtune::engine::Isa::avx2
+                    : isa == "avx512" ? midtune::engine::Isa::avx512vnni
+                                      : throw std::invalid_argument("--isa: unknown value '" + isa + "'");
+    }
+    const auto result = midtune::engine::bench_model(model, options);
+    std::printf("%s\n", result.to_json(options).dump().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_bench_cli: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

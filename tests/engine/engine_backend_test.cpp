@@ -1,0 +1,143 @@
+// The engine as a Backend on the real model: both modes, their agreement
+// with an empty intervention, RoPE-scale handling and validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "backends/engine/engine_backend.hpp"
+#include "tests/engine/model_path.hpp"
+
+namespace midtune::engine {
+namespace {
+
+class EngineBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const auto path = testing::test_model_path();
+    if (!path.empty()) backend_ = std::make_unique<EngineBackend>(path);
+  }
+  static void TearDownTestSuite() { backend_.reset(); }
+  void SetUp() override {
+    if (!backend_) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+  }
+  static std::unique_ptr<EngineBackend> backend_;
+};
+std::unique_ptr<EngineBackend> EngineBackendTest::backend_;
+
+std::string chat(const std::string& user) {
+  return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+}
+
+std::vector<BatchItem> kv_items() {
+  // Golds chosen so some are emitted first and some are not.
+  std::vector<BatchItem> items;
+  const std::string context =
+      "The key 'apple' maps to 4471. The key 'pear' maps to 9032. The key 'plum' maps to 1187. ";
+  const char* keys[] = {"apple", "pear", "plum"};
+  // This small model restates the question: the gold is its first words.
+  const char* golds[] = {"The key 'apple' maps to 4471", "The key 'pear' maps to 9032",
+                         "The key 'plum' maps to 1187"};
+  for (int i = 0; i < 3; ++i) {
+    BatchItem item;
+    item.id = std::string("kv-") + keys[i];
+    item.prompt_text = chat(context + "What does '" + keys[i] + "' map to? Answer with the number only.");
+    item.gold = golds[i];
+    items.push_back(item);
+  }
+  BatchItem capital;
+  capital.id = "capital";
+  capital.prompt_text = chat("What is the capital of France? Answer in one word.");
+  capital.gold = "The capital of France is Paris.";
+  items.push_back(capital);
+  BatchItem wrong = capital;
+  wrong.id = "wrong-gold";
+  wrong.gold = "The capital of France is Berlin.";
+  items.push_back(wrong);
+  return items;
+}
+
+TEST_F(EngineBackendTest, IdentityComesFromTheModel) {
+  const ModelIdentity id = backend_->identity();
+  EXPECT_EQ(id.architecture, "llama");
+  EXPECT_EQ(id.layers, 30);
+  EXPECT_EQ(id.heads, 9);
+  EXPECT_EQ(id.kv_heads, 3);
+  EXPECT_EQ(id.hidden, 576);
+  EXPECT_FALSE(id.tokenizer_hash.empty());
+}
+
+TEST_F(EngineBackendTest, GenerateAndTeacherForcedAgreeOnGoldEmittedFirst) {
+  const auto items = kv_items();
+  RunOptions tf{Mode::teacher_forced, 0};
+  RunOptions gen{Mode::generate, 16};
+  const auto forced = backend_->run(Intervention{}, items, tf);
+  const auto generated = backend_->run(Intervention{}, items, gen);
+  ASSERT_EQ(forced.size(), items.size());
+  int emitted = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const bool starts = generated[i].output_text.rfind(items[i].gold, 0) == 0;
+    std::printf("  %-12s generated '%s'  teacher-forced first=%d logprob=%.3f\n", items[i].id.c_str(),
+                generated[i].output_text.c_str(), forced[i].gold_emitted_first, forced[i].gold_logprob);
+    EXPECT_EQ(starts, forced[i].gold_emitted_first) << items[i].id;
+    EXPECT_LE(forced[i].gold_logprob, 0.0);
+    EXPECT_GT(forced[i].prompt_tokens, 10);
+    emitted += forced[i].gold_emitted_first;
+  }
+  EXPECT_GT(emitted, 0) << "the model should get at least the capital right";
+  EXPECT_LT(emitted, static_cast<int>(items.size())) << "'Berlin' must not be emitted first";
+}
+
+TEST_F(EngineBackendTest, RopeScaleOneEqualsEmptyAndOtherScalesChangeLogprobs) {
+  const auto items = kv_items();
+  RunOptions tf{Mode::teacher_forced, 0};
+  Intervention ones;
+  ones.rope_scale = {{1.0}};
+  Intervention per_layer;
+  per_layer.rope_scale.assign(30, std::vector<double>(9, 1.0));
+  Intervention scaled;
+  scaled.rope_scale = {{2.5}};
+  const auto plain = backend_->run(Intervention{}, items, tf);
+  const auto a = backend_->run(ones, items, tf);
+  const auto b = backend_->run(per_layer, items, tf);
+  const auto c = backend_->run(scaled, items, tf);
+  double changed = 0.0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(a[i].gold_logprob, plain[i].gold_logprob);
+    EXPECT_EQ(b[i].gold_logprob, plain[i].gold_logprob);
+    changed = std::max(changed, std::fabs(c[i].gold_logprob - plain[i].gold_logprob));
+  }
+  EXPECT_GT(changed, 1e-3);
+}
+
+TEST_F(EngineBackendTest, ValidateRejectsWrongShapesAndValues) {
+  Intervention bad_layers;
+  bad_layers.rope_scale = {{1.0}, {1.0}};
+  EXPECT_THROW(backend_->validate(bad_layers), std::invalid_argument);
+  Intervention bad_heads;
+  bad_heads.rope_scale.assign(30, std::vector<double>(8, 1.0));
+  EXPECT_THROW(backend_->validate(bad_heads), std::invalid_argument);
+  Intervention negative;
+  negative.rope_scale = {{-1.0}};
+  EXPECT_THROW(backend_->validate(negative), std::invalid_argument);
+  Intervention lpes;
+  lpes.rope_scale.assign(30, std::vector<double>{1.5});
+  EXPECT_NO_THROW(backend_->validate(lpes));
+  EXPECT_THROW(backend_->run(negative, kv_items(), RunOptions{}), BackendError);
+}
+
+TEST_F(EngineBackendTest, ChunkByteSpansBecomeTokenSpans) {
+  BatchItem item;
+  item.prompt_text = "alpha beta gamma delta";
+  item.chunks = {{0, 10}, {10, 22}};
+  const PreparedPrompt p = backend_->prepare(item);
+  ASSERT_EQ(p.chunk_tokens.size(), 2u);
+  EXPECT_EQ(p.chunk_tokens[0].begin, 0u);
+  EXPECT_EQ(p.chunk_tokens[0].end, p.chunk_tokens[1].begin);
+  EXPECT_EQ(p.chunk_tokens[1].end, p.tokens.size());
+  item.chunks = {{5, 100}};
+  EXPECT_THROW(backend_->prepare(item), BackendError);
+}
+
+}  // namespace
+}  // namespace midtune::engine
