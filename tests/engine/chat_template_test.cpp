@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "backends/engine/chat_template.hpp"
 
 namespace midtune {
@@ -59,6 +62,31 @@ TEST(ChatTemplate, Llama2) {
   EXPECT_EQ(p.text, "[INST]  keep spaces  [/INST]");
   EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ");
   EXPECT_EQ(chat.render_user("q", "sys").text, "[INST] <<SYS>>\nsys\n<</SYS>>\n\nq [/INST]");
+}
+
+// SmolLM2's and Llama-2's Jinja templates rendered by jinja2 (fixture from
+// tests/reference/make_tokenizer_fixtures.py). Our Llama-2 text leaves the
+// BOS to the tokenizer, so the template's leading bos_token text is dropped.
+TEST(ChatTemplate, MatchesJinjaRenderings) {
+  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_templates.json");
+  ASSERT_TRUE(in) << "fixture missing";
+  const auto fixture = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& tmpl : fixture["templates"]) {
+    const auto chat = ChatTemplate::from_template_text(tmpl["template"].get<std::string>());
+    EXPECT_EQ(to_string(chat.format()), std::string(tmpl["name"] == "llama2" ? "llama2" : "chatml"));
+    const auto bos_text = tmpl["bos_text"].get<std::string>();
+    for (const auto& c : tmpl["cases"]) {
+      const auto content = c["content"].get<std::string>();
+      std::optional<std::string> system;
+      if (!c["system"].is_null()) system = c["system"].get<std::string>();
+      const auto p = chat.render_user(content, system);
+      EXPECT_EQ(bos_text + p.text, c["rendered"].get<std::string>());
+      EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), content);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12);
 }
 
 TEST(ChatTemplate, UnknownTemplateIsAnError) {

@@ -15,8 +15,10 @@ user message and add_generation_prompt=True (jinja2, as HF does).
 Also builds a tiny SentencePiece ("llama") vocabulary GGUF and records
 llama.cpp's ids for a small corpus, with and without the space prefix.
 
-Writes tests/engine/fixtures/tokenizer_smollm2.json and
-tests/engine/fixtures/tokenizer_tiny_spm.json; the C++ tests compare against
+Writes tests/engine/fixtures/tokenizer_smollm2.json,
+tests/engine/fixtures/tokenizer_tiny_spm.json and
+tests/engine/fixtures/chat_templates.json (SmolLM2's and Llama-2's Jinja
+templates rendered by jinja2); the C++ tests compare against
 them without Python.
 
 Usage: python3 tests/reference/make_tokenizer_fixtures.py [--model PATH] [--out PATH]
@@ -33,6 +35,20 @@ import llama_cpp
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_smollm2.json")
 SPM_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_tiny_spm.json")
+CHAT_OUT = os.path.join(HERE, "..", "engine", "fixtures", "chat_templates.json")
+
+# Meta's Llama-2-chat template as shipped in its tokenizer_config.json.
+LLAMA2_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+    "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
+    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+    "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
 DEFAULT_MODEL = os.environ.get(
     "MIDTUNE_MODEL", os.path.expanduser("~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
@@ -176,6 +192,31 @@ def spm_fixture():
             "variants": variants}
 
 
+def render(template_text, content, system, bos):
+    import jinja2
+
+    def raise_exception(message):
+        raise jinja2.TemplateError(message)
+
+    env = jinja2.Environment()
+    env.globals["raise_exception"] = raise_exception
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+        [{"role": "user", "content": content}]
+    return env.from_string(template_text).render(messages=messages, add_generation_prompt=True,
+                                                 bos_token=bos, eos_token="</s>")
+
+
+def chat_fixture(smollm_template):
+    """Jinja renderings of one user message (optionally with a system turn)."""
+    out = {"generator": "tests/reference/make_tokenizer_fixtures.py", "templates": []}
+    contents = ["What is 7 times 8?", "Key: 'pear'\nValue?", "\u6771\u4eac? \U0001f642"]
+    for name, text, bos in [("smollm2", smollm_template, ""), ("llama2", LLAMA2_TEMPLATE, "<s>")]:
+        cases = [{"content": c, "system": sys_, "rendered": render(text, c, sys_, bos)}
+                 for c in contents for sys_ in (None, "Be brief.")]
+        out["templates"].append({"name": name, "template": text, "bos_text": bos, "cases": cases})
+    return out
+
+
 def write_rows(path, out):
     """JSON with one list element per line: small files, readable diffs."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -237,6 +278,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_rows(args.out, out)
     write_rows(SPM_OUT, spm_fixture())
+    write_rows(CHAT_OUT, chat_fixture(template_text))
     print(f"wrote {len(cases)} cases, {sum(len(c['ids']) for c in cases)} tokens to {args.out}")
 
 
