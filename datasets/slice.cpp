@@ -23,27 +23,44 @@ std::string shortest(double value) {
   return std::string(buffer, result.ptr);
 }
 
-// File items in the split order of `seed`: held-out takes the first
-// `heldout` items, search the next `search`, so the two never overlap and the
-// held-out set does not change when the search size does.
+// Indices of `items` in the split order of `seed` (by hash of the item id).
+template <typename Item>
+std::vector<std::size_t> split_order(const std::vector<Item>& items, std::uint64_t seed) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  keyed.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    keyed.emplace_back(derive_seed(seed, "split-order", fnv1a64(items[i].id)), i);
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::size_t> order;
+  for (const auto& [key, index] : keyed) order.push_back(index);
+  return order;
+}
+
+// Held-out takes the first `heldout` entries of `ordered`, search the next
+// `search`, so the two never overlap and the held-out set does not change
+// when the search size does.
+template <typename T>
+std::vector<T> take_split(const std::vector<T>& ordered, Split split, std::size_t search, std::size_t heldout,
+                          const std::string& path, const std::string& what) {
+  if (search + heldout > ordered.size()) {
+    throw DatasetError(path, 0, "",
+                       "needs " + std::to_string(search) + " search + " + std::to_string(heldout) + " held-out " +
+                           what + ", the file has " + std::to_string(ordered.size()));
+  }
+  const std::size_t begin = split == Split::heldout ? 0 : heldout;
+  const std::size_t count = split == Split::heldout ? heldout : search;
+  return std::vector<T>(ordered.begin() + static_cast<std::ptrdiff_t>(begin),
+                        ordered.begin() + static_cast<std::ptrdiff_t>(begin + count));
+}
+
 template <typename Item>
 std::vector<const Item*> split_items(const std::vector<Item>& items, const std::string& path, std::uint64_t seed,
                                      Split split, std::size_t search, std::size_t heldout) {
-  if (search + heldout > items.size()) {
-    throw DatasetError(path, 0, "",
-                       "needs " + std::to_string(search) + " search + " + std::to_string(heldout) +
-                           " held-out items, the file has " + std::to_string(items.size()));
-  }
-  std::vector<std::pair<std::uint64_t, std::size_t>> order;
-  order.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    order.emplace_back(derive_seed(seed, "split-order", fnv1a64(items[i].id)), i);
-  }
-  std::sort(order.begin(), order.end());
-  const std::size_t begin = split == Split::heldout ? 0 : heldout;
-  const std::size_t count = split == Split::heldout ? heldout : search;
   std::vector<const Item*> chosen;
-  for (std::size_t i = begin; i < begin + count; ++i) chosen.push_back(&items[order[i].second]);
+  for (std::size_t index : take_split(split_order(items, seed), split, search, heldout, path, "items")) {
+    chosen.push_back(&items[index]);
+  }
   return chosen;
 }
 
@@ -170,16 +187,18 @@ std::size_t nearest_position(const std::vector<double>& positions, double depth)
   return best;
 }
 
+// BABILong gold positions cannot be moved: each item is bucketed at the
+// position nearest its measured depth, and every bucket is split on its own
+// (held-out first), so each position gets its configured sample count.
 void build_babilong(const SliceSpec& spec, Split split, const PromptWrapper& wrapper, Slice& slice,
                     std::string& source) {
   const BabilongFile file = read_babilong_file(spec.file);
   source = file_source(spec.file, file.content_hash);
-  const std::size_t positions = spec.gold_positions.size();
-  std::vector<EvalSample> samples;
-  for (const BabilongItem* item : split_items(file.items, spec.file, spec.seed, split,
-                                              spec.search_samples * positions, spec.heldout_samples * positions)) {
-    RawPrompt prompt = babilong_prompt(item->input, item->question);
-    const std::string target = ascii_lower(item->target);
+  std::vector<std::vector<EvalSample>> buckets(spec.gold_positions.size());
+  for (std::size_t index : split_order(file.items, spec.seed)) {
+    const BabilongItem& item = file.items[index];
+    const RawPrompt prompt = babilong_prompt(item.input, item.question);
+    const std::string target = ascii_lower(item.target);
     std::size_t last_mention = 0;
     for (std::size_t c = 0; c < prompt.chunks.size(); ++c) {
       const auto& span = prompt.chunks[c];
@@ -189,14 +208,17 @@ void build_babilong(const SliceSpec& spec, Split split, const PromptWrapper& wra
       }
     }
     const double depth = depth_of(last_mention, prompt.chunks.size());
-    const Placement at{item->id, nearest_position(spec.gold_positions, depth), last_mention, prompt.chunks.size()};
-    EvalSample sample = placed_sample(at, TaskKind::babilong, prompt, wrapper, {item->target}, item->question);
-    sample.item.gold = wrapper.answer_lead + babilong_formatted_answer(item->question, item->target);
-    samples.push_back(std::move(sample));
+    const Placement at{item.id, nearest_position(spec.gold_positions, depth), last_mention, prompt.chunks.size()};
+    EvalSample sample = placed_sample(at, TaskKind::babilong, prompt, wrapper, {item.target}, item.question);
+    sample.item.gold = wrapper.answer_lead + babilong_formatted_answer(item.question, item.target);
+    buckets[at.position_index].push_back(std::move(sample));
   }
-  std::stable_sort(samples.begin(), samples.end(),
-                   [](const EvalSample& a, const EvalSample& b) { return a.position_index < b.position_index; });
-  slice.samples = std::move(samples);
+  for (std::size_t p = 0; p < buckets.size(); ++p) {
+    const std::string what = "items whose target sits nearest position " + shortest(spec.gold_positions[p]);
+    for (auto& sample : take_split(buckets[p], split, spec.search_samples, spec.heldout_samples, spec.file, what)) {
+      slice.samples.push_back(std::move(sample));
+    }
+  }
 }
 
 }  // namespace

@@ -66,9 +66,9 @@ std::size_t gold_chunk_index(double fraction, std::size_t chunks);
 // BatchItem::gold (teacher-forced answer, after the wrapper's answer_lead):
 // kv the value, mdqa the first gold answer, babilong the formatted answer
 // ("The X is in the Y."). Builds the split. KV and MDQA: every base item at every gold position.
-// BABILong: positions cannot be moved, so search_samples x positions items are
-// taken and each is bucketed at the position nearest its measured depth (the
-// last context sentence naming the target). Throws DatasetError for bad files
+// BABILong: positions cannot be moved, so each item is bucketed at the
+// position nearest its measured depth (the last context sentence naming the
+// target) and each bucket gives search_samples / heldout_samples items. Throws DatasetError for bad files
 // or too few items, std::invalid_argument for a bad spec.
 Slice build_slice(const SliceSpec& spec, Split split, const PromptWrapper& wrapper);
 

@@ -94,7 +94,8 @@ def babilong_records():
         sentences = []
         for fact in facts:
             sentences += rng.sample(filler, 2) + [fact]
-        sentences += rng.sample(filler, 1 + i % 3)
+        # Trailing filler puts the last fact near the end, the middle or the start.
+        sentences += [rng.choice(filler) for _ in range((1, 10, 60)[i % 3])]
         records.append({"input": " ".join(sentences), "question": f"Where is {item}?", "target": second})
     return records
 

@@ -190,7 +190,14 @@ TEST(Slice, BabilongBucketsByMeasuredDepth) {
   SliceSpec spec = file_spec(TaskKind::babilong, "babilong-qa2-fixture.jsonl", 0, 1, 2);
   spec.gold_positions = {0.0, 0.5, 1.0};
   const auto slice = build_slice(spec, Split::heldout, PromptWrapper::identity());
-  ASSERT_EQ(slice.samples.size(), 6u);
+  ASSERT_EQ(slice.samples.size(), 6u);  // 2 per position
+  const auto search = build_slice(spec, Split::search, PromptWrapper::identity());
+  ASSERT_EQ(search.samples.size(), 3u);
+  for (const auto& id : base_ids(search)) EXPECT_FALSE(base_ids(slice).contains(id));
+  // The fixture has 4 items per bucket.
+  spec.heldout_samples = 4;
+  const auto error = expect_dataset_error([&] { build_slice(spec, Split::search, PromptWrapper::identity()); });
+  EXPECT_NE(error.reason().find("nearest position"), std::string::npos) << error.what();
   std::size_t previous = 0;
   for (const auto& sample : slice.samples) {
     EXPECT_GE(sample.position_index, previous);
