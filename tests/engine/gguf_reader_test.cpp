@@ -59,14 +59,13 @@ class GgufReaderTest : public ::testing::Test {
   void TearDown() override {
     for (const auto& p : created_) std::filesystem::remove(p);
   }
-  // Writes `bytes` and expects GgufError whose message names the file.
-  std::string expect_error(const std::vector<std::uint8_t>& bytes, const std::string& name) {
-    const auto path = file(name);
-    TinyGgufWriter::write(path, bytes);
+  // Expects GgufError, whose message names the file, when `bytes` is opened.
+  static std::string expect_error(const std::vector<std::uint8_t>& bytes, const std::string& name) {
+    const testing::MemoryFile file(bytes);
     try {
-      GgufFile f(path);
+      GgufFile f(file.path());
     } catch (const GgufError& e) {
-      EXPECT_THAT(e.what(), HasSubstr(path.string()));
+      EXPECT_THAT(e.what(), HasSubstr(file.path().string()));
       return e.what();
     }
     ADD_FAILURE() << name << ": no GgufError";
@@ -157,7 +156,6 @@ TEST_F(GgufReaderTest, RandomByteCorruptionNeverCrashes) {
   const auto bytes = tiny_llama().bytes();
   std::mt19937 rng(1234);
   int errors = 0;
-  const auto path = file("random");
   for (int trial = 0; trial < 600; ++trial) {
     auto bad = bytes;
     const int flips = 1 + trial % 4;
@@ -166,9 +164,9 @@ TEST_F(GgufReaderTest, RandomByteCorruptionNeverCrashes) {
       const std::size_t limit = trial % 5 == 0 ? bad.size() : std::min<std::size_t>(bad.size(), 900);
       bad[rng() % limit] = static_cast<std::uint8_t>(rng());
     }
-    TinyGgufWriter::write(path, bad);
+    const testing::MemoryFile file(bad);
     try {
-      GgufFile f(path);
+      GgufFile f(file.path());
       for (const auto& t : f.tensors()) {
         if (t.type) {
           ASSERT_LE(f.data_offset() + t.offset + t.n_bytes, f.file_size());

@@ -2,6 +2,9 @@
 // where each field sits so tests can corrupt exactly one of them).
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +14,28 @@
 #include <vector>
 
 namespace midtune::testing {
+
+// Bytes in an anonymous in-memory file (memfd), opened by path
+// /proc/self/fd/N: corruption tests write thousands of files without disk I/O.
+class MemoryFile {
+ public:
+  explicit MemoryFile(const std::vector<std::uint8_t>& data) : fd_(::memfd_create("midtune-gguf-test", MFD_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("memfd_create failed");
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const auto n = ::write(fd_, data.data() + done, data.size() - done);
+      if (n <= 0) throw std::runtime_error("memfd write failed");
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  ~MemoryFile() { ::close(fd_); }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  std::filesystem::path path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_;
+};
 
 class TinyGgufWriter {
  public:
