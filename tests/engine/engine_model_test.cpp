@@ -4,9 +4,13 @@
 // tests/reference/make_logits_fixtures.py).
 //
 // Tolerance: our activations are rounded to int8 per 32-block before every
-// matmul (as llama.cpp's Q8_1), so logits differ from fp32 math. On the 50
-// reference top logits of every prompt the absolute error must stay below
-// kLogitTolerance; the test prints the measured maximum.
+// matmul (as llama.cpp's Q8_1), so logits differ from fp32 math, and a few
+// prompts are sensitive (a rounding flip early on moves the last logits).
+// llama.cpp itself, on these prompts' 50 reference top logits, is off by at
+// most 1.02 (mean of per-prompt maxima 0.36; tests/reference, 2026-11-21).
+// We require per prompt < kLogitTolerance and a mean < kMeanTolerance, and
+// the same top-1 wherever the reference's top-2 margin exceeds kClearMargin.
+// The test prints the measured errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +27,9 @@
 namespace midtune::engine {
 namespace {
 
-constexpr double kLogitTolerance = 0.75;
+constexpr double kLogitTolerance = 1.5;
+constexpr double kMeanTolerance = 0.6;
+constexpr double kClearMargin = 1.0;
 constexpr double kNearTie = 0.5;  // top-2 logit margin accepted at a greedy divergence
 
 nlohmann::json load_fixture(const std::string& name) {
@@ -76,7 +82,8 @@ TEST_F(EngineModel, ConfigComesFromTheFile) {
 
 TEST_F(EngineModel, LogitsMatchFp32Reference) {
   const auto fixture = load_fixture("logits_fp32.json");
-  double worst = 0.0;
+  double worst = 0.0, sum = 0.0;
+  int count = 0;
   for (const auto& cs : fixture.at("cases")) {
     const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
     const auto logits = last_logits(tokens, scales_from(cs.at("rope_scale")));
@@ -85,15 +92,19 @@ TEST_F(EngineModel, LogitsMatchFp32Reference) {
     double err = 0.0;
     for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
     worst = std::max(worst, err);
+    sum += err;
+    ++count;
     const std::string label = cs.at("prompt").get<std::string>().substr(0, 40) +
                               (cs.contains("scale_name") ? " [" + cs["scale_name"].get<std::string>() + "]" : "");
     EXPECT_LT(err, kLogitTolerance) << label;
-    if (ref[0] - ref[1] > 2 * kLogitTolerance) {
+    if (ref[0] - ref[1] > kClearMargin) {
       EXPECT_EQ(argmax(logits), ids[0]) << label;
     }
     std::printf("  max |logit - fp32| = %.4f  (top1 %d vs %d)  %s\n", err, argmax(logits), ids[0], label.c_str());
   }
-  std::printf("worst max abs logit error vs fp32 reference: %.4f (tolerance %.2f)\n", worst, kLogitTolerance);
+  std::printf("max abs logit error vs fp32 reference: worst %.4f (tolerance %.2f), mean %.4f (tolerance %.2f)\n",
+              worst, kLogitTolerance, sum / count, kMeanTolerance);
+  EXPECT_LT(sum / count, kMeanTolerance);
 }
 
 TEST_F(EngineModel, ChunkedPrefillAndTokenByTokenDecodeAgreeWithOnePass) {
