@@ -27,6 +27,7 @@ constexpr std::array<GgmlTypeInfo, 8> kTypes = {{
 }};
 
 constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
+constexpr std::uint64_t kMaxReserve = 1u << 16;
 constexpr std::uint64_t kInt64Max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
 bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
@@ -166,7 +167,9 @@ GgufValue read_value(Cursor& in, const std::string& key) {
                             " bytes left in the file");
   }
   value.element_type = type;
-  const auto n = static_cast<std::size_t>(count);
+  // Reserve only a bounded amount up front: a corrupt count that still fits
+  // the file must not turn into a huge allocation before parsing fails.
+  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(count, kMaxReserve));
   if (is_unsigned(type) || type == GgufValueType::BOOL) value.unsigned_ints.reserve(n);
   else if (is_signed(type)) value.signed_ints.reserve(n);
   else if (is_float(type)) value.floats.reserve(n);
@@ -296,6 +299,7 @@ void GgufFile::parse() {
   if (std::memcmp(base_, "GGUF", 4) != 0) fail(0, "bad magic: not a GGUF file");
   in.read<std::uint32_t>("magic");
   version_ = in.read<std::uint32_t>("version");
+  if (version_ == 0x03000000u) fail(4, "big-endian GGUF files are not supported");
   if (version_ != 3) fail(4, "unsupported GGUF version " + std::to_string(version_) + " (this reader reads version 3)");
   const std::uint64_t tensor_count_at = in.pos();
   const auto tensor_count = in.read<std::uint64_t>("tensor count");
@@ -325,7 +329,7 @@ void GgufFile::parse() {
     alignment_ = a;
   }
 
-  tensors_.reserve(static_cast<std::size_t>(tensor_count));
+  tensors_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(tensor_count, kMaxReserve)));
   for (std::uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensorInfo info;
     info.info_offset = in.pos();

@@ -239,6 +239,10 @@ TEST_F(GgufReaderTest, StructuralErrorsAreNamed) {
   EXPECT_THAT(expect_error(b, "version"), HasSubstr("version 2"));
 
   b = good;
+  TinyGgufWriter::patch_u32(b, 4, 0x03000000u);
+  EXPECT_THAT(expect_error(b, "endian"), HasSubstr("big-endian"));
+
+  b = good;
   TinyGgufWriter::patch_u32(b, embd_info, 5);
   EXPECT_THAT(expect_error(b, "ndims"), HasSubstr("dimensions"));
 
