@@ -61,6 +61,14 @@ TEST_F(SmolLM2Tokenizer, IdsMatchLlamaCppOnTheWholeCorpus) {
     ++cases;
   }
   EXPECT_GE(cases, 70);
+  for (const auto& c : fixture_["cases_special_as_text"]) {
+    const auto text = c["text"].get<std::string>();
+    const auto ids = t.encode(text, false, /*parse_special=*/false);
+    EXPECT_EQ(ids, c["ids"].get<std::vector<std::int32_t>>()) << c["name"];
+    EXPECT_EQ(t.decode(ids), text) << c["name"];
+    ++cases;
+  }
+  EXPECT_GE(cases, 74);
 }
 
 TEST_F(SmolLM2Tokenizer, ChatTemplateMatchesJinjaRendering) {

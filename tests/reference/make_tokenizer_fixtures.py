@@ -251,6 +251,10 @@ def main():
     for name, text in corpus():
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         cases.append({"name": name, "text": text, "ids": ids})
+    # Special tokens written in the text stay plain text when not parsed.
+    plain = [{"name": name, "text": text,
+              "ids": llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)}
+             for name, text in corpus() if name.startswith("special_")]
 
     import gguf  # only for the template string
     import jinja2
@@ -273,6 +277,7 @@ def main():
         "bos": llm.token_bos(),
         "eos": llm.token_eos(),
         "cases": cases,
+        "cases_special_as_text": plain,
         "chat_template": chat,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
