@@ -13,7 +13,7 @@ std::unique_ptr<Strategy> make_strategy(const GenomeSpace& space, const nlohmann
     throw std::invalid_argument("strategy.kind: missing (expected ga, grid or random)");
   }
   const std::string kind = config["kind"].get<std::string>();
-  if (kind == "ga") return std::make_unique<GaStrategy>(space, config.get<GaConfig>(), seed);
+  if (kind == "ga") return std::make_unique<GaStrategy>(space, config.get<GaStrategyConfig>(), seed);
   if (kind == "grid") return std::make_unique<GridStrategy>(space, config.get<GridConfig>(), seed);
   if (kind == "random") return std::make_unique<RandomStrategy>(space, config.get<RandomConfig>(), seed);
   throw std::invalid_argument("strategy.kind: unknown kind '" + kind + "' (expected ga, grid or random)");

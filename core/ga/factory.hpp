@@ -1,5 +1,5 @@
 // Builds a Strategy from its configuration:
-//   {"kind": "ga", ...GaConfig fields...}
+//   {"kind": "ga", ...GaStrategyConfig fields...}
 //   {"kind": "grid", "values": {"gene": [..]}, "batch_size": 32}
 //   {"kind": "random", "count": 64, "batch_size": 32}
 #pragma once

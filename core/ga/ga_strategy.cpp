@@ -32,7 +32,7 @@ InitKind init_kind_from_string(const std::string& name) {
 
 }  // namespace
 
-void GaConfig::validate() const {
+void GaStrategyConfig::validate() const {
   if (population_size < 1) fail("population_size", "must be >= 1");
   if (parents < 1 || parents > population_size) fail("parents", "must be in 1..population_size");
   if (generations < 0) fail("generations", "must be >= 0");
@@ -50,7 +50,7 @@ void GaConfig::validate() const {
   crossover.validate();
 }
 
-void to_json(nlohmann::json& out, const GaConfig& config) {
+void to_json(nlohmann::json& out, const GaStrategyConfig& config) {
   out = {{"population_size", config.population_size},
          {"parents", config.parents},
          {"generations", config.generations},
@@ -65,7 +65,7 @@ void to_json(nlohmann::json& out, const GaConfig& config) {
   out["initial_genome"] = config.initial_genome ? *config.initial_genome : nlohmann::json(nullptr);
 }
 
-void from_json(const nlohmann::json& in, GaConfig& config) {
+void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
   if (!in.is_object()) throw std::invalid_argument("ga: expected an object");
   for (const auto& [key, value] : in.items()) {
     if (key == "kind") {
@@ -110,7 +110,7 @@ void from_json(const nlohmann::json& in, GaConfig& config) {
   config.validate();
 }
 
-GaStrategy::GaStrategy(GenomeSpace space, GaConfig config, std::uint64_t seed)
+GaStrategy::GaStrategy(GenomeSpace space, GaStrategyConfig config, std::uint64_t seed)
     : space_(std::move(space)), config_(std::move(config)), rng_(seed) {
   config_.validate();
   if (config_.mutation.kind == MutationKind::lpes && !space_.control_points()) {

@@ -34,7 +34,7 @@ namespace midtune {
 
 enum class InitKind { seed_mutants, random };
 
-struct GaConfig {
+struct GaStrategyConfig {
   int population_size = 32;  // N_ps (Table 12)
   int parents = 12;          // N_pa
   int generations = 20;      // T
@@ -51,13 +51,13 @@ struct GaConfig {
 
   // Throws std::invalid_argument naming the field and the reason.
   void validate() const;
-  bool operator==(const GaConfig&) const = default;
+  bool operator==(const GaStrategyConfig&) const = default;
 };
-void to_json(nlohmann::json& out, const GaConfig& config);
+void to_json(nlohmann::json& out, const GaStrategyConfig& config);
 // Keys as the member names ("population_size", "mutation": {"kind": ..},
 // ...); also accepts the paper's names N_ps, N_pa, T, N_mu, N_cr, N_ct, M_x,
 // M_y. Missing keys keep Table 12 defaults; unknown keys are an error.
-void from_json(const nlohmann::json& in, GaConfig& config);
+void from_json(const nlohmann::json& in, GaStrategyConfig& config);
 
 // One evaluated member of the population.
 struct Individual {
@@ -70,7 +70,7 @@ class GaStrategy final : public Strategy {
   // Throws std::invalid_argument for an invalid config, or when the config
   // needs what the space lacks (lpes mutation without control points,
   // seed_mutants without a seed).
-  GaStrategy(GenomeSpace space, GaConfig config, std::uint64_t seed);
+  GaStrategy(GenomeSpace space, GaStrategyConfig config, std::uint64_t seed);
 
   std::vector<Candidate> ask() override;
   // fitness.size() must equal the last ask()'s size; NaN is an error
@@ -88,7 +88,7 @@ class GaStrategy final : public Strategy {
   const std::vector<Individual>& members() const { return population_; }
   // Fittest member of the current population (ties: the oldest).
   std::optional<Individual> best() const;
-  const GaConfig& config() const { return config_; }
+  const GaStrategyConfig& config() const { return config_; }
   const GenomeSpace& space() const { return space_; }
 
  private:
@@ -102,7 +102,7 @@ class GaStrategy final : public Strategy {
   Genome mutant_of(const Genome& parent);
 
   GenomeSpace space_;
-  GaConfig config_;
+  GaStrategyConfig config_;
   Rng rng_;
   int generation_ = 0;
   std::int64_t next_id_ = 0;

@@ -76,15 +76,15 @@ std::vector<Step> run(Strategy& strategy, Fitness fitness, std::size_t max_steps
   return steps;
 }
 
-GaConfig small_lpes_config() {
-  GaConfig config;  // Table 12 defaults, fewer generations to stay fast
+GaStrategyConfig small_lpes_config() {
+  GaStrategyConfig config;  // Table 12 defaults, fewer generations to stay fast
   config.generations = 6;
   return config;
 }
 
 TEST(GaStrategy, InitialPopulationIsTheSeedAndItsMutants) {
   const GenomeSpace space = lpes_genome_space(LpesSpec{});
-  GaStrategy ga(space, GaConfig{}, 1);
+  GaStrategy ga(space, GaStrategyConfig{}, 1);
   EXPECT_EQ(ga.generation(), 0);
   const auto batch = ga.ask();
   ASSERT_EQ(batch.size(), 32u);  // N_ps
@@ -104,7 +104,7 @@ TEST(GaStrategy, InitialPopulationIsTheSeedAndItsMutants) {
 
 TEST(GaStrategy, FollowsAlgorithmOne) {
   const GenomeSpace space = lpes_genome_space(LpesSpec{});
-  const GaConfig config = small_lpes_config();
+  const GaStrategyConfig config = small_lpes_config();
   GaStrategy ga(space, config, 2);
   const auto steps = run(ga, lpes_fitness);
   ASSERT_EQ(steps.size(), static_cast<std::size_t>(config.generations + 1));
@@ -261,7 +261,7 @@ TEST(GaStrategy, LoadStateRejectsForeignOrBrokenStates) {
   GaStrategy ga(space, small_lpes_config(), 8);
   run(ga, lpes_fitness, 2);
   const nlohmann::json state = ga.save_state();
-  GaConfig other = small_lpes_config();
+  GaStrategyConfig other = small_lpes_config();
   other.mutants = 10;
   GaStrategy different(space, other, 8);
   EXPECT_THROW(different.load_state(state), std::invalid_argument);
@@ -279,8 +279,8 @@ TEST(GaStrategy, LoadStateRejectsForeignOrBrokenStates) {
   EXPECT_TRUE(target.population().empty());
 }
 
-TEST(GaConfig, PaperNamesDefaultsAndErrors) {
-  const GaConfig defaults;
+TEST(GaStrategyConfig, PaperNamesDefaultsAndErrors) {
+  const GaStrategyConfig defaults;
   EXPECT_EQ(defaults.population_size, 32);
   EXPECT_EQ(defaults.parents, 12);
   EXPECT_EQ(defaults.generations, 20);
@@ -291,16 +291,16 @@ TEST(GaConfig, PaperNamesDefaultsAndErrors) {
   EXPECT_EQ(defaults.mutation.max_dy, 0.2);
   const auto paper = nlohmann::json{{"N_ps", 20}, {"N_pa", 8}, {"T", 3}, {"N_mu", 10}, {"N_cr", 2},
                                     {"N_ct", 6}, {"M_x", 1}, {"M_y", 0.1}}
-                         .get<GaConfig>();
+                         .get<GaStrategyConfig>();
   EXPECT_EQ(paper.population_size, 20);
   EXPECT_EQ(paper.crossover.max_tries, 6);
   EXPECT_EQ(paper.mutation.max_dy, 0.1);
-  EXPECT_EQ(nlohmann::json(paper).get<GaConfig>(), paper);
-  EXPECT_THROW((nlohmann::json{{"N_pa", 40}}.get<GaConfig>()), std::invalid_argument);
-  EXPECT_THROW((nlohmann::json{{"populaton_size", 4}}.get<GaConfig>()), std::invalid_argument);
+  EXPECT_EQ(nlohmann::json(paper).get<GaStrategyConfig>(), paper);
+  EXPECT_THROW((nlohmann::json{{"N_pa", 40}}.get<GaStrategyConfig>()), std::invalid_argument);
+  EXPECT_THROW((nlohmann::json{{"populaton_size", 4}}.get<GaStrategyConfig>()), std::invalid_argument);
   // LPES mutation on a space without control points is refused up front.
-  EXPECT_THROW(GaStrategy(mixed_space(), GaConfig{}, 1), std::invalid_argument);
-  GaConfig random_init;
+  EXPECT_THROW(GaStrategy(mixed_space(), GaStrategyConfig{}, 1), std::invalid_argument);
+  GaStrategyConfig random_init;
   random_init.init = InitKind::seed_mutants;
   random_init.mutation.kind = MutationKind::uniform;
   EXPECT_THROW(GaStrategy(mixed_space(), random_init, 1), std::invalid_argument);  // no seed
