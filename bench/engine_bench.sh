@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# bench/engine_bench: our engine vs llama.cpp (llama-cpp-python, built from
+# source by pip when missing; only this benchmark uses it) on the same GGUF,
+# prompt lengths 512 and 2048, 2 threads. Extra arguments go to engine_bench.py.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! python3 -c "import llama_cpp" 2>/dev/null; then
+  echo "engine_bench: installing llama-cpp-python (compiles llama.cpp; takes a while)" >&2
+  python3 -m pip install --quiet llama-cpp-python
+fi
+BUILD_DIR="${BUILD_DIR:-build}"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" --target engine_bench_cli -j"$(nproc)" >/dev/null
+export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
+exec python3 bench/engine_bench.py --cli "$BUILD_DIR/bench/engine_bench_cli" "$@"

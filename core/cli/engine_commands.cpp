@@ -1,0 +1,67 @@
+#include "core/cli/engine_commands.hpp"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "backends/engine/chat_template.hpp"
+#include "backends/engine/engine_backend.hpp"
+#include "backends/engine/model_bench.hpp"
+
+namespace midtune {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  bool chat = false;
+  int max_tokens = 100;
+  int threads = 0;
+};
+
+void run_generate(const GenerateArgs& args) {
+  engine::EngineOptions options;
+  options.threads = args.threads;
+  engine::EngineBackend backend(args.model, options);
+  BatchItem item;
+  item.id = "cli";
+  item.prompt_text = args.chat ? ChatTemplate::from_gguf(backend.model().file()).render_user(args.prompt).text
+                               : args.prompt;
+  RunOptions run;
+  run.mode = Mode::generate;
+  run.max_new_tokens = args.max_tokens;
+  const auto out = backend.run(Intervention{}, {item}, run);
+  std::printf("%s\n", out.at(0).output_text.c_str());
+}
+
+}  // namespace
+
+void add_engine_commands(CLI::App& app) {
+  auto generate_args = std::make_shared<GenerateArgs>();
+  CLI::App* generate = app.add_subcommand("generate", "Greedy continuation of a prompt with the in-tree engine");
+  generate->add_option("--model", generate_args->model, "GGUF model path")->required()->check(CLI::ExistingFile);
+  generate->add_option("--prompt", generate_args->prompt, "prompt text (special tokens are parsed)")->required();
+  generate->add_flag("--chat", generate_args->chat, "wrap the prompt in the model's chat template as a user turn");
+  generate->add_option("--max-tokens", generate_args->max_tokens, "most tokens to generate")
+      ->check(CLI::PositiveNumber);
+  generate->add_option("--threads", generate_args->threads, "threads (default: all cores)");
+  generate->callback([generate_args] { run_generate(*generate_args); });
+
+  auto bench_path = std::make_shared<std::string>();
+  auto bench_options = std::make_shared<engine::ModelBenchOptions>();
+  CLI::App* bench = app.add_subcommand("bench-model", "Prefill and decode tokens/s of the in-tree engine (one JSON line)");
+  bench->add_option("--model", *bench_path, "GGUF model path")->required()->check(CLI::ExistingFile);
+  bench->add_option("--prompt-tokens", bench_options->prompt_tokens, "prompt length")->required()
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--threads", bench_options->threads, "threads")->check(CLI::PositiveNumber);
+  bench->add_option("--decode-tokens", bench_options->decode_tokens, "tokens decoded after the prompt");
+  bench->add_option("--repeats", bench_options->repeats, "prefill repeats (best is reported)")
+      ->check(CLI::PositiveNumber);
+  bench->callback([bench_path, bench_options] {
+    const auto result = engine::bench_model(*bench_path, *bench_options);
+    std::printf("%s\n", result.to_json(*bench_options).dump().c_str());
+  });
+}
+
+}  // namespace midtune

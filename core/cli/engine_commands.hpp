@@ -1,0 +1,16 @@
+// ga-run subcommands that drive the in-tree engine directly (issue 3 item 8):
+//   ga-run generate --model PATH --prompt TEXT [--chat] [--max-tokens N] [--threads T]
+//       prints the greedy continuation;
+//   ga-run bench-model --model PATH --prompt-tokens N [--threads T] [--decode-tokens D]
+//       prints one JSON line with prefill and decode tokens/s.
+// main.cpp calls add_engine_commands(app) once; the callbacks run the
+// command when CLI11 parses it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace midtune {
+
+void add_engine_commands(CLI::App& app);
+
+}  // namespace midtune
