@@ -56,7 +56,7 @@ CREATE TABLE evaluations (
   metric          TEXT NOT NULL,
   model           TEXT NOT NULL,
   position_scores TEXT,   -- JSON [{"position", "accuracy", "correct", "samples"}]
-  fitness_inputs  TEXT,   -- JSON {"beginning", "middle", "end"} accuracies
+  fitness_inputs  TEXT,   -- JSON summary of the scores: mean, gap, std, U-shape index
   wall_seconds    REAL,
   status          TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
   error           TEXT,

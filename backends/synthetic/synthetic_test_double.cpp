@@ -21,8 +21,8 @@ double unit_hash(const std::string& text) {
 SyntheticTestDoubleBackend::SyntheticTestDoubleBackend(SyntheticTestDoubleConfig config) : config_(config) {
   if (config_.layers < 1) throw std::invalid_argument("synthetic-test-double: layers must be >= 1");
   if (config_.heads < 1) throw std::invalid_argument("synthetic-test-double: heads must be >= 1");
-  if (!(config_.noise >= 0.0 && config_.noise <= 0.5))
-    throw std::invalid_argument("synthetic-test-double: noise must be in [0, 0.5]");
+  if (!(config_.noise >= 0.0 && config_.noise <= 1.0))
+    throw std::invalid_argument("synthetic-test-double: noise must be in [0, 1]");
 }
 
 ModelIdentity SyntheticTestDoubleBackend::identity() const {

@@ -46,42 +46,31 @@ std::vector<std::string> config_differences(const json& stored, const json& curr
   return out;
 }
 
-std::vector<PositionScore> position_scores(const std::vector<BatchItem>& items, const std::vector<bool>& correct,
-                                           const std::vector<double>& gold_positions) {
-  std::vector<PositionScore> scores;
-  for (double p : gold_positions) scores.push_back({p, 0.0, 0, 0});
-  for (size_t i = 0; i < items.size(); ++i) {
-    size_t nearest = 0;
-    for (size_t k = 1; k < gold_positions.size(); ++k)
-      if (std::abs(gold_positions[k] - items[i].gold_depth) < std::abs(gold_positions[nearest] - items[i].gold_depth))
-        nearest = k;
-    scores[nearest].samples += 1;
-    scores[nearest].correct += correct[i] ? 1 : 0;
-  }
-  for (PositionScore& s : scores) s.accuracy = s.samples ? static_cast<double>(s.correct) / s.samples : 0.0;
-  return scores;
-}
-
 namespace {
 
-std::vector<PositionAccuracy> accuracies(const std::vector<PositionScore>& scores) {
-  std::vector<PositionAccuracy> out;
-  for (const PositionScore& s : scores) out.push_back({s.position, s.accuracy});
+std::vector<metrics::PositionAccuracy> by_position(const std::vector<PositionScore>& scores) {
+  std::vector<metrics::PositionAccuracy> out;
+  for (const PositionScore& s : scores)
+    out.push_back({s.position, static_cast<std::size_t>(s.correct), static_cast<std::size_t>(s.samples)});
   return out;
 }
 
-// The beginning / middle / end buckets the LPES fitness weighs (experiments/README.md).
-json fitness_inputs(const std::vector<PositionScore>& scores) {
-  if (scores.empty()) return json::object();
-  double middle = 0.0;
-  int middle_count = 0;
-  for (size_t k = 1; k + 1 < scores.size(); ++k) {
-    middle += scores[k].accuracy;
-    ++middle_count;
+std::vector<PositionScore> stored_scores(const std::vector<metrics::PositionAccuracy>& by_position) {
+  std::vector<PositionScore> out;
+  for (const metrics::PositionAccuracy& p : by_position)
+    out.push_back({p.position, p.total ? p.accuracy() : 0.0, static_cast<int>(p.correct), static_cast<int>(p.total)});
+  return out;
+}
+
+// The position summary stored beside the scores (mean, gap, std, U-shape).
+json summary_json(const std::vector<metrics::PositionAccuracy>& by_position) {
+  try {
+    const metrics::PositionSummary s = metrics::summarize(by_position);
+    return {{"mean_percent", s.mean}, {"gap_points", s.gap}, {"std_percent", s.std_dev},
+            {"u_shape_covariance", s.u_shape_covariance}, {"u_shape_pearson", s.u_shape_pearson}};
+  } catch (const std::invalid_argument&) {
+    return json::object();  // a position without samples has no summary
   }
-  json j = {{"beginning", scores.front().accuracy}, {"end", scores.back().accuracy}};
-  j["middle"] = middle_count ? json(middle / middle_count) : json(nullptr);
-  return j;
 }
 
 json genome_json(const Genome& genome) { return json(genome); }
@@ -124,11 +113,9 @@ class SearchRun {
         progress_.candidate_done(++done_candidates_, hit, best_);
       }
       strategy->tell(fitness);
-      checkpoint(experiment.id, generation, *strategy, fitness);
+      const auto [best, mean] = checkpoint(experiment.id, generation, *strategy, fitness);
       ++summary_.generations_done;
-      const double mean = std::accumulate(fitness.begin(), fitness.end(), 0.0) / std::max<size_t>(fitness.size(), 1);
-      progress_.generation_done(generation, generation_total(*strategy), *std::max_element(fitness.begin(), fitness.end()),
-                                mean, evaluated, cached);
+      progress_.generation_done(generation, generation_total(*strategy), best, mean, evaluated, cached);
     }
     progress_.finish();
     store_.finish_run(run_id_);
@@ -214,7 +201,7 @@ class SearchRun {
     } else {
       e = evaluate(intervention, key);
     }
-    const double fitness = in_.objective->fitness(accuracies(e.scores));
+    const double fitness = in_.objective->fitness(by_position(e.scores));
     IndividualRecord record;
     record.experiment_id = experiment_id;
     record.candidate_id = candidate.id;
@@ -247,7 +234,7 @@ class SearchRun {
     std::vector<SampleRecord> samples;
     for (size_t i = 0; i < outputs.size(); ++i) {
       const BatchItem& item = in_.search_items[i];
-      const bool ok = in_.score(item, outputs[i]);
+      const bool ok = in_.score(i, outputs[i]);
       correct.push_back(ok);
       const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
       samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
@@ -261,27 +248,41 @@ class SearchRun {
     record.dataset_slice = in_.dataset_slice.dump();
     record.metric = in_.metric;
     record.model = model_.key();
-    record.position_scores = position_scores(in_.search_items, correct, in_.gold_positions);
-    record.fitness_inputs = fitness_inputs(record.position_scores);
+    const auto tally = metrics::tally_by_position(in_.gold_positions, in_.position_index, correct);
+    record.position_scores = stored_scores(tally);
+    record.fitness_inputs = summary_json(tally);
     record.wall_seconds = seconds;
     const std::int64_t id = store_.insert_evaluation(record, samples);
     store_.heartbeat(run_id_, 1, static_cast<int>(outputs.size()), seconds);
     return {id, record.position_scores, false};
   }
 
-  void checkpoint(std::int64_t experiment_id, int generation, const Strategy& strategy,
-                  const std::vector<double>& fitness) {
+  // Saves the strategy state after tell(); best/mean are over the population
+  // the strategy now holds (for a GA: parents carried over + new children).
+  std::pair<double, double> checkpoint(std::int64_t experiment_id, int generation, const Strategy& strategy,
+                                       const std::vector<double>& batch_fitness) {
     GenerationRecord record;
     record.experiment_id = experiment_id;
     record.generation = generation;
     record.population = strategy.population();
     record.strategy_state = strategy.save_state();
-    record.best_fitness = *std::max_element(fitness.begin(), fitness.end());
-    record.mean_fitness = std::accumulate(fitness.begin(), fitness.end(), 0.0) / fitness.size();
+    auto stats = store_.db().prepare(
+        "SELECT max(fitness), avg(fitness) FROM individuals WHERE experiment_id = ? AND candidate_id IN "
+        "(SELECT value FROM json_each(?))");
+    stats.bind_all(experiment_id, record.population.dump());
+    if (stats.step() && !stats.is_null(0)) {
+      record.best_fitness = stats.column_double(0);
+      record.mean_fitness = stats.column_double(1);
+    } else {  // a strategy without a population: the batch itself
+      record.best_fitness = *std::max_element(batch_fitness.begin(), batch_fitness.end());
+      record.mean_fitness =
+          std::accumulate(batch_fitness.begin(), batch_fitness.end(), 0.0) / static_cast<double>(batch_fitness.size());
+    }
     sql::Transaction tx(store_.db());
     store_.save_generation(record);
     store_.heartbeat(run_id_);
     tx.commit();
+    return {*record.best_fitness, *record.mean_fitness};
   }
 
   void fill_best(std::int64_t experiment_id) {

@@ -26,8 +26,9 @@ struct ResumeRefused : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Decides correct/incorrect for one sample under the experiment's metric.
-using SampleScorer = std::function<bool(const BatchItem& item, const SampleOutput& output)>;
+// Decides correct/incorrect for sample `index` of search_items under the
+// experiment's metric.
+using SampleScorer = std::function<bool(std::size_t index, const SampleOutput& output)>;
 
 struct SearchInputs {
   std::string experiment_name;
@@ -38,7 +39,8 @@ struct SearchInputs {
   const Objective* objective = nullptr;
   std::function<std::unique_ptr<Strategy>()> make_strategy;
   std::vector<BatchItem> search_items;
-  std::vector<double> gold_positions;  // the experiment's listed positions
+  std::vector<double> gold_positions;       // the experiment's listed positions
+  std::vector<std::size_t> position_index;  // per search item, into gold_positions
   nlohmann::json dataset_slice;        // describes search_items (part of the cache key)
   std::string metric;                  // metric text (part of the cache key)
   RunOptions run_options;
@@ -63,11 +65,6 @@ std::string evaluation_cache_key(const Intervention& intervention, const nlohman
 
 // Key paths whose values differ between two search configs, "a.b: old -> new".
 std::vector<std::string> config_differences(const nlohmann::json& stored, const nlohmann::json& current);
-
-// Accuracy per listed gold position (each sample counted at its gold_depth's
-// nearest listed position).
-std::vector<PositionScore> position_scores(const std::vector<BatchItem>& items, const std::vector<bool>& correct,
-                                           const std::vector<double>& gold_positions);
 
 RunSummary run_search(Store& store, const SearchInputs& inputs, cli::Progress& progress);
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/cli/temp_dir.hpp"
+
 #include <filesystem>
 #include <random>
 #include <set>
@@ -64,16 +66,18 @@ class FixtureStrategy : public Strategy {
 class UniformScale : public Objective {
  public:
   std::string name() const override { return "fixture"; }
-  std::vector<std::string> gene_names() const override { return {"scale"}; }
-  Genome initial_genome() const override { return {1.0}; }
+  const GenomeSpace& space() const override { return space_; }
   Intervention decode(const Genome& g) const override {
     Intervention iv;
     iv.rope_scale = {{g.at(0)}};
     return iv;
   }
-  double fitness(const std::vector<PositionAccuracy>& s) const override {
-    return 0.2 * s.front().accuracy + 0.3 * s[1].accuracy + 0.5 * s.back().accuracy;
+  double fitness(const std::vector<metrics::PositionAccuracy>& s) const override {
+    return metrics::bucket_fitness(s, {});
   }
+
+ private:
+  GenomeSpace space_{{FloatGene{"scale", 1.0, 2.0, 0.1}}};
 };
 
 // Fails (as a crashed model would) once it has run `budget` evaluations.
@@ -91,15 +95,8 @@ class FailingAfter : public SyntheticTestDoubleBackend {
   int budget_;
 };
 
-class RunLoopTest : public ::testing::Test {
+class RunLoopTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("midtune_runloop_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   SearchInputs inputs(Backend& backend, const std::string& name = "fixture-exp") {
     SearchInputs in;
@@ -110,13 +107,16 @@ class RunLoopTest : public ::testing::Test {
     in.objective = &objective_;
     in.make_strategy = [] { return std::make_unique<FixtureStrategy>(11); };
     in.gold_positions = {0.0, 0.5, 1.0};
-    for (double p : in.gold_positions)
-      for (int i = 0; i < 10; ++i)
+    for (size_t k = 0; k < in.gold_positions.size(); ++k)
+      for (int i = 0; i < 10; ++i) {
+        const double p = in.gold_positions[k];
         in.search_items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
+        in.position_index.push_back(k);
+      }
     in.dataset_slice = {{"fixture", 1}};
     in.metric = "teacher_forced";
     in.run_options.mode = Mode::teacher_forced;
-    in.score = [](const BatchItem&, const SampleOutput& o) { return o.gold_emitted_first; };
+    in.score = [](std::size_t, const SampleOutput& o) { return o.gold_emitted_first; };
     in.planned_generations = 3;
     return in;
   }
@@ -128,8 +128,7 @@ class RunLoopTest : public ::testing::Test {
     return out;
   }
 
-  std::string db(const std::string& file = "results.db") const { return (dir_ / file).string(); }
-  fs::path dir_;
+  std::string db(const std::string& file = "results.db") const { return path(file); }
   UniformScale objective_;
   std::ostringstream log_;
   cli::Progress quiet_{log_, cli::Progress::Style::quiet};
@@ -215,18 +214,6 @@ TEST(ConfigDifferences, NamesAddedRemovedAndChangedPaths) {
   EXPECT_EQ(d[1], "objective.kind: \"lpes\" -> \"pi\"");
   EXPECT_EQ(d[2], "objective.pi: (absent) -> 1");
   EXPECT_TRUE(config_differences(a, a).empty());
-}
-
-TEST(PositionScores, CountsEachSampleAtItsNearestListedPosition) {
-  std::vector<BatchItem> items(5);
-  const double depths[] = {0.0, 0.0, 0.49, 1.0, 1.0};
-  for (int i = 0; i < 5; ++i) items[i].gold_depth = depths[i];
-  const auto s = position_scores(items, {true, false, true, true, true}, {0.0, 0.5, 1.0});
-  ASSERT_EQ(s.size(), 3u);
-  EXPECT_EQ(s[0].samples, 2);
-  EXPECT_DOUBLE_EQ(s[0].accuracy, 0.5);
-  EXPECT_EQ(s[1].samples, 1);
-  EXPECT_DOUBLE_EQ(s[2].accuracy, 1.0);
 }
 
 TEST(CacheKey, DependsOnEveryPart) {

@@ -1,6 +1,8 @@
 #include "schema/store.hpp"
 
 #include <gtest/gtest.h>
+
+#include "tests/cli/temp_dir.hpp"
 #include <sqlite3.h>
 
 #include <filesystem>
@@ -12,17 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("midtune_store_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string db_path() const { return (dir_ / "results.db").string(); }
-  fs::path dir_;
+  std::string db_path() const { return path("results.db"); }
 };
 
 EvaluationRecord sample_evaluation(const std::string& key) {

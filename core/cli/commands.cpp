@@ -1,0 +1,135 @@
+#include "core/cli/commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/progress.hpp"
+#include "core/cli/query_command.hpp"
+#include "core/cli/report_command.hpp"
+#include "core/cli/run_setup.hpp"
+#include "core/cli/status_command.hpp"
+#include "core/cli/table.hpp"
+#include "core/experiment/experiment.hpp"
+#include "schema/store.hpp"
+
+namespace midtune::cli {
+
+namespace {
+
+void warn_if_test_double(const Experiment& e, std::ostream& err) {
+  if (e.backend.kind == SyntheticTestDoubleBackend::kKind)
+    err << "note: backend '" << e.backend.kind
+        << "' is a deterministic test double, not a model; its scores say nothing about any model\n";
+}
+
+}  // namespace
+
+int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  std::unique_ptr<PreparedSearch> prepared;
+  Experiment experiment;
+  try {
+    experiment = load_experiment(request.experiment_file);
+    prepared = prepare_search(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
+  } catch (const ConfigError& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::invalid_argument& e) {
+    err << "ga-run: " << request.experiment_file << ": " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "ga-run: " << request.experiment_file << ": " << e.what() << '\n';
+    return kExitFailure;
+  }
+  const std::string db = request.db.empty() ? experiment.storage.db.string() : request.db;
+  try {
+    if (!request.quiet) warn_if_test_double(experiment, err);
+    Store store(db);
+    Progress progress(err, Progress::detect(request.quiet));
+    progress.message("experiment '" + prepared->inputs.experiment_name + "' -> " + db + " (" +
+                     std::to_string(prepared->inputs.search_items.size()) + " search prompts per evaluation)");
+    const RunSummary s = run_search(store, prepared->inputs, progress);
+    if (s.already_complete) out << "experiment '" << prepared->inputs.experiment_name << "' is already complete\n";
+    out << "done: " << s.generations_done << " generations this run, " << s.evaluated << " evaluated, "
+        << s.cache_hits << " from cache, " << s.resumed_individuals << " resumed; best fitness "
+        << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
+        << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
+    return kExitOk;
+  } catch (const ResumeRefused& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitFailure;
+  }
+}
+
+int validate_experiment(const std::string& file, std::ostream& out, std::ostream& err) {
+  try {
+    const Experiment e = load_experiment(file);
+    std::string extra;
+    if (e.backend.kind == SyntheticTestDoubleBackend::kKind) {
+      // The layer count is known without a model, so the objective, the
+      // strategy and the search split can be built and checked too.
+      auto prepared = prepare_search(e, e.name);
+      prepared->inputs.make_strategy();
+      extra = ", " + std::to_string(prepared->inputs.search_items.size()) + " search prompts, " +
+              std::to_string(prepared->objective->space().size()) + " genes";
+    }
+    out << file << ": ok (experiment '" << e.name << "', backend " << e.backend.kind << ", dataset "
+        << e.dataset.kind << ", objective " << e.objective.kind << ", search " << e.search.strategy << extra
+        << ", db " << e.storage.db.string() << ")\n";
+    return kExitOk;
+  } catch (const ConfigError& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::invalid_argument& e) {
+    err << "ga-run: " << file << ": " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "ga-run: " << file << ": " << e.what() << '\n';
+    return kExitFailure;
+  }
+}
+
+int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"ga-run: search inference-time settings that make a model use the middle of its context.\n"
+               "  ga-run EXPERIMENT.yaml    run, or resume after an interruption (same command)",
+               "ga-run"};
+  app.require_subcommand(0, 1);
+  RunRequest run;
+  app.add_option("experiment", run.experiment_file, "Experiment file (YAML) to run or resume");
+  app.add_option("--db", run.db, "Results database (default: storage.db of the file, results.db beside it)");
+  app.add_flag("-q,--quiet", run.quiet, "No progress output");
+  app.add_option("--new-experiment", run.new_experiment,
+                 "Run under this experiment name instead of the file's (a fresh search in the same database)");
+
+  std::string file, db, sql_text, experiment_name, format = "md";
+  CLI::App* validate = app.add_subcommand("validate", "Check an experiment file and exit");
+  validate->add_option("experiment", file, "Experiment file (YAML)")->required();
+  CLI::App* status = app.add_subcommand("status", "Experiments, generations, evaluations, cache savings, prompts/s");
+  status->add_option("db", db, "Results database")->required();
+  CLI::App* report = app.add_subcommand("report", "Per-generation best/mean, best genome, its scales and scores");
+  report->add_option("db", db, "Results database")->required();
+  report->add_option("--experiment", experiment_name, "Experiment name (default: the latest)");
+  report->add_option("--format", format, "md | json | csv")->check(CLI::IsMember({"md", "json", "csv"}));
+  CLI::App* query = app.add_subcommand("query", "Run one read-only SQL statement and print the rows");
+  query->add_option("db", db, "Results database")->required();
+  query->add_option("sql", sql_text, "One SQL statement (read-only)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
+  }
+  if (*validate) return validate_experiment(file, out, err);
+  if (*status) return print_status(db, out, err);
+  if (*report) return print_report(db, experiment_name, format, out, err);
+  if (*query) return run_query(db, sql_text, out, err);
+  if (run.experiment_file.empty()) {
+    err << app.help() << "\nga-run: an experiment file or a command is required\n";
+    return kExitUsage;
+  }
+  return run_experiment(run, out, err);
+}
+
+}  // namespace midtune::cli

@@ -1,0 +1,166 @@
+#include "core/cli/report_command.hpp"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "core/cli/table.hpp"
+#include "schema/sqlite.hpp"
+
+namespace midtune::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::int64_t pick_experiment(sql::Database& db, const std::string& name, std::string& chosen) {
+  auto s = db.prepare(name.empty() ? "SELECT id, name FROM experiments ORDER BY id DESC LIMIT 1"
+                                   : "SELECT id, name FROM experiments WHERE name = ?");
+  if (!name.empty()) s.bind_all(name);
+  if (!s.step()) {
+    if (name.empty()) throw std::runtime_error(db.path() + ": no experiments yet");
+    std::string known;
+    auto all = db.prepare("SELECT name FROM experiments ORDER BY id");
+    while (all.step()) known += (known.empty() ? "" : ", ") + all.column_text(0);
+    throw std::runtime_error(db.path() + ": no experiment named '" + name + "' (have: " + known + ")");
+  }
+  chosen = s.column_text(1);
+  return s.column_int64(0);
+}
+
+// Per-layer scales from a stored Intervention: LPES has one row per layer
+// (one value each), PI a single value for every layer.
+json layer_scales(const json& intervention) {
+  json out = json::array();
+  if (!intervention.contains("rope_scale")) return out;
+  for (const json& row : intervention.at("rope_scale")) out.push_back(row.size() == 1 ? row.at(0) : row);
+  return out;
+}
+
+}  // namespace
+
+json build_report(const std::string& db_path, const std::string& experiment) {
+  if (!std::filesystem::is_regular_file(db_path)) throw std::runtime_error(db_path + ": no such database file");
+  sql::Database db(db_path, sql::Database::Mode::read_only);
+  std::string name;
+  const std::int64_t id = pick_experiment(db, experiment, name);
+  json report = {{"database", db_path}, {"experiment", name}};
+
+  auto config = db.prepare("SELECT search_config FROM experiments WHERE id = ?");
+  config.bind_all(id);
+  config.step();
+  report["search_config"] = json::parse(config.column_text(0));
+
+  // Best/mean over each generation's population (the checkpoint), and how
+  // many of its new candidates were evaluated or came from the cache.
+  auto gens = db.prepare(
+      "SELECT g.generation, g.best_fitness, g.mean_fitness, json_array_length(g.population), "
+      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
+      "AND i.cache_hit = 0), "
+      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
+      "AND i.cache_hit = 1) "
+      "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
+  gens.bind_all(id);
+  report["generations"] = json::array();
+  while (gens.step())
+    report["generations"].push_back({{"generation", gens.column_int64(0)},
+                                     {"best", gens.column_double(1)},
+                                     {"mean", gens.column_double(2)},
+                                     {"population", gens.column_int64(3)},
+                                     {"evaluated", gens.column_int64(4)},
+                                     {"from_cache", gens.column_int64(5)}});
+  if (report["generations"].empty()) throw std::runtime_error(db_path + ": experiment '" + name + "' has no completed generation yet");
+
+  auto best = db.prepare(
+      "SELECT i.candidate_id, i.generation, i.fitness, i.genome, i.origin, e.intervention, e.position_scores, "
+      "e.fitness_inputs FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
+      "WHERE i.experiment_id = ? ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
+  best.bind_all(id);
+  best.step();
+  const json intervention = json::parse(best.column_text(5));
+  report["best"] = {{"candidate", best.column_int64(0)},
+                    {"generation", best.column_int64(1)},
+                    {"fitness", best.column_double(2)},
+                    {"genome", json::parse(best.column_text(3))},
+                    {"origin", best.column_text(4)},
+                    {"intervention", intervention},
+                    {"layer_scales", layer_scales(intervention)},
+                    {"position_scores", json::parse(best.column_text(6))},
+                    {"fitness_inputs", json::parse(best.column_text(7))}};
+  return report;
+}
+
+namespace {
+
+void print_markdown(const json& r, std::ostream& out) {
+  out << "# Experiment " << r["experiment"].get<std::string>() << "\n\n## Generations\n\n";
+  std::vector<Row> rows;
+  for (const json& g : r["generations"])
+    rows.push_back({g["generation"].dump(), format_number(g["best"]), format_number(g["mean"]),
+                    g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump()});
+  print_table(out, {"generation", "best", "mean", "population", "evaluated", "from cache"}, rows);
+  const json& b = r["best"];
+  out << "\n## Best individual\n\ncandidate " << b["candidate"] << " (generation " << b["generation"] << ", "
+      << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"]) << "\n\ngenome: "
+      << b["genome"].dump() << "\n\n## Decoded per-layer RoPE scales\n\n";
+  rows.clear();
+  const json& scales = b["layer_scales"];
+  if (scales.size() == 1) {
+    rows.push_back({"all", scales[0].is_number() ? format_number(scales[0]) : scales[0].dump()});
+  } else {
+    for (size_t l = 0; l < scales.size(); ++l)
+      rows.push_back({std::to_string(l), scales[l].is_number() ? format_number(scales[l]) : scales[l].dump()});
+  }
+  if (rows.empty()) rows.push_back({"all", "1 (no RoPE scaling)"});
+  print_table(out, {"layer", "scale"}, rows);
+  out << "\n## Per-position scores of the best\n\n";
+  rows.clear();
+  for (const json& p : b["position_scores"])
+    rows.push_back({format_number(p["position"]), format_number(p["accuracy"]), p["correct"].dump(),
+                    p["samples"].dump()});
+  print_table(out, {"gold position", "accuracy", "correct", "samples"}, rows);
+}
+
+// Long form: one row per value, so every section fits one CSV table.
+void print_long_csv(const json& r, std::ostream& out) {
+  std::vector<Row> rows;
+  for (const json& g : r["generations"])
+    for (const char* field : {"best", "mean", "population", "evaluated", "from_cache"})
+      rows.push_back({"generation", g["generation"].dump(), field,
+                      g[field].is_number_float() ? format_number(g[field], 6) : g[field].dump()});
+  const json& b = r["best"];
+  rows.push_back({"best", "", "candidate", b["candidate"].dump()});
+  rows.push_back({"best", "", "fitness", format_number(b["fitness"], 6)});
+  for (size_t k = 0; k < b["genome"].size(); ++k)
+    rows.push_back({"genome", std::to_string(k), "value", b["genome"][k].dump()});
+  for (size_t l = 0; l < b["layer_scales"].size(); ++l)
+    rows.push_back({"layer_scale", b["layer_scales"].size() == 1 ? "all" : std::to_string(l), "scale",
+                    b["layer_scales"][l].dump()});
+  for (const json& p : b["position_scores"])
+    rows.push_back({"position", format_number(p["position"]), "accuracy", format_number(p["accuracy"], 6)});
+  print_csv(out, {"section", "index", "field", "value"}, rows);
+}
+
+}  // namespace
+
+int print_report(const std::string& db_path, const std::string& experiment, const std::string& format,
+                 std::ostream& out, std::ostream& err) {
+  if (format != "md" && format != "json" && format != "csv") {
+    err << "ga-run report: --format must be md, json or csv (got '" << format << "')\n";
+    return 2;
+  }
+  try {
+    const json report = build_report(db_path, experiment);
+    if (format == "json")
+      out << report.dump(2) << '\n';
+    else if (format == "csv")
+      print_long_csv(report, out);
+    else
+      print_markdown(report, out);
+    return 0;
+  } catch (const std::exception& e) {
+    err << "ga-run report: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace midtune::cli

@@ -1,0 +1,127 @@
+#include "core/cli/run_setup.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/ga/factory.hpp"
+
+namespace midtune {
+
+using nlohmann::json;
+
+std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
+  const BackendConfig& b = experiment.backend;
+  if (b.kind == SyntheticTestDoubleBackend::kKind) {
+    SyntheticTestDoubleConfig config;
+    config.layers = b.synthetic.layers;
+    config.heads = b.synthetic.heads;
+    config.noise = b.synthetic.noise;
+    config.latency_ms = b.synthetic.latency_ms;
+    config.seed = experiment.seed;
+    return std::make_unique<SyntheticTestDoubleBackend>(config);
+  }
+  throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: " +
+                              SyntheticTestDoubleBackend::kKind + ")");
+}
+
+namespace {
+// The experiment file spells operator names with hyphens (one-point), core/ga
+// with underscores (one_point).
+std::string operator_name(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+}  // namespace
+
+json strategy_config(const SearchConfig& search) {
+  if (search.strategy == "ga") {
+    const GaConfig& ga = search.ga;
+    return {{"kind", "ga"},
+            {"population_size", ga.population},
+            {"parents", ga.parents},
+            {"generations", ga.generations},
+            {"mutants", ga.mutants},
+            {"crossovers", ga.crossovers},
+            {"selection", operator_name(ga.selection)},
+            {"tournament_size", ga.tournament_size},
+            // experiments/README.md: elitism 0 = Algorithm 1 (carry the parent pool).
+            {"elites", ga.elitism > 0 ? ga.elitism : -1},
+            {"mutation", {{"kind", operator_name(ga.mutation)}, {"max_dx", ga.mutation_x}, {"max_dy", ga.mutation_y}}},
+            {"crossover", {{"kind", operator_name(ga.crossover)}, {"max_tries", ga.crossover_tries}}}};
+  }
+  if (search.strategy == "grid") {
+    json values = json::object();
+    for (const GridAxis& axis : search.grid) {
+      json list = json::array();
+      for (const GeneValue& v : axis.values) list.push_back(gene_value_to_json(v));
+      values[axis.gene] = list;
+    }
+    return {{"kind", "grid"}, {"values", values}};
+  }
+  if (search.strategy == "random") return {{"kind", "random"}, {"count", search.random_samples}};
+  throw std::invalid_argument("search.strategy: unknown strategy '" + search.strategy + "'");
+}
+
+int planned_generations(const SearchConfig& search) {
+  if (search.strategy == "ga") return search.ga.generations + 1;  // generation 0 is the initial population
+  return 0;
+}
+
+namespace {
+
+datasets::SliceSpec slice_spec(const Experiment& e) {
+  datasets::SliceSpec spec;
+  spec.kind = datasets::task_kind_from_string(e.dataset.kind);
+  spec.file = e.dataset.file ? e.dataset.file->string() : "";
+  spec.chunks = static_cast<std::size_t>(e.dataset.pairs);
+  spec.gold_positions = e.dataset.gold_positions;
+  spec.search_samples = static_cast<std::size_t>(e.dataset.search_samples);
+  spec.heldout_samples = static_cast<std::size_t>(e.dataset.heldout_samples);
+  spec.seed = e.seed;
+  return spec;
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name) {
+  auto p = std::make_unique<PreparedSearch>();
+  p->backend = make_backend(e);
+  const ModelIdentity model = p->backend->identity();
+  p->objective = make_objective(e.objective, model.layers);
+  // The synthetic test double has no chat template: prompts go as written.
+  p->slice = datasets::build_slice(slice_spec(e), datasets::Split::search, datasets::PromptWrapper::identity());
+
+  SearchInputs& in = p->inputs;
+  in.experiment_name = experiment_name;
+  in.config_text = e.text;
+  in.source_path = e.file.string();
+  in.search_config = e.search_fingerprint();
+  in.backend = p->backend.get();
+  in.objective = p->objective.get();
+  const json strategy = strategy_config(e.search);
+  const GenomeSpace* space = &p->objective->space();
+  const std::uint64_t seed = e.seed;
+  in.make_strategy = [space, strategy, seed] { return make_strategy(*space, strategy, seed); };
+  in.make_strategy();  // a bad search section fails here, as a configuration error
+  for (const datasets::EvalSample& s : p->slice.samples) {
+    in.search_items.push_back(s.item);
+    in.position_index.push_back(s.position_index);
+  }
+  in.gold_positions = e.dataset.gold_positions;
+  in.dataset_slice = p->slice.identity;
+  in.run_options.mode = mode_from_string(e.dataset.metric);
+  in.run_options.max_new_tokens = e.dataset.max_new_tokens;
+  in.metric = in.run_options.mode == Mode::generate
+                  ? "generate(max_new_tokens=" + std::to_string(e.dataset.max_new_tokens) + ")"
+                  : "teacher_forced";
+  const datasets::Slice* slice = &p->slice;
+  if (in.run_options.mode == Mode::teacher_forced)
+    in.score = [](std::size_t, const SampleOutput& o) { return o.gold_emitted_first; };
+  else
+    in.score = [slice](std::size_t i, const SampleOutput& o) { return datasets::is_correct(slice->samples[i], o.output_text); };
+  in.planned_generations = planned_generations(e.search);
+  return p;
+}
+
+}  // namespace midtune

@@ -1,0 +1,37 @@
+// From a validated Experiment to the parts the run loop needs: the backend,
+// the objective, the strategy factory, the search split and its scorer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "core/cli/run_loop.hpp"
+#include "core/experiment/experiment.hpp"
+#include "datasets/slice.hpp"
+#include "objectives/objective.hpp"
+
+namespace midtune {
+
+// Builds the backend an experiment names. synthetic-test-double is built
+// only when the file says so; engine and server need their libraries.
+// Throws std::invalid_argument for a kind this build cannot run.
+std::unique_ptr<Backend> make_backend(const Experiment& experiment);
+
+// The core/ga factory's configuration for the experiment's search section.
+nlohmann::json strategy_config(const SearchConfig& search);
+// Batches the strategy will ask for (for progress); 0 when unknown.
+int planned_generations(const SearchConfig& search);
+
+// Everything one `ga-run EXPERIMENT.yaml` process holds while it runs.
+struct PreparedSearch {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Objective> objective;
+  datasets::Slice slice;
+  SearchInputs inputs;  // points into the members above
+};
+
+// experiment_name overrides experiment.name (--new-experiment).
+std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name);
+
+}  // namespace midtune

@@ -1,0 +1,227 @@
+// ga-run as a user runs it (a subprocess on a synthetic-test-double
+// experiment): kill -9 at random moments and resume must end exactly like an
+// uninterrupted run; an edited experiment is refused naming the change;
+// `query` refuses writes and leaves the database byte-identical.
+#include <gtest/gtest.h>
+
+#include "tests/cli/temp_dir.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "schema/sqlite.hpp"
+#include "tests/cli/subprocess.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Finished;
+using testing::read_file;
+using testing::run_ga_run;
+
+// A small LPES search on the test double; latency_ms makes each evaluation
+// take a little wall time so kills land mid-run.
+std::string experiment_yaml(int generations, double latency_ms) {
+  return "name: resume-check\n"
+         "seed: 77\n"
+         "backend: {kind: synthetic-test-double, layers: 12, heads: 2, noise: 0.05, latency_ms: " +
+         std::to_string(latency_ms) +
+         "}\n"
+         "dataset: {kind: kv, pairs: 6, gold_positions: [0.0, 0.5, 1.0], search_samples: 8, heldout_samples: 8, "
+         "metric: teacher_forced}\n"
+         "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 3}\n"
+         "search:\n  strategy: ga\n  ga: {population: 10, parents: 4, generations: " +
+         std::to_string(generations) + ", mutants: 4, crossovers: 2}\n";
+}
+
+class GaRunIntegration : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    ASSERT_TRUE(fs::exists(testing::ga_run_path())) << testing::ga_run_path();
+  }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+
+  // Rows of a query on a finished database, one string per row.
+  static std::vector<std::string> rows(const std::string& db, const std::string& sql_text) {
+    sql::Database d(db, sql::Database::Mode::read_only);
+    auto s = d.prepare(sql_text);
+    std::vector<std::string> out;
+    while (s.step()) {
+      std::string row;
+      for (int c = 0; c < s.column_count(); ++c) row += (c ? " | " : "") + s.column_text(c);
+      out.push_back(row);
+    }
+    return out;
+  }
+
+};
+
+constexpr const char* kIndividuals =
+    "SELECT candidate_id, generation, genome, genome_hash, origin, parents, printf('%.17g', fitness), cache_hit "
+    "FROM individuals i JOIN experiments e ON e.id = i.experiment_id WHERE e.name = 'resume-check' "
+    "ORDER BY candidate_id";
+constexpr const char* kBest =
+    "SELECT genome, printf('%.17g', fitness) FROM individuals ORDER BY fitness DESC, candidate_id LIMIT 1";
+constexpr const char* kGenerations =
+    "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY generation";
+
+TEST_F(GaRunIntegration, KilledAtRandomMomentsResumesToTheSameResult) {
+  write("exp.yaml", experiment_yaml(6, 4.0));
+  const auto start = std::chrono::steady_clock::now();
+  const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
+  const double reference_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  ASSERT_FALSE(rows(path("reference.db"), kIndividuals).empty());
+
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("kill-moment seed " + std::to_string(seed));
+  // Kill moments uniform over a third of the uninterrupted run time
+  // (start-up included), repeated until a run completes on its own: several
+  // kills per test, at different points of the search.
+  std::uniform_real_distribution<double> moment(0.0, reference_ms / 3);
+  const int reference_individuals = static_cast<int>(rows(path("reference.db"), kIndividuals).size());
+  int kills = 0, mid_search_kills = 0;
+  bool completed = false;
+  for (int attempt = 0; attempt < 200 && !completed; ++attempt) {
+    const std::string out = path("out.txt"), err = path("err.txt");
+    const pid_t pid = testing::spawn_ga_run({path("exp.yaml"), "--db", path("killed.db"), "--quiet"}, out, err);
+    const double delay = kills < 40 ? moment(rng) : 1e9;  // after 40 kills, let it finish
+    bool exited = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    while (!exited) {
+      const pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid) {
+        exited = true;
+        break;
+      }
+      if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() >= delay) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (WIFSIGNALED(status)) {
+      ++kills;
+      if (fs::exists(path("killed.db"))) {
+        const auto stored = rows(path("killed.db"), "SELECT count(*) FROM individuals");
+        const int n = stored.empty() ? 0 : std::stoi(stored[0]);
+        std::printf("kill %d at %.1f ms: %d individuals stored\n", kills, delay, n);
+        if (n > 0 && n < reference_individuals) ++mid_search_kills;
+      }
+      continue;
+    }
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0) << read_file(err);
+    completed = true;
+  }
+  ASSERT_TRUE(completed);
+  // Most kills land after some individuals were stored and before the end.
+  EXPECT_GE(mid_search_kills, 2) << kills << " kills, too few mid-search";
+  RecordProperty("kills", kills);
+
+  EXPECT_EQ(rows(path("killed.db"), kIndividuals), rows(path("reference.db"), kIndividuals));
+  EXPECT_EQ(rows(path("killed.db"), kBest), rows(path("reference.db"), kBest));
+  EXPECT_EQ(rows(path("killed.db"), kGenerations), rows(path("reference.db"), kGenerations));
+  // Work committed across all the killed runs equals the uninterrupted run's:
+  // only the evaluation in flight at each kill was lost (and redone).
+  EXPECT_EQ(rows(path("killed.db"), "SELECT sum(evaluations) FROM runs"),
+            rows(path("reference.db"), "SELECT sum(evaluations) FROM runs"));
+  EXPECT_EQ(rows(path("killed.db"), "SELECT count(*) FROM evaluations WHERE status = 'ok'"),
+            rows(path("reference.db"), "SELECT count(*) FROM evaluations WHERE status = 'ok'"));
+}
+
+TEST_F(GaRunIntegration, EditedExperimentIsRefusedNamingTheChange) {
+  write("exp.yaml", experiment_yaml(2, 0));
+  ASSERT_EQ(run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string()).exit_code, 0);
+  ASSERT_TRUE(fs::exists(path("results.db"))) << "default database beside the experiment file";
+  write("exp.yaml", experiment_yaml(3, 0));
+  const Finished refused = run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("search.ga.generations"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--new-experiment"), std::string::npos) << refused.err;
+  // latency_ms does not change the search: resuming (complete) is accepted.
+  write("exp.yaml", experiment_yaml(2, 1.0));
+  EXPECT_EQ(run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string()).exit_code, 0);
+  // A fresh experiment in the same database runs, entirely from the cache for generation 0's seed.
+  write("exp.yaml", experiment_yaml(3, 0));
+  const Finished fresh = run_ga_run({path("exp.yaml"), "--quiet", "--new-experiment", "longer"}, dir_.string());
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(rows(path("results.db"), "SELECT name FROM experiments ORDER BY id"),
+            (std::vector<std::string>{"resume-check", "longer"}));
+  EXPECT_EQ(rows(path("results.db"),
+                 "SELECT sum(cache_hit) > 0 FROM individuals i JOIN experiments e ON e.id = i.experiment_id "
+                 "WHERE e.name = 'longer'"),
+            (std::vector<std::string>{"1"}))
+      << "the same interventions on the same data come from the cache";
+}
+
+TEST_F(GaRunIntegration, QueryRefusesWritesAndLeavesTheDatabaseUnchanged) {
+  write("exp.yaml", experiment_yaml(1, 0));
+  ASSERT_EQ(run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string()).exit_code, 0);
+  const std::string db = path("results.db");
+  const std::string before = read_file(db);
+  ASSERT_FALSE(before.empty());
+  for (const std::string statement :
+       {"INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('x', '', '', '{}')",
+        "DELETE FROM individuals", "UPDATE individuals SET fitness = 0", "DROP TABLE evaluations",
+        "CREATE TABLE t (x)", "PRAGMA user_version = 9", "SELECT 1; DELETE FROM individuals"}) {
+    const Finished f = run_ga_run({"query", db, statement}, dir_.string());
+    EXPECT_EQ(f.exit_code, 1) << statement << "\n" << f.err;
+    EXPECT_FALSE(f.err.empty()) << statement;
+    EXPECT_EQ(read_file(db), before) << statement;
+  }
+  const Finished select = run_ga_run({"query", db, "SELECT count(*) AS n FROM individuals"}, dir_.string());
+  EXPECT_EQ(select.exit_code, 0) << select.err;
+  EXPECT_NE(select.out.find("| n "), std::string::npos) << select.out;
+  EXPECT_EQ(read_file(db), before);
+}
+
+TEST_F(GaRunIntegration, ExitCodesStatusAndReport) {
+  write("bad.yaml", "name: x\nseeed: 3\n");
+  const Finished bad = run_ga_run({"validate", path("bad.yaml")}, dir_.string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("bad.yaml:2:"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_ga_run({"--no-such-flag"}, dir_.string()).exit_code, 2);
+  EXPECT_EQ(run_ga_run({"status", path("missing.db")}, dir_.string()).exit_code, 1);
+
+  write("exp.yaml", experiment_yaml(2, 0));
+  EXPECT_EQ(run_ga_run({"validate", path("exp.yaml")}, dir_.string()).exit_code, 0);
+  const Finished ran = run_ga_run({path("exp.yaml")}, dir_.string());
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_NE(ran.err.find("generation 3/3"), std::string::npos) << "plain log lines when stderr is not a terminal\n"
+                                                               << ran.err;
+  const Finished status = run_ga_run({"status", path("results.db")}, dir_.string());
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("resume-check"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("saved by cache"), std::string::npos) << status.out;
+  for (const std::string format : {"md", "json", "csv"}) {
+    const Finished report = run_ga_run({"report", path("results.db"), "--format", format}, dir_.string());
+    EXPECT_EQ(report.exit_code, 0) << format << report.err;
+    EXPECT_NE(report.out.find(format == "csv" ? "layer_scale" : format == "json" ? "layer_scales" : "RoPE scales"),
+              std::string::npos)
+        << report.out;
+  }
+  const Finished json_report = run_ga_run({"report", path("results.db"), "--format", "json"}, dir_.string());
+  const auto report = nlohmann::json::parse(json_report.out);
+  EXPECT_EQ(report["best"]["layer_scales"].size(), 12u) << "one decoded scale per layer";
+  EXPECT_EQ(report["best"]["position_scores"].size(), 3u);
+  EXPECT_EQ(run_ga_run({"report", path("results.db"), "--format", "xml"}, dir_.string()).exit_code, 2);
+  EXPECT_EQ(run_ga_run({"report", path("results.db"), "--experiment", "nope"}, dir_.string()).exit_code, 1);
+}
+
+}  // namespace
+}  // namespace midtune

@@ -1,0 +1,70 @@
+// Runs build/ga-run as a child process (fork/exec) for the integration tests,
+// capturing stdout and stderr in files.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace midtune::testing {
+
+inline std::string ga_run_path() { return std::string(MIDTUNE_BINARY_DIR) + "/ga-run"; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Starts ga-run with `args`; stdout/stderr go to out_file/err_file.
+inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::string& out_file,
+                          const std::string& err_file) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    std::vector<std::string> argv_text = {ga_run_path()};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+struct Finished {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out, err;
+};
+
+inline Finished wait_for(pid_t pid, const std::string& out_file, const std::string& err_file) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Finished f;
+  if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+  f.out = read_file(out_file);
+  f.err = read_file(err_file);
+  return f;
+}
+
+inline Finished run_ga_run(const std::vector<std::string>& args, const std::string& dir) {
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  return wait_for(spawn_ga_run(args, out, err), out, err);
+}
+
+}  // namespace midtune::testing
