@@ -7,7 +7,10 @@
 //   - tokenizer.ggml.model "llama": SentencePiece-style BPE (merges by token
 //     score, spaces as U+2581, optional space prefix, <0xXX> byte fallback).
 // Special tokens (control, user-defined, unknown) written in the text are
-// parsed as single tokens, longest first, as llama.cpp does.
+// parsed as single tokens, longest first, as llama.cpp does. Also like
+// llama.cpp, a byte-level vocabulary that lacks a byte's symbol (SmolLM2 has
+// none for 0x04 or 0xF1, the lead byte of U+40000..U+7FFFF) drops that byte:
+// such text does not round-trip and its tokens do not cover every byte.
 #pragma once
 
 #include <cstddef>

@@ -183,13 +183,14 @@ class ByteLevelBpe final : public FragmentEncoder {
         out.push_back({it->second, s.begin, s.end});
         continue;
       }
-      // A merge result missing from the vocabulary: fall back to one token
-      // per byte (every byte's symbol is in a byte-level vocabulary).
+      // A symbol missing from the vocabulary (SmolLM2 lacks e.g. the symbols
+      // of bytes 0x04 and 0xF1): like llama.cpp, look up each byte of its
+      // encoded text as a one-byte token and drop the bytes that have none.
       for (std::size_t b = s.begin; b < s.end; ++b) {
-        const auto it = token_to_id_.find(byte_symbol_[static_cast<unsigned char>(word[b - base])]);
-        if (it == token_to_id_.end())
-          throw TokenizerError("byte-level vocabulary has no token for byte " + std::to_string(static_cast<unsigned char>(word[b - base])));
-        out.push_back({it->second, b, b + 1});
+        for (const char c : byte_symbol_[static_cast<unsigned char>(word[b - base])]) {
+          if (const auto it = token_to_id_.find(std::string_view(&c, 1)); it != token_to_id_.end())
+            out.push_back({it->second, b, b + 1});
+        }
       }
     }
   }

@@ -21,6 +21,13 @@ nlohmann::json load_fixture() {
   return nlohmann::json::parse(in);
 }
 
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return out;
+}
+
 class SmolLM2Tokenizer : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,22 +52,30 @@ TEST_F(SmolLM2Tokenizer, IdsMatchLlamaCppOnTheWholeCorpus) {
   EXPECT_FALSE(t.add_bos_default());
   EXPECT_TRUE(t.is_end_of_generation(*t.find_token("<|im_end|>")));
   int cases = 0;
+  int lossy = 0;
   for (const auto& c : fixture_["cases"]) {
     const auto text = c["text"].get<std::string>();
     const auto expected = c["ids"].get<std::vector<std::int32_t>>();
     const auto ids = t.encode(text);
     EXPECT_EQ(ids, expected) << c["name"];
-    EXPECT_EQ(t.decode(ids), text) << c["name"];
-    // Offsets tile the input: every byte belongs to exactly one token.
-    std::size_t at = 0;
-    for (const auto& tok : t.encode_with_offsets(text)) {
-      EXPECT_EQ(tok.begin, at) << c["name"];
-      at = tok.end;
+    if (c.contains("detokenized_hex")) {
+      // Bytes the vocabulary cannot represent are dropped, as by llama.cpp.
+      EXPECT_EQ(t.decode(ids), from_hex(c["detokenized_hex"].get<std::string>())) << c["name"];
+      ++lossy;
+    } else {
+      EXPECT_EQ(t.decode(ids), text) << c["name"];
+      // Offsets tile the input: every byte belongs to exactly one token.
+      std::size_t at = 0;
+      for (const auto& tok : t.encode_with_offsets(text)) {
+        EXPECT_EQ(tok.begin, at) << c["name"];
+        at = tok.end;
+      }
+      EXPECT_EQ(at, text.size()) << c["name"];
     }
-    EXPECT_EQ(at, text.size()) << c["name"];
     ++cases;
   }
   EXPECT_GE(cases, 70);
+  EXPECT_GE(lossy, 1);
   for (const auto& c : fixture_["cases_special_as_text"]) {
     const auto text = c["text"].get<std::string>();
     const auto ids = t.encode(text, false, /*parse_special=*/false);

@@ -115,6 +115,9 @@ def corpus():
         ("kv_short", kv_prompt(rng, 3)),
         ("kv_long", kv_prompt(rng, 16)),
         ("empty", ""),
+        # Bytes whose GPT-2 symbol SmolLM2's vocabulary lacks (0x04, the lead
+        # byte 0xF1 of U+50000): llama.cpp drops them.
+        ("unrepresentable_bytes", "a\x04b \U00050000c"),
     ]
     for i in range(40):
         entries.append((f"random_{i:02d}", random_mix(rng, rng.randint(5, 120))))
@@ -250,7 +253,11 @@ def main():
     cases = []
     for name, text in corpus():
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        cases.append({"name": name, "text": text, "ids": ids})
+        case = {"name": name, "text": text, "ids": ids}
+        detokenized = llm.detokenize(ids, special=True)
+        if detokenized != text.encode("utf-8"):  # lossy: record llama.cpp's bytes
+            case["detokenized_hex"] = detokenized.hex()
+        cases.append(case)
     # Special tokens written in the text stay plain text when not parsed.
     plain = [{"name": name, "text": text,
               "ids": llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)}
