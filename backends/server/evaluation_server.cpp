@@ -45,10 +45,33 @@ void check_outputs(const std::vector<SampleOutput>& out, const std::vector<Batch
 
 }  // namespace
 
+std::vector<std::string> probe_supported_fields(const Backend& backend) {
+  std::vector<std::pair<std::string, Intervention>> probes(5);
+  probes[0].first = "rope_scale";
+  probes[0].second.rope_scale = {{1.5}};
+  probes[1].first = "mspoe";
+  probes[1].second.mspoe = MsPoe{.first_layer = 0};
+  probes[2].first = "position_map";
+  probes[2].second.position_map = PositionMap{.kind = "moses"};
+  probes[3].first = "siw";
+  probes[3].second.siw = Siw{.layers = {0}};
+  probes[4].first = "hidden_channel";
+  probes[4].second.hidden_channel = HiddenChannel{.channel = 0, .scale = 1.0, .layers = {0}};
+  std::vector<std::string> supported;
+  for (const auto& [field, intervention] : probes) {
+    try {
+      backend.validate(intervention);
+      supported.push_back(field);
+    } catch (const std::exception&) {
+    }
+  }
+  return supported;
+}
+
 EvaluationServer::EvaluationServer(Backend& backend, ServeOptions options)
     : backend_(backend), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   info_.identity = backend_.identity();
-  info_.supports = options_.supports;
+  info_.supports = options_.supports.empty() ? probe_supported_fields(backend_) : options_.supports;
   install_routes();
 }
 

@@ -23,9 +23,14 @@ struct ServeOptions {
   std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
   int port = 0;                    // 0 = any free port (see bind())
   RequestLimits limits;
-  // Intervention fields the served backend implements (/v1/info `supports`).
-  std::vector<std::string> supports = all_intervention_fields();
+  // Intervention fields the served backend implements (/v1/info `supports`);
+  // empty = ask the backend (probe_supported_fields).
+  std::vector<std::string> supports;
 };
+
+// The Intervention fields `backend` accepts: each field is tried alone, with
+// a setting every model can apply (layer 0, channel 0), through validate().
+std::vector<std::string> probe_supported_fields(const Backend& backend);
 
 class EvaluationServer {
  public:

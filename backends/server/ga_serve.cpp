@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/engine/engine_backend.hpp"
 #include "backends/server/evaluation_server.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 
@@ -40,11 +41,9 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
     config.seed = args.synthetic_seed;
     return std::make_unique<midtune::SyntheticTestDoubleBackend>(config);
   }
-  // The in-tree engine (backends/engine) is not built yet; when it lands it is
-  // constructed here from --model and --threads.
-  throw std::runtime_error("--model " + args.model +
-                           ": the in-tree engine is not part of this build yet; only "
-                           "--synthetic-test-double can be served");
+  midtune::engine::EngineOptions options;
+  options.threads = args.threads;
+  return std::make_unique<midtune::engine::EngineBackend>(args.model, options);
 }
 
 }  // namespace
@@ -86,7 +85,6 @@ int main(int argc, char** argv) {
     options.host = args.host;
     options.port = args.port;
     options.limits.max_items = args.max_items;
-    if (args.synthetic) options.supports = {"rope_scale"};  // all the test double models
     midtune::server::EvaluationServer server(*backend, options);
     const int port = server.bind();
 

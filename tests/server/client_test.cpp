@@ -203,9 +203,7 @@ TEST(ServerClient, NoEndpointAnsweringIsAnError) {
 
 TEST(ServerClient, FanOutOverTwoServersEqualsInProcess) {
   SyntheticTestDoubleBackend a(synthetic_config()), b(synthetic_config()), local(synthetic_config());
-  ServeOptions serve;
-  serve.supports = {"rope_scale"};
-  LoopbackEvaluationServer server_a(a, serve), server_b(b, serve);
+  LoopbackEvaluationServer server_a(a), server_b(b);
   auto opts = options_for({server_a.url(), server_b.url()});
   opts.chunk_items = 3;
   ServerBackend backend(opts);
@@ -221,10 +219,12 @@ TEST(ServerClient, FanOutOverTwoServersEqualsInProcess) {
 }
 
 TEST(ServerClient, ItemsOfABrokenOrDeadEndpointGoToTheOthers) {
-  SyntheticTestDoubleBackend good(synthetic_config()), local(synthetic_config());
-  ServeOptions serve;
-  serve.supports = {"rope_scale"};
-  LoopbackEvaluationServer server(good, serve);
+  // The good server takes 30 ms per request, so the broken one surely gets
+  // chunks while the good one works (latency does not change the answers).
+  SyntheticTestDoubleConfig slow = synthetic_config();
+  slow.latency_ms = 30;
+  SyntheticTestDoubleBackend good(slow), local(synthetic_config());
+  LoopbackEvaluationServer server(good);
   FakeServer broken([](const httplib::Request&, httplib::Response& res) { res.status = 500; });
   LoopbackHttp dead;
   dead.start();
@@ -239,6 +239,7 @@ TEST(ServerClient, ItemsOfABrokenOrDeadEndpointGoToTheOthers) {
               local.run(testing::lpes_like(1.6), items, RunOptions{}));
   const auto status = backend.status();
   EXPECT_EQ(status[0].items_last_run, 0u);
+  EXPECT_GT(broken.attempts, 0);
   EXPECT_NE(status[0].last_error.find("HTTP 500"), std::string::npos) << status[0].last_error;
   EXPECT_EQ(status[1].items_last_run, 0u);
   EXPECT_EQ(status[2].items_last_run, items.size());
@@ -246,9 +247,7 @@ TEST(ServerClient, ItemsOfABrokenOrDeadEndpointGoToTheOthers) {
 
 TEST(ServerClient, ValidateChecksSupportAndShapeAgainstTheServedModel) {
   SyntheticTestDoubleBackend served(synthetic_config());
-  ServeOptions serve;
-  serve.supports = {"rope_scale"};
-  LoopbackEvaluationServer server(served, serve);
+  LoopbackEvaluationServer server(served);
   ServerBackend backend(options_for({server.url()}));
   EXPECT_NO_THROW(backend.validate(testing::lpes_like(1.5)));
   Intervention rows;

@@ -94,7 +94,6 @@ class RequestValidation : public ::testing::Test {
     ServeOptions o;
     o.limits.max_items = 4;
     o.limits.max_body_bytes = 64 * 1024;
-    o.supports = {"rope_scale"};
     return o;
   }
   SyntheticTestDoubleBackend backend_;
