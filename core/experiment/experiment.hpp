@@ -121,7 +121,7 @@ struct GridAxis {
 struct SearchConfig {
   std::string strategy = "ga";  // ga | grid | random
   GaConfig ga;
-  std::vector<GridAxis> grid;   // search.grid.values, in file order
+  std::vector<GridAxis> grid;   // search.grid.values, sorted by gene name
   int random_samples = 64;      // search.random.samples
   bool operator==(const SearchConfig&) const = default;
 };

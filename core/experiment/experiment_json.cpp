@@ -108,7 +108,8 @@ json search_json(const SearchConfig& search, bool fingerprint) {
                {"crossover", ga.crossover},
                {"selection", ga.selection},
                {"elitism", ga.elitism}};
-    if (ga.selection == "tournament") j["ga"]["tournament_size"] = ga.tournament_size;
+    // Truncation selection never reads the tournament size.
+    if (!fingerprint || ga.selection == "tournament") j["ga"]["tournament_size"] = ga.tournament_size;
   }
   if ((!fingerprint && !search.grid.empty()) || search.strategy == "grid") {
     j["grid"] = grid_json(search.grid);

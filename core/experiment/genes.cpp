@@ -1,5 +1,7 @@
 #include "core/experiment/genes.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -76,8 +78,17 @@ const std::map<std::string, std::vector<GeneOrder>>& orders() {
 
 }  // namespace
 
+nlohmann::json gene_number_to_json(double number) {
+  // Integral values print as integers, so integer genes load back as integers.
+  constexpr double kLimit = 9.0e15;  // exactly representable as int64 and double
+  if (std::trunc(number) == number && std::abs(number) < kLimit) {
+    return static_cast<std::int64_t>(number);
+  }
+  return number;
+}
+
 nlohmann::json gene_value_to_json(const GeneValue& value) {
-  if (const auto* number = std::get_if<double>(&value)) return *number;
+  if (const auto* number = std::get_if<double>(&value)) return gene_number_to_json(*number);
   return std::get<std::string>(value);
 }
 
@@ -98,15 +109,15 @@ const char* to_string(GeneType type) {
 }
 
 nlohmann::json GeneRange::to_json() const {
+  // The same keys the file uses, so to_json() loads back as an experiment.
   nlohmann::json j;
-  j["type"] = to_string(type);
   if (listed) {
     j["values"] = nlohmann::json::array();
     for (const auto& value : values) j["values"].push_back(gene_value_to_json(value));
   } else {
-    j["min"] = min;
-    j["max"] = max;
-    j["step"] = step;
+    j["min"] = gene_number_to_json(min);
+    j["max"] = gene_number_to_json(max);
+    j["step"] = gene_number_to_json(step);
   }
   j["start"] = gene_value_to_json(start);
   return j;

@@ -18,7 +18,8 @@ namespace midtune {
 
 // A gene value: numbers for integer/real genes, text for categorical ones.
 using GeneValue = std::variant<double, std::string>;
-nlohmann::json gene_value_to_json(const GeneValue& value);
+nlohmann::json gene_value_to_json(const GeneValue& value);  // integral numbers as integers
+nlohmann::json gene_number_to_json(double number);
 std::string gene_value_to_string(const GeneValue& value);
 
 enum class GeneType { integer, real, categorical };

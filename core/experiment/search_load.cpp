@@ -93,6 +93,10 @@ std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig&
     grid.push_back(std::move(axis));
   }
   if (grid.empty()) values_field.fail("list at least one gene with its values");
+  // Canonical axis order (by gene name), as in the JSON forms, so reordering
+  // the file changes neither the enumeration nor the fingerprint.
+  std::sort(grid.begin(), grid.end(),
+            [](const GridAxis& a, const GridAxis& b) { return a.gene < b.gene; });
   return grid;
 }
 

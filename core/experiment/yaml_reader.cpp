@@ -93,14 +93,6 @@ std::uint64_t Field::unsigned_integer() const {
   return value;
 }
 
-bool Field::boolean() const {
-  bool value = false;
-  if (!is_scalar() || !YAML::convert<bool>::decode(node_, value)) {
-    fail("expected true or false, got " + kind_name());
-  }
-  return value;
-}
-
 std::string Field::text() const {
   if (!is_scalar()) fail("expected text, got " + kind_name());
   return node_.Scalar();

@@ -34,7 +34,6 @@ class Field {
   std::int64_t integer() const;
   std::int64_t integer_in(std::int64_t min, std::int64_t max) const;
   std::uint64_t unsigned_integer() const;
-  bool boolean() const;
   std::string text() const;  // any scalar, as written
   std::string choice(const std::vector<std::string>& choices) const;
   // Elements with paths `key[i]`; a scalar is not accepted as a one-element list.

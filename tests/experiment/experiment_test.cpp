@@ -176,6 +176,51 @@ TEST_F(ExperimentFile, JsonRoundTripsThroughYaml) {
   EXPECT_EQ(second.search, first.search);
 }
 
+TEST_F(ExperimentFile, JsonRoundTripsWithGeneTablesComboAndGrid) {
+  const Experiment first = load(R"(name: combo
+seed: 18446744073709551615
+backend: {kind: server, endpoints: [http://127.0.0.1:8080], timeout_s: 30}
+dataset: {kind: mdqa, file: data/nq.jsonl.gz, gold_positions: [0, 0.25, 0.5, 0.75, 1], metric: generate}
+objective:
+  kind: combo
+  combo: {methods: [lpes, siw]}
+  lpes: {curve: linear, degree: 2}
+  siw:
+    genes:
+      alpha_dense: {min: 0.0, max: 1.0, step: 0.25}
+      first_layer: {min: 4, max: 12, start: 8}
+      last_layer: {values: [20, 24], start: 24}
+  caliope:
+    genes:
+      calibrator: {values: [hourglass, decay], start: decay}
+      lambda: {min: 0.8, max: 1.0, step: 0.05, start: 0.95}
+search:
+  strategy: grid
+  grid:
+    values:
+      siw.alpha_dense: [0.5, 1.0]
+      lpes.y1: [1.2, 1.4]
+)");
+  EXPECT_EQ(first.seed, 18446744073709551615u);
+  EXPECT_EQ(first.dataset.file, dir_ / "data" / "nq.jsonl.gz");
+  ASSERT_NE(first.objective.genes_of("caliope"), nullptr);  // set in the file though unused
+  EXPECT_EQ(first.objective.genes_of("caliope")->gene("calibrator").start,
+            GeneValue(std::string("decay")));
+  const Experiment second = load(first.to_json().dump(2));
+  EXPECT_EQ(second.to_json(), first.to_json());
+  EXPECT_EQ(second.objective, first.objective);
+  EXPECT_EQ(second.search, first.search);
+  // The fingerprint keeps the methods in use only and the active strategy only.
+  const nlohmann::json fingerprint = first.search_fingerprint();
+  EXPECT_FALSE(fingerprint["objective"].contains("caliope"));
+  EXPECT_FALSE(fingerprint["objective"].contains("pi"));
+  EXPECT_TRUE(fingerprint["objective"].contains("siw"));
+  EXPECT_FALSE(fingerprint["search"].contains("ga"));
+  EXPECT_EQ(fingerprint["dataset"]["file"], "nq.jsonl.gz");
+  EXPECT_EQ(fingerprint["dataset"]["max_new_tokens"], 100);
+  EXPECT_FALSE(fingerprint["backend"].contains("endpoints"));
+}
+
 TEST_F(ExperimentFile, ParseFromStoredTextMatchesLoad) {
   const fs::path file = write(kValid);
   const Experiment loaded = load_experiment(file);
@@ -378,6 +423,33 @@ TEST_F(ExperimentFile, GridValuesNameGenesOfTheObjective) {
                "duplicate value 1");
   expect_error(with_grid("      scale: [big]\n"), 25, 15, "search.grid.values.scale[0]",
                "expected a number");
+}
+
+TEST_F(ExperimentFile, ScalarEdgeCases) {
+  expect_error(edited("seed: 1234", "seed: -1"), 2, 7, "seed", "expected a non-negative integer");
+  expect_error(edited("    parents: 12", "    parents: 12abc"), 25, 14, "search.ga.parents",
+               "expected an integer, got '12abc'");
+  expect_error(edited("    mutation_y: 0.2", "    mutation_y: .inf"), 26, 17, "search.ga.mutation_y",
+               "expected a finite number");
+  expect_error(edited("    parents: 12", "    parents: 99999999999999999999"), 25, 14,
+               "search.ga.parents", "expected an integer");
+  expect_error(edited("model: models/tiny.gguf", "model: ~other/tiny.gguf"), 5, 10, "backend.model",
+               "only ~/ paths");
+  expect_error(edited("name: quickstart", "name: {first: a}"), 1, 7, "name", "expected text, got a mapping");
+  expect_error(edited("dataset:\n", "dataset: 3\ndataset_was:\n"), 9, 1, "dataset_was", "unknown key");
+  expect_error(edited("  pairs: 50\n", "  pairs: 50\n  pairs: 60\n"), 11, 3, "dataset.pairs",
+               "duplicate key 'pairs'");
+}
+
+TEST(NearestName, EditDistanceAndSuggestion) {
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("population", "population"), 0u);
+  EXPECT_EQ(edit_distance("popuation", "population"), 1u);
+  const std::vector<std::string> keys = {"population", "parents", "generations", "mutants"};
+  EXPECT_EQ(nearest_name("popuation", keys), "population");
+  EXPECT_EQ(nearest_name("parent", keys), "parents");
+  EXPECT_EQ(nearest_name("zzzz", keys), "");
 }
 
 TEST_F(ExperimentFile, SearchDifferencesNameExactlyTheChangedPaths) {
