@@ -191,6 +191,23 @@ Gene gene_from_json(const nlohmann::json& in) {
   return gene;
 }
 
+double gene_value_from_json(const Gene& gene, const nlohmann::json& value) {
+  const std::string where = "gene " + gene_name(gene) + " = " + value.dump();
+  if (const auto* categorical = std::get_if<CategoricalGene>(&gene)) {
+    auto it = std::find(categorical->values.begin(), categorical->values.end(), value);
+    if (it == categorical->values.end()) {
+      throw std::invalid_argument(where + " is not one of " + nlohmann::json(categorical->values).dump());
+    }
+    return static_cast<double>(it - categorical->values.begin());
+  }
+  if (!value.is_number()) throw std::invalid_argument(where + " must be a number");
+  const double number = value.get<double>();
+  if (!on_grid(gene, number)) {
+    throw std::invalid_argument(where + " is not on its grid or out of range " + gene_to_json(gene).dump());
+  }
+  return snap(gene, number);
+}
+
 GenomeSpace::GenomeSpace(std::vector<Gene> genes, GenomePredicate predicate,
                          std::string predicate_description)
     : genes_(std::move(genes)),
@@ -291,26 +308,7 @@ Genome GenomeSpace::from_json(const nlohmann::json& in) const {
   for (std::size_t i = 0; i < genes_.size(); ++i) {
     const std::string& name = gene_name(genes_[i]);
     if (!in.contains(name)) throw std::invalid_argument("genome: gene " + name + " is missing");
-    const nlohmann::json& value = in[name];
-    if (const auto* categorical = std::get_if<CategoricalGene>(&genes_[i])) {
-      auto it = std::find(categorical->values.begin(), categorical->values.end(), value);
-      if (it == categorical->values.end()) {
-        throw std::invalid_argument("genome: gene " + name + " = " + value.dump() +
-                                    " is not one of " + nlohmann::json(categorical->values).dump());
-      }
-      genome[i] = static_cast<double>(it - categorical->values.begin());
-      continue;
-    }
-    if (!value.is_number()) {
-      throw std::invalid_argument("genome: gene " + name + " must be a number, got " + value.dump());
-    }
-    const double number = value.get<double>();
-    if (!on_grid(genes_[i], number)) {
-      throw std::invalid_argument("genome: gene " + name + " = " + value.dump() +
-                                  " is not on its grid or out of range " +
-                                  gene_to_json(genes_[i]).dump());
-    }
-    genome[i] = midtune::snap(genes_[i], number);
+    genome[i] = gene_value_from_json(genes_[i], in[name]);
   }
   require_valid(genome, "genome");
   return genome;

@@ -57,6 +57,10 @@ double snap(const Gene& gene, double value);
 bool on_grid(const Gene& gene, double value);
 // Throws std::invalid_argument naming the gene and the reason.
 void validate_gene(const Gene& gene);
+// A value in the genome JSON form (categorical: the value itself; numeric:
+// a number on the grid) -> the Genome entry. Throws std::invalid_argument
+// "gene <name> = <value> ..." when it is not one of the gene's values.
+double gene_value_from_json(const Gene& gene, const nlohmann::json& value);
 
 // {"name": .., "type": "int", "lo": .., "hi": ..} |
 // {"name": .., "type": "float", "lo": .., "hi": .., "step": ..} |

@@ -1,6 +1,5 @@
 #include "core/ga/sweep_strategies.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -162,17 +161,10 @@ GridStrategy::GridStrategy(GenomeSpace space, GridConfig config, std::uint64_t s
       for (std::int64_t index = 0; index < grid_size(gene); ++index) axis.push_back(grid_value(gene, index));
     } else {
       for (const nlohmann::json& value : listed->second) {
-        // As in the genome JSON form: categorical by value, numbers on the grid.
-        const std::string where = "grid.values." + gene_name(gene);
-        if (const auto* categorical = std::get_if<CategoricalGene>(&gene)) {
-          auto it = std::find(categorical->values.begin(), categorical->values.end(), value);
-          if (it == categorical->values.end()) fail(where, value.dump() + " is not one of the gene's values");
-          axis.push_back(static_cast<double>(it - categorical->values.begin()));
-        } else {
-          if (!value.is_number() || !on_grid(gene, value.get<double>())) {
-            fail(where, value.dump() + " is not on the gene's grid " + gene_to_json(gene).dump());
-          }
-          axis.push_back(snap(gene, value.get<double>()));
+        try {
+          axis.push_back(gene_value_from_json(gene, value));
+        } catch (const std::invalid_argument& error) {
+          fail("grid.values." + gene_name(gene), error.what());
         }
       }
     }
