@@ -175,23 +175,28 @@ GridStrategy::GridStrategy(GenomeSpace space, GridConfig config, std::uint64_t s
     total_ *= static_cast<std::int64_t>(axis.size());
     axes_.push_back(std::move(axis));
   }
+  skip_invalid();
+}
+
+Genome GridStrategy::genome_at(std::int64_t position) const {
+  Genome genome(axes_.size());
+  for (std::size_t i = axes_.size(); i-- > 0;) {  // last gene varies fastest
+    const auto radix = static_cast<std::int64_t>(axes_[i].size());
+    genome[i] = axes_[i][static_cast<std::size_t>(position % radix)];
+    position /= radix;
+  }
+  return genome;
+}
+
+void GridStrategy::skip_invalid() {
+  while (cursor_ < total_ && !space_.satisfies_predicate(genome_at(cursor_))) ++cursor_;
 }
 
 bool GridStrategy::next_genome(Genome& out) {
-  while (cursor_ < total_) {
-    std::int64_t rest = cursor_++;
-    Genome genome(axes_.size());
-    for (std::size_t i = axes_.size(); i-- > 0;) {  // last gene varies fastest
-      const auto radix = static_cast<std::int64_t>(axes_[i].size());
-      genome[i] = axes_[i][static_cast<std::size_t>(rest % radix)];
-      rest /= radix;
-    }
-    if (space_.satisfies_predicate(genome)) {
-      out = std::move(genome);
-      return true;
-    }
-  }
-  return false;
+  if (cursor_ >= total_) return false;
+  out = genome_at(cursor_++);
+  skip_invalid();  // so exhausted(), hence done(), is exact
+  return true;
 }
 
 void GridStrategy::load_cursor(const nlohmann::json& cursor) {
@@ -199,6 +204,7 @@ void GridStrategy::load_cursor(const nlohmann::json& cursor) {
     fail("grid state", "cursor " + cursor.dump() + " is outside 0.." + std::to_string(total_));
   }
   cursor_ = cursor.get<std::int64_t>();
+  skip_invalid();
 }
 
 RandomStrategy::RandomStrategy(GenomeSpace space, RandomConfig config, std::uint64_t seed)

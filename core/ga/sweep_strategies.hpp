@@ -4,7 +4,8 @@
 //            the space's predicate rejects;
 //  `random`: count uniform draws of valid genomes.
 // Both ask in batches of batch_size; generation() counts batches and
-// population() is the last told batch.
+// population() is the last told batch. done() is exact: ask() never returns
+// an empty batch while done() is false.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +92,10 @@ class GridStrategy final : public SweepStrategy {
   Origin origin() const override { return Origin::grid; }
 
  private:
+  Genome genome_at(std::int64_t position) const;
+  // Moves the cursor past combinations the predicate rejects.
+  void skip_invalid();
+
   std::vector<std::vector<double>> axes_;  // grid values per gene (genome form)
   std::int64_t total_ = 1;
   std::int64_t cursor_ = 0;

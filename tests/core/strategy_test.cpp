@@ -330,6 +330,19 @@ TEST(GridStrategy, CartesianProductInOrderSkippingInvalid) {
   EXPECT_TRUE(grid.done());
 }
 
+TEST(GridStrategy, DoneIsExactWhenTheRestIsInvalid) {
+  GridConfig config;
+  config.values = {{"layer", {9}}, {"ratio", {1.0, 1.1, 1.2}}, {"kind", {"moses"}}};
+  config.batch_size = 1;
+  GridStrategy grid(mixed_space(), config);  // only (9, 1.0) satisfies layer + ratio <= 10
+  ASSERT_FALSE(grid.done());
+  EXPECT_EQ(grid.ask().size(), 1u);
+  grid.tell({0.0});
+  EXPECT_TRUE(grid.done());
+  config.values["ratio"] = {1.5};
+  EXPECT_TRUE(GridStrategy(mixed_space(), config).done());
+}
+
 TEST(GridStrategy, UnlistedGenesSweepTheirWholeGrid) {
   GridConfig config;
   config.values = {{"kind", {"moses"}}, {"layer", {0}}};
