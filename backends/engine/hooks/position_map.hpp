@@ -1,0 +1,34 @@
+// CALIOPE position calibration (CALIOPE eq. 2-5, METHODS.md "CALIOPE"):
+//   Phi(t) = t + c(m(t)),
+// m(t) = index (1..d) of the chunk token t is in or follows, 0 before the
+// first chunk; tokens after the last chunk (question, answer, generated
+// tokens) use c(d). Calibrators:
+//   moses      c(m) = 0 if m <= floor(d/2) else gap                      (eq. 3)
+//   hourglass  c(m) = sum_{k=1}^{m-1} [dmin + 4 k/(d-1) (1 - k/(d-1)) (dmax - dmin)]  (eq. 4)
+//   decay      c(m) = sum_{k=1}^{m-1} delta0 lambda^k                     (eq. 5)
+// Phi must be strictly increasing (the paper's constraint); parameters that
+// could break it are rejected with a message naming the field.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "backends/engine/hooks/token_span.hpp"
+#include "backends/intervention.hpp"
+
+namespace midtune::engine::hooks {
+
+// Throws std::invalid_argument ("position_map.gap: ...") for an unknown kind,
+// a non-finite parameter, or values that allow Phi to decrease for some chunk
+// count (every step c(m+1) - c(m) must exceed -1).
+void validate_position_map(const PositionMap& map);
+
+// c(m) for m = 0..chunks (chunks + 1 values).
+std::vector<double> calibrator_offsets(const PositionMap& map, int chunks);
+
+// Phi(t) for t = 0..tokens-1. Checks the spans and strict increase; throws
+// std::invalid_argument naming the first offending token otherwise.
+std::vector<double> calibrated_positions(const PositionMap& map, int tokens,
+                                         std::span<const TokenSpan> chunks);
+
+}  // namespace midtune::engine::hooks

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Independent reference for the four engine interventions (issue 5 item 4).
+
+Each method is written here a second time, from the papers' text and
+/work/shared/METHODS.md, on the fp32 numpy forward pass of
+make_logits_fixtures.py (its GGUF loading, RMSNorm and RoPE are reused; the
+method logic below is not taken from any C++ code). For every method, five
+short prompts with chunk spans and at least two settings, it writes the
+last-position top-k logits (plus what the method decided: Ms-PoE ratios per
+head and layer, CALIOPE positions, SIW dense chunks) to
+tests/engine/fixtures/interventions/<method>.json. The C++ model tests read
+those files; Python is not needed at test time.
+
+Semantics fixed here (and documented in backends/engine/hooks/*.hpp):
+  Ms-PoE (paper eq. 1, 2, Alg. 1): in layers >= first_layer, for each query
+    head h, A = softmax(q_last . K^T / sqrt(d)) with q and K before RoPE
+    (keys of h's KV group). S_p(h) = #{j : A_j > alpha / n} / n. Ratios
+    r_i = min + i (max - min) / (H - 1) (paper) or min + i (max - min) / H
+    (reference spacing), i = 0..H-1. Orders: awareness = the head of rank i
+    by descending S_p gets r_i (ties: lower head first); reference-argsort =
+    head k gets r[argsort(-S_p)[k]]; sequential = head k gets r_k; entropy =
+    rank by descending entropy -sum A log A. Queries and keys of head h are
+    rotated at position / r_h (keys per query head under GQA).
+  CALIOPE (eq. 2-5): m(t) = number of chunks that begin at or before t;
+    Phi(t) = t + c(m(t)).
+  SIW (sec. 3.2): in the chosen layers, after softmax, the head-mean of the
+    last query's row marks the top ceil(3n/10) tokens (ties: lower index);
+    chunk m is dense when its count > sigma * (total count in chunks / M).
+    Every query i >= 1 has its weight on key 0 multiplied by alpha_dense if
+    i lies in a dense chunk, else alpha_sparse; no renormalisation. Query 0
+    (the initial token itself) is untouched: the paper scales i in (0, n].
+  PHS (eq. 2, 3): in the chosen layers, x = RMSNorm(h); xs = x with channel
+    c multiplied by s; every row but the last is plain; the last query's row
+    is softmax(W_Q xs_last . (W_K xs)^T / sqrt(d)) (RoPE at the same
+    positions) applied to the plain V.
+
+Usage: python3 tests/reference/interventions_reference.py [--model PATH]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_logits_fixtures import Model  # noqa: E402  (GGUF loading, rmsnorm, rope)
+
+TOP_K = 20
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine", "fixtures",
+                       "interventions")
+
+# Prompts as segments; segments marked True are chunks (a KV pair, a document,
+# a fact). Each segment is tokenised on its own so chunk token spans are exact.
+PROMPTS = [
+    [("Extract the value corresponding to the specified key in the JSON object below.\n\n"
+      "JSON data:\n{", False),
+     ('"a3f9": "k27x",', True), ('\n "b81c": "q04m",', True), ('\n "c5d2": "z93p",', True),
+     ('\n "d7e0": "w18r",', True), ('\n "e4b6": "t65n"', True),
+     ('}\n\nKey: "c5d2"\nCorresponding value:', False)],
+    [("Write a high-quality answer for the given question using only the provided search "
+      "results (some of which might be irrelevant).\n\n", False),
+     ("Document [1](Title: Oslo) Oslo is the capital of Norway.", True),
+     ("\nDocument [2](Title: Lima) Lima is the capital of Peru.", True),
+     ("\nDocument [3](Title: Hanoi) Hanoi is the capital of Vietnam.", True),
+     ("\nDocument [4](Title: Quito) Quito is the capital of Ecuador.", True),
+     ("\n\nQuestion: what is the capital of Peru?\nAnswer:", False)],
+    [("<|im_start|>user\nRead the facts.\n", False),
+     ("Mary went to the kitchen.", True), (" John picked up the apple.", True),
+     (" Mary moved to the garden.", True), (" John went to the hallway.", True),
+     (" Sandra dropped the milk.", True), (" Daniel journeyed to the office.", True),
+     ("\nWhere is Mary?<|im_end|>\n<|im_start|>assistant\n", False)],
+    [("Key-value list:\n", False),
+     ("apple = 4471\n", True), ("pear = 9032\n", True), ("plum = 1187\n", True),
+     ("fig = 5520\n", True),
+     ("The value of pear is", False)],
+    [("<|im_start|>system\nYou answer from the notes.<|im_end|>\n<|im_start|>user\nNotes:\n",
+      False),
+     ("1. The meeting is on Tuesday at noon.\n", True),
+     ("2. The budget report is due Friday.\n", True),
+     ("3. Anna leads the design review.\n", True),
+     ("4. The office closes at six.\n", True),
+     ("5. Lunch is served in room 12.\n", True),
+     ("When is the budget report due?<|im_end|>\n<|im_start|>assistant\n", False)],
+]
+
+MSPOE_SETTINGS = [
+    {"min_ratio": 1.2, "max_ratio": 1.8, "first_layer": 2, "alpha": 3.0, "order": "awareness",
+     "reference_spacing": False},
+    {"min_ratio": 1.0, "max_ratio": 2.0, "first_layer": 4, "alpha": 3.0,
+     "order": "reference-argsort", "reference_spacing": True},
+    {"min_ratio": 0.8, "max_ratio": 2.2, "first_layer": 0, "alpha": 2.0, "order": "entropy",
+     "reference_spacing": False},
+]
+CALIOPE_SETTINGS = [
+    {"kind": "moses", "gap": 10000.0},
+    {"kind": "moses", "gap": 40.0},
+    {"kind": "hourglass", "delta_min": 5.0, "delta_max": 1000.0},
+    {"kind": "decay", "delta0": 1000.0, "lambda": 0.95},
+    {"kind": "decay", "delta0": 20.0, "lambda": 0.5},
+]
+SIW_SETTINGS = [
+    {"alpha_dense": 0.5, "alpha_sparse": 1.5, "sigma": 1.0, "layers": list(range(5, 21))},
+    {"alpha_dense": 0.8, "alpha_sparse": 2.0, "sigma": 0.5, "layers": list(range(10, 26))},
+]
+PHS_SETTINGS = [
+    {"channel": 17, "scale": 0.0, "layers": list(range(8, 21))},
+    {"channel": 300, "scale": -1.0, "layers": list(range(5, 26))},
+]
+
+
+# ----------------------------------------------------------------- methods
+
+def mspoe_ratios(heads, lo, hi, reference_spacing):
+    """Ms-PoE eq. 2 (paper) or the public code's spacing."""
+    if reference_spacing:
+        return [lo + (hi - lo) * i / heads for i in range(heads)]
+    if heads == 1:
+        return [lo]
+    return [lo + i * (hi - lo) / (heads - 1) for i in range(heads)]
+
+
+def rank_descending(values):
+    """rank[h] = position of head h when sorted by value, largest first, ties by lower h."""
+    order = sorted(range(len(values)), key=lambda h: (-values[h], h))
+    rank = [0] * len(values)
+    for i, h in enumerate(order):
+        rank[h] = i
+    return rank
+
+
+def mspoe_assign(rows, setting):
+    """rows: [H, n] softmax rows of the last query (pre-RoPE). Returns (ratio per head,
+    ratio index per head, scores)."""
+    H, n = rows.shape
+    alpha = setting["alpha"]
+    score = [float(np.count_nonzero(rows[h].astype(np.float64) > alpha / n)) / n
+             for h in range(H)]  # eq. 1
+    ratios = mspoe_ratios(H, setting["min_ratio"], setting["max_ratio"],
+                          setting["reference_spacing"])
+    order = setting["order"]
+    if order == "awareness":
+        index = rank_descending(score)
+    elif order == "reference-argsort":
+        index = sorted(range(H), key=lambda h: (-score[h], h))  # argsort(-S_p), used as is
+    elif order == "sequential":
+        index = list(range(H))
+    elif order == "entropy":
+        ent = [float(-(rows[h] * np.log(np.maximum(rows[h], 1e-30))).sum()) for h in range(H)]
+        index = rank_descending(ent)
+    else:
+        raise ValueError(order)
+    return [ratios[i] for i in index], index, score
+
+
+def caliope_offsets(kind, d, p):
+    """c(m) for m = 0..d (CALIOPE eq. 3-5)."""
+    c = [0.0] * (d + 1)
+    for m in range(d + 1):
+        if kind == "moses":
+            c[m] = 0.0 if m <= d // 2 else p["gap"]
+        elif kind == "hourglass":
+            c[m] = sum(p["delta_min"] + 4.0 * k / (d - 1) * (1.0 - k / (d - 1)) *
+                       (p["delta_max"] - p["delta_min"]) for k in range(1, m))
+        elif kind == "decay":
+            c[m] = sum(p["delta0"] * p["lambda"] ** k for k in range(1, m))
+        else:
+            raise ValueError(kind)
+    return c
+
+
+def caliope_positions(n, chunks, setting):
+    c = caliope_offsets(setting["kind"], len(chunks), setting)
+    pos = []
+    for t in range(n):
+        m = sum(1 for b, _ in chunks if b <= t)
+        pos.append(t + c[m])
+    if any(b <= a for a, b in zip(pos, pos[1:])):
+        raise ValueError("Phi not strictly increasing")
+    return np.array(pos, dtype=np.float64)
+
+
+def siw_alphas(last_row_mean, chunks, setting):
+    """Per query token alpha and the dense chunk flags (SIW sec. 3.2 steps 1-2)."""
+    n = len(last_row_mean)
+    top = (3 * n + 9) // 10  # ceil(0.3 n), exact
+    order = sorted(range(n), key=lambda j: (-last_row_mean[j], j))[:top]
+    marked = np.zeros(n, dtype=bool)
+    marked[order] = True
+    counts = [int(marked[b:e].sum()) for b, e in chunks]
+    alphas = np.full(n, setting["alpha_sparse"], dtype=np.float64)
+    dense = [False] * len(chunks)
+    if chunks:
+        mean = sum(counts) / len(chunks)
+        for m, (b, e) in enumerate(chunks):
+            if counts[m] > setting["sigma"] * mean:
+                dense[m] = True
+                alphas[b:e] = setting["alpha_dense"]
+    return alphas, dense, counts
+
+
+# ------------------------------------------------------------ forward pass
+
+def softmax(s):
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return s / s.sum(axis=-1, keepdims=True)
+
+
+def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None):
+    """Last-position logits with any combination of the four interventions.
+    Returns (logits, info) where info records what the methods decided."""
+    T = len(tokens)
+    hd, H, KV = model.head_dim, model.heads, model.kv_heads
+    group = H // KV
+    pos = caliope_positions(T, chunks, caliope) if caliope else np.arange(T, dtype=np.float64)
+    info = {"positions": pos.tolist(), "mspoe_ratio": [], "mspoe_index": [], "siw_dense": [],
+            "siw_counts": []}
+    h = model.w["token_embd.weight"][tokens].copy()
+    mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
+    for l in range(model.layers):
+        p = f"blk.{l}."
+        x = model.rmsnorm(h, model.w[p + "attn_norm.weight"])
+        wq, wk = model.w[p + "attn_q.weight"], model.w[p + "attn_k.weight"]
+        q, k = x @ wq.T, x @ wk.T
+        v = x @ model.w[p + "attn_v.weight"].T
+        scale = [1.0] * H
+        if mspoe and l >= mspoe["first_layer"]:
+            rows = np.stack([softmax(q[T - 1, hh * hd:(hh + 1) * hd] @
+                                     k[:, (hh // group) * hd:(hh // group + 1) * hd].T /
+                                     np.sqrt(hd)) for hh in range(H)])
+            scale, index, _ = mspoe_assign(rows, mspoe)
+            info["mspoe_ratio"].append(scale)
+            info["mspoe_index"].append(index)
+        phs_here = phs is not None and l in phs["layers"]
+        if phs_here:
+            xs = x.copy()
+            xs[:, phs["channel"]] *= phs["scale"]
+            qs, ks = xs[T - 1:] @ wq.T, xs @ wk.T
+        probs = np.empty((H, T, T), dtype=np.float32)
+        for hh in range(H):
+            g = hh // group
+            qh = model.rope(q[:, hh * hd:(hh + 1) * hd], pos / scale[hh])
+            kh = model.rope(k[:, g * hd:(g + 1) * hd], pos / scale[hh])
+            probs[hh] = softmax(qh @ kh.T / np.sqrt(hd) + mask)
+        if siw is not None and l in siw["layers"]:
+            alphas, dense, counts = siw_alphas(probs[:, T - 1, :].mean(axis=0), chunks, siw)
+            info["siw_dense"].append(dense)
+            info["siw_counts"].append(counts)
+            probs[:, 1:, 0] *= alphas[1:].astype(np.float32)[None, :]
+        if phs_here:
+            for hh in range(H):
+                g = hh // group
+                qh = model.rope(qs[:, hh * hd:(hh + 1) * hd], pos[T - 1:] / scale[hh])
+                kh = model.rope(ks[:, g * hd:(g + 1) * hd], pos / scale[hh])
+                probs[hh, T - 1] = softmax(qh @ kh.T / np.sqrt(hd))[0]
+        att = np.empty((T, H * hd), dtype=np.float32)
+        for hh in range(H):
+            g = hh // group
+            att[:, hh * hd:(hh + 1) * hd] = probs[hh] @ v[:, g * hd:(g + 1) * hd]
+        h = h + att @ model.w[p + "attn_output.weight"].T
+        x = model.rmsnorm(h, model.w[p + "ffn_norm.weight"])
+        gate = x @ model.w[p + "ffn_gate.weight"].T
+        up = x @ model.w[p + "ffn_up.weight"].T
+        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ model.w[p + "ffn_down.weight"].T
+    x = model.rmsnorm(h[-1:], model.w["output_norm.weight"])
+    return (x @ model.out.T)[0], info
+
+
+def top(logits):
+    order = np.argsort(-logits, kind="stable")[:TOP_K]
+    return {"top_ids": [int(i) for i in order], "top_logits": [float(logits[i]) for i in order]}
+
+
+# ------------------------------------------------------------------- main
+
+def tokenise(llm, segments):
+    tokens, chunks, byte_chunks, text = [], [], [], b""
+    for seg, is_chunk in segments:
+        raw = seg.encode("utf-8")
+        toks = llm.tokenize(raw, add_bos=False, special=True)
+        if is_chunk:
+            chunks.append([len(tokens), len(tokens) + len(toks)])
+            byte_chunks.append([len(text), len(text) + len(raw)])
+        tokens += toks
+        text += raw
+    return text.decode("utf-8"), tokens, chunks, byte_chunks
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.environ.get(
+        "MIDTUNE_MODEL", os.path.expanduser("~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--out", default=OUT_DIR)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    import llamacpp_loader
+    llm = llamacpp_loader.load(args.model, n_ctx=512, n_threads=1)
+    prompts = [tokenise(llm, segs) for segs in PROMPTS]
+    del llm
+    model = Model(args.model)
+
+    plain = []
+    for text, tokens, chunks, byte_chunks in prompts:
+        assert len(tokens) <= 160, (len(tokens), text)
+        logits, _ = forward(model, tokens, chunks)
+        plain.append(logits)
+
+    def case(i, name, intervention, **kw):
+        text, tokens, chunks, byte_chunks = prompts[i]
+        logits, info = forward(model, tokens, chunks, **kw)
+        out = {"prompt": text, "tokens": tokens, "chunks": chunks, "chunk_bytes": byte_chunks,
+               "intervention": intervention,
+               "max_abs_change_vs_plain": float(np.abs(logits - plain[i]).max()), **top(logits)}
+        if name == "mspoe":
+            out["mspoe_ratio"] = info["mspoe_ratio"]
+            out["mspoe_index"] = info["mspoe_index"]
+        if name == "caliope":
+            out["positions"] = info["positions"]
+        if name == "siw":
+            out["siw_dense"] = info["siw_dense"]
+            out["siw_counts"] = info["siw_counts"]
+        return out
+
+    files = {
+        "mspoe": [case(i, "mspoe", {"mspoe": s}, mspoe=s)
+                  for s in MSPOE_SETTINGS for i in range(len(prompts))],
+        "caliope": [case(i, "caliope", {"position_map": s}, caliope=s)
+                    for s in CALIOPE_SETTINGS for i in range(len(prompts))],
+        "siw": [case(i, "siw", {"siw": s}, siw=s)
+                for s in SIW_SETTINGS for i in range(len(prompts))],
+        "phs": [case(i, "phs", {"hidden_channel": s}, phs=s)
+                for s in PHS_SETTINGS for i in range(len(prompts))],
+    }
+    # Composition: all four at once on two prompts.
+    combo = []
+    for i in (0, 1):
+        iv = {"mspoe": MSPOE_SETTINGS[0], "position_map": CALIOPE_SETTINGS[1],
+              "siw": SIW_SETTINGS[0], "hidden_channel": PHS_SETTINGS[0]}
+        c = case(i, "combo", iv, mspoe=iv["mspoe"], caliope=iv["position_map"], siw=iv["siw"],
+                 phs=iv["hidden_channel"])
+        combo.append(c)
+    files["combo"] = combo
+    for i, (text, tokens, chunks, _) in enumerate(prompts):
+        files.setdefault("plain", []).append({"prompt": text, "tokens": tokens,
+                                              "chunks": chunks, "intervention": {},
+                                              **top(plain[i])})
+    for name, cases in files.items():
+        with open(os.path.join(args.out, name + ".json"), "w") as f:
+            json.dump({"method": name, "top_k": TOP_K, "model": os.path.basename(args.model),
+                       "cases": cases}, f)
+        worst = max((c.get("max_abs_change_vs_plain", 0.0) for c in cases), default=0.0)
+        print(f"{name}: {len(cases)} cases, largest change vs plain {worst:.3f}")
+
+
+if __name__ == "__main__":
+    main()
