@@ -44,12 +44,17 @@ struct BackendConfig {
 struct DatasetConfig {
   std::string kind;                           // kv | mdqa | babilong
   std::optional<std::filesystem::path> file;  // absolute; nullopt = generate (kv only)
-  int pairs = 50;                             // kv
+  int pairs = 50;                             // kv: key/value pairs per prompt
+  int documents = 0;                          // mdqa: documents per prompt, 0 = as in the file
+  std::string distractors = "file";           // mdqa: file | other-questions
   std::vector<double> gold_positions = {0.0, 0.5, 1.0};  // in [0,1], strictly increasing
   int search_samples = 20;                    // per gold position
   int heldout_samples = 50;                   // per gold position, disjoint from search
   std::string metric = "teacher_forced";      // teacher_forced | generate
   int max_new_tokens = 100;
+  // Chunks per prompt for the dataset reader: kv pairs, mdqa documents
+  // (0 = as in the file), 0 for babilong (its sentences are the chunks).
+  int chunks() const;
   bool operator==(const DatasetConfig&) const = default;
 };
 

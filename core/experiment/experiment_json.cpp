@@ -52,6 +52,10 @@ json dataset_json(const DatasetConfig& dataset, bool fingerprint) {
             {"heldout_samples", dataset.heldout_samples},
             {"metric", dataset.metric}};
   if (dataset.kind == "kv") j["pairs"] = dataset.pairs;
+  if (dataset.kind == "mdqa") {
+    j["documents"] = dataset.documents;
+    j["distractors"] = dataset.distractors;
+  }
   // Teacher-forced scoring never decodes, so the token limit cannot matter.
   if (!fingerprint || dataset.metric == "generate") j["max_new_tokens"] = dataset.max_new_tokens;
   return j;

@@ -89,8 +89,8 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
 DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& base_dir) {
   if (!root.has("dataset")) root.required("dataset");
   const MapReader section =
-      root.map("dataset", {"kind", "file", "pairs", "gold_positions", "search_samples",
-                           "heldout_samples", "metric", "max_new_tokens"});
+      root.map("dataset", {"kind", "file", "pairs", "documents", "distractors", "gold_positions",
+                           "search_samples", "heldout_samples", "metric", "max_new_tokens"});
   DatasetConfig dataset;
   dataset.kind = section.required("kind").choice(dataset_kinds());
   if (section.has("file")) {
@@ -99,10 +99,19 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
     section.field("file").fail("dataset.kind " + dataset.kind +
                                   " needs a file (only kv data can be generated)");
   }
+  const std::string other_kind = " (this one is " + dataset.kind + ")";
   if (dataset.kind == "kv") {
     dataset.pairs = static_cast<int>(section.integer_or("pairs", dataset.pairs, 1, 100000));
   } else {
-    section.reject_if_present("pairs", "applies only to dataset.kind kv (this one is " + dataset.kind + ")");
+    section.reject_if_present("pairs", "applies only to dataset.kind kv" + other_kind);
+  }
+  if (dataset.kind == "mdqa") {
+    dataset.documents = static_cast<int>(section.integer_or("documents", dataset.documents, 0, 100000));
+    dataset.distractors = section.choice_or("distractors", dataset.distractors, {"file", "other-questions"});
+  } else {
+    for (const char* key : {"documents", "distractors"}) {
+      section.reject_if_present(key, "applies only to dataset.kind mdqa" + other_kind);
+    }
   }
   if (section.has("gold_positions")) {
     dataset.gold_positions.clear();
@@ -128,6 +137,12 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
 }
 
 }  // namespace load
+
+int DatasetConfig::chunks() const {
+  if (kind == "kv") return pairs;
+  if (kind == "mdqa") return documents;
+  return 0;
+}
 
 namespace {
 

@@ -180,7 +180,8 @@ TEST_F(ExperimentFile, JsonRoundTripsWithGeneTablesComboAndGrid) {
   const Experiment first = load(R"(name: combo
 seed: 18446744073709551615
 backend: {kind: server, endpoints: [http://127.0.0.1:8080], timeout_s: 30}
-dataset: {kind: mdqa, file: data/nq.jsonl.gz, gold_positions: [0, 0.25, 0.5, 0.75, 1], metric: generate}
+dataset: {kind: mdqa, file: data/nq.jsonl.gz, documents: 20, distractors: other-questions,
+          gold_positions: [0, 0.25, 0.5, 0.75, 1], metric: generate}
 objective:
   kind: combo
   combo: {methods: [lpes, siw]}
@@ -203,6 +204,9 @@ search:
 )");
   EXPECT_EQ(first.seed, 18446744073709551615u);
   EXPECT_EQ(first.dataset.file, dir_ / "data" / "nq.jsonl.gz");
+  EXPECT_EQ(first.dataset.documents, 20);
+  EXPECT_EQ(first.dataset.chunks(), 20);
+  EXPECT_EQ(first.dataset.distractors, "other-questions");
   ASSERT_NE(first.objective.genes_of("caliope"), nullptr);  // set in the file though unused
   EXPECT_EQ(first.objective.genes_of("caliope")->gene("calibrator").start,
             GeneValue(std::string("decay")));
@@ -313,6 +317,10 @@ TEST_F(ExperimentFile, MissingRequiredKeyPointsAtItsSection) {
                "missing required key 'model'");
   expect_error(edited("name: quickstart\n", ""), 1, 1, "name", "missing required key 'name'");
   expect_error(edited("  kind: kv\n", "  kind: mdqa\n"), 9, 3, "dataset.file", "needs a file");
+  expect_error(edited("  kind: kv\n", "  kind: babilong\n  file: qa2.jsonl\n"), 11, 10, "dataset.pairs",
+               "applies only to dataset.kind kv (this one is babilong)");
+  expect_error(edited("  pairs: 50\n", "  pairs: 50\n  documents: 10\n"), 11, 14, "dataset.documents",
+               "applies only to dataset.kind mdqa (this one is kv)");
 }
 
 TEST_F(ExperimentFile, YamlSyntaxErrorHasFileLineColumn) {
