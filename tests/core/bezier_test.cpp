@@ -1,6 +1,7 @@
 // Properties of the Bézier curves and per-layer sampling (LPES eqs. 3-6).
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <vector>
 
@@ -155,6 +156,29 @@ TEST(Bezier, RejectsBadInputWithAReason) {
   }
   EXPECT_THROW(curve_kind_from_string("spline"), std::invalid_argument);
   EXPECT_EQ(curve_kind_from_string("step"), CurveKind::step);
+}
+
+// tests/core/fixtures/make_bezier_fixture.py solves x(t) = x_h with numpy's
+// polynomial roots instead of bisection.
+TEST(Bezier, MatchesTheNumpyOracle) {
+  std::ifstream file(MIDTUNE_SOURCE_DIR "/tests/core/fixtures/bezier_scales.json");
+  ASSERT_TRUE(file) << "missing fixture bezier_scales.json";
+  const auto fixture = nlohmann::json::parse(file);
+  ASSERT_EQ(fixture["cases"].size(), 18u);
+  for (const auto& item : fixture["cases"]) {
+    std::vector<ControlPoint> points;
+    for (const auto& p : item["points"]) points.push_back({p[0].get<double>(), p[1].get<double>()});
+    const int layers = item["layers"].get<int>();
+    const auto bezier = sample_layer_scales(CurveKind::bezier, points, layers);
+    const auto linear = sample_layer_scales(CurveKind::linear, points, layers);
+    const auto step = sample_layer_scales(CurveKind::step, points, layers);
+    for (int h = 0; h < layers; ++h) {
+      // |x(t) - x_h| <= 1e-9 bounds the y error by 1e-9 |dy/dx|.
+      EXPECT_NEAR(bezier[h], item["bezier"][h].get<double>(), 1e-6) << item["points"].dump() << " h " << h;
+      EXPECT_NEAR(linear[h], item["linear"][h].get<double>(), 1e-12);
+      EXPECT_EQ(step[h], item["step"][h].get<double>());
+    }
+  }
 }
 
 TEST(ControlGrid, PaperDefaultsAndValidation) {
