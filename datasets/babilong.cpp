@@ -7,13 +7,12 @@
 
 namespace midtune::datasets {
 
-std::string babilong_formatted_answer(const std::string& question, const std::string& target) {
+std::string babilong_asked_item(const std::string& question) {
   constexpr std::string_view kPrefix = "Where is the ";
   std::string_view rest(question);
   while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\n')) rest.remove_suffix(1);
-  if (!rest.starts_with(kPrefix) || !rest.ends_with("?") || rest.size() <= kPrefix.size() + 1) return target;
-  const std::string_view item = rest.substr(kPrefix.size(), rest.size() - kPrefix.size() - 1);
-  return "The " + std::string(item) + " is in the " + target + ".";
+  if (!rest.starts_with(kPrefix) || !rest.ends_with("?") || rest.size() <= kPrefix.size() + 1) return "";
+  return std::string(rest.substr(kPrefix.size(), rest.size() - kPrefix.size() - 1));
 }
 
 BabilongFile read_babilong_file(const std::string& path) {

@@ -22,11 +22,8 @@ struct BabilongFile {
   std::uint64_t content_hash = 0;
 };
 
-// The answer in the format BABILong's qa2 prompt demands, for teacher-forced
-// scoring: "Where is the X?" -> "The X is in the <target>." (the target alone
-// when the question has another shape). Its first token is what the model
-// should emit first; the bare location would never be.
-std::string babilong_formatted_answer(const std::string& question, const std::string& target);
+// "Where is the X?" -> "X"; "" for questions of another shape.
+std::string babilong_asked_item(const std::string& question);
 
 // Throws DatasetError on malformed records (missing or non-string fields,
 // empty input/question/target). Plain .jsonl or .jsonl.gz.

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "datasets/babilong.hpp"
+
 namespace midtune::datasets {
 namespace {
 
@@ -98,8 +100,20 @@ PromptWrapper PromptWrapper::affixes(std::string name, std::string prefix, std::
   return {std::move(name), std::move(render), std::move(answer_lead)};
 }
 
+AnswerStart kv_answer_start(const std::string& key, const std::string& value, bool prime) {
+  if (!prime) return {"", value};
+  return {"The value corresponding to the key \"" + key + "\" is \"", value};
+}
+
+AnswerStart babilong_answer_start(const std::string& question, const std::string& target, bool prime) {
+  const std::string item = babilong_asked_item(question);
+  if (item.empty()) return {"", target};
+  if (prime) return {"The " + item + " is in the", " " + target};
+  return {"", "The " + item + " is in the " + target + "."};
+}
+
 BatchItem make_batch_item(const RawPrompt& prompt, const PromptWrapper& wrapper, std::string id,
-                          const std::string& gold_answer, double gold_depth) {
+                          const AnswerStart& answer, double gold_depth) {
   if (!wrapper.render) throw std::logic_error("prompt wrapper '" + wrapper.name + "' has no renderer");
   WrappedPrompt wrapped = wrapper.render(prompt.text);
   if (wrapped.user_offset > wrapped.text.size() ||
@@ -114,7 +128,12 @@ BatchItem make_batch_item(const RawPrompt& prompt, const PromptWrapper& wrapper,
   for (const auto& span : prompt.chunks) {
     item.chunks.push_back({span.begin + wrapped.user_offset, span.end + wrapped.user_offset});
   }
-  item.gold = wrapper.answer_lead + gold_answer;
+  if (answer.primer.empty()) {
+    item.gold = wrapper.answer_lead + answer.gold;
+  } else {
+    item.prompt_text += wrapper.answer_lead + answer.primer;
+    item.gold = answer.gold;
+  }
   item.gold_depth = gold_depth;
   return item;
 }

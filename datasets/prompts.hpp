@@ -53,6 +53,23 @@ struct PromptWrapper {
                                std::string answer_lead = "");
 };
 
+// How the answer starts. `primer` (optional) is appended after the wrapped
+// prompt, i.e. written into the model's own turn, so that a chatty model
+// starts the value at once; `gold` is the teacher-forced continuation.
+// Without a primer the gold gets the wrapper's answer_lead in front.
+struct AnswerStart {
+  std::string primer;
+  std::string gold;
+};
+
+// KV: gold = the value (no quotes). Primed: `The value corresponding to the
+// key "K" is "` — the sentence SmolLM2-135M-Instruct starts its answers with.
+AnswerStart kv_answer_start(const std::string& key, const std::string& value, bool prime);
+// BABILong qa2, for "Where is the X?": unprimed gold "The X is in the Y." (the
+// format the prompt demands; the bare location would never come first),
+// primed `The X is in the` + gold " Y". Other questions: gold = target.
+AnswerStart babilong_answer_start(const std::string& question, const std::string& target, bool prime);
+
 // Adapts a chat template whose render result has `.text` and `.content_begin`
 // (backends/engine/chat_template.hpp: ChatTemplate::render_user), without
 // datasets depending on the engine:
@@ -72,6 +89,6 @@ PromptWrapper chat_wrapper(std::string name, Render render, std::string answer_l
 // std::logic_error when the renderer does not contain the message verbatim
 // at user_offset (the spans would be wrong).
 BatchItem make_batch_item(const RawPrompt& prompt, const PromptWrapper& wrapper, std::string id,
-                          const std::string& gold_answer, double gold_depth);
+                          const AnswerStart& answer, double gold_depth);
 
 }  // namespace midtune::datasets

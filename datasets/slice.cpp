@@ -81,13 +81,13 @@ struct Placement {
 };
 
 EvalSample placed_sample(const Placement& at, TaskKind kind, const RawPrompt& prompt, const PromptWrapper& wrapper,
-                         std::vector<std::string> answers, std::string question) {
+                         const AnswerStart& answer, std::vector<std::string> answers, std::string question) {
   EvalSample sample;
   sample.base_id = at.base_id;
   sample.position_index = at.position_index;
   sample.gold_chunk = at.gold;
   sample.kind = kind;
-  sample.item = make_batch_item(prompt, wrapper, sample_id(at.base_id, at.position_index, at.gold), answers.front(),
+  sample.item = make_batch_item(prompt, wrapper, sample_id(at.base_id, at.position_index, at.gold), answer,
                                 depth_of(at.gold, at.chunks));
   sample.answers = std::move(answers);
   sample.question = std::move(question);
@@ -103,7 +103,8 @@ void add_kv_sample(const SliceSpec& spec, const KvItem& base, const PromptWrappe
   const Placement at = place(spec, base.id, position_index, base.records.size());
   const KvItem moved = with_gold_at(base, at.gold);
   slice.samples.push_back(
-      placed_sample(at, TaskKind::kv, kv_prompt(moved.records, moved.key), wrapper, {base.value}, ""));
+      placed_sample(at, TaskKind::kv, kv_prompt(moved.records, moved.key), wrapper,
+                    kv_answer_start(base.key, base.value, spec.prime_answer), {base.value}, ""));
 }
 
 void add_qa_sample(const SliceSpec& spec, const QaItem& base, const PromptWrapper& wrapper, Slice& slice,
@@ -111,7 +112,7 @@ void add_qa_sample(const SliceSpec& spec, const QaItem& base, const PromptWrappe
   const Placement at = place(spec, base.id, position_index, base.ctxs.size());
   const QaItem moved = with_gold_document_at(base, at.gold);
   slice.samples.push_back(placed_sample(at, TaskKind::mdqa, qa_prompt(moved.question, moved.ctxs), wrapper,
-                                        base.answers, base.question));
+                                        {"", base.answers.front()}, base.answers, base.question));
 }
 
 std::string file_source(const std::string& path, std::uint64_t content_hash) {
@@ -209,8 +210,9 @@ void build_babilong(const SliceSpec& spec, Split split, const PromptWrapper& wra
     }
     const double depth = depth_of(last_mention, prompt.chunks.size());
     const Placement at{item.id, nearest_position(spec.gold_positions, depth), last_mention, prompt.chunks.size()};
-    EvalSample sample = placed_sample(at, TaskKind::babilong, prompt, wrapper, {item.target}, item.question);
-    sample.item.gold = wrapper.answer_lead + babilong_formatted_answer(item.question, item.target);
+    EvalSample sample =
+        placed_sample(at, TaskKind::babilong, prompt, wrapper,
+                      babilong_answer_start(item.question, item.target, spec.prime_answer), {item.target}, item.question);
     buckets[at.position_index].push_back(std::move(sample));
   }
   for (std::size_t p = 0; p < buckets.size(); ++p) {
@@ -303,6 +305,7 @@ Slice build_slice(const SliceSpec& spec, Split split, const PromptWrapper& wrapp
   // "datasets-v1": bump when prompt text or sampling changes, so old caches miss.
   slice.identity = std::string("datasets-v1;kind=") + to_string(spec.kind) + ";source=" + source +
                    ";chunks=" + std::to_string(spec.chunks) + ";distractors=" + to_string(spec.distractors) +
+                   ";primed=" + (spec.prime_answer ? "1" : "0") +
                    ";positions=" + positions + ";split=" + to_string(split) +
                    ";samples=" + std::to_string(split == Split::search ? spec.search_samples : spec.heldout_samples) +
                    ";seed=" + std::to_string(spec.seed) + ";wrapper=" + wrapper.name + ";ids=" + hex64(ids_hash);

@@ -37,6 +37,9 @@ struct SliceSpec {
   std::size_t heldout_samples = 50;      // base items per position, held-out split
   std::uint64_t seed = 0;
   DistractorSource distractors = DistractorSource::file;
+  // Write the start of the answer into the model's turn (AnswerStart::primer)
+  // for kv and babilong. Off = the papers' exact protocol.
+  bool prime_answer = false;
 
   // Throws std::invalid_argument naming the field and the allowed range.
   void validate() const;
@@ -63,9 +66,9 @@ struct Slice {
 // Fraction of the way through n chunks -> chunk index round(f * (n - 1)).
 std::size_t gold_chunk_index(double fraction, std::size_t chunks);
 
-// BatchItem::gold (teacher-forced answer, after the wrapper's answer_lead):
-// kv the value, mdqa the first gold answer, babilong the formatted answer
-// ("The X is in the Y."). Builds the split. KV and MDQA: every base item at every gold position.
+// BatchItem::gold is the teacher-forced answer (see AnswerStart): kv the
+// value, mdqa the first gold answer, babilong "The X is in the Y." (primed:
+// " Y"). Builds the split. KV and MDQA: every base item at every gold position.
 // BABILong: positions cannot be moved, so each item is bucketed at the
 // position nearest its measured depth (the last context sentence naming the
 // target) and each bucket gives search_samples / heldout_samples items. Throws DatasetError for bad files

@@ -24,15 +24,6 @@ TEST(BabilongFile, ReadsTheFixture) {
   EXPECT_EQ(file.items[0].question, "Where is the lantern?");
 }
 
-TEST(BabilongAnswer, FollowsThePromptFormat) {
-  EXPECT_EQ(babilong_formatted_answer("Where is the lantern?", "bedroom"), "The lantern is in the bedroom.");
-  EXPECT_EQ(babilong_formatted_answer("Where is the screw driver? ", "kitchen"), "The screw driver is in the kitchen.");
-  EXPECT_EQ(babilong_formatted_answer("Where was the milk before the office?", "garden"), "garden");
-  EXPECT_EQ(babilong_formatted_answer("Where is the ?", "garden"), "garden");
-  // The formatted answer passes the BABILong scoring rule.
-  EXPECT_TRUE(babilong_correct(babilong_formatted_answer("Where is the map?", "office"), "office", "Where is the map?"));
-}
-
 TEST(BabilongFile, BadRecords) {
   ScratchDir dir;
   const auto missing = expect_dataset_error(

@@ -1,5 +1,8 @@
 #include "datasets/prompts.hpp"
 
+#include "datasets/babilong.hpp"
+#include "datasets/scoring.hpp"
+
 #include <gtest/gtest.h>
 
 namespace midtune::datasets {
@@ -57,7 +60,7 @@ TEST(BabilongPrompt, TrailingWhitespaceIsStripped) {
 
 TEST(Wrapping, IdentityKeepsSpansAndLeadsGoldWithSpace) {
   const auto raw = kv_prompt({{"a", "b"}, {"c", "d"}}, "c");
-  const auto item = make_batch_item(raw, PromptWrapper::identity(), "id-1", "d", 1.0);
+  const auto item = make_batch_item(raw, PromptWrapper::identity(), "id-1", {"", "d"}, 1.0);
   EXPECT_EQ(item.prompt_text, raw.text);
   EXPECT_EQ(item.chunks, raw.chunks);
   EXPECT_EQ(item.gold, " d");
@@ -68,7 +71,7 @@ TEST(Wrapping, IdentityKeepsSpansAndLeadsGoldWithSpace) {
 TEST(Wrapping, AffixesShiftSpans) {
   const auto raw = kv_prompt({{"a", "b"}, {"c", "d"}}, "c");
   const auto wrapper = PromptWrapper::affixes("chatml-like", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n");
-  const auto item = make_batch_item(raw, wrapper, "x", "d", 0.0);
+  const auto item = make_batch_item(raw, wrapper, "x", {"", "d"}, 0.0);
   EXPECT_TRUE(item.prompt_text.starts_with("<|im_start|>user\nExtract"));
   EXPECT_TRUE(item.prompt_text.ends_with("Corresponding value:<|im_end|>\n<|im_start|>assistant\n"));
   EXPECT_EQ(span_text(item, 0), "\"a\": \"b\"");
@@ -89,16 +92,48 @@ TEST(Wrapping, ChatTemplateAdapter) {
                     head.size() + content.size()};
   };
   const auto item = make_batch_item(qa_prompt("q?", {{"T", "body", true, true}}), chat_wrapper("chatml", render),
-                                    "id", "gold", 0.0);
+                                    "id", {"", "gold"}, 0.0);
   EXPECT_EQ(span_text(item, 0), "Document [1](Title: T) body");
   EXPECT_EQ(item.gold, "gold");
 }
 
+TEST(Wrapping, PrimerGoesIntoTheModelsTurn) {
+  const auto raw = kv_prompt({{"a", "b"}, {"c", "d"}}, "c");
+  const auto chat = PromptWrapper::affixes("chat", "<u>", "</u><a>");
+  const auto item = make_batch_item(raw, chat, "x", kv_answer_start("c", "d", true), 0.0);
+  EXPECT_TRUE(item.prompt_text.ends_with("</u><a>The value corresponding to the key \"c\" is \"")) << item.prompt_text;
+  EXPECT_EQ(item.gold, "d");
+  EXPECT_EQ(span_text(item, 1), "\"c\": \"d\"");
+  // Base model: the primer follows the answer lead ("Corresponding value: The value ...").
+  const auto base = make_batch_item(raw, PromptWrapper::identity(), "x", kv_answer_start("c", "d", true), 0.0);
+  EXPECT_TRUE(base.prompt_text.ends_with("Corresponding value: The value corresponding to the key \"c\" is \""));
+  EXPECT_EQ(base.gold, "d");
+  const auto plain = kv_answer_start("c", "d", false);
+  EXPECT_EQ(plain.primer, "");
+  EXPECT_EQ(plain.gold, "d");
+}
+
+TEST(BabilongAnswer, FollowsThePromptFormat) {
+  EXPECT_EQ(babilong_asked_item("Where is the screw driver? "), "screw driver");
+  EXPECT_EQ(babilong_asked_item("Where was the milk before the office?"), "");
+  EXPECT_EQ(babilong_asked_item("Where is the ?"), "");
+  const auto unprimed = babilong_answer_start("Where is the lantern?", "bedroom", false);
+  EXPECT_EQ(unprimed.primer, "");
+  EXPECT_EQ(unprimed.gold, "The lantern is in the bedroom.");
+  const auto primed = babilong_answer_start("Where is the lantern?", "bedroom", true);
+  EXPECT_EQ(primed.primer, "The lantern is in the");
+  EXPECT_EQ(primed.gold, " bedroom");
+  EXPECT_EQ(babilong_answer_start("Where was the milk before the office?", "garden", true).gold, "garden");
+  // Both forms pass the BABILong scoring rule.
+  EXPECT_TRUE(babilong_correct(unprimed.gold, "bedroom", "Where is the lantern?"));
+  EXPECT_TRUE(babilong_correct(primed.gold + ".", "bedroom", "Where is the lantern?"));
+}
+
 TEST(Wrapping, RendererThatAltersTheMessageIsRejected) {
   PromptWrapper lying{"bad", [](const std::string& message) { return WrappedPrompt{"x" + message, 0}; }, ""};
-  EXPECT_THROW(make_batch_item(kv_prompt({{"a", "b"}, {"c", "d"}}, "a"), lying, "x", "b", 0), std::logic_error);
+  EXPECT_THROW(make_batch_item(kv_prompt({{"a", "b"}, {"c", "d"}}, "a"), lying, "x", {"", "b"}, 0), std::logic_error);
   PromptWrapper beyond{"bad", [](const std::string& message) { return WrappedPrompt{message, 99999}; }, ""};
-  EXPECT_THROW(make_batch_item(kv_prompt({{"a", "b"}, {"c", "d"}}, "a"), beyond, "x", "b", 0), std::logic_error);
+  EXPECT_THROW(make_batch_item(kv_prompt({{"a", "b"}, {"c", "d"}}, "a"), beyond, "x", {"", "b"}, 0), std::logic_error);
 }
 
 }  // namespace

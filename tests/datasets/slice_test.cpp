@@ -74,6 +74,24 @@ TEST(Slice, GeneratedKvLayoutAndGold) {
   EXPECT_EQ(slice.samples[0].answers, slice.samples[8].answers);
 }
 
+TEST(Slice, PrimedKvAnswers) {
+  auto spec = generated_kv();
+  spec.prime_answer = true;
+  const auto primed = build_slice(spec, Split::search, PromptWrapper::affixes("chat", "<u>", "</u><a>"));
+  const auto plain = build_slice(generated_kv(), Split::search, PromptWrapper::affixes("chat", "<u>", "</u><a>"));
+  ASSERT_EQ(primed.samples.size(), plain.samples.size());
+  for (std::size_t i = 0; i < primed.samples.size(); ++i) {
+    const auto& item = primed.samples[i].item;
+    EXPECT_EQ(item.prompt_text.substr(0, plain.samples[i].item.prompt_text.size()), plain.samples[i].item.prompt_text);
+    EXPECT_TRUE(item.prompt_text.ends_with(" is \"")) << item.prompt_text;
+    EXPECT_EQ(item.gold, primed.samples[i].answers.front());
+    EXPECT_EQ(item.chunks, plain.samples[i].item.chunks);
+    // A primed continuation is the value itself.
+    EXPECT_TRUE(is_correct(primed.samples[i], item.gold + "\"."));
+  }
+  EXPECT_NE(primed.identity, plain.identity);
+}
+
 TEST(Slice, GeneratedSplitsAreDisjointAndDeterministic) {
   const auto spec = generated_kv();
   const auto search = build_slice(spec, Split::search, PromptWrapper::identity());
