@@ -171,7 +171,7 @@ Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
       lc.slot_of_head[h] = uniform_groups ? h / group : h;
       lc.slot_scale[lc.slot_of_head[h]] = scales_.at(l, h);
     }
-    lc.kt.resize(static_cast<std::size_t>(lc.key_slots) * c.head_dim * capacity);
+    lc.kt.resize(static_cast<std::size_t>(lc.key_slots) * c.head_dim * key_capacity());
     lc.v.resize(static_cast<std::size_t>(kv_heads) * capacity * c.head_dim);
   }
   positions_.reserve(capacity);
@@ -365,11 +365,11 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
       const int slot = job;
       const int g = lc.key_slots == kv_heads ? slot : slot / group;
       const float* table = table_for(lc.slot_scale[slot]);
-      float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * cap;
+      float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity();
       for (int t = 0; t < T; ++t) {
         std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
         rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
-        for (int i = 0; i < hd; ++i) kt[i * cap + start + t] = key[i];
+        for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
       }
     } else {
       const int h = job - lc.key_slots;
@@ -389,27 +389,36 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
   const bool use_sink = hooks != nullptr && !hooks->initial_key_scale.empty();
   std::fill(sink, sink + kAttentionTile, use_sink ? hooks->initial_key_scale[layer] : 1.0f);
 
+  // Work items: one key slot's query heads x a run of positions, so each
+  // key / value row loaded serves every query head that reads it.
+  std::vector<std::vector<int>> heads_of_slot(lc.key_slots);
+  for (int h = 0; h < heads; ++h) heads_of_slot[lc.slot_of_head[h]].push_back(h);
+  const int slot_heads = static_cast<int>(heads_of_slot[0].size());
+  const int run = std::max(1, kAttentionTile / slot_heads);
+  const int runs = (T + run - 1) / run;
   const AttentionFn attend = attention_for(isa_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int tiles = (T + kAttentionTile - 1) / kAttentionTile;
-  tbb::parallel_for(tbb::blocked_range<int>(0, heads * tiles), [&](const tbb::blocked_range<int>& range) {
+  tbb::parallel_for(tbb::blocked_range<int>(0, lc.key_slots * runs), [&](const tbb::blocked_range<int>& range) {
     AlignedBuffer<float>& scratch = ws.scratch.local();
     scratch.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
     for (int job = range.begin(); job < range.end(); ++job) {
-      const int h = job / tiles;
-      const int t0 = (job % tiles) * kAttentionTile;
+      const int slot = job / runs;
+      const int t0 = (job % runs) * run;
+      const int t1 = std::min(T, t0 + run);
       AttentionTile tile;
-      tile.count = std::min(kAttentionTile, T - t0);
       tile.initial_key_scale = use_sink ? sink : nullptr;
-      for (int r = 0; r < tile.count; ++r) {
-        const int t = t0 + r;
-        tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
-        tile.out[r] = ws.attn.data() + t * q_width + h * hd;
-        tile.limit[r] = start + t + 1;
-        if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+      for (int h : heads_of_slot[slot]) {
+        for (int t = t0; t < t1; ++t) {
+          const int r = tile.count++;
+          tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
+          tile.out[r] = ws.attn.data() + t * q_width + h * hd;
+          tile.limit[r] = start + t + 1;
+          if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+        }
       }
-      const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(lc.slot_of_head[h]) * hd * cap, cap,
-                            lc.v.data() + static_cast<std::size_t>(h / group) * cap * hd,
+      const int kv_head = heads_of_slot[slot][0] / group;
+      const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
+                            lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
                             static_cast<std::size_t>(hd), hd};
       attend(tile, kv, scale, scratch.data());
     }

@@ -68,6 +68,8 @@ class Sequence {
   Sequence(const Model& model, int capacity, RopeScales scales);
   int length() const { return length_; }
   int capacity() const { return capacity_; }
+  // Capacity rounded up to whole 16-key blocks (the key cache layout).
+  std::size_t key_capacity() const { return (static_cast<std::size_t>(capacity_) + 15) / 16 * 16; }
   const RopeScales& scales() const { return scales_; }
   double last_position() const { return positions_.empty() ? -1.0 : positions_.back(); }
 
@@ -77,7 +79,7 @@ class Sequence {
     int key_slots = 0;
     std::vector<int> slot_of_head;  // query head -> key slot
     std::vector<float> slot_scale;  // RoPE scale of each slot
-    AlignedBuffer<float> kt;        // [slot][head_dim][capacity], rotated keys
+    AlignedBuffer<float> kt;        // [slot][key_capacity/16][head_dim][16], rotated keys
     AlignedBuffer<float> v;         // [kv_head][capacity][head_dim]
   };
   int capacity_ = 0;

@@ -233,12 +233,11 @@ TEST(Attention, Avx512MatchesScalarIncludingHooks) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int d = 64, keys = 45;
-  const std::size_t ld = 48;
-  std::vector<float> kt(d * ld), v(keys * d), q(kAttentionTile * d);
+  std::vector<float> kt(d * 48), v(keys * d), q(kAttentionTile * d);
   for (auto& x : kt) x = normal(rng);
   for (auto& x : v) x = normal(rng);
   for (auto& x : q) x = normal(rng);
-  const KeyValueView kv{kt.data(), ld, v.data(), static_cast<std::size_t>(d), d};
+  const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
   for (int count = 1; count <= kAttentionTile; ++count) {
     std::vector<float> out_ref(count * d), out_fast(count * d), probs_ref(count * keys), probs_fast(count * keys);
     const float sink[kAttentionTile] = {0.5f, 1.0f, 2.0f, 0.0f};
@@ -264,7 +263,9 @@ TEST(Attention, Avx512MatchesScalarIncludingHooks) {
 
 TEST(Attention, ScalarIsSoftmaxWeightedValues) {
   // Two keys, one query: hand-computed softmax.
-  const float kt[2 * 2] = {1.0f, 0.0f, 0.0f, 1.0f};  // d=2: key0=(1,0), key1=(0,1)
+  float kt[kKeyBlock * 2] = {};  // d=2: key0=(1,0), key1=(0,1)
+  kt[key_offset(0, 0, 2)] = 1.0f;
+  kt[key_offset(1, 1, 2)] = 1.0f;
   const float v[2 * 2] = {1.0f, 2.0f, 3.0f, 4.0f};
   const float q[2] = {2.0f, 0.0f};
   float out[2];
@@ -274,7 +275,7 @@ TEST(Attention, ScalarIsSoftmaxWeightedValues) {
   tile.out[0] = out;
   tile.limit[0] = 2;
   float scratch[kAttentionTile * 2];
-  attention_scalar()(tile, KeyValueView{kt, 2, v, 2, 2}, 1.0f, scratch);
+  attention_scalar()(tile, KeyValueView{kt, v, 2, 2}, 1.0f, scratch);
   const float p0 = std::exp(2.0f) / (std::exp(2.0f) + 1.0f);
   EXPECT_NEAR(out[0], p0 * 1 + (1 - p0) * 3, 1e-6f);
   EXPECT_NEAR(out[1], p0 * 2 + (1 - p0) * 4, 1e-6f);

@@ -19,7 +19,7 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
     float best = -std::numeric_limits<float>::infinity();
     for (int k = 0; k < tile.limit[r]; ++k) {
       float dot = 0.0f;
-      for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * kv.kt[i * kv.kt_ld + k];
+      for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * kv.kt[key_offset(k, i, kv.head_dim)];
       p[k] = dot * scale;
       best = std::max(best, p[k]);
     }

@@ -1,7 +1,9 @@
 // Causal attention for a tile of queries that share one key/value head:
 //   p = softmax(scale * q K^T) over keys [0, limit), out = p V.
-// Keys are stored transposed (kt[i * kt_ld + key]) so 16 keys' scores come
-// from one vector FMA per head-dimension element; values row-major.
+// Keys are stored transposed in blocks of 16 keys (key_offset below): a
+// block's head_dim x 16 floats are contiguous, so 16 keys' scores come from
+// one vector FMA per head-dimension element over one 4 KiB stream; values
+// row-major.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +12,9 @@
 
 namespace midtune::engine {
 
-inline constexpr int kAttentionTile = 4;  // queries per kernel call, at most
+// Queries per kernel call, at most: e.g. the 3 query heads of a GQA group x
+// 4 positions, so every key and value row loaded serves 12 queries.
+inline constexpr int kAttentionTile = 12;
 
 struct AttentionTile {
   int count = 0;                                // queries in this tile (1..kAttentionTile)
@@ -27,12 +31,18 @@ struct AttentionTile {
 };
 
 struct KeyValueView {
-  const float* kt = nullptr;  // [head_dim][kt_ld]
-  std::size_t kt_ld = 0;
+  const float* kt = nullptr;  // [key / 16][head_dim][16]
   const float* v = nullptr;   // [keys][v_ld]
   std::size_t v_ld = 0;
   int head_dim = 0;
 };
+
+inline constexpr int kKeyBlock = 16;
+
+// Offset of element i of key `key` in the blocked transposed key layout.
+inline std::size_t key_offset(int key, int i, int head_dim) {
+  return (static_cast<std::size_t>(key / kKeyBlock) * head_dim + i) * kKeyBlock + key % kKeyBlock;
+}
 
 // `scratch` holds kAttentionTile * max(limit) floats.
 using AttentionFn = void (*)(const AttentionTile& tile, const KeyValueView& kv, float scale,

@@ -24,9 +24,10 @@ void scores(const AttentionTile& tile, const KeyValueView& kv, float scale, floa
     const __mmask16 mask = tail_mask(max_limit - k0);
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    const float* col = kv.kt + k0;
+    const float* block = kv.kt + static_cast<std::size_t>(k0) * kv.head_dim;  // k0 / 16 * head_dim * 16
     for (int i = 0; i < kv.head_dim; ++i) {
-      const __m512 keys = _mm512_maskz_loadu_ps(mask, col + i * kv.kt_ld);
+      const __m512 keys = _mm512_maskz_loadu_ps(mask, block + i * kKeyBlock);
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(tile.q[r][i]), keys, acc[r]);
     }
     for (int r = 0; r < R; ++r) {
@@ -60,24 +61,27 @@ template <int R>
 void weighted_values(const AttentionTile& tile, const KeyValueView& kv, const float* scratch,
                      int max_limit) {
   // Rows shorter than max_limit have zero weights past their limit (set by
-  // the caller), so every query can run over the same key range.
-  for (int c = 0; c < kv.head_dim; c += 64) {
-    const int width = std::min(64, kv.head_dim - c);
-    const int vecs = width / 16;
-    __m512 acc[R][4];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-    for (int k = 0; k < max_limit; ++k) {
-      const float* vk = kv.v + static_cast<std::size_t>(k) * kv.v_ld + c;
-      __m512 values[4];
-      for (int j = 0; j < vecs; ++j) values[j] = _mm512_loadu_ps(vk + 16 * j);
+  // the caller), so every query can run over the same key range. 32 output
+  // dims per pass: R x 2 accumulators stay in registers for R <= 12.
+  for (int c = 0; c < kv.head_dim; c += 32) {
+    const bool two = kv.head_dim - c >= 32;
+    __m512 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    const float* vk = kv.v + c;
+    for (int k = 0; k < max_limit; ++k, vk += kv.v_ld) {
+      const __m512 v0 = _mm512_loadu_ps(vk);
+      const __m512 v1 = two ? _mm512_loadu_ps(vk + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r) {
         const __m512 weight = _mm512_set1_ps(scratch[static_cast<std::size_t>(r) * max_limit + k]);
-        for (int j = 0; j < vecs; ++j) acc[r][j] = _mm512_fmadd_ps(weight, values[j], acc[r][j]);
+        acc[r][0] = _mm512_fmadd_ps(weight, v0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(weight, v1, acc[r][1]);
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < vecs; ++j) _mm512_storeu_ps(tile.out[r] + c + 16 * j, acc[r][j]);
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(tile.out[r] + c, acc[r][0]);
+      if (two) _mm512_storeu_ps(tile.out[r] + c + 16, acc[r][1]);
+    }
   }
 }
 
@@ -105,7 +109,15 @@ void attention(const AttentionTile& tile, const KeyValueView& kv, float scale, f
     case 1: attend<1>(tile, kv, scale, scratch); break;
     case 2: attend<2>(tile, kv, scale, scratch); break;
     case 3: attend<3>(tile, kv, scale, scratch); break;
-    default: attend<4>(tile, kv, scale, scratch); break;
+    case 4: attend<4>(tile, kv, scale, scratch); break;
+    case 5: attend<5>(tile, kv, scale, scratch); break;
+    case 6: attend<6>(tile, kv, scale, scratch); break;
+    case 7: attend<7>(tile, kv, scale, scratch); break;
+    case 8: attend<8>(tile, kv, scale, scratch); break;
+    case 9: attend<9>(tile, kv, scale, scratch); break;
+    case 10: attend<10>(tile, kv, scale, scratch); break;
+    case 11: attend<11>(tile, kv, scale, scratch); break;
+    default: attend<12>(tile, kv, scale, scratch); break;
   }
 }
 
