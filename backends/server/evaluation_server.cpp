@@ -5,6 +5,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 namespace midtune::server {
@@ -81,6 +83,12 @@ void EvaluationServer::install_routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.limits.max_body_bytes);
   s.set_tcp_nodelay(true);  // small replies should not wait for the client's delayed ACK
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind a
+  // port in use and silently take half its requests: possibly another model.
+  s.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 
   s.Get("/v1/info", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_for_wire(info_to_json(info_)), "application/json");

@@ -1,6 +1,7 @@
 // Fan-out across real ga-serve processes on 127.0.0.1: the same answers as
 // the in-process backend, a killed server's items finish on the other, and
 // SIGTERM answers the request in flight before exiting.
+#include <fstream>
 #include <future>
 
 #include <gtest/gtest.h>
@@ -82,6 +83,48 @@ TEST(GaServeProcesses, SigtermAnswersTheRequestInFlightThenExits) {
   SyntheticTestDoubleBackend local(SyntheticTestDoubleConfig{});
   testing::expect_same_outputs(outputs, local.run(testing::lpes_like(1.5), items, RunOptions{}));
   EXPECT_EQ(server.wait_exit(std::chrono::seconds(10)), 0);
+}
+
+TEST(GaServeProcesses, BadRequestsDuringAnEvaluationDoNotDisturbIt) {
+  ServeProcess server(synthetic_args(300));
+  ServerBackend backend(options_for({server.url()}, 16));
+  const auto items = testing::make_items(4);
+  auto running = std::async(std::launch::async, [&] {
+    return backend.run(testing::lpes_like(1.5), items, RunOptions{});
+  });
+  httplib::Client raw(server.url());
+  for (const std::string& body : std::vector<std::string>{"{", "[]", "{\"mode\": 3}", std::string(1000, '[')}) {
+    auto res = raw.Post("/v1/evaluate", body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+  }
+  SyntheticTestDoubleBackend local(SyntheticTestDoubleConfig{});
+  testing::expect_same_outputs(running.get(), local.run(testing::lpes_like(1.5), items, RunOptions{}));
+}
+
+// Runs ga-serve with `args` to its exit; exit code and stderr.
+std::pair<int, std::string> run_to_exit(const std::string& args) {
+  const std::string err = ::testing::TempDir() + "ga-serve-stderr.txt";
+  const int status = std::system(("timeout 20 " + std::string(MIDTUNE_BINARY_DIR) + "/ga-serve " + args +
+                                  " > /dev/null 2> " + err).c_str());
+  std::ifstream in(err);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
+}
+
+TEST(GaServeProcesses, CommandLineMistakesAreClearErrors) {
+  auto [code, err] = run_to_exit("--model /nonexistent/model.gguf --port 0");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(err.find("/nonexistent/model.gguf"), std::string::npos) << err;
+
+  ServeProcess taken(synthetic_args());
+  const std::string port = taken.url().substr(taken.url().rfind(':') + 1);
+  std::tie(code, err) = run_to_exit("--synthetic-test-double --port " + port);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("cannot listen on 127.0.0.1:" + port), std::string::npos) << err;
+
+  std::tie(code, err) = run_to_exit("--port 0");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(err.find("--model"), std::string::npos) << err;
 }
 
 }  // namespace
