@@ -208,6 +208,19 @@ class ServerBackend::Run {
   // Pulls chunks until the queue is drained and nothing is in flight. A chunk
   // in flight elsewhere may fail and come back, so idle workers wait for it.
   void work(std::size_t e) {
+    try {
+      work_on(e);
+    } catch (const std::exception& err) {  // a bug or bad_alloc: fail the batch, never hang or terminate
+      {
+        std::lock_guard lock(queue_mutex_);
+        if (rejection_.empty()) rejection_ = std::string("evaluation failed: ") + err.what();
+        cancel_ = true;
+      }
+      ready_.notify_all();
+    }
+  }
+
+  void work_on(std::size_t e) {
     EndpointClient client(backend_.endpoints_[e].status.url, backend_.options_.retry);
     std::size_t done = 0;
     if (verify(e, client)) {
