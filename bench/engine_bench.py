@@ -34,18 +34,20 @@ def run_llama(model, n, decode, threads, repeats):
     import llamacpp_loader
     llm = llamacpp_loader.load(model, n_ctx=n + decode + 16, n_threads=threads)
     tokens = bench_tokens(n + decode, llm.n_vocab())
-    best = float("inf")
+    best = best_cpu = float("inf")
     for _ in range(repeats):
         llm.reset()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         llm.eval(tokens[:n])
         best = min(best, time.perf_counter() - start)
-    start = time.perf_counter()
+        best_cpu = min(best_cpu, time.process_time() - cpu_start)
+    start, cpu_start = time.perf_counter(), time.process_time()
     for i in range(decode):
         llm.eval([tokens[n + i]])
-    decode_s = time.perf_counter() - start
+    decode_s, decode_cpu = time.perf_counter() - start, time.process_time() - cpu_start
     llm.close()
-    return {"prefill_tok_s": n / best, "decode_tok_s": decode / decode_s if decode else 0.0}
+    return {"prefill_tok_s": n / best, "decode_tok_s": decode / decode_s if decode else 0.0,
+            "prefill_tok_per_cpu_s": n / best_cpu, "decode_tok_per_cpu_s": decode / decode_cpu if decode else 0.0}
 
 
 def run_engine(cli, model, n, decode, threads, repeats):
@@ -80,6 +82,12 @@ def main():
               f"{ours['prefill_tok_s'] / theirs['prefill_tok_s']:>5.2f}x | "
               f"{ours['decode_tok_s']:>14.1f} {theirs['decode_tok_s']:>16.1f} "
               f"{ours['decode_tok_s'] / theirs['decode_tok_s']:>5.2f}x")
+    print("per second of process CPU time (load-independent; with >1 thread llama.cpp's spinning workers count too):")
+    for n, ours, theirs in rows:
+        print(f"{n:>6} | {ours['prefill_tok_per_cpu_s']:>15.1f} {theirs['prefill_tok_per_cpu_s']:>17.1f} "
+              f"{ours['prefill_tok_per_cpu_s'] / theirs['prefill_tok_per_cpu_s']:>5.2f}x | "
+              f"{ours['decode_tok_per_cpu_s']:>14.1f} {theirs['decode_tok_per_cpu_s']:>16.1f} "
+              f"{ours['decode_tok_per_cpu_s'] / theirs['decode_tok_per_cpu_s']:>5.2f}x")
     print(json.dumps([{"prompt_tokens": n, "midtune": o, "llama_cpp": t} for n, o, t in rows]))
 
 

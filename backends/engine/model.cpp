@@ -288,8 +288,11 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
 
   for (int t = 0; t < T; ++t) embed(tokens[t], ws.x.data() + t * hidden);
 
+  // Row-wise ops go parallel only for prefill; a decode step is too small
+  // to pay for the task overhead.
+  const auto rows_partitioner = [&](int grain) { return tbb::blocked_range<int>(0, T, std::max(grain, T < 16 ? T : 1)); };
   auto norm_rows = [&](const std::vector<float>& weight) {
-    tbb::parallel_for(tbb::blocked_range<int>(0, T, 16), [&](const tbb::blocked_range<int>& r) {
+    tbb::parallel_for(rows_partitioner(16), [&](const tbb::blocked_range<int>& r) {
       rms_norm_rows(ws.x.data() + r.begin() * hidden, hidden, weight.data(), r.size(), static_cast<int>(hidden),
                     c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden);
     });
@@ -310,7 +313,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     // SwiGLU feed-forward block.
     norm_rows(w.ffn_norm);
     project(w.gate_up, ws.xn.data(), hidden, ws.ffn.data());
-    tbb::parallel_for(tbb::blocked_range<int>(0, T, 8), [&](const tbb::blocked_range<int>& r) {
+    tbb::parallel_for(rows_partitioner(8), [&](const tbb::blocked_range<int>& r) {
       for (int t = r.begin(); t < r.end(); ++t) {
         const float* row = ws.ffn.data() + t * 2 * ffn;
         silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn, isa_);

@@ -23,6 +23,10 @@ struct ModelBenchResult {
   double load_seconds = 0.0;
   double prefill_tokens_per_second = 0.0;
   double decode_tokens_per_second = 0.0;
+  // The same rates per second of process CPU time (all threads): a
+  // load-independent figure when other jobs share the cores.
+  double prefill_tokens_per_cpu_second = 0.0;
+  double decode_tokens_per_cpu_second = 0.0;
   nlohmann::json to_json(const ModelBenchOptions& options) const;
 };
 
