@@ -10,6 +10,7 @@ namespace midtune::load {
 namespace {
 
 constexpr double kGridTolerance = 1e-6;
+const std::vector<std::string> kLpesKeys = {"curve", "degree", "x_step", "y_min", "y_max", "y_step"};
 const std::vector<std::string> kComboMembers = {"lpes", "pi", "mspoe", "siw", "caliope", "phs"};
 
 std::string number_text(double value) {
@@ -48,7 +49,7 @@ FitnessWeights parse_weights(const MapReader& objective, const DatasetConfig& da
 
 LpesConfig parse_lpes(const MapReader& objective) {
   const MapReader section =
-      objective.map("lpes", {"curve", "degree", "x_step", "y_min", "y_max", "y_step"});
+      objective.map("lpes", kLpesKeys);
   LpesConfig lpes;
   lpes.curve = section.choice_or("curve", lpes.curve, {"bezier", "linear", "step", "brute-force"});
   lpes.degree = static_cast<int>(section.integer_or("degree", lpes.degree, 1, 6));
@@ -108,7 +109,7 @@ ObjectiveConfig parse_objective(const MapReader& root, const DatasetConfig& data
   if (!root.has("objective")) root.required("objective");
   std::vector<std::string> valid = {"kind", "weights", "lpes", "pi", "combo"};
   valid.insert(valid.end(), gene_methods().begin(), gene_methods().end());
-  const MapReader section = root.map("objective", valid);
+  const MapReader section = root.map("objective", valid, {{"lpes", kLpesKeys}});
 
   ObjectiveConfig objective;
   objective.kind = section.required("kind").choice(objective_kinds());

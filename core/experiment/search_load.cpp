@@ -9,6 +9,10 @@ namespace midtune::load {
 namespace {
 
 constexpr std::int64_t kMaxCount = 1000000;
+const std::vector<std::string> kGaKeys = {
+    "population", "parents",  "generations", "mutants",   "crossovers",      "crossover_tries",
+    "mutation_x", "mutation_y", "mutation",  "crossover", "selection",       "tournament_size",
+    "elitism"};
 
 int count_or(const MapReader& section, const std::string& key, int fallback, std::int64_t min,
              std::int64_t max) {
@@ -16,10 +20,7 @@ int count_or(const MapReader& section, const std::string& key, int fallback, std
 }
 
 GaConfig parse_ga(const MapReader& search) {
-  const MapReader section = search.map(
-      "ga", {"population", "parents", "generations", "mutants", "crossovers", "crossover_tries",
-             "mutation_x", "mutation_y", "mutation", "crossover", "selection", "tournament_size",
-             "elitism"});
+  const MapReader section = search.map("ga", kGaKeys);
   GaConfig ga;
   ga.population = count_or(section, "population", ga.population, 2, kMaxCount);
   ga.parents = count_or(section, "parents", ga.parents, 1, kMaxCount);
@@ -103,7 +104,8 @@ std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig&
 }  // namespace
 
 SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective) {
-  const MapReader section = root.map("search", {"strategy", "ga", "grid", "random"});
+  const MapReader section = root.map("search", {"strategy", "ga", "grid", "random"},
+                                     {{"ga", kGaKeys}, {"random", {"samples"}}});
   SearchConfig search;
   search.strategy = section.choice_or("strategy", search.strategy, search_strategies());
   search.ga = parse_ga(section);

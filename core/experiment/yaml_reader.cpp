@@ -128,16 +128,32 @@ std::vector<Field> Field::list_of_min_size(std::size_t min_size) const {
   return items;
 }
 
-MapReader::MapReader(const Field& field, std::vector<std::string> valid_keys)
+MapReader::MapReader(const Field& field, std::vector<std::string> valid_keys,
+                     const std::vector<Subsection>& subsections)
     : self_(field), file_(field.file()) {
-  read_entries(&valid_keys);
+  read_entries(&valid_keys, subsections);
 }
 
 MapReader::MapReader(const Field& field) : self_(field), file_(field.file()) {
-  read_entries(nullptr);
+  read_entries(nullptr, {});
 }
 
-void MapReader::read_entries(const std::vector<std::string>* valid_keys) {
+namespace {
+
+// "sub.key" when `key` (or a near spelling) is a key of one of the subsections.
+std::string subsection_suggestion(const std::string& key,
+                                  const std::vector<MapReader::Subsection>& subsections) {
+  for (const auto& subsection : subsections) {
+    const std::string near = nearest_name(key, subsection.keys);
+    if (!near.empty()) return subsection.name + "." + near;
+  }
+  return "";
+}
+
+}  // namespace
+
+void MapReader::read_entries(const std::vector<std::string>* valid_keys,
+                             const std::vector<Subsection>& subsections) {
   const Field& field = self_;
   if (!field.is_null() && !field.is_map()) field.fail("expected a mapping, got " + field.kind_name());
   if (field.is_null()) return;
@@ -151,7 +167,8 @@ void MapReader::read_entries(const std::vector<std::string>* valid_keys) {
                                                           entry.key) != valid_keys->end();
     if (!known) {
       std::string reason = "unknown key '" + entry.key + "'";
-      const std::string suggestion = nearest_name(entry.key, *valid_keys);
+      std::string suggestion = nearest_name(entry.key, *valid_keys);
+      if (suggestion.empty()) suggestion = subsection_suggestion(entry.key, subsections);
       if (!suggestion.empty()) {
         reason += "; did you mean '" + suggestion + "'?";
       } else {
@@ -194,8 +211,9 @@ Field MapReader::required(const std::string& key) const {
   return field(key);
 }
 
-MapReader MapReader::map(const std::string& key, std::vector<std::string> valid_keys) const {
-  return MapReader(field(key), std::move(valid_keys));
+MapReader MapReader::map(const std::string& key, std::vector<std::string> valid_keys,
+                         const std::vector<Subsection>& subsections) const {
+  return MapReader(field(key), std::move(valid_keys), subsections);
 }
 
 double MapReader::number_or(const std::string& key, double fallback, double min,

@@ -55,7 +55,15 @@ class Field {
 // or absent node reads as an empty mapping.
 class MapReader {
  public:
-  MapReader(const Field& field, std::vector<std::string> valid_keys);
+  // A key of a subsection written one level too high; an unknown key that
+  // matches one is reported as "did you mean 'ga.population'?".
+  struct Subsection {
+    std::string name;
+    std::vector<std::string> keys;
+  };
+
+  MapReader(const Field& field, std::vector<std::string> valid_keys,
+            const std::vector<Subsection>& subsections = {});
   // A mapping of user-chosen names (any key; duplicates still rejected).
   explicit MapReader(const Field& field);
 
@@ -69,7 +77,8 @@ class MapReader {
   Field field(const std::string& key) const;
   // The value; throws "missing required key" when absent or null.
   Field required(const std::string& key) const;
-  MapReader map(const std::string& key, std::vector<std::string> valid_keys) const;
+  MapReader map(const std::string& key, std::vector<std::string> valid_keys,
+                const std::vector<Subsection>& subsections = {}) const;
 
   double number_or(const std::string& key, double fallback, double min, double max) const;
   std::int64_t integer_or(const std::string& key, std::int64_t fallback, std::int64_t min,
@@ -91,7 +100,8 @@ class MapReader {
   };
   const Entry* find(const std::string& key) const;
 
-  void read_entries(const std::vector<std::string>* valid_keys);
+  void read_entries(const std::vector<std::string>* valid_keys,
+                    const std::vector<Subsection>& subsections);
 
   Field self_;
   const std::filesystem::path* file_;

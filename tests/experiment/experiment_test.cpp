@@ -249,6 +249,13 @@ TEST_F(ExperimentFile, UnknownKeySuggestsTheNearestValidOne) {
   expect_error(edited("seed: 1234", "sed: 1234"), 2, 1, "sed", "did you mean 'seed'?");
 }
 
+TEST_F(ExperimentFile, KeyOfASubsectionWrittenOneLevelUpSuggestsItsPlace) {
+  expect_error(edited("  strategy: ga\n", "  strategy: ga\n  generations: 5\n"), 23, 3,
+               "search.generations", "did you mean 'ga.generations'?");
+  expect_error(edited("  kind: lpes\n", "  kind: lpes\n  degre: 2\n"), 17, 3, "objective.degre",
+               "did you mean 'lpes.degree'?");
+}
+
 TEST_F(ExperimentFile, UnknownKeyFarFromAnyListsTheValidKeys) {
   expect_error(edited("  metric: teacher_forced", "  zzzzzzzz: 1"), 14, 3, "dataset.zzzzzzzz",
                "valid keys here: kind, file");
