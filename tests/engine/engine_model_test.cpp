@@ -141,6 +141,72 @@ TEST_F(EngineModel, NonTrivialRopeScaleChangesLogits) {
   EXPECT_GT(diff, 0.1);
 }
 
+TEST_F(EngineModel, FloatPositionsShiftedByAConstantGiveTheSameLogits) {
+  // RoPE scores depend only on position differences, so shifting every
+  // position by 100.5 leaves the logits unchanged up to float rounding of the
+  // angles (which int8 activation rounding can amplify a little); an uneven
+  // remap (a CALIOPE-like gap of 50 mid-prompt) must change them far more.
+  const auto fixture = load_fixture("logits_fp32.json");
+  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  for (int which : {0, 2, 4, 6}) {
+    const auto tokens = fixture["cases"][which]["tokens"].get<std::vector<std::int32_t>>();
+    const int n = static_cast<int>(tokens.size()), last = n - 1;
+    std::vector<double> plain(n), shifted(n), stretched(n);
+    for (int i = 0; i < n; ++i) {
+      plain[i] = i;
+      shifted[i] = i + 100.5;
+      stretched[i] = i < n / 2 ? i : i + 50.0;
+    }
+    auto run = [&](const std::vector<double>& pos) {
+      Sequence seq(*model_, n, ones);
+      return model_->forward(seq, tokens, pos, std::span<const int>(&last, 1));
+    };
+    const auto a = run(plain), b = run(shifted), c = run(stretched);
+    const auto d = last_logits(tokens, ones);
+    double shift_diff = 0.0, gap_diff = 0.0, default_diff = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      shift_diff = std::max(shift_diff, static_cast<double>(std::fabs(a[i] - b[i])));
+      gap_diff = std::max(gap_diff, static_cast<double>(std::fabs(a[i] - c[i])));
+      default_diff = std::max(default_diff, static_cast<double>(std::fabs(a[i] - d[i])));
+    }
+    std::printf("prompt %d: max logit change: shift by 100.5 %.4f, gap of 50 mid-prompt %.4f\n", which, shift_diff,
+                gap_diff);
+    EXPECT_EQ(default_diff, 0.0);  // explicit 0..n-1 equals the default positions
+    EXPECT_LT(shift_diff, 1.0);
+    EXPECT_GT(gap_diff, 2.0 * shift_diff);
+  }
+}
+
+TEST_F(EngineModel, LastQueryAttentionHookSeesSoftmaxRows) {
+  const auto fixture = load_fixture("logits_fp32.json");
+  const auto tokens = fixture["cases"][0]["tokens"].get<std::vector<std::int32_t>>();
+  const ModelConfig& c = model_->config();
+  const int n = static_cast<int>(tokens.size()), last = n - 1;
+  int calls = 0;
+  ForwardHooks hooks;
+  hooks.on_last_query_attention = [&](int layer, std::span<const float> rows, int keys) {
+    EXPECT_EQ(layer, calls);
+    EXPECT_EQ(keys, n);
+    ASSERT_EQ(rows.size(), static_cast<std::size_t>(c.heads) * n);
+    for (std::uint32_t h = 0; h < c.heads; ++h) {
+      double sum = 0.0;
+      for (int k = 0; k < n; ++k) sum += rows[h * n + k];
+      EXPECT_NEAR(sum, 1.0, 1e-4) << "layer " << layer << " head " << h;
+    }
+    ++calls;
+  };
+  Sequence seq(*model_, n, RopeScales::ones(c.layers, c.heads));
+  const auto with_hook = model_->forward(seq, tokens, {}, std::span<const int>(&last, 1), &hooks);
+  EXPECT_EQ(calls, static_cast<int>(c.layers));
+  EXPECT_EQ(with_hook, last_logits(tokens, RopeScales::ones(c.layers, c.heads)));  // observing changes nothing
+  // SIW-style scaling of key 0's weight changes the output.
+  ForwardHooks siw;
+  siw.initial_key_scale.assign(c.layers, 0.5f);
+  Sequence seq2(*model_, n, RopeScales::ones(c.layers, c.heads));
+  const auto scaled = model_->forward(seq2, tokens, {}, std::span<const int>(&last, 1), &siw);
+  EXPECT_NE(scaled, with_hook);
+}
+
 TEST_F(EngineModel, GreedyContinuationsMatchLlamaCpp) {
   const auto fixture = load_fixture("greedy_llamacpp.json");
   const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
