@@ -18,6 +18,14 @@ Gene x_gene(const std::string& name, const bezier::ControlGrid& grid) {
   return FloatGene{name, 0.0, grid.layers - 1.0, grid.x_step};
 }
 
+// Gene names x0, y0, s12, ... (appending avoids GCC 12's false -Wrestrict
+// on "x" + std::to_string(k)).
+std::string indexed(const char* prefix, int index) {
+  std::string name(prefix);
+  name += std::to_string(index);
+  return name;
+}
+
 }  // namespace
 
 void LpesSpec::validate() const {
@@ -64,7 +72,7 @@ GenomeSpace lpes_genome_space(const LpesSpec& spec) {
   spec.validate();
   std::vector<Gene> genes;
   if (spec.curve == CurveKind::brute_force) {
-    for (int h = 0; h < spec.grid.layers; ++h) genes.push_back(y_gene("s" + std::to_string(h), spec.grid));
+    for (int h = 0; h < spec.grid.layers; ++h) genes.push_back(y_gene(indexed("s", h), spec.grid));
     GenomeSpace space(std::move(genes));
     Genome seed(space.size());
     for (std::size_t h = 0; h < seed.size(); ++h) seed[h] = snap(space.gene(h), spec.grid.initial_y);
@@ -72,8 +80,8 @@ GenomeSpace lpes_genome_space(const LpesSpec& spec) {
     return space;
   }
   for (int k = 0; k <= spec.degree; ++k) {
-    genes.push_back(x_gene("x" + std::to_string(k), spec.grid));
-    genes.push_back(y_gene("y" + std::to_string(k), spec.grid));
+    genes.push_back(x_gene(indexed("x", k), spec.grid));
+    genes.push_back(y_gene(indexed("y", k), spec.grid));
   }
   GenomeSpace space(
       std::move(genes),
