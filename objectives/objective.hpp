@@ -37,5 +37,11 @@ std::unique_ptr<Objective> make_objective(const ObjectiveConfig& objective, int 
 // Per-method constructors (one file each).
 std::unique_ptr<Objective> make_lpes_objective(const ObjectiveConfig& objective, int layers);
 std::unique_ptr<Objective> make_pi_objective(const ObjectiveConfig& objective);
+// Issue 5 (gene tables of core/experiment/genes.hpp; objectives/gene_table.hpp).
+std::unique_ptr<Objective> make_mspoe_objective(const ObjectiveConfig& objective, int layers);
+std::unique_ptr<Objective> make_siw_objective(const ObjectiveConfig& objective, int layers);
+std::unique_ptr<Objective> make_caliope_objective(const ObjectiveConfig& objective, int layers);
+std::unique_ptr<Objective> make_phs_objective(const ObjectiveConfig& objective, int layers);
+std::unique_ptr<Objective> make_combo_objective(const ObjectiveConfig& objective, int layers);
 
 }  // namespace midtune

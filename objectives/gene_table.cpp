@@ -1,0 +1,158 @@
+#include "objectives/gene_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace midtune {
+namespace {
+
+GeneValue from_json_value(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.get<double>();
+}
+
+bool is_layer_gene(const std::string& name) { return name == "first_layer" || name == "last_layer"; }
+
+double largest_value(const GeneRange& r) {
+  if (!r.listed) return r.max;
+  double top = -1e300;
+  for (const auto& v : r.values) {
+    if (const auto* d = std::get_if<double>(&v)) top = std::max(top, *d);
+  }
+  return top;
+}
+
+}  // namespace
+
+const GeneValue& GeneValues::at(const std::string& name) const {
+  const auto found = values_.find(name);
+  if (found == values_.end()) throw std::logic_error(method_ + ": no value for gene '" + name + "'");
+  return found->second;
+}
+
+double GeneValues::number(const std::string& name) const {
+  const auto* d = std::get_if<double>(&at(name));
+  if (d == nullptr) throw std::logic_error(method_ + "." + name + ": expected a number");
+  return *d;
+}
+
+int GeneValues::integer(const std::string& name) const { return static_cast<int>(std::lround(number(name))); }
+
+const std::string& GeneValues::text(const std::string& name) const {
+  const auto* s = std::get_if<std::string>(&at(name));
+  if (s == nullptr) throw std::logic_error(method_ + "." + name + ": expected a text value");
+  return *s;
+}
+
+GeneTable::GeneTable(const ObjectiveConfig& objective, const std::string& method, int layers)
+    : method_(method) {
+  const std::string where = "objective." + method + ".genes";
+  const MethodGenes* table = objective.genes_of(method);
+  if (table == nullptr) throw std::invalid_argument(where + ": missing (the " + method + " objective needs its genes)");
+  for (const GeneRange& r : table->genes) {
+    if (is_layer_gene(r.name) && largest_value(r) > layers - 1) {
+      throw std::invalid_argument(where + "." + r.name + ": layer " + gene_value_to_string(largest_value(r)) +
+                                  " is outside the model's layers 0.." + std::to_string(layers - 1));
+    }
+    if (r.fixed()) {
+      fixed_.push_back(r);
+      continue;
+    }
+    const std::string& name = r.name;
+    if (r.listed) {
+      CategoricalGene gene{name, {}};
+      for (const auto& v : r.values) gene.values.push_back(gene_value_to_json(v));
+      const auto pos = std::find(r.values.begin(), r.values.end(), r.start);
+      if (pos == r.values.end()) throw std::invalid_argument(where + "." + r.name + ": start is not one of the values");
+      start_.push_back(static_cast<double>(pos - r.values.begin()));
+      genes_.push_back(std::move(gene));
+    } else {
+      FloatGene gene{name, r.min, r.max, r.step};
+      try {
+        validate_gene(gene);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(where + "." + r.name + ": " + e.what());
+      }
+      start_.push_back(snap(gene, std::get<double>(r.start)));
+      genes_.push_back(std::move(gene));
+    }
+    gene_names_.push_back(r.name);
+  }
+}
+
+GeneValues GeneTable::values(std::span<const double> slice) const {
+  if (slice.size() != genes_.size()) throw std::logic_error(method_ + ": genome slice of the wrong size");
+  GeneValues out(method_);
+  for (const GeneRange& r : fixed_) out.set(r.name, r.listed ? r.values.front() : GeneValue(r.min));
+  for (std::size_t i = 0; i < genes_.size(); ++i) {
+    if (const auto* c = std::get_if<CategoricalGene>(&genes_[i])) {
+      out.set(gene_names_[i], from_json_value(c->values.at(static_cast<std::size_t>(slice[i]))));
+    } else {
+      out.set(gene_names_[i], slice[i]);
+    }
+  }
+  return out;
+}
+
+bool GeneTable::ordered(std::span<const double> slice) const {
+  const GeneValues v = values(slice);
+  for (const GeneOrder& order : method_gene_orders(method_)) {
+    if (v.number(order.lower) > v.number(order.upper)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+class GeneTableObjective final : public Objective {
+ public:
+  GeneTableObjective(GeneTable table, ApplyGenes apply, const FitnessWeights& weights)
+      : table_(std::move(table)), apply_(std::move(apply)),
+        weights_{weights.beginning, weights.middle, weights.end} {
+    space_ = GenomeSpace(table_.genes(), [this](const Genome& g) { return table_.ordered(g); },
+                         ordering_text(table_.method()));
+    space_.set_seed(table_.start());
+  }
+  std::string name() const override { return table_.method(); }
+  const GenomeSpace& space() const override { return space_; }
+  Intervention decode(const Genome& genome) const override {
+    space_.require_valid(genome, table_.method() + " genome");
+    Intervention out;
+    apply_(table_.values(genome), out);
+    return out;
+  }
+  // Fitness as LPES: lambda_B acc(beginning) + lambda_M acc(middle) + lambda_E acc(end).
+  double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const override {
+    return metrics::bucket_fitness(by_position, weights_);
+  }
+  static std::string ordering_text(const std::string& method) {
+    std::string text;
+    for (const GeneOrder& o : method_gene_orders(method)) text += (text.empty() ? "" : ", ") + o.lower + " <= " + o.upper;
+    return text;
+  }
+
+ private:
+  GeneTable table_;
+  ApplyGenes apply_;
+  metrics::BucketWeights weights_;
+  GenomeSpace space_;
+};
+
+}  // namespace
+
+std::unique_ptr<Objective> make_gene_table_objective(const ObjectiveConfig& objective, const std::string& method,
+                                                     int layers, ApplyGenes apply) {
+  return std::make_unique<GeneTableObjective>(GeneTable(objective, method, layers), std::move(apply),
+                                              objective.weights);
+}
+
+ApplyGenes gene_writer(const std::string& method) {
+  if (method == "mspoe") return apply_mspoe_genes;
+  if (method == "siw") return apply_siw_genes;
+  if (method == "caliope") return apply_caliope_genes;
+  if (method == "phs") return apply_phs_genes;
+  throw std::invalid_argument("objective: '" + method + "' has no gene table (mspoe, siw, caliope, phs)");
+}
+
+}  // namespace midtune

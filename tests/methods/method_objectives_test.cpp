@@ -1,0 +1,128 @@
+// The issue-5 objectives: genes from the experiment file (paper defaults as
+// the start), genome -> Intervention, ordering constraints, combo genomes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/experiment/experiment.hpp"
+#include "objectives/objective.hpp"
+
+namespace midtune {
+namespace {
+
+Experiment parse(const std::string& objective_yaml) {
+  const std::string text =
+      "name: t\nseed: 1\nbackend: {kind: synthetic-test-double, layers: 30, heads: 9}\n"
+      "dataset: {kind: kv, pairs: 10}\n" + objective_yaml + "search: {strategy: random}\n";
+  return parse_experiment(text, "/tmp/methods-test.yaml");
+}
+
+TEST(MethodObjectives, MsPoeStartsAtThePaperDefaults) {
+  const Experiment e = parse(
+      "objective:\n  kind: mspoe\n  mspoe:\n    genes:\n"
+      "      min_ratio: {min: 1.0, max: 1.6, step: 0.1}\n"
+      "      max_ratio: {min: 1.6, max: 2.4, step: 0.2}\n"
+      "      order: {values: [awareness, sequential]}\n");
+  const auto objective = make_objective(e.objective, 30);
+  EXPECT_EQ(objective->name(), "mspoe");
+  EXPECT_EQ(objective->space().names(), (std::vector<std::string>{"min_ratio", "max_ratio", "order"}));
+  const Intervention start = objective->decode(objective->initial_genome());
+  ASSERT_TRUE(start.mspoe);
+  EXPECT_DOUBLE_EQ(start.mspoe->min_ratio, 1.2);
+  EXPECT_DOUBLE_EQ(start.mspoe->max_ratio, 1.8);
+  EXPECT_DOUBLE_EQ(start.mspoe->alpha, 3.0);   // fixed at the paper default
+  EXPECT_EQ(start.mspoe->first_layer, 2);
+  EXPECT_EQ(start.mspoe->order, "awareness");
+  const Intervention other = objective->decode({1.5, 2.0, 1});
+  EXPECT_DOUBLE_EQ(other.mspoe->min_ratio, 1.5);
+  EXPECT_EQ(other.mspoe->order, "sequential");
+  EXPECT_FALSE(objective->space().is_valid({1.7, 2.0, 0})) << "1.7 is outside min_ratio's range";
+}
+
+TEST(MethodObjectives, SiwLayersBecomeARange) {
+  const Experiment e = parse(
+      "objective:\n  kind: siw\n  siw:\n    genes:\n"
+      "      alpha_dense: {min: 0.2, max: 1.0, step: 0.2, start: 0.6}\n"
+      "      alpha_sparse: {min: 1.0, max: 2.0, step: 0.25}\n"
+      "      first_layer: {min: 4, max: 12, step: 4, start: 4}\n"
+      "      last_layer: {min: 12, max: 24, step: 4, start: 12}\n");
+  const auto objective = make_objective(e.objective, 30);
+  const Intervention iv = objective->decode({0.4, 1.5, 8, 16});
+  ASSERT_TRUE(iv.siw);
+  EXPECT_DOUBLE_EQ(iv.siw->alpha_dense, 0.4);
+  EXPECT_DOUBLE_EQ(iv.siw->alpha_sparse, 1.5);
+  EXPECT_DOUBLE_EQ(iv.siw->sigma, 1.0);
+  EXPECT_EQ(iv.siw->layers, (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15, 16}));
+  EXPECT_EQ(objective->initial_genome(), (Genome{0.6, 1.0, 4, 12}));
+  EXPECT_TRUE(objective->space().is_valid({0.4, 1.5, 12, 12}));
+  EXPECT_THROW(make_objective(e.objective, 20), std::invalid_argument) << "last_layer 24 beyond 20 layers";
+}
+
+TEST(MethodObjectives, CaliopeCalibratorIsCategorical) {
+  const Experiment e = parse(
+      "objective:\n  kind: caliope\n  caliope:\n    genes:\n"
+      "      calibrator: {values: [moses, hourglass, decay]}\n"
+      "      gap: {values: [100, 1000, 10000]}\n"
+      "      lambda: {min: 0.5, max: 0.95, step: 0.05}\n");
+  const auto objective = make_objective(e.objective, 30);
+  const Intervention start = objective->decode(objective->initial_genome());
+  ASSERT_TRUE(start.position_map);
+  EXPECT_EQ(start.position_map->kind, "moses");
+  EXPECT_DOUBLE_EQ(start.position_map->gap, 10000);
+  const Intervention decay = objective->decode({2, 0, 0.5});
+  EXPECT_EQ(decay.position_map->kind, "decay");
+  EXPECT_DOUBLE_EQ(decay.position_map->lambda, 0.5);
+  EXPECT_DOUBLE_EQ(decay.position_map->delta0, 1000);
+}
+
+TEST(MethodObjectives, PhsNeedsItsChannel) {
+  const Experiment e = parse(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n"
+      "      channel: {values: [17, 300], start: 17}\n"
+      "      scale: {values: [0.5, 0, -0.5, -1]}\n"
+      "      first_layer: 8\n      last_layer: 20\n");
+  const auto objective = make_objective(e.objective, 30);
+  const Intervention iv = objective->decode({1, 3});
+  ASSERT_TRUE(iv.hidden_channel);
+  EXPECT_EQ(iv.hidden_channel->channel, 300);
+  EXPECT_DOUBLE_EQ(iv.hidden_channel->scale, -1);
+  EXPECT_EQ(iv.hidden_channel->layers.size(), 13u);
+  EXPECT_EQ(objective->decode(objective->initial_genome()).hidden_channel->scale, 0.0);
+}
+
+TEST(MethodObjectives, ComboJoinsLpesAndSiw) {
+  const Experiment e = parse(
+      "objective:\n  kind: combo\n  combo: {methods: [lpes, siw]}\n"
+      "  lpes: {curve: bezier, degree: 3}\n"
+      "  siw:\n    genes:\n"
+      "      alpha_dense: {min: 0.2, max: 1.0, step: 0.2, start: 0.6}\n"
+      "      alpha_sparse: {min: 1.0, max: 2.0, step: 0.25}\n"
+      "      first_layer: 8\n      last_layer: 20\n");
+  const auto objective = make_objective(e.objective, 30);
+  const auto names = objective->space().names();
+  ASSERT_EQ(names.size(), 10u);
+  EXPECT_EQ(names[0], "lpes.x0");
+  EXPECT_EQ(names[8], "siw.alpha_dense");
+  const Intervention iv = objective->decode(objective->initial_genome());
+  EXPECT_EQ(iv.rope_scale.size(), 30u);
+  ASSERT_TRUE(iv.siw);
+  EXPECT_DOUBLE_EQ(iv.siw->alpha_dense, 0.6);
+  Genome bad = objective->initial_genome();
+  std::swap(bad[0], bad[2]);  // LPES x must increase
+  EXPECT_FALSE(objective->space().is_valid(bad));
+}
+
+TEST(MethodObjectives, OrderedPairsConstrainTheGenome) {
+  const Experiment e = parse(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n"
+      "      channel: 17\n"
+      "      first_layer: {min: 4, max: 16, step: 4, start: 8}\n"
+      "      last_layer: {min: 8, max: 20, step: 4, start: 12}\n");
+  const auto objective = make_objective(e.objective, 30);
+  EXPECT_TRUE(objective->space().is_valid({12, 12}));
+  EXPECT_FALSE(objective->space().is_valid({16, 12})) << "first_layer > last_layer";
+  EXPECT_THROW(objective->decode({16, 12}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace midtune
