@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/engine_commands.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
@@ -116,15 +117,22 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   query->add_option("db", db, "Results database")->required();
   query->add_option("sql", sql_text, "One SQL statement (read-only)")->required();
 
+  // generate, bench-model: run by their CLI11 callbacks during parse().
+  add_engine_commands(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
+  } catch (const std::exception& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitFailure;
   }
   if (*validate) return validate_experiment(file, out, err);
   if (*status) return print_status(db, out, err);
   if (*report) return print_report(db, experiment_name, format, out, err);
   if (*query) return run_query(db, sql_text, out, err);
+  if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran
   if (run.experiment_file.empty()) {
     err << app.help() << "\nga-run: an experiment file or a command is required\n";
     return kExitUsage;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "backends/engine/chat_template.hpp"
+#include "backends/engine/engine_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/ga/factory.hpp"
 
@@ -21,7 +23,14 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     config.seed = experiment.seed;
     return std::make_unique<SyntheticTestDoubleBackend>(config);
   }
-  throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: " +
+  if (b.kind == "engine") {
+    if (b.device != "cpu")
+      throw std::invalid_argument("backend.device: '" + b.device + "' is not available in this build (cpu)");
+    engine::EngineOptions options;
+    options.threads = b.threads;
+    return std::make_unique<engine::EngineBackend>(b.model, options);
+  }
+  throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: engine, " +
                               SyntheticTestDoubleBackend::kKind + ")");
 }
 
@@ -82,6 +91,22 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
   return spec;
 }
 
+// The engine wraps prompts in the model's own chat template; the test double
+// has none, so its prompts go as written.
+datasets::PromptWrapper prompt_wrapper(const Backend& backend) {
+  const auto* engine_backend = dynamic_cast<const engine::EngineBackend*>(&backend);
+  if (!engine_backend) return datasets::PromptWrapper::identity();
+  const ChatTemplate chat = ChatTemplate::from_gguf(engine_backend->model().file());
+  datasets::PromptWrapper wrapper;
+  wrapper.name = "chat-template:" + backend.identity().tokenizer_hash;
+  wrapper.render = [chat](const std::string& message) {
+    const RenderedPrompt r = chat.render_user(message);
+    return datasets::WrappedPrompt{r.text, r.content_begin};
+  };
+  wrapper.answer_lead = "";  // the answer starts the assistant turn
+  return wrapper;
+}
+
 }  // namespace
 
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name) {
@@ -89,8 +114,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   p->backend = make_backend(e);
   const ModelIdentity model = p->backend->identity();
   p->objective = make_objective(e.objective, model.layers);
-  // The synthetic test double has no chat template: prompts go as written.
-  p->slice = datasets::build_slice(slice_spec(e), datasets::Split::search, datasets::PromptWrapper::identity());
+  p->slice = datasets::build_slice(slice_spec(e), datasets::Split::search, prompt_wrapper(*p->backend));
 
   SearchInputs& in = p->inputs;
   in.experiment_name = experiment_name;
