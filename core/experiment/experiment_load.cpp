@@ -192,6 +192,10 @@ Experiment parse_experiment(const std::string& text, const std::filesystem::path
 }
 
 Experiment load_experiment(const std::filesystem::path& file) {
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error)) {
+    throw ConfigError(file, 0, 0, "", "is a directory, not an experiment file");
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file, 0, 0, "", "cannot read the experiment file");
   std::ostringstream text;

@@ -354,7 +354,15 @@ TEST_F(ExperimentFile, DuplicateKeyIsRejected) {
 }
 
 TEST_F(ExperimentFile, MissingOrEmptyFile) {
-  EXPECT_THROW(load_experiment(dir_ / "absent.yaml"), ConfigError);
+  try {
+    load_experiment(dir_ / "absent.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(error.line(), 0);
+    EXPECT_EQ(std::string(error.what()),
+              (dir_ / "absent.yaml").string() + ": cannot read the experiment file");
+  }
+  EXPECT_THROW(load_experiment(dir_), ConfigError);
   expect_error("", 1, 1, "", "the experiment file is empty");
 }
 
