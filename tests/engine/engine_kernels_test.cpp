@@ -228,8 +228,13 @@ TEST_P(MatmulTest, FastPathsMatchScalarAndScalarMatchesFloat) {
 INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
                          ::testing::Values(GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32));
 
-TEST(Attention, Avx512MatchesScalarIncludingHooks) {
-  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
+class AttentionTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
+  const Isa isa = GetParam();
+  if (!isa_available(isa)) GTEST_SKIP() << to_string(isa) << " not on this CPU";
+  const AttentionFn fast = isa == Isa::avx2 ? attention_avx2() : attention_avx512();
+  ASSERT_NE(fast, nullptr);
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int d = 64, keys = 45;
@@ -255,11 +260,14 @@ TEST(Attention, Avx512MatchesScalarIncludingHooks) {
     };
     std::vector<float> scratch(kAttentionTile * keys);
     attention_scalar()(make_tile(out_ref, probs_ref), kv, 0.125f, scratch.data());
-    attention_avx512()(make_tile(out_fast, probs_fast), kv, 0.125f, scratch.data());
+    fast(make_tile(out_fast, probs_fast), kv, 0.125f, scratch.data());
     for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_fast[i], out_ref[i], 2e-5f) << count << " " << i;
     for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(probs_fast[i], probs_ref[i], 1e-6f) << count << " " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(FastPaths, AttentionTest, ::testing::Values(Isa::avx2, Isa::avx512vnni),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Attention, ScalarIsSoftmaxWeightedValues) {
   // Two keys, one query: hand-computed softmax.

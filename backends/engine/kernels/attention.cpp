@@ -48,6 +48,7 @@ AttentionFn attention_for(Isa isa) {
   if (isa == Isa::avx512vnni && isa_available(isa) && attention_avx512() != nullptr) {
     return attention_avx512();
   }
+  if (isa != Isa::scalar && isa_available(Isa::avx2) && attention_avx2() != nullptr) return attention_avx2();
   return attention_scalar();
 }
 

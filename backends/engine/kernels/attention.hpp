@@ -50,7 +50,7 @@ using AttentionFn = void (*)(const AttentionTile& tile, const KeyValueView& kv, 
 
 AttentionFn attention_scalar();
 AttentionFn attention_avx512();  // nullptr when not compiled in
-// AVX2 machines use the scalar kernel (attention is a small share of prefill there).
+AttentionFn attention_avx2();    // nullptr when not compiled in
 AttentionFn attention_for(Isa isa);
 
 }  // namespace midtune::engine

@@ -8,6 +8,7 @@ namespace midtune::engine {
 PackedTileFn packed_tile_avx2() { return nullptr; }
 PackedTileFn packed_tile_avx512vnni() { return nullptr; }
 AttentionFn attention_avx512() { return nullptr; }
+AttentionFn attention_avx2() { return nullptr; }
 QuantizeRowFn quantize_row_avx512() { return nullptr; }
 SiluMulFn silu_mul_avx512() { return nullptr; }
 }  // namespace midtune::engine
