@@ -188,6 +188,32 @@ struct Model::Workspace {
   };
   std::vector<RopeTable> rope_tables;
   tbb::enumerable_thread_specific<AlignedBuffer<float>> scratch;
+  std::vector<float> key0_factors;  // SIW: this layer's factor per query token (empty = none)
+
+  // The RoPE table of `scale` for this call's positions, built on first use.
+  const float* rope_table(float scale, const double* positions, int T, const ModelConfig& c) {
+    for (const auto& t : rope_tables) {
+      if (t.scale == scale) return t.cos_sin.data();
+    }
+    const int half = static_cast<int>(c.rope_dims / 2);
+    RopeTable table{scale, AlignedBuffer<float>(static_cast<std::size_t>(T) * half * 2)};
+    for (int t = 0; t < T; ++t) {
+      const double p = positions[t] / static_cast<double>(scale);
+      for (int i = 0; i < half; ++i) {
+        const double angle = p * std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
+        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(angle));
+        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+      }
+    }
+    rope_tables.push_back(std::move(table));
+    return rope_tables.back().cos_sin.data();
+  }
+  const float* rope_table(float scale) const {
+    for (const auto& t : rope_tables) {
+      if (t.scale == scale) return t.cos_sin.data();
+    }
+    throw std::logic_error("attention: no RoPE table for a scale in use");
+  }
 };
 
 namespace {
@@ -232,8 +258,10 @@ std::vector<float> Model::forward(Sequence& seq, std::span<const std::int32_t> t
 
   std::vector<float> logits(logit_rows.size() * static_cast<std::size_t>(vocab()));
   Workspace ws;
-  for (int c0 = 0; c0 < n; c0 += prefill_chunk) {
-    const int c1 = std::min(n, c0 + prefill_chunk);
+  // Interventions that read the last query's row over all keys see the whole call at once.
+  const int chunk = hooks != nullptr && hooks->whole_prompt ? std::max(n, 1) : prefill_chunk;
+  for (int c0 = 0; c0 < n; c0 += chunk) {
+    const int c1 = std::min(n, c0 + chunk);
     std::vector<int> local_rows;
     std::vector<std::size_t> out_index;
     for (std::size_t i = 0; i < logit_rows.size(); ++i) {
@@ -271,20 +299,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
 
   // RoPE tables, one per distinct scale in use (usually just 1.0).
   ws.rope_tables.clear();
-  const int half = static_cast<int>(c.rope_dims / 2);
-  for (float s : seq.scales_.scale) {
-    if (std::any_of(ws.rope_tables.begin(), ws.rope_tables.end(), [&](const auto& t) { return t.scale == s; })) continue;
-    Workspace::RopeTable table{s, AlignedBuffer<float>(static_cast<std::size_t>(T) * half * 2)};
-    for (int t = 0; t < T; ++t) {
-      const double p = positions[t] / static_cast<double>(s);
-      for (int i = 0; i < half; ++i) {
-        const double angle = p * std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
-        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(angle));
-        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
-      }
-    }
-    ws.rope_tables.push_back(std::move(table));
-  }
+  for (float s : seq.scales_.scale) ws.rope_table(s, positions, T, c);
 
   for (int t = 0; t < T; ++t) embed(tokens[t], ws.x.data() + t * hidden);
 
@@ -308,6 +323,11 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     norm_rows(w.attn_norm);
     project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
     attention_layer(l, seq, T, positions, ws, hooks);
+    if (hooks != nullptr && hooks->rescale_qk &&
+        hooks->rescale_qk(l, std::span<const float>(ws.xn.data(), T * hidden),
+                          std::span<float>(ws.qkv.data(), T * qkv_width), T)) {
+      recompute_last_row(l, seq, T, ws);  // PHS eq. 3
+    }
     project(w.attn_out, ws.attn.data(), q_width, ws.proj.data());
     add_rows(ws.x.data(), ws.proj.data(), T * hidden);
     // SwiGLU feed-forward block.
@@ -337,23 +357,18 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
 
 void Model::attention_layer(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,
                             const ForwardHooks* hooks) const {
-  (void)positions;  // already folded into the RoPE tables
   const ModelConfig& c = config_;
   const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
-  const int kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
-  const int half = static_cast<int>(c.rope_dims / 2);
+  const int kv_heads = static_cast<int>(c.kv_heads);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t kv_width = static_cast<std::size_t>(kv_heads) * hd;
   const std::size_t qkv_width = q_width + 2 * kv_width;
   const std::size_t cap = seq.capacity_;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
-  auto table_for = [&](float scale) -> const float* {
-    for (const auto& t : ws.rope_tables) {
-      if (t.scale == scale) return t.cos_sin.data();
-    }
-    throw std::logic_error("attention_layer: no RoPE table for a scale in use");
-  };
+  if (hooks != nullptr && hooks->assign_head_scales && start == 0) {
+    assign_head_scales(layer, seq, T, positions, ws, *hooks);
+  }
 
   // Cache values and rotated, transposed keys; rotate the queries.
   for (int t = 0; t < T; ++t) {
@@ -362,35 +377,85 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
       std::memcpy(lc.v.data() + (g * cap + start + t) * hd, row + q_width + kv_width + g * hd, sizeof(float) * hd);
     }
   }
-  tbb::parallel_for(0, lc.key_slots + heads, [&](int job) {
+  cache_keys(layer, seq, T, ws);
+  rotate_queries(layer, seq, T, 0, ws);
+
+  const int keys_total = start + T;
+  ws.key0_factors.clear();
+  const bool siw = hooks != nullptr && !hooks->initial_key_layers.empty() && hooks->initial_key_layers[layer] != 0 &&
+                   hooks->initial_key_factors;
+  if (siw) {
+    // SIW: the last query's unscaled row decides the dense chunks first.
+    ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
+    attend(layer, seq, T, T - 1, nullptr, true, ws);
+    ws.key0_factors = hooks->initial_key_factors(
+        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total,
+        start, T);
+    if (ws.key0_factors.size() != static_cast<std::size_t>(T)) {
+      throw std::invalid_argument("forward: initial_key_factors must give one factor per token");
+    }
+  } else if (hooks != nullptr && !hooks->initial_key_scale.empty()) {
+    ws.key0_factors.assign(static_cast<std::size_t>(T), hooks->initial_key_scale[layer]);
+  }
+  const bool want_rows = hooks != nullptr && static_cast<bool>(hooks->on_last_query_attention);
+  if (want_rows) ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
+  attend(layer, seq, T, 0, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), want_rows, ws);
+  if (want_rows) {
+    hooks->on_last_query_attention(
+        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total);
+  }
+}
+
+void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
+  const int kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const int half = static_cast<int>(c.rope_dims / 2);
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
+  const int start = seq.length_;
+  Sequence::LayerCache& lc = seq.layers_[layer];
+  tbb::parallel_for(0, lc.key_slots, [&](int slot) {
     float key[512];
-    if (job < lc.key_slots) {
-      const int slot = job;
-      const int g = lc.key_slots == kv_heads ? slot : slot / group;
-      const float* table = table_for(lc.slot_scale[slot]);
-      float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity();
-      for (int t = 0; t < T; ++t) {
-        std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
-        rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
-        for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
-      }
-    } else {
-      const int h = job - lc.key_slots;
-      const float* table = table_for(seq.scales_.at(layer, h));
-      for (int t = 0; t < T; ++t) {
-        float* q = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
-        std::memcpy(q, ws.qkv.data() + t * qkv_width + h * hd, sizeof(float) * hd);
-        rope_rotate(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
-      }
+    const int g = lc.key_slots == kv_heads ? slot : slot / group;
+    const float* table = ws.rope_table(lc.slot_scale[slot]);
+    float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity();
+    for (int t = 0; t < T; ++t) {
+      std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
+      rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
     }
   });
+}
 
-  const bool want_rows = hooks != nullptr && static_cast<bool>(hooks->on_last_query_attention);
+void Model::rotate_queries(int layer, const Sequence& seq, int T, int first, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
+  const int half = static_cast<int>(c.rope_dims / 2);
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(c.kv_heads) * hd;
+  tbb::parallel_for(0, heads, [&](int h) {
+    const float* table = ws.rope_table(seq.scales_.at(layer, h));
+    for (int t = first; t < T; ++t) {
+      float* q = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
+      std::memcpy(q, ws.qkv.data() + t * qkv_width + h * hd, sizeof(float) * hd);
+      rope_rotate(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+    }
+  });
+}
+
+// Attention of the call's queries [first, T) over the cached keys;
+// key0_factors (per token of the call, or nullptr) scale key 0 after softmax.
+void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0_factors, bool want_rows,
+                   Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
+  const int kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const std::size_t cap = seq.capacity_;
+  const int start = seq.length_;
   const int keys_total = start + T;
-  if (want_rows) ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
-  float sink[kAttentionTile];
-  const bool use_sink = hooks != nullptr && !hooks->initial_key_scale.empty();
-  std::fill(sink, sink + kAttentionTile, use_sink ? hooks->initial_key_scale[layer] : 1.0f);
+  Sequence::LayerCache& lc = seq.layers_[layer];
 
   // Work items: one key slot's query heads x a run of positions, so each
   // key / value row loaded serves every query head that reads it.
@@ -398,38 +463,73 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
   for (int h = 0; h < heads; ++h) heads_of_slot[lc.slot_of_head[h]].push_back(h);
   const int slot_heads = static_cast<int>(heads_of_slot[0].size());
   const int run = std::max(1, kAttentionTile / slot_heads);
-  const int runs = (T + run - 1) / run;
-  const AttentionFn attend = attention_for(isa_);
+  const int count = T - first;
+  const int runs = (count + run - 1) / run;
+  const AttentionFn attend_tile = attention_for(isa_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   tbb::parallel_for(tbb::blocked_range<int>(0, lc.key_slots * runs), [&](const tbb::blocked_range<int>& range) {
     AlignedBuffer<float>& scratch = ws.scratch.local();
     scratch.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
     for (int job = range.begin(); job < range.end(); ++job) {
       const int slot = job / runs;
-      const int t0 = (job % runs) * run;
+      const int t0 = first + (job % runs) * run;
       const int t1 = std::min(T, t0 + run);
       AttentionTile tile;
-      tile.initial_key_scale = use_sink ? sink : nullptr;
+      float factors[kAttentionTile];
       for (int h : heads_of_slot[slot]) {
         for (int t = t0; t < t1; ++t) {
           const int r = tile.count++;
           tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
           tile.out[r] = ws.attn.data() + t * q_width + h * hd;
           tile.limit[r] = start + t + 1;
+          factors[r] = key0_factors != nullptr ? key0_factors[t] : 1.0f;
           if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
         }
       }
+      tile.initial_key_scale = key0_factors != nullptr ? factors : nullptr;
       const int kv_head = heads_of_slot[slot][0] / group;
       const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
                             lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
                             static_cast<std::size_t>(hd), hd};
-      attend(tile, kv, scale, scratch.data());
+      attend_tile(tile, kv, scale, scratch.data());
     }
   });
-  if (want_rows) {
-    hooks->on_last_query_attention(
-        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total);
+}
+
+// Ms-PoE (Alg. 1 lines 5-10): this layer's per-head scales from the hook,
+// fixed for the rest of the sequence.
+void Model::assign_head_scales(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,
+                               const ForwardHooks& hooks) const {
+  const ModelConfig& c = config_;
+  const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const std::size_t qkv_width = (static_cast<std::size_t>(heads) + 2 * kv_heads) * c.head_dim;
+  const std::vector<float> scales =
+      hooks.assign_head_scales(layer, std::span<const float>(ws.qkv.data(), T * qkv_width), T);
+  if (scales.empty()) return;
+  if (scales.size() != static_cast<std::size_t>(heads)) {
+    throw std::invalid_argument("forward: assign_head_scales must give one scale per head");
   }
+  Sequence::LayerCache& lc = seq.layers_[layer];
+  for (int h = 0; h < heads; ++h) {
+    if (!std::isfinite(scales[h]) || scales[h] <= 0.0f) throw std::invalid_argument("forward: head scale must be > 0");
+    if (lc.key_slots == kv_heads && scales[h] != scales[h / group * group]) {
+      throw std::logic_error("forward: per-head scales in layer " + std::to_string(layer) +
+                             " need a Sequence built with per-head key slots there");
+    }
+  }
+  for (int h = 0; h < heads; ++h) {
+    seq.scales_.scale[static_cast<std::size_t>(layer) * heads + h] = scales[h];
+    lc.slot_scale[lc.slot_of_head[h]] = scales[h];
+    ws.rope_table(scales[h], positions, T, c);
+  }
+}
+
+// PHS eq. 3: keys re-cached from the changed K rows, the last query's row
+// recomputed with its changed Q row (other rows keep the plain attention).
+void Model::recompute_last_row(int layer, Sequence& seq, int T, Workspace& ws) const {
+  cache_keys(layer, seq, T, ws);
+  rotate_queries(layer, seq, T, T - 1, ws);
+  attend(layer, seq, T, T - 1, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), false, ws);
 }
 
 }  // namespace midtune::engine

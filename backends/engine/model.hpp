@@ -58,6 +58,27 @@ struct ForwardHooks {
   // Ms-PoE / PHS: called per layer with the softmax rows of the call's last
   // token, one row of `keys` floats per query head (heads x keys).
   std::function<void(int layer, std::span<const float> rows, int keys)> on_last_query_attention;
+
+  // Issue-5 interventions (built by backends/engine/hooks/engine_hooks.hpp).
+  // Run the whole call as one chunk: Ms-PoE, SIW and PHS need the last
+  // query's attention over every prompt key in each layer.
+  bool whole_prompt = false;
+  // Ms-PoE: in a call on an empty sequence (prefill), per layer before RoPE,
+  // with the call's Q|K|V rows (tokens x qkv width). A non-empty result is
+  // this layer's per-head RoPE scales, fixed for the sequence's life.
+  std::function<std::vector<float>(int layer, std::span<const float> qkv, int tokens)> assign_head_scales;
+  // SIW: layers (1 = on, size = layers) where key 0's post-softmax weight is
+  // scaled per query. `initial_key_factors` gets the last query's softmax
+  // rows (heads x keys, unscaled), the first position index and the token
+  // count, and returns one factor per token of the call.
+  std::vector<std::uint8_t> initial_key_layers;
+  std::function<std::vector<float>(int layer, std::span<const float> rows, int keys, int start, int tokens)>
+      initial_key_factors;
+  // PHS: after a layer's attention, may add to the K rows (all tokens) and
+  // the last token's Q row of `qkv` given the normed input `normed`
+  // (tokens x hidden). When it returns true the call's keys are re-cached
+  // from the changed rows and the last token's attention row is recomputed.
+  std::function<bool(int layer, std::span<const float> normed, std::span<float> qkv, int tokens)> rescale_qk;
 };
 
 class Model;
@@ -124,6 +145,14 @@ class Model {
   void attention_layer(int layer, Sequence& seq, int tokens, const double* positions,
                        Workspace& ws, const ForwardHooks* hooks) const;
   void embed(std::int32_t token, float* out) const;
+  // Pieces of attention_layer, shared with the PHS recompute (model_hooks.cpp).
+  void cache_keys(int layer, Sequence& seq, int tokens, Workspace& ws) const;
+  void rotate_queries(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
+  void attend(int layer, Sequence& seq, int tokens, int first, const float* key0_factors, bool want_rows,
+              Workspace& ws) const;
+  void assign_head_scales(int layer, Sequence& seq, int tokens, const double* positions, Workspace& ws,
+                          const ForwardHooks& hooks) const;
+  void recompute_last_row(int layer, Sequence& seq, int tokens, Workspace& ws) const;
 
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
