@@ -29,6 +29,13 @@ void tile_rows(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
   constexpr int kSteps = 8;
   for (int b = 0; b < w.blocks; ++b) {
     const std::uint8_t* blk = w.at(group, b);
+    if constexpr (M <= 2) {
+      // Decode streams the weights once: ask for the block kAhead ahead
+      // (prefetches are hints and never fault past the end).
+      constexpr int kAhead = 8;
+      const char* next = reinterpret_cast<const char*>(blk + kAhead * w.block_stride);
+      for (std::size_t line = 0; line < w.block_stride; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+    }
     __m512i u[kSteps];
     if constexpr (Bits == 4) {
       for (int c = 0; c < 4; ++c) {
