@@ -73,6 +73,7 @@ std::vector<std::string> probe_supported_fields(const Backend& backend) {
 EvaluationServer::EvaluationServer(Backend& backend, ServeOptions options)
     : backend_(backend), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   info_.identity = backend_.identity();
+  info_.user_prompt = options_.user_prompt;
   info_.supports = options_.supports.empty() ? probe_supported_fields(backend_) : options_.supports;
   install_routes();
 }

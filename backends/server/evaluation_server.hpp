@@ -26,6 +26,9 @@ struct ServeOptions {
   // Intervention fields the served backend implements (/v1/info `supports`);
   // empty = ask the backend (probe_supported_fields).
   std::vector<std::string> supports;
+  // The served model's chat template for one user message; nullopt when
+  // prompts are used as written (the test double).
+  std::optional<PromptTemplate> user_prompt;
 };
 
 // The Intervention fields `backend` accepts: each field is tried alone, with

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/evaluation_server.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
@@ -44,6 +45,16 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
   midtune::engine::EngineOptions options;
   options.threads = args.threads;
   return std::make_unique<midtune::engine::EngineBackend>(args.model, options);
+}
+
+// The engine's chat template for one user message, as prefix + content + suffix
+// (render_user never trims the content).
+std::optional<midtune::server::PromptTemplate> user_prompt_of(const midtune::Backend& backend) {
+  const auto* engine = dynamic_cast<const midtune::engine::EngineBackend*>(&backend);
+  if (!engine) return std::nullopt;
+  const auto rendered = midtune::ChatTemplate::from_gguf(engine->model().file()).render_user("");
+  return midtune::server::PromptTemplate{rendered.text.substr(0, rendered.content_begin),
+                                         rendered.text.substr(rendered.content_end)};
 }
 
 }  // namespace
@@ -85,6 +96,7 @@ int main(int argc, char** argv) {
     options.host = args.host;
     options.port = args.port;
     options.limits.max_items = args.max_items;
+    options.user_prompt = user_prompt_of(*backend);
     midtune::server::EvaluationServer server(*backend, options);
     const int port = server.bind();
 

@@ -79,6 +79,8 @@ json info_to_json(const ServerInfo& info) {
   json j = info.identity.to_json();
   j["protocol_version"] = info.protocol_version;
   j["supports"] = info.supports;
+  j["user_prompt"] = info.user_prompt ? json{{"prefix", info.user_prompt->prefix}, {"suffix", info.user_prompt->suffix}}
+                                      : json(nullptr);
   return j;
 }
 
@@ -103,6 +105,11 @@ ServerInfo info_from_json(const json& j) {
         std::find(known.begin(), known.end(), supports[i].get<std::string>()) == known.end())
       protocol_error(indexed("info.supports", i), "must be one of rope_scale, mspoe, position_map, siw, hidden_channel");
     info.supports.push_back(supports[i].get<std::string>());
+  }
+  if (const json& wrap = r.required("user_prompt"); !wrap.is_null()) {
+    ObjectReader w(wrap, "info.user_prompt");
+    info.user_prompt = PromptTemplate{w.string("prefix", 0, 1 << 16), w.string("suffix", 0, 1 << 16)};
+    w.reject_unknown();
   }
   r.reject_unknown();
   return info;

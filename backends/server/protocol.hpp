@@ -3,6 +3,7 @@
 // server (EvaluationServer) so the two cannot drift apart.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,8 +22,17 @@ const std::vector<std::string>& all_intervention_fields();
 // The fields an Intervention sets, in all_intervention_fields() order.
 std::vector<std::string> intervention_fields_used(const Intervention& intervention);
 
+// How the served model wants a single user message wrapped (its chat
+// template): prompt = prefix + message + suffix, the message byte for byte.
+struct PromptTemplate {
+  std::string prefix;
+  std::string suffix;
+  bool operator==(const PromptTemplate&) const = default;
+};
+
 struct ServerInfo {
   ModelIdentity identity;
+  std::optional<PromptTemplate> user_prompt;  // nullopt: prompts go as written
   int protocol_version = kProtocolVersion;
   std::vector<std::string> supports = all_intervention_fields();
 };

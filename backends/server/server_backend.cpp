@@ -98,6 +98,8 @@ std::string ServerBackend::mismatch(const ServerInfo& info) const {
            reference_->identity.key() + " (results of different models must not mix)";
   if (reference_ && info.supports != reference_->supports)
     return "it supports other intervention fields than the other endpoints";
+  if (reference_ && info.user_prompt != reference_->user_prompt)
+    return "it wraps prompts in another chat template than the other endpoints";
   return "";
 }
 
@@ -115,6 +117,11 @@ ModelIdentity ServerBackend::identity() const {
 void ServerBackend::validate(const Intervention& intervention) const {
   std::lock_guard lock(mutex_);
   check_intervention_fits(intervention, reference_->identity, reference_->supports);
+}
+
+std::optional<PromptTemplate> ServerBackend::user_prompt() const {
+  std::lock_guard lock(mutex_);
+  return reference_->user_prompt;
 }
 
 std::vector<EndpointStatus> ServerBackend::status() const {

@@ -59,6 +59,9 @@ class ServerBackend : public Backend {
   void validate(const Intervention& intervention) const override;
 
   std::vector<EndpointStatus> status() const;
+  // The served model's chat template for one user message (/v1/info
+  // user_prompt); the caller wraps prompts with it, as for the engine.
+  std::optional<PromptTemplate> user_prompt() const;
 
  private:
   struct Endpoint {

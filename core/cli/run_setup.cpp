@@ -5,6 +5,7 @@
 
 #include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
+#include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/ga/factory.hpp"
 
@@ -30,7 +31,14 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     options.threads = b.threads;
     return std::make_unique<engine::EngineBackend>(b.model, options);
   }
-  throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: engine, " +
+  if (b.kind == "server") {
+    server::ServerBackendOptions options;
+    options.endpoints = b.server.endpoints;
+    options.retry.timeout_s = b.server.timeout_s;
+    options.retry.retries = b.server.retries;
+    return std::make_unique<server::ServerBackend>(options);
+  }
+  throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: engine, server, " +
                               SyntheticTestDoubleBackend::kKind + ")");
 }
 
@@ -94,6 +102,19 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
 // The engine wraps prompts in the model's own chat template; the test double
 // has none, so its prompts go as written.
 datasets::PromptWrapper prompt_wrapper(const Backend& backend) {
+  // A served model's template comes from its /v1/info, under the engine's name
+  // so that served and in-process searches share cache keys.
+  if (const auto* served = dynamic_cast<const server::ServerBackend*>(&backend)) {
+    const auto wrap = served->user_prompt();
+    if (!wrap) return datasets::PromptWrapper::identity();
+    datasets::PromptWrapper wrapper;
+    wrapper.name = "chat-template:" + backend.identity().tokenizer_hash;
+    wrapper.render = [wrap = *wrap](const std::string& message) {
+      return datasets::WrappedPrompt{wrap.prefix + message + wrap.suffix, wrap.prefix.size()};
+    };
+    wrapper.answer_lead = "";  // the answer starts the assistant turn
+    return wrapper;
+  }
   const auto* engine_backend = dynamic_cast<const engine::EngineBackend*>(&backend);
   if (!engine_backend) return datasets::PromptWrapper::identity();
   const ChatTemplate chat = ChatTemplate::from_gguf(engine_backend->model().file());

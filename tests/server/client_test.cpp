@@ -245,6 +245,21 @@ TEST(ServerClient, ItemsOfABrokenOrDeadEndpointGoToTheOthers) {
   EXPECT_EQ(status[2].items_last_run, items.size());
 }
 
+TEST(ServerClient, ThePromptTemplateComesFromTheServerAndMustAgree) {
+  SyntheticTestDoubleBackend a(synthetic_config()), b(synthetic_config());
+  ServeOptions chatml;
+  chatml.user_prompt = PromptTemplate{"<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"};
+  LoopbackEvaluationServer templated(a, chatml), plain(b);
+  EXPECT_EQ(ServerBackend(options_for({templated.url()})).user_prompt(), chatml.user_prompt);
+  EXPECT_FALSE(ServerBackend(options_for({plain.url()})).user_prompt());
+  try {
+    ServerBackend mixed(options_for({templated.url(), plain.url()}));
+    ADD_FAILURE() << "mixed two chat templates";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("another chat template"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ServerClient, ValidateChecksSupportAndShapeAgainstTheServedModel) {
   SyntheticTestDoubleBackend served(synthetic_config());
   LoopbackEvaluationServer server(served);

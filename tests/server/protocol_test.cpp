@@ -89,6 +89,9 @@ TEST(Protocol, InfoRoundTripsAndRejectsUnknownSupports) {
   const ServerInfo back = info_from_json(json::parse(info_to_json(info).dump()));
   EXPECT_EQ(back.identity.key(), info.identity.key());
   EXPECT_EQ(back.supports, info.supports);
+  EXPECT_FALSE(back.user_prompt);
+  info.user_prompt = PromptTemplate{"<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"};
+  EXPECT_EQ(info_from_json(json::parse(info_to_json(info).dump())).user_prompt, info.user_prompt);
   json bad = info_to_json(info);
   bad["supports"].push_back("temperature");
   EXPECT_THROW(info_from_json(bad), ProtocolError);
