@@ -45,12 +45,13 @@ json reply_json(const httplib::Result& res, const std::string& url, const char* 
 EndpointClient::EndpointClient(std::string url, RetryPolicy policy) : url_(std::move(url)), policy_(policy) {
   if (url_.rfind("http://", 0) != 0 && url_.rfind("https://", 0) != 0)
     throw BackendError("endpoint '" + url_ + "': must start with http:// or https:// (for example http://127.0.0.1:8080)");
-  if (!(policy_.timeout_s > 0) || policy_.retries < 0 || policy_.backoff_initial_s < 0)
-    throw BackendError("endpoint '" + url_ + "': timeout_s must be > 0, retries and backoff >= 0");
+  if (!(policy_.timeout_s > 0) || !(policy_.connect_timeout_s > 0) || policy_.retries < 0 ||
+      policy_.backoff_initial_s < 0)
+    throw BackendError("endpoint '" + url_ + "': timeouts must be > 0, retries and backoff >= 0");
   http_ = std::make_unique<httplib::Client>(url_);
   if (!http_->is_valid()) throw BackendError("endpoint '" + url_ + "': not a valid URL (scheme://host:port)");
   const auto timeout = std::chrono::duration<double>(policy_.timeout_s);
-  http_->set_connection_timeout(timeout);
+  http_->set_connection_timeout(std::chrono::duration<double>(std::min(policy_.connect_timeout_s, policy_.timeout_s)));
   http_->set_read_timeout(timeout);
   http_->set_write_timeout(timeout);
   http_->set_keep_alive(true);

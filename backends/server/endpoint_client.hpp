@@ -20,7 +20,8 @@ class Client;
 namespace midtune::server {
 
 struct RetryPolicy {
-  double timeout_s = 120.0;        // per request: connect, send, and wait for the reply
+  double timeout_s = 120.0;        // per request: send, and wait for the reply
+  double connect_timeout_s = 10.0;  // a host that drops packets fails fast (capped by timeout_s)
   int retries = 3;                 // attempts after the first
   double backoff_initial_s = 0.1;  // wait before retry k is initial * 2^k, capped
   double backoff_max_s = 5.0;

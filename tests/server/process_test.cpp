@@ -71,13 +71,13 @@ TEST(GaServeProcesses, KillingOneServerMidBatchFinishesOnTheOther) {
 }
 
 TEST(GaServeProcesses, SigtermAnswersTheRequestInFlightThenExits) {
-  ServeProcess server(synthetic_args(600));
+  ServeProcess server(synthetic_args(1500));
   ServerBackend backend(options_for({server.url()}, 16));
   const auto items = testing::make_items(8);
   auto running = std::async(std::launch::async, [&] {
     return backend.run(testing::lpes_like(1.5), items, RunOptions{});
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the request is in flight (1.5 s)
   server.signal(SIGTERM);
   const auto outputs = running.get();  // answered, not cut off
   SyntheticTestDoubleBackend local(SyntheticTestDoubleConfig{});
