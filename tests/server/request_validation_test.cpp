@@ -1,5 +1,7 @@
 // ga-serve's request validation: every malformed request gets a 4xx with a
 // reason naming the field, and never disturbs the requests after it.
+#include <future>
+
 #include <gtest/gtest.h>
 
 #include "backends/server/protocol.hpp"
@@ -148,6 +150,35 @@ TEST_F(RequestValidation, InfoDescribesTheBackendAndOtherRoutesAreErrors) {
   ASSERT_TRUE(wrong_method);
   EXPECT_EQ(wrong_method->status, 405);
   EXPECT_EQ(json::parse(wrong_method->body)["error"]["code"], "method_not_allowed");
+}
+
+TEST(EvaluationServerShutdown, FinishesTheEvaluationInFlightAndSends503ToWaitingOnes) {
+  SyntheticTestDoubleConfig slow;
+  slow.latency_ms = 800;
+  SyntheticTestDoubleBackend backend(slow);
+  EvaluationServer server(backend, ServeOptions{});
+  const int port = server.bind();
+  std::thread serving([&] { server.serve(); });
+  while (!server.serving()) std::this_thread::yield();
+
+  auto post = [port] {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(std::chrono::seconds(20));
+    auto res = client.Post("/v1/evaluate", good_request().dump(), "application/json");
+    return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
+  };
+  auto in_flight = std::async(std::launch::async, post);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto waiting = std::async(std::launch::async, post);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.stop();
+  serving.join();
+
+  const auto [status, body] = in_flight.get();
+  EXPECT_EQ(status, 200) << body;
+  const auto [late_status, late_body] = waiting.get();
+  EXPECT_EQ(late_status, 503) << late_body;
+  EXPECT_NE(late_body.find("shutting_down"), std::string::npos) << late_body;
 }
 
 }  // namespace
