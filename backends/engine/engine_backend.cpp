@@ -1,5 +1,7 @@
 #include "backends/engine/engine_backend.hpp"
 
+#include "backends/engine/hooks/engine_hooks.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,10 +72,8 @@ void EngineBackend::validate(const Intervention& intervention) const {
       }
     }
   }
-  if (intervention.mspoe) throw std::invalid_argument("mspoe: not supported by the engine yet (issue 5)");
-  if (intervention.position_map) throw std::invalid_argument("position_map: not supported by the engine yet (issue 5)");
-  if (intervention.siw) throw std::invalid_argument("siw: not supported by the engine yet (issue 5)");
-  if (intervention.hidden_channel) throw std::invalid_argument("hidden_channel: not supported by the engine yet (issue 5)");
+  // Ms-PoE, CALIOPE, SIW, PHS parameters against the model (issue 5).
+  hooks::validate_intervention(intervention, hooks::shape_of(*model_));
 }
 
 RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
@@ -103,37 +103,50 @@ PreparedPrompt EngineBackend::prepare(const BatchItem& item) const {
 }
 
 std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::int32_t>& prompt,
-                                                         const RopeScales& scales, int max_new_tokens) const {
+                                                         const RopeScales& scales, int max_new_tokens,
+                                                         std::span<const double> positions,
+                                                         const ForwardHooks* hooks) const {
   std::vector<std::int32_t> out;
   if (prompt.empty() || max_new_tokens <= 0) return out;
   Sequence seq(*model_, static_cast<int>(prompt.size()) + max_new_tokens, scales);
   const int last = static_cast<int>(prompt.size()) - 1;
-  std::vector<float> logits = model_->forward(seq, prompt, {}, std::span<const int>(&last, 1));
+  std::vector<float> logits = model_->forward(seq, prompt, positions, std::span<const int>(&last, 1), hooks);
   const int zero = 0;
   for (int i = 0; i < max_new_tokens; ++i) {
     const std::int32_t next = argmax(logits.data(), model_->vocab());
     if (tokenizer_.is_end_of_generation(next)) break;
     out.push_back(next);
     if (i + 1 == max_new_tokens) break;
-    logits = model_->forward(seq, std::span<const std::int32_t>(&next, 1), {}, std::span<const int>(&zero, 1));
+    logits = model_->forward(seq, std::span<const std::int32_t>(&next, 1), {}, std::span<const int>(&zero, 1), hooks);
   }
   return out;
 }
 
-SampleOutput EngineBackend::run_one(const BatchItem& item, const RopeScales& scales, const RunOptions& options) const {
+SampleOutput EngineBackend::run_one(const BatchItem& item, const Intervention& intervention, const RopeScales& plain_scales,
+                                    const RunOptions& options) const {
   const auto started = std::chrono::steady_clock::now();
   SampleOutput out;
   out.id = item.id;
   const PreparedPrompt prompt = prepare(item);
   if (prompt.tokens.empty()) throw BackendError("item '" + item.id + "': empty prompt");
   out.prompt_tokens = static_cast<int>(prompt.tokens.size());
+  // Issue-5 interventions depend on the prompt (chunks, last query).
+  std::unique_ptr<hooks::EngineIntervention> hooked;
+  if (intervention.mspoe || intervention.position_map || intervention.siw || intervention.hidden_channel) {
+    std::vector<hooks::TokenSpan> spans;
+    for (const TokenSpan& c : prompt.chunk_tokens) spans.push_back({static_cast<int>(c.begin), static_cast<int>(c.end)});
+    hooked = std::make_unique<hooks::EngineIntervention>(*model_, intervention, out.prompt_tokens, std::move(spans));
+  }
+  const RopeScales& scales = hooked ? hooked->sequence_scales() : plain_scales;
+  const std::span<const double> positions = hooked ? std::span<const double>(hooked->prompt_positions()) : std::span<const double>();
+  const ForwardHooks* forward_hooks = hooked ? hooked->hooks() : nullptr;
   const std::size_t context = model_->config().context_length;
   if (options.mode == Mode::generate) {
     if (context > 0 && prompt.tokens.size() + options.max_new_tokens > context) {
       throw BackendError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
                          std::to_string(options.max_new_tokens) + " new exceed the model context " + std::to_string(context));
     }
-    const auto generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens);
+    const auto generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens, positions, forward_hooks);
     out.output_text = tokenizer_.decode(generated, false);
   } else {
     const std::vector<std::int32_t> gold = tokenizer_.encode(item.gold, false, false);
@@ -147,7 +160,19 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const RopeScales& sca
     std::vector<int> rows(gold.size());
     for (std::size_t i = 0; i < gold.size(); ++i) rows[i] = static_cast<int>(prompt.tokens.size() - 1 + i);
     Sequence seq(*model_, static_cast<int>(input.size()), scales);
-    const std::vector<float> logits = model_->forward(seq, input, {}, rows);
+    std::vector<float> logits;
+    if (!hooked) {
+      logits = model_->forward(seq, input, {}, rows);
+    } else {
+      // Prompt alone, then each gold token as a decode step.
+      const int last = static_cast<int>(prompt.tokens.size()) - 1, zero = 0;
+      logits = model_->forward(seq, prompt.tokens, positions, std::span<const int>(&last, 1), forward_hooks);
+      for (std::size_t i = 0; i + 1 < gold.size(); ++i) {
+        const auto step = model_->forward(seq, std::span<const std::int32_t>(&gold[i], 1), {},
+                                          std::span<const int>(&zero, 1), forward_hooks);
+        logits.insert(logits.end(), step.begin(), step.end());
+      }
+    }
     const int vocab = model_->vocab();
     out.gold_emitted_first = true;
     out.gold_logprob = 0.0;
@@ -174,7 +199,7 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
   arena_->execute([&] {
     for (const BatchItem& item : batch) {
       try {
-        outputs.push_back(run_one(item, scales, options));
+        outputs.push_back(run_one(item, intervention, scales, options));
       } catch (const BackendError&) {
         throw;
       } catch (const std::exception& e) {

@@ -6,8 +6,10 @@
 //   teacher_forced  ONE forward pass over prompt + gold tokens; the gold is
 //                   "emitted first" when the argmax equals the gold token at
 //                   every answer position; gold_logprob = sum of log-softmax.
-// Interventions other than rope_scale (Ms-PoE, CALIOPE, SIW, PHS) are issue 5
-// and are rejected by validate() until then.
+// Ms-PoE, CALIOPE, SIW and PHS (issue 5) go through hooks::EngineIntervention
+// (backends/engine/hooks/engine_hooks.hpp): with any of them the prompt is
+// prefilled alone and teacher-forced gold tokens follow one at a time, so
+// "the last token" is always the token being predicted from.
 #pragma once
 
 #include <cstdint>
@@ -51,11 +53,14 @@ class EngineBackend : public Backend {
   RopeScales rope_scales(const Intervention& intervention) const;
   // Greedy continuation token ids (stops after an end-of-generation token,
   // which is not returned).
+  // positions/hooks: from hooks::EngineIntervention (issue 5); empty/nullptr = plain.
   std::vector<std::int32_t> generate_tokens(const std::vector<std::int32_t>& prompt, const RopeScales& scales,
-                                            int max_new_tokens) const;
+                                            int max_new_tokens, std::span<const double> positions = {},
+                                            const ForwardHooks* hooks = nullptr) const;
 
  private:
-  SampleOutput run_one(const BatchItem& item, const RopeScales& scales, const RunOptions& options) const;
+  SampleOutput run_one(const BatchItem& item, const Intervention& intervention, const RopeScales& scales,
+                       const RunOptions& options) const;
 
   std::unique_ptr<Model> model_;
   Tokenizer tokenizer_;
