@@ -8,6 +8,8 @@
 #include <random>
 
 #include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/model_bench.hpp"
+#include "core/cli/engine_commands.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
 
@@ -158,6 +160,36 @@ TEST(TinyModel, BadInputsGetClearErrors) {
   zero.scale[0] = 0.0f;
   EXPECT_THROW(Sequence(model, 4, zero), std::invalid_argument);
   EXPECT_THROW(Sequence(model, 4, RopeScales::ones(kLayers + 1, kHeads)), std::invalid_argument);
+}
+
+TEST(TinyModel, BenchModelAndItsCommandReportRates) {
+  testing::MemoryFile file(TinyModel{}.bytes());
+  ModelBenchOptions options;
+  options.prompt_tokens = 12;
+  options.decode_tokens = 3;
+  options.threads = 1;
+  const ModelBenchResult result = bench_model(file.path(), options);
+  EXPECT_GT(result.prefill_tokens_per_second, 0.0);
+  EXPECT_GT(result.decode_tokens_per_second, 0.0);
+  const auto json = result.to_json(options);
+  EXPECT_EQ(json.at("prompt_tokens"), 12);
+  options.prompt_tokens = 0;
+  EXPECT_THROW(bench_model(file.path(), options), std::invalid_argument);
+
+  CLI::App app;
+  add_engine_commands(app);
+  const std::string path = file.path().string();
+  ::testing::internal::CaptureStdout();
+  std::string error;
+  try {
+    app.parse("bench-model --model " + path + " --prompt-tokens 8 --threads 1", false);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(error, "");
+  EXPECT_NE(out.find("\"prefill_tok_s\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"prompt_tokens\":8"), std::string::npos) << out;
 }
 
 }  // namespace
