@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
               median.generations, repeats);
   std::printf("  curve sampling (decode, all candidates) %10.3f ms\n", 1e3 * median.sampling / n);
   std::printf("  mutation + crossover + selection        %10.3f ms\n", 1e3 * median.ask_tell / n);
-  std::printf("  checkpoint write (SQLite WAL file)       %10.3f ms\n", 1e3 * median.checkpoint / n);
+  std::printf("  checkpoint write (SQLite WAL file)      %10.3f ms\n", 1e3 * median.checkpoint / n);
   std::printf("  total                                   %10.3f ms\n", 1e3 * per_generation);
   std::printf("paper (LPES Table 10, Python): 12.0 s per generation (5.2 + 4.5 + 2.3 s)\n");
   std::printf("ratio paper / midtune: %.0fx\n", 12.0 / per_generation);

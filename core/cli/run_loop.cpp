@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace midtune {
 
@@ -173,13 +174,7 @@ class SearchRun {
     } catch (const BackendError& error) {
       // The transaction above rolled back; keep a visible record of the
       // failure (never a score: failed rows are not served from the cache).
-      EvaluationRecord failed;
-      failed.cache_key = key;
-      failed.key_hash = fnv1a_hex(key);
-      failed.intervention = intervention.to_json().dump();
-      failed.dataset_slice = in_.dataset_slice.dump();
-      failed.metric = in_.metric;
-      failed.model = model_.key();
+      EvaluationRecord failed = evaluation_record(intervention, key);
       failed.status = "failed";
       failed.error = error.what();
       sql::Transaction tx(store_.db());
@@ -189,17 +184,26 @@ class SearchRun {
     }
   }
 
-  // One transaction: the evaluation (fresh or cached), its samples, the
-  // individual and the heartbeat land together or not at all.
+  // The backend runs outside any transaction (an evaluation may take
+  // minutes; readers and other writers must not wait on it). Then one
+  // transaction stores the evaluation, its samples, the individual and the
+  // heartbeat together, or nothing.
   Outcome store_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
                           const Intervention& intervention, const std::string& key) {
+    std::optional<FreshEvaluation> fresh;
+    if (!store_.find_evaluation(key)) fresh = evaluate(intervention, key);
     Evaluated e;
     sql::Transaction tx(store_.db());
+    // Checked again inside the transaction: another process on the same
+    // database may have stored this evaluation meanwhile.
     if (auto cached = store_.find_evaluation(key)) {
       e = {cached->id, cached->position_scores, true};
       store_.heartbeat(run_id_);
     } else {
-      e = evaluate(intervention, key);
+      if (!fresh) fresh = evaluate(intervention, key);
+      const std::int64_t id = store_.insert_evaluation(fresh->record, fresh->samples);
+      store_.heartbeat(run_id_, 1, static_cast<int>(fresh->samples.size()), fresh->record.wall_seconds);
+      e = {id, fresh->record.position_scores, false};
     }
     const double fitness = in_.objective->fitness(by_position(e.scores));
     IndividualRecord record;
@@ -220,27 +224,8 @@ class SearchRun {
     return {fitness, e.cache_hit, !e.cache_hit};
   }
 
-  // Runs the backend; the caller's transaction stores the evaluation, its
-  // samples and the individual together.
-  Evaluated evaluate(const Intervention& intervention, const std::string& key) {
-    in_.backend->validate(intervention);
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<SampleOutput> outputs = in_.backend->run(intervention, in_.search_items, in_.run_options);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (outputs.size() != in_.search_items.size())
-      throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
-                         std::to_string(in_.search_items.size()) + " prompts");
-    std::vector<bool> correct;
-    std::vector<SampleRecord> samples;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const BatchItem& item = in_.search_items[i];
-      const bool ok = in_.score(i, outputs[i]);
-      correct.push_back(ok);
-      const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
-      samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
-                         teacher_forced ? std::optional(outputs[i].gold_logprob) : std::nullopt,
-                         outputs[i].prompt_tokens});
-    }
+  // The identifying part of an evaluation row (what was run, on what).
+  EvaluationRecord evaluation_record(const Intervention& intervention, const std::string& key) const {
     EvaluationRecord record;
     record.cache_key = key;
     record.key_hash = fnv1a_hex(key);
@@ -248,13 +233,39 @@ class SearchRun {
     record.dataset_slice = in_.dataset_slice.dump();
     record.metric = in_.metric;
     record.model = model_.key();
+    return record;
+  }
+
+  struct FreshEvaluation {
+    EvaluationRecord record;
+    std::vector<SampleRecord> samples;
+  };
+
+  // Runs the backend on the search split and scores every sample.
+  FreshEvaluation evaluate(const Intervention& intervention, const std::string& key) {
+    in_.backend->validate(intervention);
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<SampleOutput> outputs = in_.backend->run(intervention, in_.search_items, in_.run_options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (outputs.size() != in_.search_items.size())
+      throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
+                         std::to_string(in_.search_items.size()) + " prompts");
+    FreshEvaluation fresh{evaluation_record(intervention, key), {}};
+    std::vector<bool> correct;
+    const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const BatchItem& item = in_.search_items[i];
+      const bool ok = in_.score(i, outputs[i]);
+      correct.push_back(ok);
+      fresh.samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
+                               teacher_forced ? std::optional(outputs[i].gold_logprob) : std::nullopt,
+                               outputs[i].prompt_tokens});
+    }
     const auto tally = metrics::tally_by_position(in_.gold_positions, in_.position_index, correct);
-    record.position_scores = stored_scores(tally);
-    record.fitness_inputs = summary_json(tally);
-    record.wall_seconds = seconds;
-    const std::int64_t id = store_.insert_evaluation(record, samples);
-    store_.heartbeat(run_id_, 1, static_cast<int>(outputs.size()), seconds);
-    return {id, record.position_scores, false};
+    fresh.record.position_scores = stored_scores(tally);
+    fresh.record.fitness_inputs = summary_json(tally);
+    fresh.record.wall_seconds = seconds;
+    return fresh;
   }
 
   // Saves the strategy state after tell(); best/mean are over the population
