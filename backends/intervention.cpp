@@ -41,7 +41,8 @@ std::vector<int> int_list(const json& j, const std::string& field) {
   if (!j.contains(key)) return out;
   if (!j.at(key).is_array()) bad(field, "must be a list of layer indices");
   for (const json& v : j.at(key)) {
-    if (!v.is_number_integer() || v.get<long long>() < 0) bad(field, "entries must be integers >= 0");
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 1000000)
+      bad(field, "entries must be integer layer indices >= 0");
     out.push_back(v.get<int>());
   }
   return out;
@@ -129,16 +130,26 @@ Intervention Intervention::from_json(const json& j) {
     p.min_ratio = number(m, "mspoe.min_ratio", p.min_ratio);
     p.max_ratio = number(m, "mspoe.max_ratio", p.max_ratio);
     p.alpha = number(m, "mspoe.alpha", p.alpha);
-    p.first_layer = static_cast<int>(number(m, "mspoe.first_layer", p.first_layer));
+    if (m.contains("first_layer")) {
+      const json& v = m.at("first_layer");
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 1000000)
+        bad("mspoe.first_layer", "must be an integer layer index >= 0");
+      p.first_layer = v.get<int>();
+    }
     if (m.contains("order")) {
       if (!m["order"].is_string()) bad("mspoe.order", "must be a string");
       p.order = m["order"].get<std::string>();
     }
-    if (m.contains("reference_spacing")) p.reference_spacing = m["reference_spacing"].get<bool>();
-    if (m.contains("seed")) p.seed = m["seed"].get<std::uint64_t>();
+    if (m.contains("reference_spacing")) {
+      if (!m["reference_spacing"].is_boolean()) bad("mspoe.reference_spacing", "must be true or false");
+      p.reference_spacing = m["reference_spacing"].get<bool>();
+    }
+    if (m.contains("seed")) {
+      if (!m["seed"].is_number_unsigned()) bad("mspoe.seed", "must be an integer >= 0");
+      p.seed = m["seed"].get<std::uint64_t>();
+    }
     if (p.min_ratio <= 0) bad("mspoe.min_ratio", "must be > 0");
     if (p.min_ratio > p.max_ratio) bad("mspoe", "min_ratio must be <= max_ratio");
-    if (p.first_layer < 0) bad("mspoe.first_layer", "must be >= 0");
     static const char* orders[] = {"awareness", "reference-argsort", "sequential", "random", "entropy"};
     bool known = false;
     for (const char* o : orders) known = known || p.order == o;
@@ -175,7 +186,8 @@ Intervention Intervention::from_json(const json& j) {
     const json& m = j.at("hidden_channel");
     reject_unknown(m, "hidden_channel", {"channel", "scale", "layers"});
     HiddenChannel h;
-    if (!m.contains("channel") || !m["channel"].is_number_integer() || m["channel"].get<long long>() < 0)
+    if (!m.contains("channel") || !m["channel"].is_number_integer() || m["channel"].get<long long>() < 0 ||
+        m["channel"].get<long long>() > 1000000)
       bad("hidden_channel.channel", "missing or not an integer >= 0");
     h.channel = m["channel"].get<int>();
     h.scale = number(m, "hidden_channel.scale", h.scale);
