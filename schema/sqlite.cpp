@@ -4,23 +4,54 @@
 
 namespace midtune::sql {
 
-Database::Database(const std::string& path, Mode mode) : path_(path) {
-  const int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY
-                                            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
+namespace {
+
+sqlite3* open_connection(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
     throw SqlError(path + ": cannot open database: " + message);
   }
-  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_extended_result_codes(db, 1);
   // Another process (a second ga-run, a user's query) may hold the lock briefly.
-  sqlite3_busy_timeout(db_, 10000);
-  if (mode == Mode::read_write_create) {
-    // WAL: readers never block the writer; NORMAL sync is durable across a
-    // killed process (only power loss can drop the last commits).
-    exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+// Reads the schema; returns SQLite's (extended) result code.
+int touch_schema(sqlite3* db) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
+  return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+}  // namespace
+
+Database::Database(const std::string& path, Mode mode) : path_(path) {
+  if (mode == Mode::read_only) {
+    db_ = open_connection(path, SQLITE_OPEN_READONLY);
+    // A process killed mid-run leaves a WAL whose index must be rebuilt
+    // before anyone can read it, which a read-only connection may not do
+    // (SQLITE_READONLY_RECOVERY). A read-write connection that only reads
+    // the schema performs the recovery (it replays committed transactions,
+    // nothing else); then the read-only connection is opened again.
+    if ((touch_schema(db_) & 0xff) == SQLITE_READONLY) {
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      sqlite3* recover = open_connection(path, SQLITE_OPEN_READWRITE);
+      touch_schema(recover);
+      sqlite3_close_v2(recover);
+      db_ = open_connection(path, SQLITE_OPEN_READONLY);
+    }
+    return;
   }
+  db_ = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // WAL: readers never block the writer; NORMAL sync is durable across a
+  // killed process (only power loss can drop the last commits).
+  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }

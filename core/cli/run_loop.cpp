@@ -101,8 +101,10 @@ class SearchRun {
     while (!strategy->done()) {
       const int generation = strategy->generation();
       const std::vector<Candidate> batch = strategy->ask();
-      if (done_candidates_ == 0)
-        progress_.set_total(static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
+      // Re-estimated every batch: a GA asks fewer candidates after the
+      // initial population (parents are carried, not re-evaluated).
+      progress_.set_total(done_candidates_ +
+                          static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
       std::vector<double> fitness;
       int evaluated = 0, cached = 0;
       for (const Candidate& candidate : batch) {

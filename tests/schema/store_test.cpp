@@ -4,6 +4,8 @@
 
 #include "tests/cli/temp_dir.hpp"
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -183,6 +185,26 @@ TEST_F(StoreTest, ReadOnlyConnectionRefusesWrites) {
   auto insert = ro.prepare("INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('a','','','{}')");
   EXPECT_FALSE(insert.readonly());
   EXPECT_THROW(insert.run(), sql::SqlError);
+}
+
+// A writer killed mid-run leaves a WAL that needs recovery; the read-only
+// connection (query, status, report) must still read what was committed.
+TEST_F(StoreTest, ReadOnlyConnectionReadsADatabaseLeftByAKilledWriter) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Store store(db_path());
+    store.insert_evaluation(sample_evaluation("committed"), {});
+    _exit(0);  // no close: the WAL and its index stay behind, as after kill -9
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_TRUE(fs::exists(db_path() + "-wal"));
+  sql::Database ro(db_path(), sql::Database::Mode::read_only);
+  auto s = ro.prepare("SELECT cache_key FROM evaluations");
+  ASSERT_TRUE(s.step());
+  EXPECT_EQ(s.column_text(0), "committed");
 }
 
 TEST_F(StoreTest, PrepareRejectsMoreThanOneStatement) {
