@@ -22,33 +22,6 @@ std::string evaluation_cache_key(const Intervention& intervention, const json& d
 
 namespace {
 
-void collect_differences(const json& a, const json& b, const std::string& path, std::vector<std::string>& out) {
-  if (a.is_object() && b.is_object()) {
-    for (auto it = a.begin(); it != a.end(); ++it) {
-      const std::string sub = path.empty() ? it.key() : path + "." + it.key();
-      if (!b.contains(it.key()))
-        out.push_back(sub + ": " + it.value().dump() + " -> (removed)");
-      else
-        collect_differences(it.value(), b.at(it.key()), sub, out);
-    }
-    for (auto it = b.begin(); it != b.end(); ++it)
-      if (!a.contains(it.key()))
-        out.push_back((path.empty() ? it.key() : path + "." + it.key()) + ": (absent) -> " + it.value().dump());
-    return;
-  }
-  if (a != b) out.push_back(path + ": " + a.dump() + " -> " + b.dump());
-}
-
-}  // namespace
-
-std::vector<std::string> config_differences(const json& stored, const json& current) {
-  std::vector<std::string> out;
-  collect_differences(stored, current, "", out);
-  return out;
-}
-
-namespace {
-
 std::vector<metrics::PositionAccuracy> by_position(const std::vector<PositionScore>& scores) {
   std::vector<metrics::PositionAccuracy> out;
   for (const PositionScore& s : scores)
@@ -129,7 +102,7 @@ class SearchRun {
  private:
   ExperimentRecord open_experiment() {
     if (auto existing = store_.find_experiment(in_.experiment_name)) {
-      const auto changes = config_differences(existing->search_config, in_.search_config);
+      const auto changes = search_differences(existing->search_config, in_.search_config);
       if (!changes.empty()) {
         std::string message = "experiment '" + in_.experiment_name + "' in " + store_.path() +
                               " was started with a different search; refusing to resume. Changed:";

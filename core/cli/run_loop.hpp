@@ -15,6 +15,7 @@
 
 #include "backends/backend.hpp"
 #include "core/cli/progress.hpp"
+#include "core/experiment/experiment.hpp"
 #include "core/ga/strategy.hpp"
 #include "objectives/objective.hpp"
 #include "schema/store.hpp"
@@ -34,7 +35,9 @@ struct SearchInputs {
   std::string experiment_name;
   std::string config_text;      // the YAML as given, stored with the experiment
   std::string source_path;
-  nlohmann::json search_config;  // everything that decides the search; diffed on resume
+  // Everything that decides the search (Experiment::search_fingerprint());
+  // a resume with a different one is refused, naming search_differences().
+  nlohmann::json search_config;
   Backend* backend = nullptr;
   const Objective* objective = nullptr;
   std::function<std::unique_ptr<Strategy>()> make_strategy;
@@ -62,9 +65,6 @@ struct RunSummary {
 // The cache key: canonical intervention + dataset slice + metric + model.
 std::string evaluation_cache_key(const Intervention& intervention, const nlohmann::json& dataset_slice,
                                  const std::string& metric, const ModelIdentity& model);
-
-// Key paths whose values differ between two search configs, "a.b: old -> new".
-std::vector<std::string> config_differences(const nlohmann::json& stored, const nlohmann::json& current);
 
 RunSummary run_search(Store& store, const SearchInputs& inputs, cli::Progress& progress);
 

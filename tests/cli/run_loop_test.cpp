@@ -205,17 +205,6 @@ TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {
   }
 }
 
-TEST(ConfigDifferences, NamesAddedRemovedAndChangedPaths) {
-  const json a = {{"seed", 1}, {"objective", {{"kind", "lpes"}, {"degree", 3}}}};
-  const json b = {{"seed", 1}, {"objective", {{"kind", "pi"}, {"pi", 1}}}};
-  const auto d = config_differences(a, b);
-  ASSERT_EQ(d.size(), 3u);
-  EXPECT_EQ(d[0], "objective.degree: 3 -> (removed)");
-  EXPECT_EQ(d[1], "objective.kind: \"lpes\" -> \"pi\"");
-  EXPECT_EQ(d[2], "objective.pi: (absent) -> 1");
-  EXPECT_TRUE(config_differences(a, a).empty());
-}
-
 TEST(CacheKey, DependsOnEveryPart) {
   Intervention a, b;
   a.rope_scale = {{1.5}};
