@@ -13,6 +13,9 @@
 #include <sstream>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/query_command.hpp"
+#include "core/cli/report_command.hpp"
+#include "core/cli/status_command.hpp"
 
 namespace midtune {
 namespace {
@@ -203,6 +206,41 @@ TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {
     EXPECT_NE(what.find("search.generations: 3 -> 5"), std::string::npos) << what;
     EXPECT_NE(what.find("--new-experiment"), std::string::npos) << what;
   }
+}
+
+// The read-side commands on a database the loop wrote (in-process, so they
+// also run under the sanitizers; the subprocess tests cover exit codes).
+TEST_F(RunLoopTest, StatusReportAndQueryReadTheDatabase) {
+  {
+    Store store(db());
+    FailingAfter backend(1000);
+    run_search(store, inputs(backend), quiet_);
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::print_status(db(), out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("| fixture-exp "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("complete"), std::string::npos) << out.str();
+
+  const nlohmann::json report = cli::build_report(db(), "fixture-exp");
+  EXPECT_EQ(report["generations"].size(), 3u);
+  EXPECT_EQ(report["best"]["layer_scales"].size(), 1u) << "one uniform scale";
+  EXPECT_EQ(report["best"]["position_scores"].size(), 3u);
+  for (const char* format : {"md", "json", "csv"}) {
+    std::ostringstream text;
+    EXPECT_EQ(cli::print_report(db(), "", format, text, err), 0) << format << err.str();
+    EXPECT_FALSE(text.str().empty());
+  }
+  EXPECT_EQ(cli::print_report(db(), "", "xml", out, err), 2);
+  EXPECT_EQ(cli::print_report(db(), "missing", "md", out, err), 1);
+
+  std::ostringstream rows;
+  EXPECT_EQ(cli::run_query(db(), "SELECT count(*) AS n FROM individuals", rows, err), 0);
+  EXPECT_NE(rows.str().find("| 6 "), std::string::npos) << rows.str();
+  EXPECT_EQ(cli::run_query(db(), "DELETE FROM individuals", rows, err), 1);
+  EXPECT_EQ(cli::run_query(db(), "SELEC nonsense", rows, err), 1);
+  std::ostringstream after;
+  cli::run_query(db(), "SELECT count(*) AS n FROM individuals", after, err);
+  EXPECT_NE(after.str().find("| 6 "), std::string::npos) << after.str();
 }
 
 TEST(CacheKey, DependsOnEveryPart) {
