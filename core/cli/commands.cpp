@@ -4,6 +4,7 @@
 
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/engine_commands.hpp"
+#include "core/cli/eval_command.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
@@ -54,6 +55,8 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
         << s.cache_hits << " from cache, " << s.resumed_individuals << " resumed; best fitness "
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
+    progress.message("held-out: best, baseline and PI at the mean scale");
+    run_heldout_step(store, experiment, prepared->inputs.experiment_name, s.experiment_id, out);
     return kExitOk;
   } catch (const ResumeRefused& e) {
     err << "ga-run: " << e.what() << '\n';
@@ -117,6 +120,9 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   query->add_option("db", db, "Results database")->required();
   query->add_option("sql", sql_text, "One SQL statement (read-only)")->required();
 
+  EvalRequest eval_request;
+  CLI::App* eval = add_eval_command(app, eval_request);
+
   // generate, bench-model: run by their CLI11 callbacks during parse().
   add_engine_commands(app);
 
@@ -132,6 +138,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*status) return print_status(db, out, err);
   if (*report) return print_report(db, experiment_name, format, out, err);
   if (*query) return run_query(db, sql_text, out, err);
+  if (*eval) return run_eval(eval_request, out, err);
   if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran
   if (run.experiment_file.empty()) {
     err << app.help() << "\nga-run: an experiment file or a command is required\n";

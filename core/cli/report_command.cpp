@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/cli/heldout.hpp"
+#include "core/cli/heldout_report.hpp"
 #include "core/cli/table.hpp"
 #include "schema/sqlite.hpp"
 
@@ -86,6 +88,7 @@ json build_report(const std::string& db_path, const std::string& experiment) {
                     {"layer_scales", layer_scales(intervention)},
                     {"position_scores", json::parse(best.column_text(6))},
                     {"fitness_inputs", json::parse(best.column_text(7))}};
+  report["heldout"] = heldout_json(db, id);
   return report;
 }
 
@@ -118,6 +121,10 @@ void print_markdown(const json& r, std::ostream& out) {
     rows.push_back({format_number(p["position"]), format_number(p["accuracy"]), p["correct"].dump(),
                     p["samples"].dump()});
   print_table(out, {"gold position", "accuracy", "correct", "samples"}, rows);
+  if (!r["heldout"].empty()) {
+    out << "\n## Held-out accuracy by gold position (%)\n\n";
+    print_side_by_side(r["heldout"], out);
+  }
 }
 
 // Long form: one row per value, so every section fits one CSV table.
@@ -137,6 +144,7 @@ void print_long_csv(const json& r, std::ostream& out) {
                     b["layer_scales"][l].dump()});
   for (const json& p : b["position_scores"])
     rows.push_back({"position", format_number(p["position"]), "accuracy", format_number(p["accuracy"], 6)});
+  append_heldout_csv_rows(r["heldout"], rows);
   print_csv(out, {"section", "index", "field", "value"}, rows);
 }
 
@@ -156,6 +164,8 @@ int print_report(const std::string& db_path, const std::string& experiment, cons
       print_long_csv(report, out);
     else
       print_markdown(report, out);
+    if (!report["heldout"].empty())
+      err << "plot: " << write_heldout_svg(db_path, report["experiment"].get<std::string>(), report["heldout"]) << '\n';
     return 0;
   } catch (const std::exception& e) {
     err << "ga-run report: " << e.what() << '\n';

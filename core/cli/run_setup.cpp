@@ -96,6 +96,7 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
   spec.search_samples = static_cast<std::size_t>(e.dataset.search_samples);
   spec.heldout_samples = static_cast<std::size_t>(e.dataset.heldout_samples);
   spec.seed = e.seed;
+  spec.prime_answer = e.dataset.prime_answer;
   return spec;
 }
 
@@ -130,12 +131,13 @@ datasets::PromptWrapper prompt_wrapper(const Backend& backend) {
 
 }  // namespace
 
-std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name) {
+std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name,
+                                               datasets::Split split) {
   auto p = std::make_unique<PreparedSearch>();
   p->backend = make_backend(e);
   const ModelIdentity model = p->backend->identity();
   p->objective = make_objective(e.objective, model.layers);
-  p->slice = datasets::build_slice(slice_spec(e), datasets::Split::search, prompt_wrapper(*p->backend));
+  p->slice = datasets::build_slice(slice_spec(e), split, prompt_wrapper(*p->backend));
 
   SearchInputs& in = p->inputs;
   in.experiment_name = experiment_name;

@@ -31,7 +31,9 @@ struct PreparedSearch {
   SearchInputs inputs;  // points into the members above
 };
 
-// experiment_name overrides experiment.name (--new-experiment).
-std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name);
+// experiment_name overrides experiment.name (--new-experiment). `split`
+// chooses the prompts (the held-out step and `ga-run eval` use heldout).
+std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name,
+                                               datasets::Split split = datasets::Split::search);
 
 }  // namespace midtune

@@ -52,6 +52,9 @@ struct DatasetConfig {
   int heldout_samples = 50;                   // per gold position, disjoint from search
   std::string metric = "teacher_forced";      // teacher_forced | generate
   int max_new_tokens = 100;
+  // kv / babilong: write the start of the answer into the model's turn
+  // (datasets SliceSpec::prime_answer); false = the papers' exact protocol.
+  bool prime_answer = false;
   // Chunks per prompt for the dataset reader: kv pairs, mdqa documents
   // (0 = as in the file), 0 for babilong (its sentences are the chunks).
   int chunks() const;

@@ -52,6 +52,8 @@ json dataset_json(const DatasetConfig& dataset, bool fingerprint) {
             {"heldout_samples", dataset.heldout_samples},
             {"metric", dataset.metric}};
   if (dataset.kind == "kv") j["pairs"] = dataset.pairs;
+  // Absent when off, so fingerprints of files written before the key stay equal.
+  if (dataset.prime_answer) j["prime_answer"] = true;
   if (dataset.kind == "mdqa") {
     j["documents"] = dataset.documents;
     j["distractors"] = dataset.distractors;

@@ -90,7 +90,7 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
   if (!root.has("dataset")) root.required("dataset");
   const MapReader section =
       root.map("dataset", {"kind", "file", "pairs", "documents", "distractors", "gold_positions",
-                           "search_samples", "heldout_samples", "metric", "max_new_tokens"});
+                           "search_samples", "heldout_samples", "metric", "max_new_tokens", "prime_answer"});
   DatasetConfig dataset;
   dataset.kind = section.required("kind").choice(dataset_kinds());
   if (section.has("file")) {
@@ -133,6 +133,7 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
   dataset.metric = section.choice_or("metric", dataset.metric, {"teacher_forced", "generate"});
   dataset.max_new_tokens =
       static_cast<int>(section.integer_or("max_new_tokens", dataset.max_new_tokens, 1, 4096));
+  dataset.prime_answer = section.choice_or("prime_answer", "false", {"true", "false"}) == "true";
   return dataset;
 }
 

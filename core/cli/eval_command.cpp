@@ -1,0 +1,108 @@
+#include "core/cli/eval_command.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+#include "core/cli/commands.hpp"
+#include "core/cli/heldout.hpp"
+#include "core/cli/heldout_report.hpp"
+#include "core/cli/run_setup.hpp"
+#include "core/experiment/config_error.hpp"
+
+namespace midtune::cli {
+
+using nlohmann::json;
+
+namespace {
+
+Intervention read_intervention(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw std::invalid_argument(path + ": cannot open the intervention file");
+  json j;
+  try {
+    j = json::parse(file);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(path + ": not JSON: " + e.what());
+  }
+  try {
+    return Intervention::from_json(j);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+std::int64_t experiment_id(Store& store, const std::string& name) {
+  const auto record = store.find_experiment(name);
+  if (!record) throw std::invalid_argument(store.path() + ": no experiment named '" + name + "' (run it first)");
+  return record->id;
+}
+
+json entry_json(const std::string& role, const Intervention& intervention, const SplitEvaluation& evaluation) {
+  const json j = intervention.to_json();
+  json scales = json::array();
+  for (const auto& row : intervention.rope_scale) scales.push_back(row.size() == 1 ? json(row[0]) : json(row));
+  return {{"role", role},
+          {"intervention", j},
+          {"layer_scales", scales},
+          {"position_scores", to_json(evaluation.scores)},
+          {"summary", evaluation.summary}};
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalRequest& request) {
+  CLI::App* eval = app.add_subcommand("eval", "Evaluate one intervention on a split; per-position table and summary");
+  eval->add_option("experiment", request.experiment_file, "Experiment file (YAML)")->required();
+  auto* file = eval->add_option("--intervention", request.intervention_file, "Intervention JSON file");
+  auto* best = eval->add_flag("--best", request.best, "The best individual of the file's experiment in --db");
+  file->excludes(best);
+  eval->add_option("--split", request.split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
+  eval->add_option("--db", request.db, "Results database (default: storage.db of the file)");
+  return eval;
+}
+
+int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
+  try {
+    const Experiment experiment = load_experiment(request.experiment_file);
+    const datasets::Split split = datasets::split_from_string(request.split);
+    Store store(request.db.empty() ? experiment.storage.db.string() : request.db);
+    Intervention intervention;
+    std::string label = "baseline";
+    if (!request.intervention_file.empty()) {
+      intervention = read_intervention(request.intervention_file);
+      label = "intervention";
+    } else if (request.best) {
+      intervention = best_intervention(store, experiment_id(store, experiment.name));
+      label = "best";
+    }
+    auto prepared = prepare_search(experiment, experiment.name, split);
+    const SplitEvaluation evaluation = evaluate_on_split(store, prepared->inputs, intervention);
+    out << "experiment '" << experiment.name << "', " << request.split << " split, " << prepared->inputs.metric
+        << ", " << prepared->inputs.search_items.size() << " prompts, "
+        << (evaluation.cache_hit ? "from the cache" : format_number(evaluation.wall_seconds, 1) + " s")
+        << "\nintervention: " << intervention.canonical() << "\n\n";
+    print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
+    return kExitOk;
+  } catch (const ConfigError& e) {
+    err << "ga-run eval: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::invalid_argument& e) {
+    err << "ga-run eval: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "ga-run eval: " << e.what() << '\n';
+    return kExitFailure;
+  }
+}
+
+void run_heldout_step(Store& store, const Experiment& experiment, const std::string& experiment_name,
+                      std::int64_t experiment_id, std::ostream& out) {
+  auto heldout = prepare_search(experiment, experiment_name, datasets::Split::heldout);
+  const std::vector<HeldoutEntry> entries = run_heldout(store, experiment_id, heldout->inputs);
+  json rendered = json::array();
+  for (const HeldoutEntry& e : entries) rendered.push_back(entry_json(e.role, e.intervention, e.evaluation));
+  out << "held-out (" << heldout->inputs.search_items.size() << " prompts, " << heldout->inputs.metric << "):\n";
+  print_side_by_side(rendered, out);
+}
+
+}  // namespace midtune::cli

@@ -1,0 +1,25 @@
+// Rendering of held-out results (heldout_json()) for `ga-run report` and
+// `ga-run eval`: the roles side by side per gold position, their summaries
+// (mean, gap, std, U-shape covariance with Pearson r), CSV rows, the SVG.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cli/table.hpp"
+
+namespace midtune::cli {
+
+// Columns: one per entry, named by its role (or `label`), accuracy in %.
+void print_side_by_side(const nlohmann::json& entries, std::ostream& out);
+// Long-form CSV rows {section "heldout", role, field, value}.
+void append_heldout_csv_rows(const nlohmann::json& entries, std::vector<Row>& rows);
+// Writes heldout_plot_svg() to `<db folder>/<experiment>-heldout.svg`;
+// returns the path.
+std::string write_heldout_svg(const std::string& db_path, const std::string& experiment,
+                              const nlohmann::json& entries);
+
+}  // namespace midtune::cli

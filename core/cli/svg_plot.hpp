@@ -1,0 +1,17 @@
+// A hand-written SVG of a held-out report (issue 4 item 4): accuracy by gold
+// position for each evaluated role (baseline, PI at the mean scale, the
+// search's best) and the best curve's per-layer RoPE scales.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace midtune::cli {
+
+// `heldout` is heldout_json()'s array; `title` goes on top. Roles without
+// position scores are skipped; a best without per-layer scales draws the
+// right panel empty.
+std::string heldout_plot_svg(const nlohmann::json& heldout, const std::string& title);
+
+}  // namespace midtune::cli

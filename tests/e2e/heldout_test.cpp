@@ -1,0 +1,131 @@
+// Held-out evaluation on the synthetic test double: cached split
+// evaluations, the three roles stored by role, PI at the mean scale, the
+// side-by-side rendering and the SVG.
+#include "core/cli/heldout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/heldout_report.hpp"
+#include "core/cli/svg_plot.hpp"
+#include "tests/cli/temp_dir.hpp"
+
+namespace midtune {
+namespace {
+
+using nlohmann::json;
+
+class CountingBackend : public SyntheticTestDoubleBackend {
+ public:
+  CountingBackend() : SyntheticTestDoubleBackend({.layers = 4, .heads = 2, .seed = 5}) {}
+  std::vector<SampleOutput> run(const Intervention& iv, const std::vector<BatchItem>& b, const RunOptions& o) override {
+    ++runs;
+    return SyntheticTestDoubleBackend::run(iv, b, o);
+  }
+  int runs = 0;
+};
+
+class HeldoutTest : public testing::TempDirTest {
+ protected:
+  SearchInputs split_inputs(Backend& backend, const std::string& slice) {
+    SearchInputs in;
+    in.backend = &backend;
+    in.gold_positions = {0.0, 0.5, 1.0};
+    for (std::size_t k = 0; k < in.gold_positions.size(); ++k)
+      for (int i = 0; i < 8; ++i) {
+        in.search_items.push_back({slice + std::to_string(k) + "-" + std::to_string(i), "prompt", {}, "gold",
+                                   in.gold_positions[k]});
+        in.position_index.push_back(k);
+      }
+    in.dataset_slice = {{"fixture", slice}};
+    in.metric = "teacher_forced";
+    in.run_options.mode = Mode::teacher_forced;
+    in.score = [](std::size_t, const SampleOutput& o) { return o.gold_emitted_first; };
+    return in;
+  }
+
+  // An experiment whose only individual is `best`, evaluated on the search split.
+  std::int64_t experiment_with_best(Store& store, const SearchInputs& search, const Intervention& best) {
+    ExperimentRecord e;
+    e.name = "fixture";
+    e.config_text = "name: fixture\n";
+    e.config_hash = "0";
+    e.search_config = json::object();
+    const std::int64_t id = store.create_experiment(e).id;
+    IndividualRecord individual;
+    individual.experiment_id = id;
+    individual.candidate_id = 0;
+    individual.genome = json::array({1});
+    individual.genome_hash = "g";
+    individual.origin = "init";
+    individual.fitness = 0.5;
+    individual.evaluation_id = evaluate_on_split(store, search, best).evaluation_id;
+    store.insert_individual(individual);
+    return id;
+  }
+};
+
+TEST_F(HeldoutTest, PiAtMeanScaleAveragesEveryScale) {
+  Intervention lpes;
+  lpes.rope_scale = {{1.0}, {2.0}, {1.5}, {1.5}};
+  EXPECT_EQ(pi_at_mean_scale(lpes).rope_scale, (std::vector<std::vector<double>>{{1.5}}));
+  EXPECT_TRUE(pi_at_mean_scale(Intervention{}).empty());
+}
+
+TEST_F(HeldoutTest, SplitEvaluationsAreCachedByIntervention) {
+  Store store(path("r.db"));
+  CountingBackend backend;
+  const SearchInputs in = split_inputs(backend, "h");
+  Intervention pi;
+  pi.rope_scale = {{1.3}};
+  const SplitEvaluation first = evaluate_on_split(store, in, pi);
+  const SplitEvaluation again = evaluate_on_split(store, in, pi);
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(first.evaluation_id, again.evaluation_id);
+  EXPECT_EQ(first.scores, again.scores);
+  EXPECT_EQ(backend.runs, 1);
+  ASSERT_EQ(first.scores.size(), 3u);
+  EXPECT_EQ(first.scores[0].samples, 8);
+  EXPECT_TRUE(first.summary.contains("u_shape_pearson"));
+}
+
+TEST_F(HeldoutTest, StoresThreeRolesAndRendersThem) {
+  Store store(path("r.db"));
+  CountingBackend backend;
+  Intervention best;
+  best.rope_scale = {{1.0}, {1.2}, {1.4}, {1.8}};
+  const std::int64_t id = experiment_with_best(store, split_inputs(backend, "s"), best);
+  const SearchInputs heldout = split_inputs(backend, "h");
+  const auto entries = run_heldout(store, id, heldout);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].intervention, best);
+  EXPECT_EQ(entries[2].intervention.rope_scale, (std::vector<std::vector<double>>{{1.35}}));
+  // A second run reuses every evaluation and keeps one row per role.
+  const int runs = backend.runs;
+  run_heldout(store, id, heldout);
+  EXPECT_EQ(backend.runs, runs);
+
+  const json stored = heldout_json(store.db(), id);
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_EQ(stored[0]["role"], "baseline");
+  EXPECT_EQ(stored[1]["role"], "pi-mean");
+  EXPECT_EQ(stored[2]["role"], "best");
+  EXPECT_EQ(stored[2]["layer_scales"].size(), 4u);
+  EXPECT_EQ(stored[1]["position_scores"].size(), 3u);
+
+  std::ostringstream table;
+  cli::print_side_by_side(stored, table);
+  EXPECT_NE(table.str().find("pi-mean (x1.35)"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("Pearson r"), std::string::npos);
+  const std::string svg = cli::heldout_plot_svg(stored, "t");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  std::size_t lines = 0;
+  for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 4u) << "three roles and the best curve's scales";
+}
+
+}  // namespace
+}  // namespace midtune
