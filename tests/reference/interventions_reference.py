@@ -213,7 +213,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None)
     hd, H, KV = model.head_dim, model.heads, model.kv_heads
     group = H // KV
     pos = caliope_positions(T, chunks, caliope) if caliope else np.arange(T, dtype=np.float64)
-    info = {"positions": pos.tolist(), "mspoe_ratio": [], "mspoe_index": [], "siw_dense": [],
+    info = {"positions": pos.tolist(), "mspoe_ratio": [], "mspoe_index": [], "mspoe_score": [], "siw_dense": [],
             "siw_counts": []}
     h = model.w["token_embd.weight"][tokens].copy()
     mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
@@ -228,9 +228,10 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None)
             rows = np.stack([softmax(q[T - 1, hh * hd:(hh + 1) * hd] @
                                      k[:, (hh // group) * hd:(hh // group + 1) * hd].T /
                                      np.sqrt(hd)) for hh in range(H)])
-            scale, index, _ = mspoe_assign(rows, mspoe)
+            scale, index, score = mspoe_assign(rows, mspoe)
             info["mspoe_ratio"].append(scale)
             info["mspoe_index"].append(index)
+            info["mspoe_score"].append(score)
         phs_here = phs is not None and l in phs["layers"]
         if phs_here:
             xs = x.copy()
@@ -312,9 +313,13 @@ def main():
         out = {"prompt": text, "tokens": tokens, "chunks": chunks, "chunk_bytes": byte_chunks,
                "intervention": intervention,
                "max_abs_change_vs_plain": float(np.abs(logits - plain[i]).max()), **top(logits)}
+        # The plain model's logits at the same ids: lets a test compare the
+        # intervention's effect (with - plain), where quantisation error cancels.
+        out["plain_logits"] = [float(plain[i][j]) for j in out["top_ids"]]
         if name == "mspoe":
             out["mspoe_ratio"] = info["mspoe_ratio"]
             out["mspoe_index"] = info["mspoe_index"]
+            out["mspoe_score"] = info["mspoe_score"]
         if name == "caliope":
             out["positions"] = info["positions"]
         if name == "siw":
