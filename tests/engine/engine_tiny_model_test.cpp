@@ -142,7 +142,8 @@ TEST(TinyModel, BadInputsGetClearErrors) {
     const Model model(shape_file.path());
     FAIL() << "a wrong attn_q shape must be rejected";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
+    // Layers load in parallel, so any layer may be the one named first.
+    EXPECT_NE(std::string(e.what()).find(".attn_q.weight': expected shape"), std::string::npos) << e.what();
   }
   TinyModel other_arch;
   other_arch.arch = "gpt2";
