@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads, "engine threads (0 = all)");
   app.add_option("--seed", args.seed, "data seed");
   bool no_prime = false;
+  bool skip_baseline = false;
+  app.add_flag("--skip-baseline", skip_baseline, "agreement run: only the --pi-scale interventions");
   app.add_flag("--no-prime", no_prime, "do not prime the answer (the papers' exact protocol)");
   CLI11_PARSE(app, argc, argv);
   args.prime = !no_prime;
@@ -176,7 +178,8 @@ int main(int argc, char** argv) {
     const ChatTemplate chat = ChatTemplate::from_gguf(backend.model().file());
     const auto wrapper = datasets::chat_wrapper("chat", [&](std::string_view m) { return chat.render_user(m); });
     if (args.generate_samples > 0) {
-      agreement(backend, args, args.pairs.front(), args.key_chars.front(), Intervention{}, "baseline", wrapper);
+      if (!skip_baseline)
+        agreement(backend, args, args.pairs.front(), args.key_chars.front(), Intervention{}, "baseline", wrapper);
       for (double scale : args.pi_scales) {
         Intervention pi;
         pi.rope_scale = {{scale}};
