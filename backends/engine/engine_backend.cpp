@@ -25,7 +25,8 @@ double log_softmax_at(const float* row, int n, int index) {
 }  // namespace
 
 EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
-    : model_(std::make_unique<Model>(model_path, options.isa)),
+    : options_(options),
+      model_(std::make_unique<Model>(model_path, options.isa)),
       tokenizer_(Tokenizer::from_gguf(model_->file())),
       arena_(options.threads > 0 ? std::make_unique<tbb::task_arena>(options.threads)
                                  : std::make_unique<tbb::task_arena>()) {
@@ -106,11 +107,18 @@ std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::
                                                          const RopeScales& scales, int max_new_tokens,
                                                          std::span<const double> positions,
                                                          const ForwardHooks* hooks) const {
-  std::vector<std::int32_t> out;
-  if (prompt.empty() || max_new_tokens <= 0) return out;
+  if (prompt.empty() || max_new_tokens <= 0) return {};
   Sequence seq(*model_, static_cast<int>(prompt.size()) + max_new_tokens, scales);
-  const int last = static_cast<int>(prompt.size()) - 1;
-  std::vector<float> logits = model_->forward(seq, prompt, positions, std::span<const int>(&last, 1), hooks);
+  return generate_on(seq, prompt, max_new_tokens, positions, hooks);
+}
+
+std::vector<std::int32_t> EngineBackend::generate_on(Sequence& seq, std::span<const std::int32_t> rest,
+                                                     int max_new_tokens, std::span<const double> positions,
+                                                     const ForwardHooks* hooks) const {
+  std::vector<std::int32_t> out;
+  if (rest.empty() || max_new_tokens <= 0) return out;
+  const int last = static_cast<int>(rest.size()) - 1;
+  std::vector<float> logits = model_->forward(seq, rest, positions, std::span<const int>(&last, 1), hooks);
   const int zero = 0;
   for (int i = 0; i < max_new_tokens; ++i) {
     const std::int32_t next = argmax(logits.data(), model_->vocab());
@@ -122,12 +130,43 @@ std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::
   return out;
 }
 
-SampleOutput EngineBackend::run_one(const BatchItem& item, const Intervention& intervention, const RopeScales& plain_scales,
-                                    const RunOptions& options) const {
+// The prompt prefix every item of a batch shares (chat-template header and
+// instruction), prefilled once into `seq`; each item truncates back to it and
+// runs only its own tail. Only for interventions whose keys do not depend on
+// the rest of the prompt (plain and RoPE scales: Ms-PoE, CALIOPE, SIW and PHS
+// all read the whole prompt first).
+struct EngineBackend::SharedPrefix {
+  Sequence seq;
+  int length = 0;
+};
+
+namespace {
+
+bool reads_whole_prompt(const Intervention& iv) {
+  return iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel;
+}
+
+// Shared leading tokens, kept one short of the shortest prompt so every item
+// still computes the logits of its own last prompt token.
+int shared_prefix_length(const std::vector<PreparedPrompt>& prompts) {
+  if (prompts.size() < 2) return 0;
+  std::size_t length = prompts.front().tokens.size();
+  for (const PreparedPrompt& p : prompts) {
+    const auto& a = prompts.front().tokens;
+    std::size_t i = 0;
+    while (i < length && i < p.tokens.size() && a[i] == p.tokens[i]) ++i;
+    length = std::min({length, i, p.tokens.size() == 0 ? 0 : p.tokens.size() - 1});
+  }
+  return static_cast<int>(length);
+}
+
+}  // namespace
+
+SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt& prompt, const Intervention& intervention,
+                                    const RopeScales& plain_scales, const RunOptions& options, SharedPrefix* shared) {
   const auto started = std::chrono::steady_clock::now();
   SampleOutput out;
   out.id = item.id;
-  const PreparedPrompt prompt = prepare(item);
   if (prompt.tokens.empty()) throw BackendError("item '" + item.id + "': empty prompt");
   out.prompt_tokens = static_cast<int>(prompt.tokens.size());
   // Issue-5 interventions depend on the prompt (chunks, last query).
@@ -146,7 +185,16 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const Intervention& i
       throw BackendError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
                          std::to_string(options.max_new_tokens) + " new exceed the model context " + std::to_string(context));
     }
-    const auto generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens, positions, forward_hooks);
+    std::vector<std::int32_t> generated;
+    if (shared != nullptr) {
+      shared->seq.truncate(shared->length);
+      const auto rest = std::span<const std::int32_t>(prompt.tokens).subspan(shared->length);
+      generated = generate_on(shared->seq, rest, options.max_new_tokens, {}, nullptr);
+      last_stats_.forward_tokens += rest.size() + (generated.empty() ? 0 : generated.size() - 1);
+    } else {
+      generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens, positions, forward_hooks);
+      last_stats_.forward_tokens += prompt.tokens.size() + (generated.empty() ? 0 : generated.size() - 1);
+    }
     out.output_text = tokenizer_.decode(generated, false);
   } else {
     const std::vector<std::int32_t> gold = tokenizer_.encode(item.gold, false, false);
@@ -159,11 +207,19 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const Intervention& i
     }
     std::vector<int> rows(gold.size());
     for (std::size_t i = 0; i < gold.size(); ++i) rows[i] = static_cast<int>(prompt.tokens.size() - 1 + i);
-    Sequence seq(*model_, static_cast<int>(input.size()), scales);
     std::vector<float> logits;
-    if (!hooked) {
+    if (shared != nullptr) {
+      shared->seq.truncate(shared->length);
+      for (int& r : rows) r -= shared->length;
+      const auto rest = std::span<const std::int32_t>(input).subspan(shared->length);
+      logits = model_->forward(shared->seq, rest, {}, rows);
+      last_stats_.forward_tokens += rest.size();
+    } else if (!hooked) {
+      Sequence seq(*model_, static_cast<int>(input.size()), scales);
       logits = model_->forward(seq, input, {}, rows);
+      last_stats_.forward_tokens += input.size();
     } else {
+      Sequence seq(*model_, static_cast<int>(input.size()), scales);
       // Prompt alone, then each gold token as a decode step.
       const int last = static_cast<int>(prompt.tokens.size()) - 1, zero = 0;
       logits = model_->forward(seq, prompt.tokens, positions, std::span<const int>(&last, 1), forward_hooks);
@@ -172,6 +228,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const Intervention& i
                                           std::span<const int>(&zero, 1), forward_hooks);
         logits.insert(logits.end(), step.begin(), step.end());
       }
+      last_stats_.forward_tokens += input.size();
     }
     const int vocab = model_->vocab();
     out.gold_emitted_first = true;
@@ -194,16 +251,42 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
   } catch (const std::invalid_argument& e) {
     throw BackendError(std::string("engine: invalid intervention: ") + e.what());
   }
+  last_stats_ = {};
+  std::vector<PreparedPrompt> prompts;
+  prompts.reserve(batch.size());
+  std::size_t longest = 0;
+  for (const BatchItem& item : batch) {
+    try {
+      prompts.push_back(prepare(item));
+    } catch (const BackendError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw BackendError("engine: item '" + item.id + "': " + e.what());
+    }
+    const std::size_t tail = options.mode == Mode::generate ? static_cast<std::size_t>(std::max(options.max_new_tokens, 0))
+                                                            : tokenizer_.encode(item.gold, false, false).size();
+    longest = std::max(longest, prompts.back().tokens.size() + tail);
+    last_stats_.prompt_tokens += prompts.back().tokens.size();
+  }
   std::vector<SampleOutput> outputs;
   outputs.reserve(batch.size());
   arena_->execute([&] {
-    for (const BatchItem& item : batch) {
+    std::unique_ptr<SharedPrefix> shared;
+    const int prefix = options_.reuse_prefix && !reads_whole_prompt(intervention) ? shared_prefix_length(prompts) : 0;
+    const std::size_t context = model_->config().context_length;
+    if (prefix > 0 && (context == 0 || longest <= context)) {
+      shared.reset(new SharedPrefix{Sequence(*model_, static_cast<int>(longest), scales), prefix});
+      model_->forward(shared->seq, std::span<const std::int32_t>(prompts.front().tokens).first(prefix), {}, {});
+      last_stats_.prefix_tokens = static_cast<std::size_t>(prefix);
+      last_stats_.forward_tokens += static_cast<std::size_t>(prefix);
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
       try {
-        outputs.push_back(run_one(item, intervention, scales, options));
+        outputs.push_back(run_one(batch[i], prompts[i], intervention, scales, options, shared.get()));
       } catch (const BackendError&) {
         throw;
       } catch (const std::exception& e) {
-        throw BackendError("engine: item '" + item.id + "': " + e.what());
+        throw BackendError("engine: item '" + batch[i].id + "': " + e.what());
       }
     }
   });

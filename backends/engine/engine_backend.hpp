@@ -28,12 +28,22 @@ namespace midtune::engine {
 struct EngineOptions {
   int threads = 0;  // 0 = every core oneTBB sees
   Isa isa = best_isa();
+  // Prefill the prompt prefix shared by a whole batch once (plain and
+  // RoPE-scale interventions only); off only to measure what it saves.
+  bool reuse_prefix = true;
 };
 
 // A prompt as the engine sees it.
 struct PreparedPrompt {
   std::vector<std::int32_t> tokens;
   std::vector<TokenSpan> chunk_tokens;  // BatchItem::chunks as token index ranges
+};
+
+// What the last run() computed, for tests and benchmarks.
+struct RunStats {
+  std::size_t prompt_tokens = 0;    // over the batch
+  std::size_t prefix_tokens = 0;    // prefilled once and shared by every item (0 = no reuse)
+  std::size_t forward_tokens = 0;   // tokens that went through the layers
 };
 
 class EngineBackend : public Backend {
@@ -46,6 +56,7 @@ class EngineBackend : public Backend {
   void validate(const Intervention& intervention) const override;
 
   const Model& model() const { return *model_; }
+  const RunStats& last_run_stats() const { return last_stats_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   // Special tokens parsed; BOS only when the model's metadata asks for it.
   PreparedPrompt prepare(const BatchItem& item) const;
@@ -59,9 +70,15 @@ class EngineBackend : public Backend {
                                             const ForwardHooks* hooks = nullptr) const;
 
  private:
-  SampleOutput run_one(const BatchItem& item, const Intervention& intervention, const RopeScales& scales,
-                       const RunOptions& options) const;
+  struct SharedPrefix;
+  SampleOutput run_one(const BatchItem& item, const PreparedPrompt& prompt, const Intervention& intervention,
+                       const RopeScales& scales, const RunOptions& options, SharedPrefix* shared);
+  // Greedy decoding on `seq` after feeding it `rest` (the prompt tokens not yet in it).
+  std::vector<std::int32_t> generate_on(Sequence& seq, std::span<const std::int32_t> rest, int max_new_tokens,
+                                        std::span<const double> positions, const ForwardHooks* hooks) const;
 
+  EngineOptions options_;
+  RunStats last_stats_;
   std::unique_ptr<Model> model_;
   Tokenizer tokenizer_;
   std::unique_ptr<tbb::task_arena> arena_;

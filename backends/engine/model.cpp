@@ -177,6 +177,15 @@ Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
   positions_.reserve(capacity);
 }
 
+void Sequence::truncate(int length) {
+  if (length < 0 || length > length_) {
+    throw std::invalid_argument("Sequence::truncate: " + std::to_string(length) + " outside [0, " +
+                                std::to_string(length_) + "]");
+  }
+  length_ = length;
+  positions_.resize(static_cast<std::size_t>(length));
+}
+
 // ---------------------------------------------------------------- forward
 
 struct Model::Workspace {

@@ -93,6 +93,9 @@ class Sequence {
   std::size_t key_capacity() const { return (static_cast<std::size_t>(capacity_) + 15) / 16 * 16; }
   const RopeScales& scales() const { return scales_; }
   double last_position() const { return positions_.empty() ? -1.0 : positions_.back(); }
+  // Forgets every token after the first `length` (their cache entries are
+  // overwritten by the next forward): how a batch reuses a shared prompt prefix.
+  void truncate(int length);
 
  private:
   friend class Model;

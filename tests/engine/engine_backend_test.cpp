@@ -110,6 +110,40 @@ TEST_F(EngineBackendTest, RopeScaleOneEqualsEmptyAndOtherScalesChangeLogprobs) {
   EXPECT_GT(changed, 1e-3);
 }
 
+// Issue 4 item 6: the prompt prefix a batch shares is prefilled once; every
+// output must be what a fresh sequence per item gives.
+TEST_F(EngineBackendTest, SharedPrefixReuseChangesNothingButTheWork) {
+  EngineOptions no_reuse;
+  no_reuse.reuse_prefix = false;
+  EngineBackend fresh(testing::test_model_path(), no_reuse);
+  const auto items = kv_items();
+  Intervention pi;
+  pi.rope_scale = {{1.1}};
+  for (const Intervention& iv : {Intervention{}, pi}) {
+    for (const RunOptions& options : {RunOptions{Mode::teacher_forced, 0}, RunOptions{Mode::generate, 12}}) {
+      const auto reused = backend_->run(iv, items, options);
+      const RunStats with = backend_->last_run_stats();
+      const auto plain = fresh.run(iv, items, options);
+      const RunStats without = fresh.last_run_stats();
+      // "<|im_start|>user\n" (and, for the three KV items, the context) is shared by all five.
+      EXPECT_GE(with.prefix_tokens, 3u);
+      EXPECT_EQ(without.prefix_tokens, 0u);
+      EXPECT_EQ(with.prompt_tokens, without.prompt_tokens);
+      EXPECT_EQ(with.forward_tokens + (items.size() - 1) * with.prefix_tokens, without.forward_tokens);
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        EXPECT_EQ(reused[i].output_text, plain[i].output_text) << items[i].id;
+        EXPECT_EQ(reused[i].gold_emitted_first, plain[i].gold_emitted_first) << items[i].id;
+        EXPECT_NEAR(reused[i].gold_logprob, plain[i].gold_logprob, 1e-3) << items[i].id;
+      }
+    }
+  }
+  // Interventions that read the whole prompt first never share a prefix.
+  Intervention siw;
+  siw.siw = Siw{0.5, 0.5, 1.0, {1}};
+  backend_->run(siw, items, RunOptions{Mode::teacher_forced, 0});
+  EXPECT_EQ(backend_->last_run_stats().prefix_tokens, 0u);
+}
+
 TEST_F(EngineBackendTest, ValidateRejectsWrongShapesAndValues) {
   Intervention bad_layers;
   bad_layers.rope_scale = {{1.0}, {1.0}};
