@@ -81,6 +81,15 @@ class ComboObjective final : public Objective {
   double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const override {
     return metrics::bucket_fitness(by_position, weights_);
   }
+  // The gene-table members at their papers' values; LPES / PI members have
+  // no paper value and are left out (plain RoPE).
+  std::optional<Intervention> paper_default() const override {
+    Intervention out;
+    for (const Member& m : members_) {
+      if (m.table) m.apply(m.table->paper_values(), out);
+    }
+    return out;
+  }
 
  private:
   bool members_valid(const Genome& genome) const {

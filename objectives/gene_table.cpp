@@ -50,6 +50,7 @@ GeneTable::GeneTable(const ObjectiveConfig& objective, const std::string& method
   const std::string where = "objective." + method + ".genes";
   const MethodGenes* table = objective.genes_of(method);
   if (table == nullptr) throw std::invalid_argument(where + ": missing (the " + method + " objective needs its genes)");
+  all_ = table->genes;
   for (const GeneRange& r : table->genes) {
     if (is_layer_gene(r.name) && largest_value(r) > layers - 1) {
       throw std::invalid_argument(where + "." + r.name + ": layer " + gene_value_to_string(largest_value(r)) +
@@ -95,6 +96,17 @@ GeneValues GeneTable::values(std::span<const double> slice) const {
   return out;
 }
 
+GeneValues GeneTable::paper_values() const {
+  GeneValues out(method_);
+  const std::vector<GeneSchema>& schemas = method_gene_schema(method_);
+  for (const GeneRange& r : all_) {
+    const auto schema = std::find_if(schemas.begin(), schemas.end(), [&](const GeneSchema& s) { return s.name == r.name; });
+    const bool has_paper = schema != schemas.end() && schema->paper_default.has_value();
+    out.set(r.name, has_paper ? *schema->paper_default : r.fixed() ? (r.listed ? r.values.front() : GeneValue(r.min)) : r.start);
+  }
+  return out;
+}
+
 bool GeneTable::ordered(std::span<const double> slice) const {
   const GeneValues v = values(slice);
   for (const GeneOrder& order : method_gene_orders(method_)) {
@@ -125,6 +137,11 @@ class GeneTableObjective final : public Objective {
   // Fitness as LPES: lambda_B acc(beginning) + lambda_M acc(middle) + lambda_E acc(end).
   double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const override {
     return metrics::bucket_fitness(by_position, weights_);
+  }
+  std::optional<Intervention> paper_default() const override {
+    Intervention out;
+    apply_(table_.paper_values(), out);
+    return out;
   }
   static std::string ordering_text(const std::string& method) {
     std::string text;

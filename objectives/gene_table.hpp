@@ -47,12 +47,17 @@ class GeneTable {
   GeneValues values(std::span<const double> slice) const;
   // The method's ordered pairs (min_ratio <= max_ratio, ...) hold.
   bool ordered(std::span<const double> slice) const;
+  // Every gene at its paper default (core/experiment/genes.cpp), or at the
+  // experiment's start value where the paper gives none; may lie outside the
+  // searched range.
+  GeneValues paper_values() const;
 
  private:
   std::string method_;
   std::vector<Gene> genes_;
   std::vector<std::string> gene_names_;  // unprefixed, parallel to genes_
   std::vector<GeneRange> fixed_;
+  std::vector<GeneRange> all_;  // the experiment's table, every gene
   Genome start_;
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ class Objective {
   // Pure: the same genome always gives the same Intervention.
   virtual Intervention decode(const Genome& genome) const = 0;
   virtual double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const = 0;
+  // The method as its paper sets it (every gene at METHODS.md's value, genes
+  // the paper leaves open at the experiment's start value), compared on the
+  // held-out split; nullopt when the paper's knobs are the search itself
+  // (LPES, PI).
+  virtual std::optional<Intervention> paper_default() const { return std::nullopt; }
 };
 
 // The experiment's (validated) `objective` section for a model with `layers`

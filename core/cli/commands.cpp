@@ -55,7 +55,7 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
         << s.cache_hits << " from cache, " << s.resumed_individuals << " resumed; best fitness "
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
-    progress.message("held-out: best, baseline and PI at the mean scale");
+    progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
     run_heldout_step(store, experiment, prepared->inputs.experiment_name, s.experiment_id, out);
     return kExitOk;
   } catch (const ResumeRefused& e) {

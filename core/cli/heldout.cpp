@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "objectives/metrics.hpp"
+#include "objectives/objective.hpp"
 
 namespace midtune {
 
@@ -113,8 +114,12 @@ Intervention pi_at_mean_scale(const Intervention& best) {
 
 std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, const SearchInputs& heldout_inputs) {
   const Intervention best = best_intervention(store, experiment_id);
-  std::vector<HeldoutEntry> entries = {
-      {"best", best, {}}, {"baseline", Intervention{}, {}}, {"pi-mean", pi_at_mean_scale(best), {}}};
+  std::vector<HeldoutEntry> entries = {{"best", best, {}}, {"baseline", Intervention{}, {}}};
+  // PI at the mean scale only means something when the best changes RoPE scales.
+  if (!best.rope_scale.empty()) entries.push_back({"pi-mean", pi_at_mean_scale(best), {}});
+  if (heldout_inputs.objective != nullptr) {
+    if (auto paper = heldout_inputs.objective->paper_default()) entries.push_back({"paper-default", *paper, {}});
+  }
   for (HeldoutEntry& entry : entries) {
     entry.evaluation = evaluate_on_split(store, heldout_inputs, entry.intervention);
     auto s = store.db().prepare(
@@ -131,7 +136,7 @@ json heldout_json(sql::Database& db, std::int64_t experiment_id) {
   auto s = db.prepare(
       "SELECT h.role, h.split, e.intervention, e.position_scores, e.fitness_inputs, e.metric FROM heldout_results h "
       "JOIN evaluations e ON e.id = h.evaluation_id WHERE h.experiment_id = ? "
-      "ORDER BY CASE h.role WHEN 'baseline' THEN 0 WHEN 'pi-mean' THEN 1 ELSE 2 END");
+      "ORDER BY CASE h.role WHEN 'baseline' THEN 0 WHEN 'pi-mean' THEN 1 WHEN 'paper-default' THEN 2 ELSE 3 END");
   s.bind_all(experiment_id);
   while (s.step()) {
     const json intervention = json::parse(s.column_text(2));

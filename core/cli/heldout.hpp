@@ -42,12 +42,14 @@ Intervention best_intervention(Store& store, std::int64_t experiment_id);
 Intervention pi_at_mean_scale(const Intervention& best);
 
 struct HeldoutEntry {
-  std::string role;  // best | baseline | pi-mean
+  std::string role;  // best | baseline | pi-mean (LPES, PI) | paper-default (issue-5 methods)
   Intervention intervention;
   SplitEvaluation evaluation;
 };
 
-// Evaluates the three roles on `heldout_inputs` (the held-out split) and
+// Evaluates the best, the baseline, PI at the best's mean scale (when the best
+// sets RoPE scales) and the objective's paper default (when it has one) on
+// `heldout_inputs` (the held-out split) and
 // records them in heldout_results for `experiment_id`.
 std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, const SearchInputs& heldout_inputs);
 

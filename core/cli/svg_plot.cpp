@@ -72,6 +72,7 @@ void polyline(std::ostringstream& svg, const Panel& p, const std::vector<std::pa
 const char* colour_of(const std::string& role) {
   if (role == "baseline") return "#555555";
   if (role == "pi-mean") return "#1f77b4";
+  if (role == "paper-default") return "#2ca02c";
   return "#d62728";  // best
 }
 

@@ -10,6 +10,8 @@
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/svg_plot.hpp"
+#include "core/experiment/experiment.hpp"
+#include "objectives/objective.hpp"
 #include "tests/cli/temp_dir.hpp"
 
 namespace midtune {
@@ -25,6 +27,16 @@ class CountingBackend : public SyntheticTestDoubleBackend {
     return SyntheticTestDoubleBackend::run(iv, b, o);
   }
   int runs = 0;
+};
+
+// Test double for methods the synthetic model does not model: every
+// intervention scores as the plain model (the held-out bookkeeping is under test).
+class MethodBlindBackend : public CountingBackend {
+ public:
+  std::vector<SampleOutput> run(const Intervention&, const std::vector<BatchItem>& b, const RunOptions& o) override {
+    return CountingBackend::run(Intervention{}, b, o);
+  }
+  void validate(const Intervention&) const override {}
 };
 
 class HeldoutTest : public testing::TempDirTest {
@@ -125,6 +137,37 @@ TEST_F(HeldoutTest, StoresThreeRolesAndRendersThem) {
   std::size_t lines = 0;
   for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
   EXPECT_EQ(lines, 4u) << "three roles and the best curve's scales";
+}
+
+TEST_F(HeldoutTest, MethodsWithAPaperDefaultShowItInsteadOfPi) {
+  const Experiment e = parse_experiment(
+      "name: t\nbackend: {kind: synthetic-test-double, layers: 4, heads: 2}\ndataset: {kind: kv, pairs: 4}\n"
+      "objective:\n  kind: mspoe\n  mspoe:\n    genes:\n      min_ratio: {values: [1.0, 1.4], start: 1.0}\n"
+      "      max_ratio: {values: [1.5, 2.0], start: 1.5}\n      first_layer: 1\n"
+      "search: {strategy: random}\n",
+      path("t.yaml"));
+  const auto objective = make_objective(e.objective, 4);
+  Store store(path("r.db"));
+  MethodBlindBackend backend;
+  SearchInputs search = split_inputs(backend, "s");
+  search.objective = objective.get();
+  const Intervention best = objective->decode({1, 1});  // 1.4 - 2.0
+  const std::int64_t id = experiment_with_best(store, search, best);
+  SearchInputs heldout = split_inputs(backend, "h");
+  heldout.objective = objective.get();
+  const auto entries = run_heldout(store, id, heldout);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[2].role, "paper-default");
+  ASSERT_TRUE(entries[2].intervention.mspoe);
+  EXPECT_DOUBLE_EQ(entries[2].intervention.mspoe->min_ratio, 1.2);
+  const json stored = heldout_json(store.db(), id);
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_EQ(stored[0]["role"], "baseline");
+  EXPECT_EQ(stored[1]["role"], "paper-default");
+  EXPECT_EQ(stored[2]["role"], "best");
+  std::ostringstream table;
+  cli::print_side_by_side(stored, table);
+  EXPECT_NE(table.str().find("paper-default"), std::string::npos) << table.str();
 }
 
 }  // namespace

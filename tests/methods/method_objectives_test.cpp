@@ -112,6 +112,37 @@ TEST(MethodObjectives, ComboJoinsLpesAndSiw) {
   EXPECT_FALSE(objective->space().is_valid(bad));
 }
 
+// The held-out step compares a search's best with the method as its paper
+// sets it: paper values even outside the searched range, the experiment's
+// start where the paper gives none, and no paper default for LPES / PI.
+TEST(MethodObjectives, PaperDefaultUsesThePapersValuesEvenOutsideTheSearchedRange) {
+  const Experiment mspoe = parse(
+      "objective:\n  kind: mspoe\n  mspoe:\n    genes:\n"
+      "      min_ratio: {values: [1.4, 1.5], start: 1.4}\n      max_ratio: {values: [2.0, 2.2], start: 2.0}\n"
+      "      alpha: 5\n      order: {values: [sequential, random], start: sequential}\n");
+  const auto paper = make_objective(mspoe.objective, 30)->paper_default();
+  ASSERT_TRUE(paper && paper->mspoe);
+  EXPECT_DOUBLE_EQ(paper->mspoe->min_ratio, 1.2);
+  EXPECT_DOUBLE_EQ(paper->mspoe->max_ratio, 1.8);
+  EXPECT_DOUBLE_EQ(paper->mspoe->alpha, 3.0);
+  EXPECT_EQ(paper->mspoe->order, "awareness");
+
+  const Experiment combo = parse(
+      "objective:\n  kind: combo\n  combo: {methods: [lpes, siw]}\n"
+      "  lpes: {curve: bezier, degree: 3}\n"
+      "  siw:\n    genes:\n"
+      "      alpha_dense: {min: 0.2, max: 1.0, step: 0.2, start: 0.6}\n"
+      "      first_layer: 8\n      last_layer: 20\n");
+  const auto combo_paper = make_objective(combo.objective, 30)->paper_default();
+  ASSERT_TRUE(combo_paper && combo_paper->siw);
+  EXPECT_TRUE(combo_paper->rope_scale.empty()) << "LPES has no paper curve";
+  EXPECT_DOUBLE_EQ(combo_paper->siw->alpha_dense, 1.0);  // SIW's paper gives no alpha: the plain model
+  EXPECT_EQ(combo_paper->siw->layers.front(), 8);        // no paper layer range: the experiment's
+
+  const Experiment lpes = parse("objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 3}\n");
+  EXPECT_FALSE(make_objective(lpes.objective, 30)->paper_default());
+}
+
 TEST(MethodObjectives, OrderedPairsConstrainTheGenome) {
   const Experiment e = parse(
       "objective:\n  kind: phs\n  phs:\n    genes:\n"
