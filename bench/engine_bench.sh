@@ -2,6 +2,8 @@
 # bench/engine_bench: our engine vs llama.cpp (llama-cpp-python, built from
 # source by pip when missing; only this benchmark uses it) on the same GGUF,
 # prompt lengths 512 and 2048, 2 threads. Extra arguments go to engine_bench.py.
+# Then one row per issue-5 hook (bench/hook_cost): prefill with the hook as a
+# ratio to the plain engine, same lengths and threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! python3 -c "import llama_cpp" 2>/dev/null; then
@@ -10,6 +12,8 @@ if ! python3 -c "import llama_cpp" 2>/dev/null; then
 fi
 BUILD_DIR="${BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" --target engine_bench_cli -j"$(nproc)" >/dev/null
+cmake --build "$BUILD_DIR" --target engine_bench_cli hook_cost -j"$(nproc)" >/dev/null
 export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
-exec python3 bench/engine_bench.py --cli "$BUILD_DIR/bench/engine_bench_cli" "$@"
+python3 bench/engine_bench.py --cli "$BUILD_DIR/bench/engine_bench_cli" "$@"
+echo
+"$BUILD_DIR/bench/hook_cost" --model "$MIDTUNE_MODEL" --prompt-tokens 512 2048 --threads "${THREADS:-2}"

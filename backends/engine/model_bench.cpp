@@ -21,6 +21,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 double cpu_seconds_since(std::clock_t start) { return static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC; }
 
+}  // namespace
+
 // Same recurrence as bench/engine_bench.py's bench_tokens().
 std::vector<std::int32_t> bench_tokens(int count, int vocab) {
   std::vector<std::int32_t> out(count);
@@ -33,8 +35,6 @@ std::vector<std::int32_t> bench_tokens(int count, int vocab) {
   }
   return out;
 }
-
-}  // namespace
 
 nlohmann::json ModelBenchResult::to_json(const ModelBenchOptions& options) const {
   return {{"engine", "midtune"},

@@ -2,7 +2,9 @@
 // measurement behind `ga-run bench-model` and bench/engine_bench).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,8 +32,12 @@ struct ModelBenchResult {
   nlohmann::json to_json(const ModelBenchOptions& options) const;
 };
 
-// Token ids are a fixed pseudo-random sequence inside the vocabulary, the
-// same for every run (bench/engine_bench.py feeds llama.cpp the same ids).
+// A fixed pseudo-random sequence of `count` ids inside the vocabulary (past
+// the first 100, usually special tokens), the same for every run.
+std::vector<std::int32_t> bench_tokens(int count, int vocab);
+
+// Token ids are bench_tokens(), the same for every run (bench/engine_bench.py
+// feeds llama.cpp the same ids).
 ModelBenchResult bench_model(const std::filesystem::path& model_path, const ModelBenchOptions& options);
 
 }  // namespace midtune::engine

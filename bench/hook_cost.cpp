@@ -1,0 +1,124 @@
+// Cost of each issue-5 engine hook (issue 5 item 5): prefill tokens/s of the
+// plain engine and of the engine with each method at its paper setting, in
+// one process, methods alternating round by round (best of --repeats each),
+// printed as a ratio to plain. The papers report Ms-PoE at 1.45x the latency
+// of a single pass and PHS at ~1.45x; the aim here is under 1.2x each.
+//
+// The prompt is bench_tokens() (the same ids bench/engine_bench.py uses) cut
+// into --chunks equal chunks between a 16-token head and tail, so SIW finds
+// dense chunks and CALIOPE remaps per chunk as they would on KV retrieval.
+//
+//   build/bench/hook_cost --model M.gguf --prompt-tokens 512 2048 --threads 2
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <tbb/task_arena.h>
+
+#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/model.hpp"
+#include "backends/engine/model_bench.hpp"
+
+using namespace midtune;
+using namespace midtune::engine;
+
+namespace {
+
+struct Method {
+  std::string name;
+  Intervention intervention;
+};
+
+std::vector<int> layer_range(int first, int last) {
+  std::vector<int> out;
+  for (int l = first; l <= last; ++l) out.push_back(l);
+  return out;
+}
+
+// Paper settings (METHODS.md), layer ranges scaled to the model's depth
+// where the paper's are for 32 layers.
+std::vector<Method> methods(int layers, int hidden) {
+  const int third = layers / 3, two_thirds = 2 * layers / 3;
+  const int phs_first = layers * 10 / 32, phs_last = layers * 25 / 32;
+  Intervention mspoe, caliope, siw, phs, all;
+  mspoe.mspoe = MsPoe{};  // 1.2-1.8, alpha 3, from layer 2, awareness order
+  caliope.position_map = PositionMap{"moses"};
+  siw.siw = Siw{0.5, 1.5, 1.0, layer_range(third, two_thirds)};
+  phs.hidden_channel = HiddenChannel{hidden / 2, 0.0, layer_range(phs_first, phs_last)};
+  all.mspoe = mspoe.mspoe;
+  all.position_map = caliope.position_map;
+  all.siw = siw.siw;
+  all.hidden_channel = phs.hidden_channel;
+  Intervention lpes;  // per-layer RoPE scales: the plain path with other tables
+  for (int l = 0; l < layers; ++l) lpes.rope_scale.push_back({1.0 + 0.2 * l / std::max(1, layers - 1)});
+  return {{"plain", {}}, {"lpes (per-layer RoPE)", lpes}, {"ms-poe", mspoe}, {"caliope", caliope},
+          {"siw", siw}, {"phs", phs}, {"all four", all}};
+}
+
+double prefill_seconds(const Model& model, const std::vector<std::int32_t>& prompt, const Intervention& iv,
+                       const std::vector<hooks::TokenSpan>& chunks) {
+  const int n = static_cast<int>(prompt.size()), last = n - 1;
+  const auto start = std::chrono::steady_clock::now();
+  if (iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel) {
+    // As EngineBackend::run_one: the hooks are built per prompt, then one prefill.
+    const hooks::EngineIntervention hooked(model, iv, n, chunks);
+    Sequence seq(model, n, hooked.sequence_scales());
+    model.forward(seq, prompt, hooked.prompt_positions(), std::span<const int>(&last, 1), hooked.hooks());
+  } else {
+    const ModelConfig& c = model.config();
+    RopeScales scales = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+    for (int l = 0; l < scales.layers; ++l)
+      for (int h = 0; h < scales.heads; ++h)
+        scales.scale[static_cast<std::size_t>(l) * scales.heads + h] = static_cast<float>(iv.scale_for(l, h));
+    Sequence seq(model, n, scales);
+    model.forward(seq, prompt, {}, std::span<const int>(&last, 1));
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path;
+  std::vector<int> lengths = {512, 2048};
+  int threads = 2, repeats = 3, chunk_count = 20;
+  CLI::App app{"hook_cost: prefill tokens/s with each issue-5 hook, as a ratio to the plain engine"};
+  app.add_option("--model", model_path, "GGUF model")->required();
+  app.add_option("--prompt-tokens", lengths, "prompt lengths");
+  app.add_option("--threads", threads, "engine threads");
+  app.add_option("--repeats", repeats, "rounds (best of each method is kept)");
+  app.add_option("--chunks", chunk_count, "chunks (KV pairs / documents) in the prompt");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    tbb::task_arena arena(threads);
+    arena.execute([&] {
+      const Model model(model_path);
+      const ModelConfig& c = model.config();
+      const auto list = methods(static_cast<int>(c.layers), static_cast<int>(c.hidden));
+      std::printf("model %s, %d threads, %d chunks, best of %d rounds\n", model_path.c_str(), threads, chunk_count,
+                  repeats);
+      std::printf("| prompt | method | prefill tok/s | time vs plain |\n|---|---|---|---|\n");
+      for (int n : lengths) {
+        if (n < 32 + chunk_count) throw std::invalid_argument("--prompt-tokens " + std::to_string(n) + " is too short");
+        const std::vector<std::int32_t> prompt = bench_tokens(n, model.vocab());
+        std::vector<hooks::TokenSpan> chunks;
+        const int body = n - 32;
+        for (int k = 0; k < chunk_count; ++k) chunks.push_back({16 + body * k / chunk_count, 16 + body * (k + 1) / chunk_count});
+        std::vector<double> best(list.size(), 1e30);
+        prefill_seconds(model, prompt, {}, chunks);  // warm-up
+        for (int r = 0; r < repeats; ++r)
+          for (std::size_t m = 0; m < list.size(); ++m)
+            best[m] = std::min(best[m], prefill_seconds(model, prompt, list[m].intervention, chunks));
+        for (std::size_t m = 0; m < list.size(); ++m)
+          std::printf("| %d | %s | %.1f | %.3fx |\n", n, list[m].name.c_str(), n / best[m], best[m] / best[0]);
+        std::fflush(stdout);
+      }
+    });
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "hook_cost: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
