@@ -70,6 +70,7 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
 int validate_experiment(const std::string& file, std::ostream& out, std::ostream& err) {
   try {
     const Experiment e = load_experiment(file);
+    require_input_files(e);
     std::string extra;
     if (e.backend.kind == SyntheticTestDoubleBackend::kKind) {
       // The layer count is known without a model, so the objective, the

@@ -1,12 +1,14 @@
 #include "core/cli/run_setup.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/experiment/config_error.hpp"
 #include "core/ga/factory.hpp"
 
 namespace midtune {
@@ -131,8 +133,25 @@ datasets::PromptWrapper prompt_wrapper(const Backend& backend) {
 
 }  // namespace
 
+void require_input_files(const Experiment& e) {
+  std::error_code error;
+  if (e.backend.kind == "engine" && !std::filesystem::is_regular_file(e.backend.model, error)) {
+    throw ConfigError(e.file, 0, 0, "backend.model",
+                      e.backend.model.string() + " not found (scripts/fetch_model.sh fetches the test model, "
+                      "SmolLM2-135M-Instruct Q4_1, into ~/.cache/midtune; any GGUF Llama model works)");
+  }
+  if (e.dataset.file && !std::filesystem::is_regular_file(*e.dataset.file, error)) {
+    throw ConfigError(e.file, 0, 0, "dataset.file",
+                      e.dataset.file->string() + " not found. The set-up does not fetch benchmark data: the "
+                      "Lost in the Middle files (kv-retrieval-*.jsonl.gz, nq-open-*.jsonl.gz) come from "
+                      "github.com/nelson-liu/lost-in-the-middle (kv_retrieval_data/, qa_data/); put them "
+                      "there or point dataset.file at your copy (experiments/README.md)");
+  }
+}
+
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name,
                                                datasets::Split split) {
+  require_input_files(e);
   auto p = std::make_unique<PreparedSearch>();
   p->backend = make_backend(e);
   const ModelIdentity model = p->backend->identity();

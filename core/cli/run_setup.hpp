@@ -31,6 +31,10 @@ struct PreparedSearch {
   SearchInputs inputs;  // points into the members above
 };
 
+// Throws ConfigError (backend.model / dataset.file) when a file the
+// experiment reads does not exist, saying where such a file comes from.
+void require_input_files(const Experiment& experiment);
+
 // experiment_name overrides experiment.name (--new-experiment). `split`
 // chooses the prompts (the held-out step and `ga-run eval` use heldout).
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name,

@@ -199,6 +199,20 @@ TEST_F(GaRunIntegration, ExitCodesStatusAndReport) {
   EXPECT_NE(bad.err.find("bad.yaml:2:"), std::string::npos) << bad.err;
   EXPECT_EQ(run_ga_run({"--no-such-flag"}, dir_.string()).exit_code, 2);
   EXPECT_EQ(run_ga_run({"status", path("missing.db")}, dir_.string()).exit_code, 1);
+  // Files the experiment reads are checked before anything runs, with where they come from.
+  write("no-data.yaml", "name: x\nbackend: {kind: synthetic-test-double, layers: 4, heads: 2}\n"
+                        "dataset: {kind: mdqa, file: nq-missing.jsonl.gz, documents: 5}\n"
+                        "objective: {kind: pi}\nsearch: {strategy: random}\n");
+  for (const std::string command : {"validate", ""}) {
+    const std::vector<std::string> args = command.empty() ? std::vector<std::string>{path("no-data.yaml")}
+                                                          : std::vector<std::string>{command, path("no-data.yaml")};
+    const Finished missing = run_ga_run(args, dir_.string());
+    EXPECT_EQ(missing.exit_code, 2) << command;
+    EXPECT_NE(missing.err.find("dataset.file"), std::string::npos) << missing.err;
+    EXPECT_NE(missing.err.find("nq-missing.jsonl.gz not found"), std::string::npos) << missing.err;
+    EXPECT_NE(missing.err.find("lost-in-the-middle"), std::string::npos) << missing.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path("results.db"))) << "nothing is created for a run that cannot start";
 
   write("exp.yaml", experiment_yaml(2, 0));
   EXPECT_EQ(run_ga_run({"validate", path("exp.yaml")}, dir_.string()).exit_code, 0);
