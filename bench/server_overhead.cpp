@@ -2,7 +2,7 @@
 // EvaluationServer -> backend) against calling the same backend in-process,
 // for the same evaluation, measured in the same run. Prints both times and
 // their ratio, plus the absolute overhead per item.
-//   bench_server_overhead [--model GGUF [--threads T]] [--items N] [--repeats R] [--pairs P]
+//   server_overhead [--model GGUF [--threads T]] [--items N] [--repeats R] [--pairs P]
 // One backend object serves both paths, measured alternately so machine load
 // drifts hit both alike. Without --model it is the synthetic test double,
 // whose evaluation costs almost nothing: then the absolute overhead per item
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     std::printf("ratio server/in-process %.2fx; overhead %.3f ms per evaluation, %.4f ms per item\n",
                 server_ms / local_ms, server_ms - local_ms, (server_ms - local_ms) / items);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_server_overhead: %s\n", e.what());
+    std::fprintf(stderr, "server_overhead: %s\n", e.what());
     rc = 1;
   }
   server.stop();
