@@ -110,6 +110,7 @@ class SearchRun {
         message += "\nRevert the edit, or start a fresh experiment in the same database with --new-experiment NAME.";
         throw ResumeRefused(message);
       }
+      refuse_other_model(*existing);
       return *existing;
     }
     ExperimentRecord record;
@@ -119,6 +120,23 @@ class SearchRun {
     record.search_config = in_.search_config;
     record.source_path = in_.source_path;
     return store_.create_experiment(record);
+  }
+
+  // A server backend's model is only known at run time (its /v1/info), and a
+  // GGUF may be replaced under the same file name: evaluations of another
+  // model must not join this experiment's population.
+  void refuse_other_model(const ExperimentRecord& existing) {
+    const std::string now = in_.backend->identity().key();
+    auto s = store_.db().prepare(
+        "SELECT DISTINCT e.model FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
+        "WHERE i.experiment_id = ? AND e.model <> ? LIMIT 1");
+    s.bind_all(existing.id, now);
+    if (s.step()) {
+      throw ResumeRefused("experiment '" + in_.experiment_name + "' in " + store_.path() + " was evaluated on " +
+                          s.column_text(0) + "; the backend now serves " + now +
+                          "; refusing to resume. Point the backend at the same model, or start a fresh "
+                          "experiment in the same database with --new-experiment NAME.");
+    }
   }
 
   // The generation count to show; strategies without one report the current.

@@ -208,6 +208,25 @@ TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {
   }
 }
 
+// A server's model is known only at run time: resuming against another one
+// must not mix its evaluations into the population.
+TEST_F(RunLoopTest, ResumeAgainstAnotherModelIsRefused) {
+  Store store(db());
+  FailingAfter interrupted(2);
+  EXPECT_THROW(run_search(store, inputs(interrupted), quiet_), BackendError);
+  SyntheticTestDoubleBackend other({.layers = 6, .heads = 2, .seed = 5});
+  try {
+    run_search(store, inputs(other), quiet_);
+    FAIL() << "expected ResumeRefused";
+  } catch (const ResumeRefused& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(interrupted.identity().key()), std::string::npos) << what;
+    EXPECT_NE(what.find(other.identity().key()), std::string::npos) << what;
+  }
+  FailingAfter same(1000);
+  EXPECT_GT(run_search(store, inputs(same), quiet_).generations_done, 0) << "the same model resumes";
+}
+
 // The read-side commands on a database the loop wrote (in-process, so they
 // also run under the sanitizers; the subprocess tests cover exit codes).
 TEST_F(RunLoopTest, StatusReportAndQueryReadTheDatabase) {
