@@ -37,3 +37,10 @@ GROUP BY e.name ORDER BY e.name;
 SELECT e.name AS experiment, i.generation, MAX(i.fitness) AS best, AVG(i.fitness) AS mean
 FROM individuals i JOIN experiments e ON e.id = i.experiment_id
 GROUP BY e.name, i.generation ORDER BY e.name, i.generation;
+
+-- PHS channel candidates of each model's latest `ga-run phs-search`, best first.
+SELECT p.model_name, p.rank, p.channel, p.monotone_layers, p.smoothness,
+       p.validation_loss, p.validation_loss - p.baseline_loss AS vs_plain, p.created_at
+FROM phs_channels p
+WHERE p.created_at = (SELECT MAX(q.created_at) FROM phs_channels q WHERE q.model_key = p.model_key)
+ORDER BY p.model_name, p.rank;

@@ -350,6 +350,9 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     });
     project(w.down, ws.act.data(), ffn, ws.proj.data());
     add_rows(ws.x.data(), ws.proj.data(), T * hidden);
+    if (hooks != nullptr && hooks->on_layer_output) {
+      hooks->on_layer_output(l, seq.length_, std::span<const float>(ws.x.data(), T * hidden), T);
+    }
   }
   seq.length_ += T;
   seq.positions_.insert(seq.positions_.end(), positions, positions + T);

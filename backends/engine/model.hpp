@@ -79,6 +79,10 @@ struct ForwardHooks {
   // (tokens x hidden). When it returns true the call's keys are re-cached
   // from the changed rows and the last token's attention row is recomputed.
   std::function<bool(int layer, std::span<const float> normed, std::span<float> qkv, int tokens)> rescale_qk;
+  // PHS channel search (ga-run phs-search): after each layer, the residual
+  // stream rows of the call (tokens x hidden); `start` is the sequence index
+  // of the first row (a long prompt arrives in prefill_chunk pieces).
+  std::function<void(int layer, int start, std::span<const float> residual, int tokens)> on_layer_output;
 };
 
 class Model;

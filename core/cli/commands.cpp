@@ -5,6 +5,7 @@
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/engine_commands.hpp"
 #include "core/cli/eval_command.hpp"
+#include "core/cli/phs_search_command.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
@@ -123,6 +124,8 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   EvalRequest eval_request;
   CLI::App* eval = add_eval_command(app, eval_request);
+  PhsSearchArgs phs_args;
+  CLI::App* phs_search = add_phs_search_command(app, phs_args);
 
   // generate, bench-model: run by their CLI11 callbacks during parse().
   add_engine_commands(app);
@@ -140,6 +143,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*report) return print_report(db, experiment_name, format, out, err);
   if (*query) return run_query(db, sql_text, out, err);
   if (*eval) return run_eval(eval_request, out, err);
+  if (*phs_search) return run_phs_search(phs_args, out, err);
   if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran
   if (run.experiment_file.empty()) {
     err << app.help() << "\nga-run: an experiment file or a command is required\n";

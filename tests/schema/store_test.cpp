@@ -236,6 +236,11 @@ TEST_F(StoreTest, ExampleQueriesRun) {
     ind.cache_hit = c > 0;
     store.insert_individual(ind);
   }
+  // One `ga-run phs-search` candidate (schema v5) for the phs_channels example.
+  store.db().exec(
+      "INSERT INTO phs_channels (model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, "
+      "direction, smoothness, validation_loss, baseline_loss, rank, created_at) "
+      "VALUES ('k', 'm', '{}', 3, 9, '[2]', 1, 0.01, 1.5, 1.6, 1, '2026-01-01T00:00:00Z')");
   std::ifstream file(std::string(MIDTUNE_SOURCE_DIR) + "/schema/queries.sql");
   ASSERT_TRUE(file) << "schema/queries.sql missing";
   std::string line, statement;
