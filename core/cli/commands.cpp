@@ -73,9 +73,9 @@ int validate_experiment(const std::string& file, std::ostream& out, std::ostream
     const Experiment e = load_experiment(file);
     require_input_files(e);
     std::string extra;
-    if (e.backend.kind == SyntheticTestDoubleBackend::kKind) {
-      // The layer count is known without a model, so the objective, the
-      // strategy and the search split can be built and checked too.
+    if (e.backend.kind != "server") {
+      // The objective, the strategy, the search split and every gene's range
+      // against the model (the engine loads it; a server is only asked at run time).
       auto prepared = prepare_search(e, e.name);
       prepared->inputs.make_strategy();
       extra = ", " + std::to_string(prepared->inputs.search_items.size()) + " search prompts, " +

@@ -1,6 +1,7 @@
 #include "core/cli/heldout.hpp"
 
 #include <chrono>
+#include <iostream>
 #include <stdexcept>
 
 #include "objectives/metrics.hpp"
@@ -118,7 +119,16 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
   // PI at the mean scale only means something when the best changes RoPE scales.
   if (!best.rope_scale.empty()) entries.push_back({"pi-mean", pi_at_mean_scale(best), {}});
   if (heldout_inputs.objective != nullptr) {
-    if (auto paper = heldout_inputs.objective->paper_default()) entries.push_back({"paper-default", *paper, {}});
+    if (auto paper = heldout_inputs.objective->paper_default()) {
+      // The papers' layer ranges are for 32-layer models; on a shallower one
+      // there is no paper default to compare with.
+      try {
+        heldout_inputs.backend->validate(*paper);
+        entries.push_back({"paper-default", *paper, {}});
+      } catch (const std::exception& error) {
+        std::cerr << "midtune: held-out: no paper-default row (" << error.what() << ")\n";
+      }
+    }
   }
   for (HeldoutEntry& entry : entries) {
     entry.evaluation = evaluate_on_split(store, heldout_inputs, entry.intervention);

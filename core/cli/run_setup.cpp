@@ -149,6 +149,37 @@ void require_input_files(const Experiment& e) {
   }
 }
 
+void require_searchable_on_backend(const Experiment& e, const Objective& objective, const Backend& backend) {
+  const GenomeSpace& space = objective.space();
+  const Genome start = objective.initial_genome();
+  auto check = [&](const Genome& genome, const std::string& what) {
+    try {
+      backend.validate(objective.decode(genome));
+    } catch (const std::exception& error) {
+      throw ConfigError(e.file, 0, 0, "objective", what + " does not fit the model: " + error.what());
+    }
+  };
+  check(start, "the start genome " + space.to_json(start).dump());
+  // Each gene at both ends of its range (every value of a short list), the
+  // others at the start: a channel past the hidden size or a layer past the
+  // model is refused now, not after hours of search.
+  for (std::size_t g = 0; g < space.size(); ++g) {
+    const Gene& gene = space.gene(g);
+    const std::int64_t count = grid_size(gene);
+    std::vector<std::int64_t> indices = {0, count - 1};
+    if (count <= 16) {
+      indices.clear();
+      for (std::int64_t k = 0; k < count; ++k) indices.push_back(k);
+    }
+    for (const std::int64_t k : indices) {
+      Genome genome = start;
+      genome[g] = grid_value(gene, k);
+      if (!space.is_valid(genome)) continue;  // e.g. min_ratio above max_ratio: never asked for
+      check(genome, "gene " + gene_name(gene) + " = " + space.to_json(genome).at(gene_name(gene)).dump());
+    }
+  }
+}
+
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name,
                                                datasets::Split split) {
   require_input_files(e);
@@ -156,6 +187,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   p->backend = make_backend(e);
   const ModelIdentity model = p->backend->identity();
   p->objective = make_objective(e.objective, model.layers);
+  require_searchable_on_backend(e, *p->objective, *p->backend);
   p->slice = datasets::build_slice(slice_spec(e), split, prompt_wrapper(*p->backend));
 
   SearchInputs& in = p->inputs;

@@ -35,6 +35,10 @@ struct PreparedSearch {
 // experiment reads does not exist, saying where such a file comes from.
 void require_input_files(const Experiment& experiment);
 
+// Throws ConfigError (objective) when the start genome, or any gene at an
+// end of its range, decodes to an Intervention the backend refuses.
+void require_searchable_on_backend(const Experiment& experiment, const Objective& objective, const Backend& backend);
+
 // experiment_name overrides experiment.name (--new-experiment). `split`
 // chooses the prompts (the held-out step and `ga-run eval` use heldout).
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name,

@@ -1,0 +1,63 @@
+// `ga-run validate` on engine experiments checks every method's parameters
+// against the real model (issue 5 acceptance): a layer past the model, a
+// channel past the hidden size, min_ratio above max_ratio, a negative CALIOPE
+// gap (Phi would not increase) are refused with the key and the reason, exit 2.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/cli/subprocess.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/engine/model_path.hpp"
+
+namespace midtune::testing {
+namespace {
+
+class ValidateOnModel : public TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    if (test_model_path().empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+  }
+  // An engine experiment on generated KV data with this objective section.
+  std::string experiment(const std::string& objective, const std::string& search = "search: {strategy: random}\n") {
+    const std::string file = path("e.yaml");
+    std::ofstream(file) << "name: v\nbackend: {kind: engine, model: " << test_model_path().string()
+                        << "}\ndataset: {kind: kv, pairs: 4, search_samples: 1, heldout_samples: 1}\n"
+                        << objective << search;
+    return file;
+  }
+  Finished validate(const std::string& file) { return run_ga_run({"validate", file}, dir_.string()); }
+};
+
+TEST_F(ValidateOnModel, MethodParametersAreCheckedAgainstTheModel) {
+  const Finished ok = validate(experiment(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n      channel: {values: [17, 300], start: 17}\n      scale: {values: [0, -1]}\n"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+
+  const Finished channel = validate(experiment(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n      channel: {values: [17, 576], start: 17}\n"));
+  EXPECT_EQ(channel.exit_code, 2);
+  EXPECT_NE(channel.err.find("channel"), std::string::npos) << channel.err;
+  EXPECT_NE(channel.err.find("hidden size 576"), std::string::npos) << channel.err;
+
+  const Finished layers = validate(experiment(
+      "objective:\n  kind: siw\n  siw:\n    genes:\n      alpha_dense: 0.5\n      first_layer: 10\n"
+      "      last_layer: {min: 20, max: 30, step: 1, start: 20}\n"));
+  EXPECT_EQ(layers.exit_code, 2);
+  EXPECT_NE(layers.err.find("objective.siw.genes.last_layer"), std::string::npos) << layers.err;
+  EXPECT_NE(layers.err.find("0..29"), std::string::npos) << layers.err;
+
+  const Finished ratios = validate(experiment(
+      "objective:\n  kind: mspoe\n  mspoe:\n    genes:\n      min_ratio: 1.9\n      max_ratio: 1.5\n"));
+  EXPECT_EQ(ratios.exit_code, 2);
+  EXPECT_NE(ratios.err.find("min_ratio"), std::string::npos) << ratios.err;
+
+  const Finished gap = validate(experiment(
+      "objective:\n  kind: caliope\n  caliope:\n    genes:\n      gap: -5\n"));
+  EXPECT_EQ(gap.exit_code, 2);
+  EXPECT_NE(gap.err.find("gap"), std::string::npos) << gap.err;
+}
+
+}  // namespace
+}  // namespace midtune::testing
