@@ -1,6 +1,7 @@
 #include "core/cli/phs_search_command.hpp"
 
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -191,34 +192,37 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 CLI::App* add_phs_search_command(CLI::App& app, PhsSearchArgs& a) {
+  // Whole-number bounds that read well in CLI11's message ("not in range 1 to ...").
+  static const CLI::Range kAtLeastOne(1, std::numeric_limits<int>::max());
+  static const CLI::Range kAtLeastZero(0, std::numeric_limits<int>::max());
   CLI::App* c = app.add_subcommand("phs-search", "PHS channel search: positional hidden-state channels ranked by "
                                                  "validation loss, written to the results database");
   c->add_option("--model", a.model, "GGUF model path")->required()->check(CLI::ExistingFile);
   c->add_option("--db", a.db, "Results database (default: results.db)");
-  c->add_option("--strings", a.strings, "random strings averaged (paper 2000, code 200)")->check(CLI::PositiveNumber);
-  c->add_option("--tokens", a.tokens, "tokens per random string (paper 1000)")->check(CLI::PositiveNumber);
+  c->add_option("--strings", a.strings, "random strings averaged (paper 2000, code 200)")->check(kAtLeastOne);
+  c->add_option("--tokens", a.tokens, "tokens per random string (paper 1000)")->check(kAtLeastOne);
   c->add_option("--seed", a.seed, "random strings seed");
   c->add_option("--skip", a.skip_tokens, "first tokens dropped before fitting (paper 30, code 300)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kAtLeastZero);
   c->add_option("--smoothing", a.smoothing, "moving-average (paper) | savgol (reference code)")
       ->check(CLI::IsMember({"moving-average", "savgol"}));
   c->add_option("--smooth-window", a.smooth_window, "smoothing window (default 100 moving-average, 11 savgol)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   c->add_option("--smoothness-over", a.smoothness_over, "min (code) | mean (paper text) over monotone layers")
       ->check(CLI::IsMember({"min", "mean"}));
   c->add_flag("--same-direction", a.same_direction, "count only the majority direction's monotone layers (code)");
-  c->add_option("--top-k", a.top_k, "smoothest candidates validated")->check(CLI::PositiveNumber);
+  c->add_option("--top-k", a.top_k, "smoothest candidates validated")->check(kAtLeastOne);
   c->add_option("--scale", a.scale, "channel scale during validation (paper: 0)");
   c->add_option("--first-layer", a.first_layer, "first scaled layer (default: 10/32 of the layers)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kAtLeastZero);
   c->add_option("--last-layer", a.last_layer, "last scaled layer (default: 25/32 of the layers)")
-      ->check(CLI::NonNegativeNumber);
-  c->add_option("--val-prompts", a.val_prompts, "KV validation prompts")->check(CLI::PositiveNumber);
+      ->check(kAtLeastZero);
+  c->add_option("--val-prompts", a.val_prompts, "KV validation prompts")->check(kAtLeastOne);
   c->add_option("--val-pairs", a.val_pairs, "KV pairs per validation prompt")->check(CLI::Range(2, 1000));
   c->add_option("--val-positions", a.val_positions, "gold positions (fractions), cycled over the prompts")
       ->check(CLI::Range(0.0, 1.0))->delimiter(',');
   c->add_option("--val-seed", a.val_seed, "validation items seed");
-  c->add_option("--threads", a.threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  c->add_option("--threads", a.threads, "threads (default: all cores)")->check(kAtLeastZero);
   c->add_flag("-q,--quiet", a.quiet, "no progress lines");
   return c;
 }
