@@ -197,6 +197,7 @@ CLI::App* add_phs_search_command(CLI::App& app, PhsSearchArgs& a) {
   static const CLI::Range kAtLeastZero(0, std::numeric_limits<int>::max());
   CLI::App* c = app.add_subcommand("phs-search", "PHS channel search: positional hidden-state channels ranked by "
                                                  "validation loss, written to the results database");
+  c->option_defaults()->always_capture_default();  // --help shows each default
   c->add_option("--model", a.model, "GGUF model path")->required()->check(CLI::ExistingFile);
   c->add_option("--db", a.db, "Results database (default: results.db)");
   c->add_option("--strings", a.strings, "random strings averaged (paper 2000, code 200)")->check(kAtLeastOne);
