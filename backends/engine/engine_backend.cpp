@@ -220,13 +220,27 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
       last_stats_.forward_tokens += input.size();
     } else {
       Sequence seq(*model_, static_cast<int>(input.size()), scales);
-      // Prompt alone, then each gold token as a decode step.
+      // Prompt alone (the hooks read its last query), then the gold tokens.
       const int last = static_cast<int>(prompt.tokens.size()) - 1, zero = 0;
       logits = model_->forward(seq, prompt.tokens, positions, std::span<const int>(&last, 1), forward_hooks);
-      for (std::size_t i = 0; i + 1 < gold.size(); ++i) {
-        const auto step = model_->forward(seq, std::span<const std::int32_t>(&gold[i], 1), {},
-                                          std::span<const int>(&zero, 1), forward_hooks);
-        logits.insert(logits.end(), step.begin(), step.end());
+      const std::span<const std::int32_t> gold_inputs(gold.data(), gold.size() - 1);
+      if (!intervention.hidden_channel) {
+        // Ms-PoE scales, CALIOPE positions and SIW factors are fixed by the
+        // prefill, so all gold tokens go in one call, exactly as step by step.
+        std::vector<int> gold_rows(gold_inputs.size());
+        for (std::size_t i = 0; i < gold_rows.size(); ++i) gold_rows[i] = static_cast<int>(i);
+        if (!gold_inputs.empty()) {
+          const auto steps = model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks);
+          logits.insert(logits.end(), steps.begin(), steps.end());
+        }
+      } else {
+        // PHS rescales the query of each call's last token: one decode step
+        // per gold token, as generate does it.
+        for (const std::int32_t& token : gold_inputs) {
+          const auto step = model_->forward(seq, std::span<const std::int32_t>(&token, 1), {},
+                                            std::span<const int>(&zero, 1), forward_hooks);
+          logits.insert(logits.end(), step.begin(), step.end());
+        }
       }
       last_stats_.forward_tokens += input.size();
     }

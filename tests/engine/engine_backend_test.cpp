@@ -2,10 +2,12 @@
 // with an empty intervention, RoPE-scale handling and validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "backends/engine/engine_backend.hpp"
+#include "backends/engine/hooks/engine_hooks.hpp"
 #include "tests/engine/model_path.hpp"
 
 namespace midtune::engine {
@@ -142,6 +144,53 @@ TEST_F(EngineBackendTest, SharedPrefixReuseChangesNothingButTheWork) {
   siw.siw = Siw{0.5, 0.5, 1.0, {1}};
   backend_->run(siw, items, RunOptions{Mode::teacher_forced, 0});
   EXPECT_EQ(backend_->last_run_stats().prefix_tokens, 0u);
+}
+
+// teacher_forced under Ms-PoE, CALIOPE and SIW feeds all gold tokens in one
+// call after the prompt; it must give what one decode step per gold token
+// (the generate path) gives.
+TEST_F(EngineBackendTest, HookedTeacherForcedEqualsStepByStepDecoding) {
+  auto items = kv_items();
+  for (auto& item : items) {  // each "The key ... ." sentence is a chunk
+    for (std::size_t at = item.prompt_text.find("The key"); at != std::string::npos;
+         at = item.prompt_text.find("The key", at + 1)) {
+      item.chunks.push_back({at, item.prompt_text.find('.', at) + 1});
+    }
+  }
+  Intervention mspoe, caliope, siw;
+  mspoe.mspoe = MsPoe{};
+  caliope.position_map = PositionMap{"decay", 10000, 5, 1000, 20, 0.5};
+  siw.siw = Siw{0.5, 1.5, 1.0, {5, 6, 7, 8, 9, 10}};
+  const Model& model = backend_->model();
+  const int vocab = model.vocab();
+  for (const Intervention& iv : {mspoe, caliope, siw}) {
+    const auto batched = backend_->run(iv, items, RunOptions{Mode::teacher_forced, 0});
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const PreparedPrompt prompt = backend_->prepare(items[i]);
+      const auto gold = backend_->tokenizer().encode(items[i].gold, false, false);
+      std::vector<hooks::TokenSpan> spans;
+      for (const TokenSpan& c : prompt.chunk_tokens) spans.push_back({static_cast<int>(c.begin), static_cast<int>(c.end)});
+      const int n = static_cast<int>(prompt.tokens.size());
+      const hooks::EngineIntervention ei(model, iv, n, spans);
+      Sequence seq(model, n + static_cast<int>(gold.size()), ei.sequence_scales());
+      const int last = n - 1, zero = 0;
+      std::vector<float> row = model.forward(seq, prompt.tokens, ei.prompt_positions(), std::span<const int>(&last, 1), ei.hooks());
+      double logprob = 0.0;
+      bool first = true;
+      for (std::size_t g = 0; g < gold.size(); ++g) {
+        const float top = *std::max_element(row.begin(), row.end());
+        double sum = 0.0;
+        for (float v : row) sum += std::exp(static_cast<double>(v) - top);
+        logprob += row[gold[g]] - top - std::log(sum);
+        first = first && std::max_element(row.begin(), row.end()) - row.begin() == gold[g];
+        if (g + 1 < gold.size())
+          row = model.forward(seq, std::span<const std::int32_t>(&gold[g], 1), {}, std::span<const int>(&zero, 1), ei.hooks());
+      }
+      ASSERT_EQ(static_cast<int>(row.size()), vocab);
+      EXPECT_EQ(batched[i].gold_emitted_first, first) << iv.to_json().dump() << " " << items[i].id;
+      EXPECT_NEAR(batched[i].gold_logprob, logprob, 2e-3) << iv.to_json().dump() << " " << items[i].id;
+    }
+  }
 }
 
 TEST_F(EngineBackendTest, ValidateRejectsWrongShapesAndValues) {
