@@ -93,12 +93,14 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
   datasets::SliceSpec spec;
   spec.kind = datasets::task_kind_from_string(e.dataset.kind);
   spec.file = e.dataset.file ? e.dataset.file->string() : "";
-  spec.chunks = static_cast<std::size_t>(e.dataset.pairs);
+  spec.chunks = static_cast<std::size_t>(e.dataset.chunks());  // kv pairs or mdqa documents
   spec.gold_positions = e.dataset.gold_positions;
   spec.search_samples = static_cast<std::size_t>(e.dataset.search_samples);
   spec.heldout_samples = static_cast<std::size_t>(e.dataset.heldout_samples);
   spec.seed = e.seed;
   spec.prime_answer = e.dataset.prime_answer;
+  spec.distractors = e.dataset.distractors == "other-questions" ? datasets::DistractorSource::other_questions
+                                                                 : datasets::DistractorSource::file;
   return spec;
 }
 

@@ -213,6 +213,16 @@ TEST_F(GaRunIntegration, ExitCodesStatusAndReport) {
     EXPECT_NE(missing.err.find("lost-in-the-middle"), std::string::npos) << missing.err;
   }
   EXPECT_FALSE(std::filesystem::exists(path("results.db"))) << "nothing is created for a run that cannot start";
+  // MDQA's documents and distractors reach the dataset reader (a gold-only
+  // file needs other questions' documents as distractors).
+  write("mdqa.yaml", "name: m\nbackend: {kind: synthetic-test-double, layers: 4, heads: 2}\n"
+                     "dataset: {kind: mdqa, file: " + std::string(MIDTUNE_SOURCE_DIR) +
+                     "/tests/datasets/fixtures/nq-open-oracle-fixture.jsonl.gz, documents: 3, "
+                     "distractors: other-questions, gold_positions: [0, 0.5, 1], search_samples: 2, "
+                     "heldout_samples: 1}\nobjective: {kind: pi}\nsearch: {strategy: random}\n");
+  const Finished mdqa = run_ga_run({"validate", path("mdqa.yaml")}, dir_.string());
+  EXPECT_EQ(mdqa.exit_code, 0) << mdqa.err;
+  EXPECT_NE(mdqa.out.find("6 search prompts"), std::string::npos) << mdqa.out;
 
   write("exp.yaml", experiment_yaml(2, 0));
   EXPECT_EQ(run_ga_run({"validate", path("exp.yaml")}, dir_.string()).exit_code, 0);
