@@ -57,6 +57,12 @@ Genome per_gene_mutate(const GenomeSpace& space, const Genome& parent,
     for (std::size_t i = 0; i < child.size(); ++i) {
       if (rng.bernoulli(rate)) child[i] = snap(space.gene(i), perturb(space.gene(i), child[i]));
     }
+    // A mutant equal to its parent is a wasted candidate (a cache hit): at a
+    // rate of 1/n about a third of mutants changed nothing. Move one gene.
+    for (int attempt = 0; child == parent && !child.empty() && attempt < 16; ++attempt) {
+      const auto i = static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(child.size()) - 1));
+      child[i] = snap(space.gene(i), perturb(space.gene(i), child[i]));
+    }
     return child;
   });
 }

@@ -98,6 +98,21 @@ TEST(GenericMutations, AlwaysValidAndActuallyMove) {
   }
 }
 
+// At the default rate (1/n per gene) about a third of draws would change no
+// gene; such a mutant is a wasted candidate (a cache hit), so one gene moves.
+TEST(GenericMutations, AMutantDiffersFromItsParentAtTheDefaultRate) {
+  const GenomeSpace space = mixed_space();
+  for (MutationKind kind : {MutationKind::uniform, MutationKind::gaussian, MutationKind::polynomial}) {
+    MutationConfig config;
+    config.kind = kind;  // rate unset: 1 / genes
+    Rng rng(21);
+    const Genome parent{4, 1.5, 500, 1};
+    int unchanged = 0;
+    for (int draw = 0; draw < kDraws; ++draw) unchanged += mutate(space, parent, config, rng) == parent;
+    EXPECT_LT(unchanged, kDraws / 100) << to_string(kind);
+  }
+}
+
 TEST(GenericMutations, ReturnsTheParentWhenNothingValidCanBeDrawn) {
   const Genome only{3, 1.5, 100, 1};
   const GenomeSpace space({IntGene{"layer", 0, 9}, FloatGene{"ratio", 1.0, 2.0, 0.1},
