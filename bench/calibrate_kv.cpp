@@ -15,8 +15,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
+#include "core/cli/prompt_wrapper.hpp"
 #include "datasets/hashing.hpp"
 #include "datasets/kv_retrieval.hpp"
 #include "datasets/prompts.hpp"
@@ -175,8 +175,7 @@ int main(int argc, char** argv) {
     engine::EngineOptions options;
     options.threads = args.threads;
     engine::EngineBackend backend(args.model, options);
-    const ChatTemplate chat = ChatTemplate::from_gguf(backend.model().file());
-    const auto wrapper = datasets::chat_wrapper("chat", [&](std::string_view m) { return chat.render_user(m); });
+    const datasets::PromptWrapper wrapper = engine_prompt_wrapper(backend);
     if (args.generate_samples > 0) {
       if (!skip_baseline)
         agreement(backend, args, args.pairs.front(), args.key_chars.front(), Intervention{}, "baseline", wrapper);

@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <tbb/task_arena.h>
 
+#include "backends/engine/engine_backend.hpp"
 #include "backends/engine/hooks/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/model_bench.hpp"
@@ -57,8 +58,9 @@ std::vector<Method> methods(int layers, int hidden) {
           {"siw", siw}, {"phs", phs}, {"all four", all}};
 }
 
-double prefill_seconds(const Model& model, const std::vector<std::int32_t>& prompt, const Intervention& iv,
+double prefill_seconds(const EngineBackend& backend, const std::vector<std::int32_t>& prompt, const Intervention& iv,
                        const std::vector<hooks::TokenSpan>& chunks) {
+  const Model& model = backend.model();
   const int n = static_cast<int>(prompt.size()), last = n - 1;
   const auto start = std::chrono::steady_clock::now();
   if (iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel) {
@@ -67,12 +69,7 @@ double prefill_seconds(const Model& model, const std::vector<std::int32_t>& prom
     Sequence seq(model, n, hooked.sequence_scales());
     model.forward(seq, prompt, hooked.prompt_positions(), std::span<const int>(&last, 1), hooked.hooks());
   } else {
-    const ModelConfig& c = model.config();
-    RopeScales scales = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
-    for (int l = 0; l < scales.layers; ++l)
-      for (int h = 0; h < scales.heads; ++h)
-        scales.scale[static_cast<std::size_t>(l) * scales.heads + h] = static_cast<float>(iv.scale_for(l, h));
-    Sequence seq(model, n, scales);
+    Sequence seq(model, n, backend.rope_scales(iv));
     model.forward(seq, prompt, {}, std::span<const int>(&last, 1));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -94,7 +91,8 @@ int main(int argc, char** argv) {
   try {
     tbb::task_arena arena(threads);
     arena.execute([&] {
-      const Model model(model_path);
+      const EngineBackend backend(model_path);
+      const Model& model = backend.model();
       const ModelConfig& c = model.config();
       const auto list = methods(static_cast<int>(c.layers), static_cast<int>(c.hidden));
       std::printf("model %s, %d threads, %d chunks, best of %d rounds\n", model_path.c_str(), threads, chunk_count,
@@ -107,10 +105,10 @@ int main(int argc, char** argv) {
         const int body = n - 32;
         for (int k = 0; k < chunk_count; ++k) chunks.push_back({16 + body * k / chunk_count, 16 + body * (k + 1) / chunk_count});
         std::vector<double> best(list.size(), 1e30);
-        prefill_seconds(model, prompt, {}, chunks);  // warm-up
+        prefill_seconds(backend, prompt, {}, chunks);  // warm-up
         for (int r = 0; r < repeats; ++r)
           for (std::size_t m = 0; m < list.size(); ++m)
-            best[m] = std::min(best[m], prefill_seconds(model, prompt, list[m].intervention, chunks));
+            best[m] = std::min(best[m], prefill_seconds(backend, prompt, list[m].intervention, chunks));
         for (std::size_t m = 0; m < list.size(); ++m)
           std::printf("| %d | %s | %.1f | %.3fx |\n", n, list[m].name.c_str(), n / best[m], best[m] / best[0]);
         std::fflush(stdout);

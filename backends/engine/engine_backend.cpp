@@ -162,7 +162,8 @@ int shared_prefix_length(const std::vector<PreparedPrompt>& prompts) {
 
 }  // namespace
 
-SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt& prompt, const Intervention& intervention,
+SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt& prompt,
+                                    std::span<const std::int32_t> gold, const Intervention& intervention,
                                     const RopeScales& plain_scales, const RunOptions& options, SharedPrefix* shared) {
   const auto started = std::chrono::steady_clock::now();
   SampleOutput out;
@@ -197,7 +198,6 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
     }
     out.output_text = tokenizer_.decode(generated, false);
   } else {
-    const std::vector<std::int32_t> gold = tokenizer_.encode(item.gold, false, false);
     if (gold.empty()) throw BackendError("item '" + item.id + "': teacher_forced needs a non-empty gold answer");
     std::vector<std::int32_t> input = prompt.tokens;
     input.insert(input.end(), gold.begin(), gold.end() - 1);  // the last gold token is never an input
@@ -268,8 +268,10 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
   last_stats_ = {};
   std::vector<PreparedPrompt> prompts;
   prompts.reserve(batch.size());
+  std::vector<std::vector<std::int32_t>> golds(batch.size());
   std::size_t longest = 0;
-  for (const BatchItem& item : batch) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const BatchItem& item = batch[i];
     try {
       prompts.push_back(prepare(item));
     } catch (const BackendError&) {
@@ -277,8 +279,9 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
     } catch (const std::exception& e) {
       throw BackendError("engine: item '" + item.id + "': " + e.what());
     }
+    if (options.mode == Mode::teacher_forced) golds[i] = tokenizer_.encode(item.gold, false, false);
     const std::size_t tail = options.mode == Mode::generate ? static_cast<std::size_t>(std::max(options.max_new_tokens, 0))
-                                                            : tokenizer_.encode(item.gold, false, false).size();
+                                                            : golds[i].size();
     longest = std::max(longest, prompts.back().tokens.size() + tail);
     last_stats_.prompt_tokens += prompts.back().tokens.size();
   }
@@ -296,7 +299,7 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
       try {
-        outputs.push_back(run_one(batch[i], prompts[i], intervention, scales, options, shared.get()));
+        outputs.push_back(run_one(batch[i], prompts[i], golds[i], intervention, scales, options, shared.get()));
       } catch (const BackendError&) {
         throw;
       } catch (const std::exception& e) {

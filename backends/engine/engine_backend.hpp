@@ -8,8 +8,9 @@
 //                   every answer position; gold_logprob = sum of log-softmax.
 // Ms-PoE, CALIOPE, SIW and PHS (issue 5) go through hooks::EngineIntervention
 // (backends/engine/hooks/engine_hooks.hpp): with any of them the prompt is
-// prefilled alone and teacher-forced gold tokens follow one at a time, so
-// "the last token" is always the token being predicted from.
+// prefilled alone (the hooks read its last query) and the teacher-forced gold
+// tokens follow in one call; under PHS, which rescales each call's last query,
+// one decode step per gold token, as generate runs it.
 #pragma once
 
 #include <cstdint>
@@ -71,8 +72,10 @@ class EngineBackend : public Backend {
 
  private:
   struct SharedPrefix;
-  SampleOutput run_one(const BatchItem& item, const PreparedPrompt& prompt, const Intervention& intervention,
-                       const RopeScales& scales, const RunOptions& options, SharedPrefix* shared);
+  // `gold`: the item's gold tokens (teacher_forced; empty for generate).
+  SampleOutput run_one(const BatchItem& item, const PreparedPrompt& prompt, std::span<const std::int32_t> gold,
+                       const Intervention& intervention, const RopeScales& scales, const RunOptions& options,
+                       SharedPrefix* shared);
   // Greedy decoding on `seq` after feeding it `rest` (the prompt tokens not yet in it).
   std::vector<std::int32_t> generate_on(Sequence& seq, std::span<const std::int32_t> rest, int max_new_tokens,
                                         std::span<const double> positions, const ForwardHooks* hooks) const;

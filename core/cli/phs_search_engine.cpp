@@ -6,7 +6,7 @@
 
 #include <tbb/task_arena.h>
 
-#include "backends/engine/chat_template.hpp"
+#include "core/cli/prompt_wrapper.hpp"
 #include "datasets/hashing.hpp"
 #include "datasets/kv_retrieval.hpp"
 #include "datasets/prompts.hpp"
@@ -73,13 +73,7 @@ std::vector<BatchItem> kv_validation_items(const engine::EngineBackend& backend,
     }
   }
   // The model's chat template, as the engine experiments wrap prompts.
-  const ChatTemplate chat = ChatTemplate::from_gguf(backend.model().file());
-  datasets::PromptWrapper wrapper;
-  wrapper.name = "chat-template:" + backend.identity().tokenizer_hash;
-  wrapper.render = [chat](const std::string& message) {
-    const RenderedPrompt r = chat.render_user(message);
-    return datasets::WrappedPrompt{r.text, r.content_begin};
-  };
+  const datasets::PromptWrapper wrapper = engine_prompt_wrapper(backend);
   const auto pairs = static_cast<std::size_t>(spec.pairs);
   std::vector<BatchItem> items;
   for (int j = 0; j < spec.prompts; ++j) {

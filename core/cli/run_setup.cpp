@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/prompt_wrapper.hpp"
 #include "core/experiment/config_error.hpp"
 #include "core/ga/factory.hpp"
 
@@ -99,38 +99,8 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
   spec.heldout_samples = static_cast<std::size_t>(e.dataset.heldout_samples);
   spec.seed = e.seed;
   spec.prime_answer = e.dataset.prime_answer;
-  spec.distractors = e.dataset.distractors == "other-questions" ? datasets::DistractorSource::other_questions
-                                                                 : datasets::DistractorSource::file;
+  spec.distractors = datasets::distractor_source_from_string(e.dataset.distractors);
   return spec;
-}
-
-// The engine wraps prompts in the model's own chat template; the test double
-// has none, so its prompts go as written.
-datasets::PromptWrapper prompt_wrapper(const Backend& backend) {
-  // A served model's template comes from its /v1/info, under the engine's name
-  // so that served and in-process searches share cache keys.
-  if (const auto* served = dynamic_cast<const server::ServerBackend*>(&backend)) {
-    const auto wrap = served->user_prompt();
-    if (!wrap) return datasets::PromptWrapper::identity();
-    datasets::PromptWrapper wrapper;
-    wrapper.name = "chat-template:" + backend.identity().tokenizer_hash;
-    wrapper.render = [wrap = *wrap](const std::string& message) {
-      return datasets::WrappedPrompt{wrap.prefix + message + wrap.suffix, wrap.prefix.size()};
-    };
-    wrapper.answer_lead = "";  // the answer starts the assistant turn
-    return wrapper;
-  }
-  const auto* engine_backend = dynamic_cast<const engine::EngineBackend*>(&backend);
-  if (!engine_backend) return datasets::PromptWrapper::identity();
-  const ChatTemplate chat = ChatTemplate::from_gguf(engine_backend->model().file());
-  datasets::PromptWrapper wrapper;
-  wrapper.name = "chat-template:" + backend.identity().tokenizer_hash;
-  wrapper.render = [chat](const std::string& message) {
-    const RenderedPrompt r = chat.render_user(message);
-    return datasets::WrappedPrompt{r.text, r.content_begin};
-  };
-  wrapper.answer_lead = "";  // the answer starts the assistant turn
-  return wrapper;
 }
 
 }  // namespace
