@@ -221,26 +221,22 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
     } else {
       Sequence seq(*model_, static_cast<int>(input.size()), scales);
       // Prompt alone (the hooks read its last query), then the gold tokens.
-      const int last = static_cast<int>(prompt.tokens.size()) - 1, zero = 0;
+      const int last = static_cast<int>(prompt.tokens.size()) - 1;
       logits = model_->forward(seq, prompt.tokens, positions, std::span<const int>(&last, 1), forward_hooks);
+      // Then all gold tokens in one call, exactly as one decode step per
+      // token: Ms-PoE scales, CALIOPE positions and SIW factors are fixed by
+      // the prefill, and PHS rescales every row's query, each row being its
+      // own step's last token (test HookedTeacherForcedEqualsStepByStepDecoding).
       const std::span<const std::int32_t> gold_inputs(gold.data(), gold.size() - 1);
-      if (!intervention.hidden_channel) {
-        // Ms-PoE scales, CALIOPE positions and SIW factors are fixed by the
-        // prefill, so all gold tokens go in one call, exactly as step by step.
+      if (!gold_inputs.empty()) {
+        ForwardHooks gold_hooks;  // stays unused when only CALIOPE positions are set (no hooks)
+        if (forward_hooks != nullptr) gold_hooks = *forward_hooks;
+        gold_hooks.last_token_rows = static_cast<int>(gold_inputs.size());
         std::vector<int> gold_rows(gold_inputs.size());
         for (std::size_t i = 0; i < gold_rows.size(); ++i) gold_rows[i] = static_cast<int>(i);
-        if (!gold_inputs.empty()) {
-          const auto steps = model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks);
-          logits.insert(logits.end(), steps.begin(), steps.end());
-        }
-      } else {
-        // PHS rescales the query of each call's last token: one decode step
-        // per gold token, as generate does it.
-        for (const std::int32_t& token : gold_inputs) {
-          const auto step = model_->forward(seq, std::span<const std::int32_t>(&token, 1), {},
-                                            std::span<const int>(&zero, 1), forward_hooks);
-          logits.insert(logits.end(), step.begin(), step.end());
-        }
+        const auto steps =
+            model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks != nullptr ? &gold_hooks : nullptr);
+        logits.insert(logits.end(), steps.begin(), steps.end());
       }
       last_stats_.forward_tokens += input.size();
     }

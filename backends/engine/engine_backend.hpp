@@ -9,8 +9,8 @@
 // Ms-PoE, CALIOPE, SIW and PHS (issue 5) go through hooks::EngineIntervention
 // (backends/engine/hooks/engine_hooks.hpp): with any of them the prompt is
 // prefilled alone (the hooks read its last query) and the teacher-forced gold
-// tokens follow in one call; under PHS, which rescales each call's last query,
-// one decode step per gold token, as generate runs it.
+// tokens follow in one call, equal to one decode step per gold token as
+// generate runs it (under PHS every gold row counts as its step's last token).
 #pragma once
 
 #include <cstdint>

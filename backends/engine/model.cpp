@@ -332,10 +332,12 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     norm_rows(w.attn_norm);
     project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
     attention_layer(l, seq, T, positions, ws, hooks);
-    if (hooks != nullptr && hooks->rescale_qk &&
-        hooks->rescale_qk(l, std::span<const float>(ws.xn.data(), T * hidden),
-                          std::span<float>(ws.qkv.data(), T * qkv_width), T)) {
-      recompute_last_row(l, seq, T, ws);  // PHS eq. 3
+    if (hooks != nullptr && hooks->rescale_qk) {
+      const int first_query = T - std::clamp(hooks->last_token_rows, 1, T);
+      if (hooks->rescale_qk(l, std::span<const float>(ws.xn.data(), T * hidden),
+                            std::span<float>(ws.qkv.data(), T * qkv_width), T, first_query)) {
+        recompute_last_rows(l, seq, T, first_query, ws);  // PHS eq. 3
+      }
     }
     project(w.attn_out, ws.attn.data(), q_width, ws.proj.data());
     add_rows(ws.x.data(), ws.proj.data(), T * hidden);
@@ -536,12 +538,13 @@ void Model::assign_head_scales(int layer, Sequence& seq, int T, const double* po
   }
 }
 
-// PHS eq. 3: keys re-cached from the changed K rows, the last query's row
-// recomputed with its changed Q row (other rows keep the plain attention).
-void Model::recompute_last_row(int layer, Sequence& seq, int T, Workspace& ws) const {
+// PHS eq. 3: keys re-cached from the changed K rows, the last queries' rows
+// [first, T) recomputed with their changed Q rows (other rows keep the plain
+// attention).
+void Model::recompute_last_rows(int layer, Sequence& seq, int T, int first, Workspace& ws) const {
   cache_keys(layer, seq, T, ws);
-  rotate_queries(layer, seq, T, T - 1, ws);
-  attend(layer, seq, T, T - 1, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), false, ws);
+  rotate_queries(layer, seq, T, first, ws);
+  attend(layer, seq, T, first, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), false, ws);
 }
 
 }  // namespace midtune::engine

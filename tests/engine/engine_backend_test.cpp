@@ -146,9 +146,11 @@ TEST_F(EngineBackendTest, SharedPrefixReuseChangesNothingButTheWork) {
   EXPECT_EQ(backend_->last_run_stats().prefix_tokens, 0u);
 }
 
-// teacher_forced under Ms-PoE, CALIOPE and SIW feeds all gold tokens in one
-// call after the prompt; it must give what one decode step per gold token
-// (the generate path) gives.
+// teacher_forced under Ms-PoE, CALIOPE, SIW and PHS feeds all gold tokens
+// in one call after the prompt; it must give what one decode step per gold
+// token (the generate path) gives. PHS is the strong setting of the
+// cross-check fixture (logits move by 3.6-6.6), so scaling only the call's
+// last query, not every gold row, would fail here.
 TEST_F(EngineBackendTest, HookedTeacherForcedEqualsStepByStepDecoding) {
   auto items = kv_items();
   for (auto& item : items) {  // each "The key ... ." sentence is a chunk
@@ -157,13 +159,17 @@ TEST_F(EngineBackendTest, HookedTeacherForcedEqualsStepByStepDecoding) {
       item.chunks.push_back({at, item.prompt_text.find('.', at) + 1});
     }
   }
-  Intervention mspoe, caliope, siw;
+  Intervention mspoe, caliope, siw, phs, phs_siw;
   mspoe.mspoe = MsPoe{};
   caliope.position_map = PositionMap{"decay", 10000, 5, 1000, 20, 0.5};
   siw.siw = Siw{0.5, 1.5, 1.0, {5, 6, 7, 8, 9, 10}};
+  phs.hidden_channel = HiddenChannel{17, 4.0, {}};
+  for (int l = 5; l <= 25; ++l) phs.hidden_channel->layers.push_back(l);
+  phs_siw = phs;
+  phs_siw.siw = siw.siw;
   const Model& model = backend_->model();
   const int vocab = model.vocab();
-  for (const Intervention& iv : {mspoe, caliope, siw}) {
+  for (const Intervention& iv : {mspoe, caliope, siw, phs, phs_siw}) {
     const auto batched = backend_->run(iv, items, RunOptions{Mode::teacher_forced, 0});
     for (std::size_t i = 0; i < items.size(); ++i) {
       const PreparedPrompt prompt = backend_->prepare(items[i]);

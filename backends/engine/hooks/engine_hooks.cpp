@@ -74,8 +74,9 @@ EngineIntervention::EngineIntervention(const Model& model, const Intervention& i
       phs_q_column_[l] = matrix_column(model.file(), p + "attn_q.weight", phs.channel);
       phs_k_column_[l] = matrix_column(model.file(), p + "attn_k.weight", phs.channel);
     }
-    hooks_.rescale_qk = [this](int layer, std::span<const float> normed, std::span<float> qkv, int tokens) {
-      return rescale_qk(layer, normed, qkv, tokens);
+    hooks_.rescale_qk = [this](int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
+                               int first_query) {
+      return rescale_qk(layer, normed, qkv, tokens, first_query);
     };
     any_hook_ = true;
   }
@@ -135,7 +136,8 @@ std::vector<float> EngineIntervention::siw_factors(int layer, std::span<const fl
 }
 
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c].
-bool EngineIntervention::rescale_qk(int layer, std::span<const float> normed, std::span<float> qkv, int T) const {
+bool EngineIntervention::rescale_qk(int layer, std::span<const float> normed, std::span<float> qkv, int T,
+                                    int first_query) const {
   const auto q_col = phs_q_column_.find(layer);
   if (q_col == phs_q_column_.end()) return false;
   const std::vector<float>& k_col = phs_k_column_.at(layer);
@@ -148,7 +150,7 @@ bool EngineIntervention::rescale_qk(int layer, std::span<const float> normed, st
     const float delta = static_cast<float>((phs.scale - 1.0) * normed[t * hidden + phs.channel]);
     float* row = qkv.data() + t * qkv_width;
     for (std::size_t i = 0; i < k_col.size(); ++i) row[q_width + i] += delta * k_col[i];
-    if (t == T - 1) {
+    if (t >= first_query) {
       for (std::size_t i = 0; i < q_width; ++i) row[i] += delta * q_col->second[i];
     }
   }
