@@ -3,6 +3,8 @@
 // one process, methods alternating round by round (best of --repeats each),
 // printed as a ratio to plain. The papers report Ms-PoE at 1.45x the latency
 // of a single pass and PHS at ~1.45x; the aim here is under 1.2x each.
+// A second table times teacher_forced scoring of one prompt under each hook:
+// one decode step per gold token (the peer) vs the gold tokens in one call.
 //
 // The prompt is bench_tokens() (the same ids bench/engine_bench.py uses) cut
 // into --chunks equal chunks between a 16-token head and tail, so SIW finds
@@ -75,18 +77,53 @@ double prefill_seconds(const EngineBackend& backend, const std::vector<std::int3
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// `count` equal chunks between a 16-token head and tail.
+std::vector<hooks::TokenSpan> equal_chunks(int tokens, int count) {
+  std::vector<hooks::TokenSpan> chunks;
+  const int body = tokens - 32;
+  for (int k = 0; k < count; ++k) chunks.push_back({16 + body * k / count, 16 + body * (k + 1) / count});
+  return chunks;
+}
+
+// teacher_forced after a hooked prefill: the gold tokens in one call, as
+// EngineBackend::run does it, or one decode step per gold token, as generate
+// does it (and as PHS scoring did before ForwardHooks::last_token_rows).
+double teacher_forced_seconds(const Model& model, const std::vector<std::int32_t>& prompt,
+                              const std::vector<std::int32_t>& gold, const Intervention& iv,
+                              const std::vector<hooks::TokenSpan>& chunks, bool one_call) {
+  const int n = static_cast<int>(prompt.size()), last = n - 1;
+  const auto start = std::chrono::steady_clock::now();
+  const hooks::EngineIntervention hooked(model, iv, n, chunks);
+  Sequence seq(model, n + static_cast<int>(gold.size()), hooked.sequence_scales());
+  model.forward(seq, prompt, hooked.prompt_positions(), std::span<const int>(&last, 1), hooked.hooks());
+  ForwardHooks gold_hooks;
+  if (hooked.hooks() != nullptr) gold_hooks = *hooked.hooks();
+  const ForwardHooks* hooks = hooked.hooks() != nullptr ? &gold_hooks : nullptr;
+  if (one_call) {
+    gold_hooks.last_token_rows = static_cast<int>(gold.size());
+    std::vector<int> rows(gold.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
+    model.forward(seq, gold, {}, rows, hooks);
+  } else {
+    const int zero = 0;
+    for (const std::int32_t& token : gold) model.forward(seq, std::span<const std::int32_t>(&token, 1), {}, std::span<const int>(&zero, 1), hooks);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model_path;
   std::vector<int> lengths = {512, 2048};
-  int threads = 2, repeats = 3, chunk_count = 20;
+  int threads = 2, repeats = 3, chunk_count = 20, gold_tokens = 20;
   CLI::App app{"hook_cost: prefill tokens/s with each issue-5 hook, as a ratio to the plain engine"};
   app.add_option("--model", model_path, "GGUF model")->required();
   app.add_option("--prompt-tokens", lengths, "prompt lengths");
   app.add_option("--threads", threads, "engine threads");
   app.add_option("--repeats", repeats, "rounds (best of each method is kept)");
   app.add_option("--chunks", chunk_count, "chunks (KV pairs / documents) in the prompt");
+  app.add_option("--gold-tokens", gold_tokens, "teacher-forced gold tokens (a UUID value is ~20)");
   CLI11_PARSE(app, argc, argv);
   try {
     tbb::task_arena arena(threads);
@@ -101,9 +138,7 @@ int main(int argc, char** argv) {
       for (int n : lengths) {
         if (n < 32 + chunk_count) throw std::invalid_argument("--prompt-tokens " + std::to_string(n) + " is too short");
         const std::vector<std::int32_t> prompt = bench_tokens(n, model.vocab());
-        std::vector<hooks::TokenSpan> chunks;
-        const int body = n - 32;
-        for (int k = 0; k < chunk_count; ++k) chunks.push_back({16 + body * k / chunk_count, 16 + body * (k + 1) / chunk_count});
+        const std::vector<hooks::TokenSpan> chunks = equal_chunks(n, chunk_count);
         std::vector<double> best(list.size(), 1e30);
         prefill_seconds(backend, prompt, {}, chunks);  // warm-up
         for (int r = 0; r < repeats; ++r)
@@ -112,6 +147,26 @@ int main(int argc, char** argv) {
         for (std::size_t m = 0; m < list.size(); ++m)
           std::printf("| %d | %s | %.1f | %.3fx |\n", n, list[m].name.c_str(), n / best[m], best[m] / best[0]);
         std::fflush(stdout);
+      }
+      // Whole teacher_forced scoring of one prompt (prefill + gold) under each
+      // hook: one decode step per gold token vs all gold tokens in one call.
+      std::printf("\n| prompt | method | teacher_forced, %d gold tokens: step by step / one call |\n|---|---|---|\n",
+                  gold_tokens);
+      for (int n : lengths) {
+        const std::vector<std::int32_t> prompt = bench_tokens(n, model.vocab());
+        const std::vector<std::int32_t> gold = bench_tokens(gold_tokens, model.vocab());
+        const std::vector<hooks::TokenSpan> chunks = equal_chunks(n, chunk_count);
+        for (std::size_t m = 1; m < list.size(); ++m) {
+          const Intervention& iv = list[m].intervention;
+          if (!(iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel)) continue;  // plain path: one pass anyway
+          double steps = 1e30, one_call = 1e30;
+          for (int r = 0; r < repeats; ++r) {
+            steps = std::min(steps, teacher_forced_seconds(model, prompt, gold, iv, chunks, false));
+            one_call = std::min(one_call, teacher_forced_seconds(model, prompt, gold, iv, chunks, true));
+          }
+          std::printf("| %d | %s | %.3fx |\n", n, list[m].name.c_str(), steps / one_call);
+          std::fflush(stdout);
+        }
       }
     });
   } catch (const std::exception& error) {
