@@ -3,7 +3,8 @@
 # source by pip when missing; only this benchmark uses it) on the same GGUF,
 # prompt lengths 512 and 2048, 2 threads. Extra arguments go to engine_bench.py.
 # Then one row per issue-5 hook (bench/hook_cost): prefill with the hook as a
-# ratio to the plain engine, same lengths and threads.
+# ratio to the plain engine, same lengths and threads; and teacher_forced
+# scoring under each hook, one decode step per gold token / one call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! python3 -c "import llama_cpp" 2>/dev/null; then
