@@ -87,7 +87,8 @@ std::vector<hooks::TokenSpan> equal_chunks(int tokens, int count) {
 
 // teacher_forced after a hooked prefill: the gold tokens in one call, as
 // EngineBackend::run does it, or one decode step per gold token, as generate
-// does it (and as PHS scoring did before ForwardHooks::last_token_rows).
+// does it (and as PHS scoring did before every row of a later call counted
+// as a decode step's last token).
 double teacher_forced_seconds(const Model& model, const std::vector<std::int32_t>& prompt,
                               const std::vector<std::int32_t>& gold, const Intervention& iv,
                               const std::vector<hooks::TokenSpan>& chunks, bool one_call) {
@@ -96,17 +97,14 @@ double teacher_forced_seconds(const Model& model, const std::vector<std::int32_t
   const hooks::EngineIntervention hooked(model, iv, n, chunks);
   Sequence seq(model, n + static_cast<int>(gold.size()), hooked.sequence_scales());
   model.forward(seq, prompt, hooked.prompt_positions(), std::span<const int>(&last, 1), hooked.hooks());
-  ForwardHooks gold_hooks;
-  if (hooked.hooks() != nullptr) gold_hooks = *hooked.hooks();
-  const ForwardHooks* hooks = hooked.hooks() != nullptr ? &gold_hooks : nullptr;
+  const ForwardHooks* forward_hooks = hooked.hooks();
   if (one_call) {
-    gold_hooks.last_token_rows = static_cast<int>(gold.size());
     std::vector<int> rows(gold.size());
     for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
-    model.forward(seq, gold, {}, rows, hooks);
+    model.forward(seq, gold, {}, rows, forward_hooks);
   } else {
     const int zero = 0;
-    for (const std::int32_t& token : gold) model.forward(seq, std::span<const std::int32_t>(&token, 1), {}, std::span<const int>(&zero, 1), hooks);
+    for (const std::int32_t& token : gold) model.forward(seq, std::span<const std::int32_t>(&token, 1), {}, std::span<const int>(&zero, 1), forward_hooks);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -229,13 +229,9 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
       // own step's last token (test HookedTeacherForcedEqualsStepByStepDecoding).
       const std::span<const std::int32_t> gold_inputs(gold.data(), gold.size() - 1);
       if (!gold_inputs.empty()) {
-        ForwardHooks gold_hooks;  // stays unused when only CALIOPE positions are set (no hooks)
-        if (forward_hooks != nullptr) gold_hooks = *forward_hooks;
-        gold_hooks.last_token_rows = static_cast<int>(gold_inputs.size());
         std::vector<int> gold_rows(gold_inputs.size());
         for (std::size_t i = 0; i < gold_rows.size(); ++i) gold_rows[i] = static_cast<int>(i);
-        const auto steps =
-            model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks != nullptr ? &gold_hooks : nullptr);
+        const auto steps = model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks);
         logits.insert(logits.end(), steps.begin(), steps.end());
       }
       last_stats_.forward_tokens += input.size();

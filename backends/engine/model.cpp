@@ -333,7 +333,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
     attention_layer(l, seq, T, positions, ws, hooks);
     if (hooks != nullptr && hooks->rescale_qk) {
-      const int first_query = T - std::clamp(hooks->last_token_rows, 1, T);
+      const int first_query = seq.length_ == 0 ? T - 1 : 0;
       if (hooks->rescale_qk(l, std::span<const float>(ws.xn.data(), T * hidden),
                             std::span<float>(ws.qkv.data(), T * qkv_width), T, first_query)) {
         recompute_last_rows(l, seq, T, first_query, ws);  // PHS eq. 3

@@ -75,17 +75,15 @@ struct ForwardHooks {
   std::function<std::vector<float>(int layer, std::span<const float> rows, int keys, int start, int tokens)>
       initial_key_factors;
   // PHS: after a layer's attention, may add to the K rows (all tokens) and
-  // to the Q rows from `first_query` on (the call's "last tokens", below) of
-  // `qkv` given the normed input `normed` (tokens x hidden). When it returns
-  // true the call's keys are re-cached from the changed rows and the rows
-  // from `first_query` on are recomputed.
+  // to the Q rows from `first_query` on of `qkv` given the normed input
+  // `normed` (tokens x hidden). When it returns true the call's keys are
+  // re-cached from the changed rows and the rows from `first_query` on are
+  // recomputed. `first_query` is the prompt's last row in the prefill (the
+  // first call) and 0 in every later call: each later token is a decode
+  // step's last token, so a call feeding teacher-forced gold tokens equals
+  // one decode step per token.
   std::function<bool(int layer, std::span<const float> normed, std::span<float> qkv, int tokens, int first_query)>
       rescale_qk;
-  // How many rows at the end of a call count as "the last token" for PHS:
-  // 1 for a prompt or a decode step; every row of a call that feeds
-  // teacher-forced gold tokens, which stands for one decode step per token
-  // (each step's single token is its call's last).
-  int last_token_rows = 1;
   // PHS channel search (ga-run phs-search): after each layer, the residual
   // stream rows of the call (tokens x hidden); `start` is the sequence index
   // of the first row (a long prompt arrives in prefill_chunk pieces).

@@ -10,8 +10,8 @@
 //           chunks found from the prefill's last row (siw_density.hpp).
 //   PHS     channel c of the normed input to Q and K scaled by s in the
 //           chosen layers; the call's keys are re-cached scaled and the last
-//           token's row recomputed (PHS eq. 2-3; every row of a teacher-forced
-//           gold call, ForwardHooks::last_token_rows). Linear, so the scaled rows
+//           token's row recomputed (PHS eq. 2-3; every row of a later call,
+//           ForwardHooks::rescale_qk). Linear, so the scaled rows
 //           are K + (s - 1) x_c W_K[:, c] and Q + (s - 1) x_c W_Q[:, c].
 // Ms-PoE overrides rope_scale in its layers; the others compose freely.
 // The first forward call must hold the whole prompt (prompt_tokens tokens)
