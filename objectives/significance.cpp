@@ -1,0 +1,123 @@
+#include "objectives/significance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace midtune::stats {
+
+Interval wilson_interval(int successes, int trials, double z) {
+  if (trials < 0 || successes < 0 || successes > trials)
+    throw std::invalid_argument("wilson_interval: need 0 <= successes <= trials, got " + std::to_string(successes) +
+                                " of " + std::to_string(trials));
+  if (trials == 0) return {0.0, 1.0};
+  const double n = trials;
+  const double p = successes / n;
+  const double z2 = z * z;
+  const double denominator = 1.0 + z2 / n;
+  const double centre = (p + z2 / (2.0 * n)) / denominator;
+  const double half = z / denominator * std::sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n));
+  // At 0 or n successes the interval ends at exactly 0 or 1 (float noise
+  // would leave 1 - 1e-16).
+  return {successes == 0 ? 0.0 : std::max(0.0, centre - half),
+          successes == trials ? 1.0 : std::min(1.0, centre + half)};
+}
+
+Discordance discordance(const std::vector<PairedOutcome>& items) {
+  Discordance d;
+  d.total = static_cast<int>(items.size());
+  for (const PairedOutcome& item : items) {
+    if (item.a && !item.b) ++d.a_only;
+    if (item.b && !item.a) ++d.b_only;
+  }
+  return d;
+}
+
+double mcnemar_exact_p(int a_only, int b_only) {
+  if (a_only < 0 || b_only < 0) throw std::invalid_argument("mcnemar_exact_p: negative count");
+  const int n = a_only + b_only;
+  if (n == 0) return 1.0;
+  const int k = std::min(a_only, b_only);
+  // P(X <= k), X ~ Binomial(n, 1/2), summed in log space so large n cannot overflow.
+  double tail = 0.0;
+  const double log_half_n = n * std::log(0.5);
+  for (int i = 0; i <= k; ++i) {
+    tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + log_half_n);
+  }
+  return std::min(1.0, 2.0 * tail);
+}
+
+Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata, const StrataStatistic& statistic,
+                          int replicates, double confidence, std::uint64_t seed) {
+  if (strata.empty()) throw std::invalid_argument("paired_bootstrap: no strata");
+  for (const auto& stratum : strata)
+    if (stratum.empty()) throw std::invalid_argument("paired_bootstrap: a stratum has no items");
+  if (replicates < 2) throw std::invalid_argument("paired_bootstrap: need at least 2 replicates");
+  if (!(confidence > 0.0 && confidence < 1.0)) throw std::invalid_argument("paired_bootstrap: confidence must be in (0, 1)");
+
+  // mt19937_64 and the index draw below are fully specified by the standard
+  // for a given seed except uniform_int_distribution; draw indices by
+  // multiply-shift instead so a seed gives the same interval everywhere.
+  std::mt19937_64 rng(seed);
+  const auto draw = [&rng](std::size_t count) {
+    return static_cast<std::size_t>((static_cast<unsigned __int128>(rng()) * count) >> 64);
+  };
+  std::vector<double> values;
+  values.reserve(static_cast<std::size_t>(replicates));
+  std::vector<double> accuracy_a(strata.size()), accuracy_b(strata.size());
+  for (int r = 0; r < replicates; ++r) {
+    for (std::size_t s = 0; s < strata.size(); ++s) {
+      const auto& items = strata[s];
+      int correct_a = 0, correct_b = 0;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const PairedOutcome& pick = items[draw(items.size())];
+        correct_a += pick.a;
+        correct_b += pick.b;
+      }
+      accuracy_a[s] = static_cast<double>(correct_a) / items.size();
+      accuracy_b[s] = static_cast<double>(correct_b) / items.size();
+    }
+    values.push_back(statistic(accuracy_a, accuracy_b));
+  }
+  std::sort(values.begin(), values.end());
+  // Percentile interval, nearest-rank on the sorted replicates.
+  const double tail = (1.0 - confidence) / 2.0;
+  const auto rank = [&](double q) {
+    const double position = q * (replicates - 1);
+    return values[static_cast<std::size_t>(std::lround(position))];
+  };
+  return {rank(tail), rank(1.0 - tail)};
+}
+
+double normal_quantile(double p) {
+  if (!(p > 0.0 && p < 1.0)) throw std::invalid_argument("normal_quantile: p must be in (0, 1)");
+  const auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  double low = -40.0, high = 40.0, x = 0.0;
+  for (int i = 0; i < 200 && high - low > 1e-13; ++i) {
+    const double error = cdf(x) - p;
+    if (error > 0) high = x; else low = x;
+    const double density = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    double next = density > 0 ? x - error / density : 0.5 * (low + high);
+    if (!(next > low && next < high)) next = 0.5 * (low + high);  // Newton left the bracket: bisect
+    if (std::abs(next - x) < 1e-14) return next;
+    x = next;
+  }
+  return x;
+}
+
+std::optional<int> mcnemar_items_needed(const Discordance& observed, double power) {
+  if (observed.total <= 0 || observed.a_only == observed.b_only) return std::nullopt;
+  if (!(power > 0.0 && power < 1.0)) throw std::invalid_argument("mcnemar_items_needed: power must be in (0, 1)");
+  const double n = observed.total;
+  const double discordant = (observed.a_only + observed.b_only) / n;
+  const double difference = (observed.a_only - observed.b_only) / n;
+  const double z_alpha = normal_quantile(1.0 - 0.05 / 2.0);
+  const double z_beta = normal_quantile(power);
+  const double root = z_alpha * std::sqrt(discordant) +
+                      z_beta * std::sqrt(std::max(0.0, discordant - difference * difference));
+  return static_cast<int>(std::ceil(root * root / (difference * difference)));
+}
+
+}  // namespace midtune::stats
