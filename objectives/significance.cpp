@@ -1,8 +1,9 @@
 #include "objectives/significance.hpp"
 
+#include "core/ga/rng.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -57,13 +58,7 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
   if (replicates < 2) throw std::invalid_argument("paired_bootstrap: need at least 2 replicates");
   if (!(confidence > 0.0 && confidence < 1.0)) throw std::invalid_argument("paired_bootstrap: confidence must be in (0, 1)");
 
-  // mt19937_64 and the index draw below are fully specified by the standard
-  // for a given seed except uniform_int_distribution; draw indices by
-  // multiply-shift instead so a seed gives the same interval everywhere.
-  std::mt19937_64 rng(seed);
-  const auto draw = [&rng](std::size_t count) {
-    return static_cast<std::size_t>((static_cast<unsigned __int128>(rng()) * count) >> 64);
-  };
+  Rng rng(seed);  // the search's own RNG: the same interval for a seed everywhere
   std::vector<double> values;
   values.reserve(static_cast<std::size_t>(replicates));
   std::vector<double> accuracy_a(strata.size()), accuracy_b(strata.size());
@@ -72,7 +67,7 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
       const auto& items = strata[s];
       int correct_a = 0, correct_b = 0;
       for (std::size_t i = 0; i < items.size(); ++i) {
-        const PairedOutcome& pick = items[draw(items.size())];
+        const PairedOutcome& pick = items[rng.index(items.size())];
         correct_a += pick.a;
         correct_b += pick.b;
       }
