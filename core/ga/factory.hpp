@@ -2,6 +2,7 @@
 //   {"kind": "ga", ...GaStrategyConfig fields...}
 //   {"kind": "grid", "values": {"gene": [..]}, "batch_size": 32}
 //   {"kind": "random", "count": 64, "batch_size": 32}
+//   {"kind": "nsga2", ...Nsga2Config fields...}
 #pragma once
 
 #include <cstdint>

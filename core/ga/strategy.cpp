@@ -1,6 +1,7 @@
 #include "core/ga/strategy.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace midtune {
 
@@ -23,6 +24,18 @@ Origin origin_from_string(const std::string& name) {
   }
   throw std::invalid_argument("origin: unknown name '" + name +
                               "' (expected init, crossover, mutation, elite, grid or random)");
+}
+
+void Strategy::tell_objectives(const std::vector<std::vector<double>>& values) {
+  std::vector<double> fitness;
+  fitness.reserve(values.size());
+  for (const auto& v : values) {
+    if (v.size() != 1)
+      throw std::invalid_argument("tell_objectives: this strategy takes one objective per candidate, got " +
+                                  std::to_string(v.size()));
+    fitness.push_back(v[0]);
+  }
+  tell(fitness);
 }
 
 }  // namespace midtune

@@ -43,6 +43,13 @@ class Strategy {
   // tell() returns the same batch (so a resumed run re-asks safely).
   virtual std::vector<Candidate> ask() = 0;
   virtual void tell(const std::vector<double>& fitness) = 0;
+  // How many objectives each candidate is scored on: 1 for the scalar
+  // strategies, 2 or 3 for a Pareto search (nsga2), which is told through
+  // tell_objectives() instead (every objective maximised).
+  virtual int objectives() const { return 1; }
+  // One vector of objectives() values per candidate. The default serves the
+  // single-objective strategies: it forwards each candidate's only value.
+  virtual void tell_objectives(const std::vector<std::vector<double>>& values);
   virtual bool done() const = 0;
   // Generation counter (0-based) of the batch ask() returns next.
   virtual int generation() const = 0;
