@@ -21,6 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 scripts/fetch_model.sh >/dev/null
+scripts/fetch_vocabs.sh >/dev/null  # llama.cpp's tokenizer test vectors
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"

@@ -3,7 +3,9 @@
 //   - tokenizer.ggml.model "gpt2": GPT-2 byte-level BPE with merge ranks; the
 //     pre-tokenizer comes from tokenizer.ggml.pre ("smollm" and its llama.cpp
 //     siblings: every \p{N} codepoint on its own, then the GPT-2 regex; "gpt2":
-//     the GPT-2 regex alone);
+//     the GPT-2 regex alone; "llama-bpe" (Llama-3): its regex, digits in
+//     threes, a word that is a token taken whole; "qwen2": the same regex
+//     with single digits);
 //   - tokenizer.ggml.model "llama": SentencePiece-style BPE (merges by token
 //     score, spaces as U+2581, optional space prefix, <0xXX> byte fallback).
 // Special tokens (control, user-defined, unknown) written in the text are

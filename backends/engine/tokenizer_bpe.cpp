@@ -18,11 +18,65 @@ namespace {
 // U+0085 counts as space exactly as in llama.cpp's own GPT-2 splitter.
 constexpr const char* kSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
-std::string gpt2_word_pattern() {
-  const std::string s = kSpace;
-  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" + s + "\\p{L}\\p{N}]+|[" + s + "]+(?![^" + s +
-         "])|[" + s + "]+";
+// llama.cpp's regexes with \s and \S spelled out as kSpace, so that \s
+// means the same in every pattern as in llama.cpp's own splitter.
+std::string with_space_class(const std::string& pattern) {
+  const std::string space = kSpace;
+  std::string out;
+  bool in_brackets = false;  // these patterns never nest brackets or escape '[' / ']'
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size() && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
+      // Inside brackets (only ever [^\s...] here) \s adds the set's members.
+      if (in_brackets) out += space;
+      else out += pattern[i + 1] == 's' ? "[" + space + "]" : "[^" + space + "]";
+      ++i;
+      continue;
+    }
+    if (c == '\\' && i + 1 < pattern.size()) {  // any other escape passes through whole
+      out += c;
+      out += pattern[++i];
+      continue;
+    }
+    if (c == '[') in_brackets = true;
+    if (c == ']') in_brackets = false;
+    out += c;
+  }
+  return out;
+}
+
+// GPT-2's word regex.
+const char* const kGpt2Words = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+// Llama-3 (tokenizer.json's case-insensitive contractions spelled out, as llama.cpp does).
+const char* const kLlama3Words =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen2: Llama-3's with single digits.
+const char* const kQwen2Words =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// A pre-tokenizer as llama.cpp defines it (llama-vocab.cpp): regexes applied
+// in turn, each splitting the pieces the previous one left; with
+// ignore_merges a word that is a token of its own is taken whole.
+struct PreTokenizer {
+  std::vector<std::string> patterns;
+  bool ignore_merges = false;
+};
+
+PreTokenizer pre_tokenizer_for(const Vocabulary& vocab) {
+  static const std::set<std::string, std::less<>> digit_split = {"smollm", "starcoder", "refact", "command-r",
+                                                                 "codeshell", "exaone"};
+  static const std::set<std::string, std::less<>> gpt2 = {"gpt-2", "gpt2"};
+  static const std::set<std::string, std::less<>> llama3 = {"llama3", "llama-v3", "llama-bpe", "falcon3"};
+  static const std::set<std::string, std::less<>> qwen2 = {"qwen2", "deepseek-r1-qwen"};
+  if (digit_split.count(vocab.pre)) return {{"\\p{N}", kGpt2Words}, false};
+  if (gpt2.count(vocab.pre)) return {{kGpt2Words}, false};
+  if (llama3.count(vocab.pre)) return {{kLlama3Words}, true};
+  if (qwen2.count(vocab.pre)) return {{kQwen2Words}, false};
+  throw TokenizerError(vocab.source + ": tokenizer.ggml.pre '" + vocab.pre +
+                       "' is not supported (supported: llama-bpe, llama3, llama-v3, falcon3, qwen2, "
+                       "deepseek-r1-qwen, smollm, starcoder, refact, command-r, codeshell, exaone, gpt-2)");
 }
 
 // A compiled PCRE2 pattern in UTF + UCP mode (Unicode properties for \p{..}).
@@ -76,21 +130,13 @@ class Regex {
   pcre2_code* code_ = nullptr;
 };
 
-// llama.cpp pre-tokenizer names (llama-vocab.cpp) whose regex list is
-// {"\p{N}", gpt2} or just {gpt2}.
-const std::set<std::string, std::less<>> kDigitSplitPre = {"smollm", "starcoder", "refact", "command-r",
-                                                            "codeshell", "exaone"};
-const std::set<std::string, std::less<>> kGpt2Pre = {"gpt-2", "gpt2"};
-
 class ByteLevelBpe final : public FragmentEncoder {
  public:
   ByteLevelBpe(const Vocabulary& vocab, const TokenMap& token_to_id)
-      : token_to_id_(token_to_id), word_regex_(gpt2_word_pattern()), digit_regex_("\\p{N}") {
-    if (kDigitSplitPre.count(vocab.pre)) split_digits_ = true;
-    else if (!kGpt2Pre.count(vocab.pre))
-      throw TokenizerError(vocab.source + ": tokenizer.ggml.pre '" + vocab.pre +
-                           "' is not supported (supported: smollm, starcoder, refact, command-r, codeshell, "
-                           "exaone, gpt-2)");
+      : token_to_id_(token_to_id) {
+    const PreTokenizer pre = pre_tokenizer_for(vocab);
+    for (const std::string& pattern : pre.patterns) regexes_.push_back(std::make_unique<Regex>(with_space_class(pattern)));
+    ignore_merges_ = pre.ignore_merges;
     for (int b = 0; b < 256; ++b) {
       std::string s;
       append_utf8(s, gpt2_byte_to_codepoint(static_cast<unsigned char>(b)));
@@ -110,17 +156,7 @@ class ByteLevelBpe final : public FragmentEncoder {
 
   void encode(std::string_view text, std::size_t base, bool /*after_special*/,
               std::vector<TokenWithOffsets>& out) const override {
-    const auto word_split = [&](std::size_t from, std::size_t to) {
-      word_regex_.split(text.substr(from, to - from),
-                        [&](std::size_t b, std::size_t e) { encode_word(text.substr(from + b, e - b), base + from + b, out); });
-    };
-    if (!split_digits_) {
-      word_split(0, text.size());
-      return;
-    }
-    // Every \p{N} codepoint is a word of its own; the text between them goes
-    // through the GPT-2 regex separately (its look-ahead stops at the digit).
-    digit_regex_.split(text, word_split);
+    split_with(0, text, base, out);
   }
 
  private:
@@ -139,7 +175,29 @@ class ByteLevelBpe final : public FragmentEncoder {
     bool operator<(const Pair& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
   };
 
+  // Regex `level` splits `piece` (input bytes from `base`); the last level's
+  // pieces are the words. A later regex never sees across an earlier one's
+  // boundary (e.g. a look-ahead stops at a digit split off before it).
+  void split_with(std::size_t level, std::string_view piece, std::size_t base,
+                  std::vector<TokenWithOffsets>& out) const {
+    if (level == regexes_.size()) {
+      encode_word(piece, base, out);
+      return;
+    }
+    regexes_[level]->split(piece, [&](std::size_t b, std::size_t e) {
+      split_with(level + 1, piece.substr(b, e - b), base + b, out);
+    });
+  }
+
   void encode_word(std::string_view word, std::size_t base, std::vector<TokenWithOffsets>& out) const {
+    if (ignore_merges_) {  // Llama-3: a word that is a token is taken whole, merges or not
+      std::string whole;
+      for (const char c : word) whole += byte_symbol_[static_cast<unsigned char>(c)];
+      if (const auto it = token_to_id_.find(whole); it != token_to_id_.end()) {
+        out.push_back({it->second, base, base + word.size()});
+        return;
+      }
+    }
     std::string encoded;
     std::vector<Symbol> symbols;
     symbols.reserve(word.size());
@@ -198,9 +256,8 @@ class ByteLevelBpe final : public FragmentEncoder {
   const TokenMap& token_to_id_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> merge_rank_;
   std::array<std::string, 256> byte_symbol_;
-  Regex word_regex_;
-  Regex digit_regex_;
-  bool split_digits_ = false;
+  std::vector<std::unique_ptr<Regex>> regexes_;
+  bool ignore_merges_ = false;
 };
 
 }  // namespace
