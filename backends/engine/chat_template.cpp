@@ -54,6 +54,9 @@ const char* to_string(ChatFormat format) {
   switch (format) {
     case ChatFormat::chatml: return "chatml";
     case ChatFormat::llama2: return "llama2";
+    case ChatFormat::llama3: return "llama3";
+    case ChatFormat::gemma: return "gemma";
+    case ChatFormat::vicuna: return "vicuna";
   }
   return "unknown";
 }
@@ -64,9 +67,14 @@ ChatTemplate::ChatTemplate(ChatFormat format, std::optional<std::string> default
 ChatTemplate ChatTemplate::from_template_text(std::string_view jinja, std::string_view source) {
   if (jinja.find("<|im_start|>") != std::string_view::npos)
     return ChatTemplate(ChatFormat::chatml, chatml_default_system(jinja));
-  if (jinja.find("[INST]") != std::string_view::npos) return ChatTemplate(ChatFormat::llama2);
+  const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+  if (has("[INST]")) return ChatTemplate(ChatFormat::llama2);
+  if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::gemma);
+  if (has("USER: ") && has("ASSISTANT: ")) return ChatTemplate(ChatFormat::vicuna);
+  if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatTemplate(ChatFormat::llama3);
   throw std::invalid_argument(std::string(source) +
-                              ": unsupported chat template (neither ChatML <|im_start|> nor Llama-2 [INST])");
+                              ": unsupported chat template (supported: ChatML <|im_start|>, Llama-2 [INST], "
+                              "Llama-3 <|start_header_id|>, Gemma <start_of_turn>, Vicuna USER:/ASSISTANT:)");
 }
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
@@ -96,6 +104,30 @@ RenderedPrompt ChatTemplate::render_user(std::string_view content, std::optional
       t += content;
       out.content_end = t.size();
       t += " [/INST]";
+      break;
+    case ChatFormat::llama3:
+      if (!sys.empty()) t.append("<|start_header_id|>system<|end_header_id|>\n\n").append(sys).append("<|eot_id|>");
+      t += "<|start_header_id|>user<|end_header_id|>\n\n";
+      out.content_begin = t.size();
+      t += content;
+      out.content_end = t.size();
+      t += "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatFormat::gemma:
+      t += "<start_of_turn>user\n";
+      if (!sys.empty()) t.append(sys).append("\n\n");
+      out.content_begin = t.size();
+      t += content;
+      out.content_end = t.size();
+      t += "<end_of_turn>\n<start_of_turn>model\n";
+      break;
+    case ChatFormat::vicuna:
+      if (!sys.empty()) t.append(sys).append("\n\n");
+      t += "USER: ";
+      out.content_begin = t.size();
+      t += content;
+      out.content_end = t.size();
+      t += "\nASSISTANT:";
       break;
   }
   return out;

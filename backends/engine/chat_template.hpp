@@ -1,5 +1,6 @@
-// Chat templates (issue 3 item 3): ChatML (SmolLM2, Qwen, ...) and Llama-2
-// [INST], chosen from the GGUF's tokenizer.chat_template text. Renders a
+// Chat templates: ChatML (SmolLM2, Qwen), Llama-2 / Mistral [INST], Llama-3
+// header tokens, Gemma turns and Vicuna's USER:/ASSISTANT:, chosen from the
+// GGUF's tokenizer.chat_template text as llama.cpp chooses. Renders a
 // single user message followed by the assistant generation prompt, as the
 // model's own Jinja template does with add_generation_prompt=True, and says
 // where the user content sits so datasets can shift chunk byte spans.
@@ -14,7 +15,7 @@ namespace midtune {
 
 class GgufFile;
 
-enum class ChatFormat { chatml, llama2 };
+enum class ChatFormat { chatml, llama2, llama3, gemma, vicuna };
 const char* to_string(ChatFormat format);
 
 struct RenderedPrompt {
@@ -30,8 +31,10 @@ class ChatTemplate {
  public:
   ChatTemplate(ChatFormat format, std::optional<std::string> default_system = std::nullopt);
 
-  // ChatML when the template contains <|im_start|>, Llama-2 when it contains
-  // [INST]; anything else throws std::invalid_argument naming `source`.
+  // By the markers llama.cpp tests, in its order: <|im_start|> ChatML, [INST]
+  // Llama-2, <start_of_turn> Gemma, "USER: " with "ASSISTANT: " Vicuna,
+  // <|start_header_id|> Llama-3; anything else throws std::invalid_argument
+  // naming `source` and the supported formats.
   // A ChatML template that writes a fixed system turn when the first message
   // is not a system message (SmolLM2: "You are a helpful AI assistant named
   // SmolLM, trained by Hugging Face") gives that text as default_system.
@@ -44,8 +47,14 @@ class ChatTemplate {
 
   // ChatML: [<|im_start|>system\n{system}<|im_end|>\n]<|im_start|>user\n{content}<|im_end|>\n<|im_start|>assistant\n
   // Llama-2: [INST] [<<SYS>>\n{system}\n<</SYS>>\n\n]{content} [/INST]
-  //   (no "<s>" in the text: encode with the tokenizer's add_bos_default(),
-  //   as llama.cpp does; HF's content.strip() is not applied).
+  // Llama-3: [<|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>]
+  //          <|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n
+  // Gemma:   <start_of_turn>user\n[{system}\n\n]{content}<end_of_turn>\n<start_of_turn>model\n
+  //          (Gemma has no system turn: llama.cpp puts it before the user text)
+  // Vicuna:  [{system}\n\n]USER: {content}\nASSISTANT:
+  //   No BOS in the text (encode with the tokenizer's add_bos_default(), as
+  //   llama.cpp does); the content is not trimmed (llama.cpp trims it for
+  //   Llama-3 and Gemma; the datasets' prompts are already right-stripped).
   // `system` replaces the default system prompt; an empty string drops it.
   RenderedPrompt render_user(std::string_view content, std::optional<std::string_view> system = std::nullopt) const;
 

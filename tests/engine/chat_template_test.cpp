@@ -89,6 +89,52 @@ TEST(ChatTemplate, MatchesJinjaRenderings) {
   EXPECT_EQ(checked, 12);
 }
 
+// Meta-Llama-3-8B-Instruct's and gemma-7b-it's templates; the expected texts
+// are jinja2's renderings of them (add_generation_prompt=True), less the
+// bos_token that the tokenizer adds.
+constexpr const char* kLlama3Template =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+    "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+constexpr const char* kGemmaTemplate =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
+    "endif %}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else "
+    "%}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
+    "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
+constexpr const char* kVicunaTemplate =
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\n\n' }}{% endif %}{% for message in "
+    "messages %}{% if message['role'] == 'user' %}{{ 'USER: ' + message['content'] + '\n' }}{% elif "
+    "message['role'] == 'assistant' %}{{ 'ASSISTANT: ' + message['content'] + '</s>\n' }}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}";
+
+TEST(ChatTemplate, Llama3GemmaVicuna) {
+  const std::string content = "Key: \"a\"\nValue:";
+  const auto llama3 = ChatTemplate::from_template_text(kLlama3Template);
+  ASSERT_EQ(llama3.format(), ChatFormat::llama3);
+  EXPECT_EQ(llama3.render_user(content).text,
+            "<|start_header_id|>user<|end_header_id|>\n\nKey: \"a\"\nValue:<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(llama3.render_user("q", "sys").text,
+            "<|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nq<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+
+  const auto gemma = ChatTemplate::from_template_text(kGemmaTemplate);
+  ASSERT_EQ(gemma.format(), ChatFormat::gemma);
+  EXPECT_EQ(gemma.render_user(content).text, "<start_of_turn>user\nKey: \"a\"\nValue:<end_of_turn>\n<start_of_turn>model\n");
+  // No system turn in Gemma: llama.cpp puts the system text before the user's.
+  EXPECT_EQ(gemma.render_user("q", "sys").text, "<start_of_turn>user\nsys\n\nq<end_of_turn>\n<start_of_turn>model\n");
+
+  const auto vicuna = ChatTemplate::from_template_text(kVicunaTemplate);
+  ASSERT_EQ(vicuna.format(), ChatFormat::vicuna);
+  EXPECT_EQ(vicuna.render_user("q", "sys").text, "sys\n\nUSER: q\nASSISTANT:");
+
+  for (const ChatTemplate* chat : {&llama3, &gemma, &vicuna}) {
+    const auto p = chat->render_user(" keep spaces ");
+    EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ") << to_string(chat->format());
+  }
+}
+
 TEST(ChatTemplate, UnknownTemplateIsAnError) {
   EXPECT_THAT([] { ChatTemplate::from_template_text("{{ messages }}", "model.gguf"); },
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("model.gguf")));
