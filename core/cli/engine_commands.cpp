@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/engine/chat_template.hpp"
+#include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model_bench.hpp"
 
@@ -38,6 +39,9 @@ void run_generate(const GenerateArgs& args) {
 }  // namespace
 
 void add_engine_commands(CLI::App& app) {
+  CLI::App* devices = app.add_subcommand("devices", "List the CUDA devices this machine has (or say why there are none)");
+  devices->callback([] { std::printf("%s", engine::describe(engine::cuda_devices()).c_str()); });
+
   auto generate_args = std::make_shared<GenerateArgs>();
   CLI::App* generate = app.add_subcommand("generate", "Greedy continuation of a prompt with the in-tree engine");
   generate->add_option("--model", generate_args->model, "GGUF model path")->required()->check(CLI::ExistingFile);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
@@ -27,8 +28,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     return std::make_unique<SyntheticTestDoubleBackend>(config);
   }
   if (b.kind == "engine") {
-    if (b.device != "cpu")
-      throw std::invalid_argument("backend.device: '" + b.device + "' is not available in this build (cpu)");
+    engine::require_device(b.device);
     engine::EngineOptions options;
     options.threads = b.threads;
     return std::make_unique<engine::EngineBackend>(b.model, options);
