@@ -128,12 +128,7 @@ GaStrategy::GaStrategy(GenomeSpace space, GaStrategyConfig config, std::uint64_t
 }
 
 Candidate GaStrategy::new_candidate(Genome genome, Origin origin, std::vector<std::int64_t> parents) {
-  Candidate candidate;
-  candidate.genome = std::move(genome);
-  candidate.origin = origin;
-  candidate.parents = std::move(parents);
-  candidate.id = next_id_++;
-  return candidate;
+  return next_candidate(next_id_, std::move(genome), origin, std::move(parents));
 }
 
 Genome GaStrategy::mutant_of(const Genome& parent) { return mutate(space_, parent, config_.mutation, rng_); }

@@ -130,15 +130,6 @@ Nsga2Strategy::Nsga2Strategy(GenomeSpace space, Nsga2Config config, std::uint64_
   config_.validate();
 }
 
-Candidate Nsga2Strategy::new_candidate(Genome genome, Origin origin, std::vector<std::int64_t> parents) {
-  Candidate candidate;
-  candidate.genome = std::move(genome);
-  candidate.origin = origin;
-  candidate.parents = std::move(parents);
-  candidate.id = next_id_++;
-  return candidate;
-}
-
 const Nsga2Strategy::Member& Nsga2Strategy::tournament() {
   const Member& a = population_[rng_.index(population_.size())];
   const Member& b = population_[rng_.index(population_.size())];
@@ -178,8 +169,8 @@ std::vector<Candidate> Nsga2Strategy::ask() {
     pending_.clear();
     const auto size = static_cast<std::size_t>(config_.population_size);
     if (generation_ == 0) {
-      if (space_.seed()) pending_.push_back(new_candidate(*space_.seed(), Origin::init, {}));
-      while (pending_.size() < size) pending_.push_back(new_candidate(space_.random_genome(rng_), Origin::init, {}));
+      if (space_.seed()) pending_.push_back(next_candidate(next_id_, *space_.seed(), Origin::init, {}));
+      while (pending_.size() < size) pending_.push_back(next_candidate(next_id_, space_.random_genome(rng_), Origin::init, {}));
     } else {
       while (pending_.size() < size) {
         const Candidate a = tournament().candidate;
@@ -187,8 +178,8 @@ std::vector<Candidate> Nsga2Strategy::ask() {
         const std::vector<Genome> children = crossover(space_, a.genome, b.genome, config_.crossover, rng_);
         const bool crossed = !children.empty();
         const Genome child = mutate(space_, crossed ? children.front() : a.genome, config_.mutation, rng_);
-        pending_.push_back(crossed ? new_candidate(child, Origin::crossover, {a.id, b.id})
-                                   : new_candidate(child, Origin::mutation, {a.id}));
+        pending_.push_back(crossed ? next_candidate(next_id_, child, Origin::crossover, {a.id, b.id})
+                                   : next_candidate(next_id_, child, Origin::mutation, {a.id}));
       }
     }
     has_pending_ = true;

@@ -81,7 +81,6 @@ class Nsga2Strategy final : public Strategy {
     int rank = 0;
     double crowding = 0.0;
   };
-  Candidate new_candidate(Genome genome, Origin origin, std::vector<std::int64_t> parents);
   // Crowded-comparison binary tournament over the population.
   const Member& tournament();
   // Sets rank and crowding of every member of `members` and keeps the best `keep`.

@@ -26,6 +26,15 @@ Origin origin_from_string(const std::string& name) {
                               "' (expected init, crossover, mutation, elite, grid or random)");
 }
 
+Candidate next_candidate(std::int64_t& next_id, Genome genome, Origin origin, std::vector<std::int64_t> parents) {
+  Candidate candidate;
+  candidate.genome = std::move(genome);
+  candidate.origin = origin;
+  candidate.parents = std::move(parents);
+  candidate.id = next_id++;
+  return candidate;
+}
+
 void Strategy::tell_objectives(const std::vector<std::vector<double>>& values) {
   std::vector<double> fitness;
   fitness.reserve(values.size());

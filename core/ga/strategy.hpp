@@ -36,6 +36,10 @@ struct Candidate {
   std::int64_t id = -1;  // strategy-assigned, unique within a search
 };
 
+// A new candidate with the next id of a strategy's counter (ids are unique
+// within a search and never reused).
+Candidate next_candidate(std::int64_t& next_id, Genome genome, Origin origin, std::vector<std::int64_t> parents = {});
+
 class Strategy {
  public:
   virtual ~Strategy() = default;

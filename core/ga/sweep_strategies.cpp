@@ -84,11 +84,7 @@ std::vector<Candidate> SweepStrategy::ask() {
     pending_.clear();
     Genome genome;
     while (static_cast<int>(pending_.size()) < batch_size_ && next_genome(genome)) {
-      Candidate candidate;
-      candidate.genome = genome;
-      candidate.origin = origin();
-      candidate.id = next_id_++;
-      pending_.push_back(std::move(candidate));
+      pending_.push_back(next_candidate(next_id_, genome, origin()));
     }
     has_pending_ = !pending_.empty();
   }
