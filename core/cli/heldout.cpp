@@ -33,11 +33,6 @@ json layer_scales(const json& intervention) {
   return out;
 }
 
-bool has_heldout_table(sql::Database& db) {
-  auto s = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heldout_results'");
-  return s.step();
-}
-
 }  // namespace
 
 json position_summary_json(const std::vector<PositionScore>& scores) {
@@ -84,19 +79,14 @@ SplitEvaluation evaluate_on_split(Store& store, const SearchInputs& in, const In
         {p.position, p.total ? p.accuracy() : 0.0, static_cast<int>(p.correct), static_cast<int>(p.total)});
   record.fitness_inputs = position_summary_json(record.position_scores);
   record.wall_seconds = seconds;
-  sql::Transaction tx(store.db());
   record.id = store.insert_evaluation(record, samples);
-  tx.commit();
   return from_record(record, false);
 }
 
 Intervention best_intervention(Store& store, std::int64_t experiment_id) {
-  auto s = store.db().prepare(
-      "SELECT e.intervention FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
-      "WHERE i.experiment_id = ? ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
-  s.bind_all(experiment_id);
-  if (!s.step()) throw std::runtime_error("the experiment has no evaluated individual yet");
-  return Intervention::from_json(json::parse(s.column_text(0)));
+  const auto best = store.best_individual(experiment_id);
+  if (!best) throw std::runtime_error("the experiment has no evaluated individual yet");
+  return Intervention::from_json(best->intervention);
 }
 
 Intervention pi_at_mean_scale(const Intervention& best) {
@@ -132,31 +122,21 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
   }
   for (HeldoutEntry& entry : entries) {
     entry.evaluation = evaluate_on_split(store, heldout_inputs, entry.intervention);
-    auto s = store.db().prepare(
-        "INSERT OR REPLACE INTO heldout_results (experiment_id, role, split, evaluation_id) VALUES (?, ?, ?, ?)");
-    s.bind_all(experiment_id, entry.role, std::string("heldout"), entry.evaluation.evaluation_id);
-    s.run();
+    store.record_heldout(experiment_id, entry.role, "heldout", entry.evaluation.evaluation_id);
   }
   return entries;
 }
 
-json heldout_json(sql::Database& db, std::int64_t experiment_id) {
+json heldout_json(Store& store, std::int64_t experiment_id) {
   json out = json::array();
-  if (!has_heldout_table(db)) return out;
-  auto s = db.prepare(
-      "SELECT h.role, h.split, e.intervention, e.position_scores, e.fitness_inputs, e.metric FROM heldout_results h "
-      "JOIN evaluations e ON e.id = h.evaluation_id WHERE h.experiment_id = ? "
-      "ORDER BY CASE h.role WHEN 'baseline' THEN 0 WHEN 'pi-mean' THEN 1 WHEN 'paper-default' THEN 2 ELSE 3 END");
-  s.bind_all(experiment_id);
-  while (s.step()) {
-    const json intervention = json::parse(s.column_text(2));
-    out.push_back({{"role", s.column_text(0)},
-                   {"split", s.column_text(1)},
-                   {"intervention", intervention},
-                   {"layer_scales", layer_scales(intervention)},
-                   {"position_scores", json::parse(s.column_text(3))},
-                   {"summary", json::parse(s.column_text(4))},
-                   {"metric", s.column_text(5)}});
+  for (const HeldoutRow& row : store.heldout_rows(experiment_id)) {
+    out.push_back({{"role", row.role},
+                   {"split", row.split},
+                   {"intervention", row.intervention},
+                   {"layer_scales", layer_scales(row.intervention)},
+                   {"position_scores", row.position_scores},
+                   {"summary", row.fitness_inputs},
+                   {"metric", row.metric}});
   }
   return out;
 }

@@ -56,6 +56,6 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
 // The stored held-out results of an experiment for reports:
 // [{role, split, intervention, layer_scales, position_scores, summary}], empty
 // when none (or the database predates schema version 3).
-nlohmann::json heldout_json(sql::Database& db, std::int64_t experiment_id);
+nlohmann::json heldout_json(Store& store, std::int64_t experiment_id);
 
 }  // namespace midtune

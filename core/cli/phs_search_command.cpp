@@ -82,23 +82,23 @@ struct Candidate {
 
 void store_candidates(const std::string& path, const ModelIdentity& model, const json& settings,
                       const std::vector<Candidate>& candidates, double baseline_loss) {
-  Store store(path);
-  sql::Transaction tx(store.db());
-  auto now = store.db().prepare("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
-  now.step();
-  const std::string created_at = now.column_text(0);
-  auto insert = store.db().prepare(
-      "INSERT INTO phs_channels (model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, "
-      "direction, smoothness, validation_loss, baseline_loss, rank, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  std::vector<PhsChannelRecord> records;
   for (const Candidate& c : candidates) {
-    insert.reset();
-    insert.bind_all(model.key(), model.name, settings.dump(), c.score.channel,
-                    static_cast<int>(c.score.monotone_layers.size()), json(c.score.monotone_layers).dump(),
-                    c.score.direction, c.score.smoothness, c.loss, baseline_loss, c.rank, created_at);
-    insert.run();
+    PhsChannelRecord r;
+    r.model_key = model.key();
+    r.model_name = model.name;
+    r.settings = settings;
+    r.channel = c.score.channel;
+    r.monotone_layers = static_cast<int>(c.score.monotone_layers.size());
+    r.monotone_layer_list = c.score.monotone_layers;
+    r.direction = c.score.direction;
+    r.smoothness = c.score.smoothness;
+    r.validation_loss = c.loss;
+    r.baseline_loss = baseline_loss;
+    r.rank = c.rank;
+    records.push_back(std::move(r));
   }
-  tx.commit();
+  Store(path).insert_phs_channels(records);
 }
 
 void print_candidates(std::ostream& out, const std::vector<Candidate>& candidates, double baseline_loss) {

@@ -49,12 +49,6 @@ json summary_json(const std::vector<metrics::PositionAccuracy>& by_position) {
 
 json genome_json(const Genome& genome) { return json(genome); }
 
-struct Evaluated {
-  std::int64_t evaluation_id;
-  std::vector<PositionScore> scores;
-  bool cache_hit;
-};
-
 class SearchRun {
  public:
   SearchRun(Store& store, const SearchInputs& inputs, cli::Progress& progress)
@@ -127,13 +121,9 @@ class SearchRun {
   // model must not join this experiment's population.
   void refuse_other_model(const ExperimentRecord& existing) {
     const std::string now = in_.backend->identity().key();
-    auto s = store_.db().prepare(
-        "SELECT DISTINCT e.model FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
-        "WHERE i.experiment_id = ? AND e.model <> ? LIMIT 1");
-    s.bind_all(existing.id, now);
-    if (s.step()) {
+    if (const auto other = store_.other_model(existing.id, now)) {
       throw ResumeRefused("experiment '" + in_.experiment_name + "' in " + store_.path() + " was evaluated on " +
-                          s.column_text(0) + "; the backend now serves " + now +
+                          *other + "; the backend now serves " + now +
                           "; refusing to resume. Point the backend at the same model, or start a fresh "
                           "experiment in the same database with --new-experiment NAME.");
     }
@@ -170,9 +160,7 @@ class SearchRun {
       EvaluationRecord failed = evaluation_record(intervention, key);
       failed.status = "failed";
       failed.error = error.what();
-      sql::Transaction tx(store_.db());
       store_.insert_evaluation(failed, {});
-      tx.commit();
       throw;
     }
   }
@@ -185,36 +173,29 @@ class SearchRun {
                           const Intervention& intervention, const std::string& key) {
     std::optional<FreshEvaluation> fresh;
     if (!store_.find_evaluation(key)) fresh = evaluate(intervention, key);
-    Evaluated e;
-    sql::Transaction tx(store_.db());
-    // Checked again inside the transaction: another process on the same
-    // database may have stored this evaluation meanwhile.
-    if (auto cached = store_.find_evaluation(key)) {
-      e = {cached->id, cached->position_scores, true};
-      store_.heartbeat(run_id_);
-    } else {
-      if (!fresh) fresh = evaluate(intervention, key);
-      const std::int64_t id = store_.insert_evaluation(fresh->record, fresh->samples);
-      store_.heartbeat(run_id_, 1, static_cast<int>(fresh->samples.size()), fresh->record.wall_seconds);
-      e = {id, fresh->record.position_scores, false};
-    }
-    const double fitness = in_.objective->fitness(by_position(e.scores));
-    IndividualRecord record;
-    record.experiment_id = experiment_id;
-    record.candidate_id = candidate.id;
-    record.generation = generation;
-    record.genome = genome_json(candidate.genome);
-    record.genome_hash = fnv1a_hex(record.genome.dump());
-    record.origin = to_string(candidate.origin);
-    record.parents = candidate.parents;
-    record.fitness = fitness;
-    record.evaluation_id = e.evaluation_id;
-    record.cache_hit = e.cache_hit;
-    record.run_id = run_id_;
-    store_.insert_individual(record);
-    tx.commit();
-    (e.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
-    return {fitness, e.cache_hit, !e.cache_hit};
+    const IndividualRecord record = store_.record_individual(
+        run_id_, key,
+        [&] {
+          if (!fresh) fresh = evaluate(intervention, key);
+          return NewEvaluation{fresh->record, fresh->samples};
+        },
+        [&](const StoredEvaluation& e) {
+          IndividualRecord r;
+          r.experiment_id = experiment_id;
+          r.candidate_id = candidate.id;
+          r.generation = generation;
+          r.genome = genome_json(candidate.genome);
+          r.genome_hash = fnv1a_hex(r.genome.dump());
+          r.origin = to_string(candidate.origin);
+          r.parents = candidate.parents;
+          r.fitness = in_.objective->fitness(by_position(e.position_scores));
+          r.evaluation_id = e.id;
+          r.cache_hit = e.cache_hit;
+          r.run_id = run_id_;
+          return r;
+        });
+    (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
+    return {record.fitness, record.cache_hit, !record.cache_hit};
   }
 
   // The identifying part of an evaluation row (what was run, on what).
@@ -270,33 +251,22 @@ class SearchRun {
     record.generation = generation;
     record.population = strategy.population();
     record.strategy_state = strategy.save_state();
-    auto stats = store_.db().prepare(
-        "SELECT max(fitness), avg(fitness) FROM individuals WHERE experiment_id = ? AND candidate_id IN "
-        "(SELECT value FROM json_each(?))");
-    stats.bind_all(experiment_id, record.population.dump());
-    if (stats.step() && !stats.is_null(0)) {
-      record.best_fitness = stats.column_double(0);
-      record.mean_fitness = stats.column_double(1);
+    if (const auto stats = store_.fitness_of_candidates(experiment_id, record.population)) {
+      record.best_fitness = stats->best;
+      record.mean_fitness = stats->mean;
     } else {  // a strategy without a population: the batch itself
       record.best_fitness = *std::max_element(batch_fitness.begin(), batch_fitness.end());
       record.mean_fitness =
           std::accumulate(batch_fitness.begin(), batch_fitness.end(), 0.0) / static_cast<double>(batch_fitness.size());
     }
-    sql::Transaction tx(store_.db());
-    store_.save_generation(record);
-    store_.heartbeat(run_id_);
-    tx.commit();
+    store_.save_checkpoint(record, run_id_);
     return {*record.best_fitness, *record.mean_fitness};
   }
 
   void fill_best(std::int64_t experiment_id) {
-    auto s = store_.db().prepare(
-        "SELECT candidate_id, fitness FROM individuals WHERE experiment_id = ? ORDER BY fitness DESC, candidate_id "
-        "LIMIT 1");
-    s.bind_all(experiment_id);
-    if (s.step()) {
-      summary_.best_candidate = s.column_int64(0);
-      summary_.best_fitness = s.column_double(1);
+    if (const auto best = store_.best_individual(experiment_id)) {
+      summary_.best_candidate = best->individual.candidate_id;
+      summary_.best_fitness = best->individual.fitness;
     }
   }
 

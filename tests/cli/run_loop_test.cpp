@@ -150,9 +150,7 @@ TEST_F(RunLoopTest, RunsToCompletionAndCachesRepeatedInterventions) {
   for (const auto& r : rows) distinct.insert(r.genome.dump());
   EXPECT_EQ(static_cast<size_t>(s.evaluated), distinct.size()) << "each distinct genome is evaluated exactly once";
   EXPECT_EQ(store.generations(s.experiment_id).size(), 3u);
-  auto samples = store.db().prepare("SELECT count(*) FROM sample_results");
-  ASSERT_TRUE(samples.step());
-  EXPECT_EQ(samples.column_int64(0), 30 * s.evaluated);
+  EXPECT_EQ(store.totals().sample_results, 30 * s.evaluated);
 
   // Running again is a no-op: the experiment is complete.
   const RunSummary again = run_search(store, inputs(backend), quiet_);
@@ -187,9 +185,7 @@ TEST_F(RunLoopTest, ResumeAfterFailureMatchesAnUninterruptedRun) {
   const auto experiment = store.find_experiment("fixture-exp");
   ASSERT_TRUE(experiment);
   EXPECT_EQ(individuals(store, experiment->id), reference);
-  auto failed = store.db().prepare("SELECT count(*) FROM evaluations WHERE status = 'failed'");
-  ASSERT_TRUE(failed.step());
-  EXPECT_EQ(failed.column_int64(0), 0) << "failed rows are replaced by the successful retry";
+  EXPECT_EQ(store.totals().evaluations_failed, 0) << "failed rows are replaced by the successful retry";
 }
 
 TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {

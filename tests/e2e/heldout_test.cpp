@@ -120,7 +120,7 @@ TEST_F(HeldoutTest, StoresThreeRolesAndRendersThem) {
   run_heldout(store, id, heldout);
   EXPECT_EQ(backend.runs, runs);
 
-  const json stored = heldout_json(store.db(), id);
+  const json stored = heldout_json(store, id);
   ASSERT_EQ(stored.size(), 3u);
   EXPECT_EQ(stored[0]["role"], "baseline");
   EXPECT_EQ(stored[1]["role"], "pi-mean");
@@ -160,7 +160,7 @@ TEST_F(HeldoutTest, MethodsWithAPaperDefaultShowItInsteadOfPi) {
   EXPECT_EQ(entries[2].role, "paper-default");
   ASSERT_TRUE(entries[2].intervention.mspoe);
   EXPECT_DOUBLE_EQ(entries[2].intervention.mspoe->min_ratio, 1.2);
-  const json stored = heldout_json(store.db(), id);
+  const json stored = heldout_json(store, id);
   ASSERT_EQ(stored.size(), 3u);
   EXPECT_EQ(stored[0]["role"], "baseline");
   EXPECT_EQ(stored[1]["role"], "paper-default");
