@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "core/cli/heldout.hpp"
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/table.hpp"
+#include "core/search/heldout.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -23,15 +23,6 @@ ExperimentRecord pick_experiment(Store& store, const std::string& name) {
     throw std::runtime_error(store.path() + ": no experiment named '" + name + "' (have: " + known + ")");
   }
   return *found;
-}
-
-// Per-layer scales from a stored Intervention: LPES has one row per layer
-// (one value each), PI a single value for every layer.
-json layer_scales(const json& intervention) {
-  json out = json::array();
-  if (!intervention.contains("rope_scale")) return out;
-  for (const json& row : intervention.at("rope_scale")) out.push_back(row.size() == 1 ? row.at(0) : row);
-  return out;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The run loop on the synthetic test double with a small fixture strategy:
 // completion, the evaluation cache, resume after an interruption, refusal of
 // an edited search.
-#include "core/cli/run_loop.hpp"
+#include "core/search/search_run.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
 #include "core/cli/status_command.hpp"
@@ -113,7 +114,7 @@ class RunLoopTest : public testing::TempDirTest {
     for (size_t k = 0; k < in.gold_positions.size(); ++k)
       for (int i = 0; i < 10; ++i) {
         const double p = in.gold_positions[k];
-        in.search_items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
+        in.items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
         in.position_index.push_back(k);
       }
     in.dataset_slice = {{"fixture", 1}};

@@ -11,7 +11,7 @@
 #include "backends/engine/engine_backend.hpp"
 #include "core/cli/commands.hpp"
 #include "core/cli/phs_search_command.hpp"
-#include "core/cli/phs_search_engine.hpp"
+#include "backends/engine/tools/phs_capture.hpp"
 #include "schema/store.hpp"
 #include "tests/cli/temp_dir.hpp"
 #include "tests/engine/model_path.hpp"
@@ -96,13 +96,13 @@ TEST_F(PhsSearchModel, TooFewTokensForTheSkippedPrefixIsAUsageError) {
 // in prefill_chunk pieces (it gets each piece's start index).
 TEST_F(PhsSearchModel, ResidualHookIsIndependentOfPrefillChunking) {
   engine::EngineBackend backend(model_);
-  const auto strings = random_token_strings(backend.tokenizer(), 2, 80, 9);
+  const auto strings = engine::tools::random_token_strings(backend.tokenizer(), 2, 80, 9);
   ASSERT_EQ(strings[0].size(), 80u);
   engine::Model whole(model_);
   engine::Model chunked(model_);
   chunked.prefill_chunk = 24;
-  const phs::LayerCurves a = average_residual_stream(whole, strings, 2);
-  const phs::LayerCurves b = average_residual_stream(chunked, strings, 2);
+  const phs::LayerCurves a = engine::tools::average_residual_stream(whole, strings, 2);
+  const phs::LayerCurves b = engine::tools::average_residual_stream(chunked, strings, 2);
   ASSERT_EQ(a.values.size(), b.values.size());
   ASSERT_EQ(a.layers, 30);
   double worst = 0.0, scale = 0.0;

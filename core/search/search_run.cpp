@@ -1,58 +1,24 @@
-#include "core/cli/run_loop.hpp"
+#include "core/search/search_run.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
+
+#include "core/experiment/experiment.hpp"
 
 namespace midtune {
 
 using nlohmann::json;
 
-std::string evaluation_cache_key(const Intervention& intervention, const json& dataset_slice,
-                                 const std::string& metric, const ModelIdentity& model) {
-  // Sorted keys (nlohmann::json objects are ordered maps) make the text canonical.
-  return json{{"intervention", intervention.canonical()},
-              {"dataset", dataset_slice},
-              {"metric", metric},
-              {"model", model.key()}}
-      .dump();
-}
-
 namespace {
-
-std::vector<metrics::PositionAccuracy> by_position(const std::vector<PositionScore>& scores) {
-  std::vector<metrics::PositionAccuracy> out;
-  for (const PositionScore& s : scores)
-    out.push_back({s.position, static_cast<std::size_t>(s.correct), static_cast<std::size_t>(s.samples)});
-  return out;
-}
-
-std::vector<PositionScore> stored_scores(const std::vector<metrics::PositionAccuracy>& by_position) {
-  std::vector<PositionScore> out;
-  for (const metrics::PositionAccuracy& p : by_position)
-    out.push_back({p.position, p.total ? p.accuracy() : 0.0, static_cast<int>(p.correct), static_cast<int>(p.total)});
-  return out;
-}
-
-// The position summary stored beside the scores (mean, gap, std, U-shape).
-json summary_json(const std::vector<metrics::PositionAccuracy>& by_position) {
-  try {
-    const metrics::PositionSummary s = metrics::summarize(by_position);
-    return {{"mean_percent", s.mean}, {"gap_points", s.gap}, {"std_percent", s.std_dev},
-            {"u_shape_covariance", s.u_shape_covariance}, {"u_shape_pearson", s.u_shape_pearson}};
-  } catch (const std::invalid_argument&) {
-    return json::object();  // a position without samples has no summary
-  }
-}
 
 json genome_json(const Genome& genome) { return json(genome); }
 
 class SearchRun {
  public:
-  SearchRun(Store& store, const SearchInputs& inputs, cli::Progress& progress)
-      : store_(store), in_(inputs), progress_(progress), model_(inputs.backend->identity()) {}
+  SearchRun(Store& store, const SearchInputs& inputs, SearchProgress& progress)
+      : store_(store), in_(inputs), progress_(progress), evaluator_(inputs) {}
 
   RunSummary run() {
     const ExperimentRecord experiment = open_experiment();
@@ -151,13 +117,13 @@ class SearchRun {
       return {stored->fitness, false, false};
     }
     const Intervention intervention = in_.objective->decode(candidate.genome);
-    const std::string key = evaluation_cache_key(intervention, in_.dataset_slice, in_.metric, model_);
+    const std::string key = evaluator_.cache_key(intervention);
     try {
       return store_candidate(experiment_id, generation, candidate, intervention, key);
     } catch (const BackendError& error) {
       // The transaction above rolled back; keep a visible record of the
       // failure (never a score: failed rows are not served from the cache).
-      EvaluationRecord failed = evaluation_record(intervention, key);
+      EvaluationRecord failed = evaluator_.describe(intervention, key);
       failed.status = "failed";
       failed.error = error.what();
       store_.insert_evaluation(failed, {});
@@ -171,13 +137,13 @@ class SearchRun {
   // heartbeat together, or nothing.
   Outcome store_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
                           const Intervention& intervention, const std::string& key) {
-    std::optional<FreshEvaluation> fresh;
-    if (!store_.find_evaluation(key)) fresh = evaluate(intervention, key);
+    std::optional<NewEvaluation> fresh;
+    if (!store_.find_evaluation(key)) fresh = evaluator_.run(intervention, key);
     const IndividualRecord record = store_.record_individual(
         run_id_, key,
         [&] {
-          if (!fresh) fresh = evaluate(intervention, key);
-          return NewEvaluation{fresh->record, fresh->samples};
+          if (!fresh) fresh = evaluator_.run(intervention, key);
+          return *fresh;
         },
         [&](const StoredEvaluation& e) {
           IndividualRecord r;
@@ -188,7 +154,7 @@ class SearchRun {
           r.genome_hash = fnv1a_hex(r.genome.dump());
           r.origin = to_string(candidate.origin);
           r.parents = candidate.parents;
-          r.fitness = in_.objective->fitness(by_position(e.position_scores));
+          r.fitness = in_.objective->fitness(position_tallies(e.position_scores));
           r.evaluation_id = e.id;
           r.cache_hit = e.cache_hit;
           r.run_id = run_id_;
@@ -196,50 +162,6 @@ class SearchRun {
         });
     (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
     return {record.fitness, record.cache_hit, !record.cache_hit};
-  }
-
-  // The identifying part of an evaluation row (what was run, on what).
-  EvaluationRecord evaluation_record(const Intervention& intervention, const std::string& key) const {
-    EvaluationRecord record;
-    record.cache_key = key;
-    record.key_hash = fnv1a_hex(key);
-    record.intervention = intervention.to_json().dump();
-    record.dataset_slice = in_.dataset_slice.dump();
-    record.metric = in_.metric;
-    record.model = model_.key();
-    return record;
-  }
-
-  struct FreshEvaluation {
-    EvaluationRecord record;
-    std::vector<SampleRecord> samples;
-  };
-
-  // Runs the backend on the search split and scores every sample.
-  FreshEvaluation evaluate(const Intervention& intervention, const std::string& key) {
-    in_.backend->validate(intervention);
-    const auto start = std::chrono::steady_clock::now();
-    const std::vector<SampleOutput> outputs = in_.backend->run(intervention, in_.search_items, in_.run_options);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (outputs.size() != in_.search_items.size())
-      throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
-                         std::to_string(in_.search_items.size()) + " prompts");
-    FreshEvaluation fresh{evaluation_record(intervention, key), {}};
-    std::vector<bool> correct;
-    const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const BatchItem& item = in_.search_items[i];
-      const bool ok = in_.score(i, outputs[i]);
-      correct.push_back(ok);
-      fresh.samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
-                               teacher_forced ? std::optional(outputs[i].gold_logprob) : std::nullopt,
-                               outputs[i].prompt_tokens});
-    }
-    const auto tally = metrics::tally_by_position(in_.gold_positions, in_.position_index, correct);
-    fresh.record.position_scores = stored_scores(tally);
-    fresh.record.fitness_inputs = summary_json(tally);
-    fresh.record.wall_seconds = seconds;
-    return fresh;
   }
 
   // Saves the strategy state after tell(); best/mean are over the population
@@ -272,8 +194,8 @@ class SearchRun {
 
   Store& store_;
   const SearchInputs& in_;
-  cli::Progress& progress_;
-  ModelIdentity model_;
+  SearchProgress& progress_;
+  Evaluator evaluator_;
   std::int64_t run_id_ = -1;
   RunSummary summary_;
   int done_candidates_ = 0;
@@ -282,7 +204,7 @@ class SearchRun {
 
 }  // namespace
 
-RunSummary run_search(Store& store, const SearchInputs& inputs, cli::Progress& progress) {
+RunSummary run_search(Store& store, const SearchInputs& inputs, SearchProgress& progress) {
   return SearchRun(store, inputs, progress).run();
 }
 
