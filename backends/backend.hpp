@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,21 @@ struct ModelIdentity {
   std::string key() const;
 };
 
+// A user message in the model's chat template; the message starts at
+// content_begin of text, and the answer starts the assistant turn.
+struct WrappedUserMessage {
+  std::string text;
+  std::size_t content_begin = 0;
+};
+
+// How the model wants one user message wrapped (its chat template).
+struct ChatWrapper {
+  // "chat-template:<tokenizer hash>": the same for the engine and a server of
+  // the same model, so both build the same slice identities and cache keys.
+  std::string name;
+  std::function<WrappedUserMessage(const std::string& message)> wrap;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -76,7 +93,12 @@ class Backend {
   // Checks an Intervention against this model (layer/head/channel ranges);
   // throws std::invalid_argument with the reason.
   virtual void validate(const Intervention& intervention) const = 0;
+  // The model's chat template; nullopt: prompts are sent as written.
+  virtual std::optional<ChatWrapper> chat_wrapper() const { return std::nullopt; }
 };
+
+// ChatWrapper::name for a model.
+inline std::string chat_template_name(const ModelIdentity& model) { return "chat-template:" + model.tokenizer_hash; }
 
 struct BackendError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -16,7 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backends/engine/engine_backend.hpp"
-#include "core/cli/prompt_wrapper.hpp"
+#include "core/search/prompt_wrapper.hpp"
 #include "datasets/hashing.hpp"
 #include "datasets/kv_retrieval.hpp"
 #include "datasets/prompts.hpp"
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     engine::EngineOptions options;
     options.threads = args.threads;
     engine::EngineBackend backend(args.model, options);
-    const datasets::PromptWrapper wrapper = engine_prompt_wrapper(backend);
+    const datasets::PromptWrapper wrapper = prompt_wrapper(backend);
     if (args.generate_samples > 0) {
       if (!skip_baseline)
         agreement(backend, args, args.pairs.front(), args.key_chars.front(), Intervention{}, "baseline", wrapper);

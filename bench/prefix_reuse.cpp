@@ -29,15 +29,15 @@ int main(int argc, char** argv) {
   try {
     const Experiment experiment = load_experiment(file);
     if (experiment.backend.kind != "engine") throw std::invalid_argument(file + ": backend.kind must be engine");
-    const auto prepared = prepare_search(experiment, experiment.name);
-    std::vector<BatchItem> batch;
-    for (const auto& sample : prepared->slice.samples) batch.push_back(sample.item);
-    const RunOptions options = prepared->inputs.run_options;
-
     engine::EngineOptions with, without;
     with.threads = without.threads = threads;
     without.reuse_prefix = false;
     engine::EngineBackend reuse(experiment.backend.model, with), fresh(experiment.backend.model, without);
+
+    // The search split wrapped for this model, as ga-run builds it.
+    const auto prepared = prepare_split(experiment, reuse, datasets::Split::search);
+    const std::vector<BatchItem>& batch = prepared->inputs.items;
+    const RunOptions options = prepared->inputs.run_options;
 
     double seconds[2] = {0, 0};
     std::vector<SampleOutput> outputs[2];

@@ -28,7 +28,10 @@ std::vector<PositionScore> position_scores_from_json(const json& j) {
   return out;
 }
 
-Store::Store(const std::string& path) : db_(path, sql::Database::Mode::read_write_create) { migrate(); }
+Store::Store(const std::string& path, Access access)
+    : db_(path, access == Access::read_only ? sql::Database::Mode::read_only : sql::Database::Mode::read_write_create) {
+  if (access == Access::read_write) migrate();
+}
 
 void Store::migrate() {
   const int have = db_.user_version();
@@ -121,6 +124,12 @@ std::optional<ExperimentRecord> Store::find_experiment(const std::string& name) 
   return read_experiment(s);
 }
 
+std::optional<ExperimentRecord> Store::latest_experiment() {
+  auto s = db_.prepare(std::string(kExperimentColumns) + "ORDER BY id DESC LIMIT 1");
+  if (!s.step()) return std::nullopt;
+  return read_experiment(s);
+}
+
 std::vector<ExperimentRecord> Store::experiments() {
   auto s = db_.prepare(std::string(kExperimentColumns) + "ORDER BY id");
   std::vector<ExperimentRecord> out;
@@ -173,7 +182,14 @@ std::optional<EvaluationRecord> Store::evaluation(std::int64_t id) {
   return read_evaluation(s);
 }
 
-std::int64_t Store::insert_evaluation(const EvaluationRecord& r, const std::vector<SampleRecord>& samples) {
+std::int64_t Store::insert_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples) {
+  sql::Transaction tx(db_);
+  const std::int64_t id = insert_evaluation_rows(record, samples);
+  tx.commit();
+  return id;
+}
+
+std::int64_t Store::insert_evaluation_rows(const EvaluationRecord& r, const std::vector<SampleRecord>& samples) {
   // A failed attempt leaves a row (so the failure is visible); a later
   // successful attempt replaces it.
   auto drop_failed = db_.prepare(
@@ -204,6 +220,29 @@ std::int64_t Store::insert_evaluation(const EvaluationRecord& r, const std::vect
   return id;
 }
 
+// The backend runs outside any transaction (an evaluation may take minutes;
+// readers and other writers must not wait on it), so the cache is checked
+// again here.
+IndividualRecord Store::record_individual(std::int64_t run_id, const std::string& cache_key,
+                                          const std::function<NewEvaluation()>& evaluate,
+                                          const std::function<IndividualRecord(const StoredEvaluation&)>& individual) {
+  sql::Transaction tx(db_);
+  StoredEvaluation stored;
+  if (auto cached = find_evaluation(cache_key)) {
+    stored = {cached->id, cached->position_scores, true};
+    heartbeat(run_id);
+  } else {
+    const NewEvaluation fresh = evaluate();
+    const std::int64_t id = insert_evaluation_rows(fresh.record, fresh.samples);
+    heartbeat(run_id, 1, static_cast<int>(fresh.samples.size()), fresh.record.wall_seconds);
+    stored = {id, fresh.record.position_scores, false};
+  }
+  IndividualRecord record = individual(stored);
+  insert_individual(record);
+  tx.commit();
+  return record;
+}
+
 void Store::insert_individual(const IndividualRecord& r) {
   auto s = db_.prepare(
       "INSERT INTO individuals (experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, "
@@ -228,6 +267,44 @@ std::vector<IndividualRecord> Store::individuals(std::int64_t experiment_id) {
   return out;
 }
 
+std::optional<BestIndividual> Store::best_individual(std::int64_t experiment_id) {
+  auto s = db_.prepare(
+      "SELECT i.experiment_id, i.candidate_id, i.generation, i.genome, i.genome_hash, i.origin, i.parents, "
+      "i.fitness, i.evaluation_id, i.cache_hit, i.run_id, e.intervention, e.position_scores, e.fitness_inputs "
+      "FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
+      "WHERE i.experiment_id = ? ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
+  s.bind_all(experiment_id);
+  if (!s.step()) return std::nullopt;
+  // The scores are only read by reports; a NULL (never written by midtune) reads as null.
+  auto optional_json = [&s](int column) { return s.is_null(column) ? json() : json::parse(s.column_text(column)); };
+  return BestIndividual{read_individual(s), json::parse(s.column_text(11)), optional_json(12), optional_json(13)};
+}
+
+std::optional<std::string> Store::other_model(std::int64_t experiment_id, const std::string& model_key) {
+  auto s = db_.prepare(
+      "SELECT DISTINCT e.model FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
+      "WHERE i.experiment_id = ? AND e.model <> ? LIMIT 1");
+  s.bind_all(experiment_id, model_key);
+  if (!s.step()) return std::nullopt;
+  return s.column_text(0);
+}
+
+std::optional<FitnessStats> Store::fitness_of_candidates(std::int64_t experiment_id, const json& candidate_ids) {
+  auto s = db_.prepare(
+      "SELECT max(fitness), avg(fitness) FROM individuals WHERE experiment_id = ? AND candidate_id IN "
+      "(SELECT value FROM json_each(?))");
+  s.bind_all(experiment_id, candidate_ids.dump());
+  if (!s.step() || s.is_null(0)) return std::nullopt;
+  return FitnessStats{s.column_double(0), s.column_double(1)};
+}
+
+void Store::save_checkpoint(const GenerationRecord& record, std::int64_t run_id) {
+  sql::Transaction tx(db_);
+  save_generation(record);
+  heartbeat(run_id);
+  tx.commit();
+}
+
 void Store::save_generation(const GenerationRecord& r) {
   auto s = db_.prepare(
       "INSERT INTO generations (experiment_id, generation, population, strategy_state, best_fitness, "
@@ -250,6 +327,153 @@ std::vector<GenerationRecord> Store::generations(std::int64_t experiment_id) {
   std::vector<GenerationRecord> out;
   while (s.step()) out.push_back(read_generation(s));
   return out;
+}
+
+std::vector<GenerationSummary> Store::generation_summaries(std::int64_t experiment_id) {
+  auto s = db_.prepare(
+      "SELECT g.generation, g.best_fitness, g.mean_fitness, json_array_length(g.population), "
+      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
+      "AND i.cache_hit = 0), "
+      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
+      "AND i.cache_hit = 1) "
+      "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
+  s.bind_all(experiment_id);
+  std::vector<GenerationSummary> out;
+  while (s.step())
+    out.push_back({s.column_int64(0), s.column_double(1), s.column_double(2), s.column_int64(3), s.column_int64(4),
+                   s.column_int64(5)});
+  return out;
+}
+
+void Store::record_heldout(std::int64_t experiment_id, const std::string& role, const std::string& split,
+                           std::int64_t evaluation_id) {
+  auto s = db_.prepare(
+      "INSERT OR REPLACE INTO heldout_results (experiment_id, role, split, evaluation_id) VALUES (?, ?, ?, ?)");
+  s.bind_all(experiment_id, role, split, evaluation_id);
+  s.run();
+}
+
+std::vector<HeldoutRow> Store::heldout_rows(std::int64_t experiment_id) {
+  std::vector<HeldoutRow> out;
+  auto table = db_.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'heldout_results'");
+  if (!table.step()) return out;
+  auto s = db_.prepare(
+      "SELECT h.role, h.split, e.intervention, e.position_scores, e.fitness_inputs, e.metric FROM heldout_results h "
+      "JOIN evaluations e ON e.id = h.evaluation_id WHERE h.experiment_id = ? "
+      "ORDER BY CASE h.role WHEN 'baseline' THEN 0 WHEN 'pi-mean' THEN 1 WHEN 'paper-default' THEN 2 ELSE 3 END");
+  s.bind_all(experiment_id);
+  while (s.step())
+    out.push_back({s.column_text(0), s.column_text(1), json::parse(s.column_text(2)), json::parse(s.column_text(3)),
+                   json::parse(s.column_text(4)), s.column_text(5)});
+  return out;
+}
+
+StoreTotals Store::totals() {
+  auto s = db_.prepare(
+      "SELECT (SELECT count(*) FROM evaluations WHERE status = 'ok'), "
+      "(SELECT count(*) FROM evaluations WHERE status = 'failed'), (SELECT count(*) FROM sample_results)");
+  s.step();
+  return {s.column_int64(0), s.column_int64(1), s.column_int64(2)};
+}
+
+std::vector<ExperimentStatus> Store::experiment_statuses() {
+  auto s = db_.prepare(R"sql(
+      SELECT e.name,
+        (SELECT count(*) FROM generations g WHERE g.experiment_id = e.id),
+        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id),
+        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 0),
+        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 1),
+        (SELECT max(fitness) FROM individuals i WHERE i.experiment_id = e.id),
+        (SELECT sum(prompts) FROM runs r WHERE r.experiment_id = e.id),
+        (SELECT sum(backend_seconds) FROM runs r WHERE r.experiment_id = e.id),
+        (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id),
+        (SELECT CASE WHEN r.finished_at IS NOT NULL THEN 'complete'
+                     WHEN julianday('now') - julianday(r.heartbeat_at) < 60.0 / 86400 THEN 'running'
+                     ELSE 'stopped' END || ' (' || r.host || ' pid ' || r.pid || ', heartbeat ' || r.heartbeat_at || ')'
+         FROM runs r WHERE r.experiment_id = e.id ORDER BY r.id DESC LIMIT 1),
+        (SELECT r.host || ' ' || r.pid FROM runs r WHERE r.experiment_id = e.id AND r.finished_at IS NULL
+         ORDER BY r.id DESC LIMIT 1)
+      FROM experiments e ORDER BY e.id)sql");
+  std::vector<ExperimentStatus> out;
+  auto optional_text = [&s](int column) {
+    return s.is_null(column) ? std::nullopt : std::optional<std::string>(s.column_text(column));
+  };
+  while (s.step()) {
+    ExperimentStatus e;
+    e.name = s.column_text(0);
+    e.generations = s.column_int64(1);
+    e.individuals = s.column_int64(2);
+    e.evaluated = s.column_int64(3);
+    e.from_cache = s.column_int64(4);
+    e.best_fitness = s.column_optional_double(5);
+    e.prompts = s.column_double(6);
+    e.backend_seconds = s.column_double(7);
+    e.runs = s.column_int64(8);
+    e.last_run = optional_text(9);
+    e.unfinished_run = optional_text(10);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void Store::insert_phs_channels(const std::vector<PhsChannelRecord>& records) {
+  sql::Transaction tx(db_);
+  auto now = db_.prepare("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
+  now.step();
+  const std::string created_at = now.column_text(0);
+  auto insert = db_.prepare(
+      "INSERT INTO phs_channels (model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, "
+      "direction, smoothness, validation_loss, baseline_loss, rank, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const PhsChannelRecord& c : records) {
+    insert.reset();
+    insert.bind_all(c.model_key, c.model_name, c.settings.dump(), c.channel, c.monotone_layers,
+                    json(c.monotone_layer_list).dump(), c.direction, c.smoothness, c.validation_loss, c.baseline_loss,
+                    c.rank, created_at);
+    insert.run();
+  }
+  tx.commit();
+}
+
+std::vector<PhsChannelRecord> Store::phs_channels() {
+  auto s = db_.prepare(
+      "SELECT model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, direction, smoothness, "
+      "validation_loss, baseline_loss, rank, created_at FROM phs_channels ORDER BY created_at, rank");
+  std::vector<PhsChannelRecord> out;
+  while (s.step()) {
+    PhsChannelRecord c;
+    c.model_key = s.column_text(0);
+    c.model_name = s.column_text(1);
+    c.settings = json::parse(s.column_text(2));
+    c.channel = static_cast<int>(s.column_int64(3));
+    c.monotone_layers = static_cast<int>(s.column_int64(4));
+    c.monotone_layer_list = json::parse(s.column_text(5)).get<std::vector<int>>();
+    c.direction = static_cast<int>(s.column_int64(6));
+    c.smoothness = s.column_double(7);
+    c.validation_loss = s.column_double(8);
+    c.baseline_loss = s.column_double(9);
+    c.rank = static_cast<int>(s.column_int64(10));
+    c.created_at = s.column_text(11);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+QueryResult run_read_only_query(const std::string& path, const std::string& sql_text) {
+  sql::Database db(path, sql::Database::Mode::read_only);
+  sql::Statement statement = db.prepare(sql_text);
+  if (!statement.readonly())
+    throw QueryRefused("refused: the statement would modify " + path +
+                       " (query is read-only; use the sqlite3 shell to change a database)\n  SQL: " + sql_text);
+  QueryResult result;
+  for (int c = 0; c < statement.column_count(); ++c) result.columns.push_back(statement.column_name(c));
+  while (statement.step()) {
+    std::vector<std::optional<std::string>> row;
+    for (int c = 0; c < statement.column_count(); ++c)
+      row.push_back(statement.is_null(c) ? std::nullopt : std::optional<std::string>(statement.column_text(c)));
+    result.rows.push_back(std::move(row));
+  }
+  return result;
 }
 
 }  // namespace midtune

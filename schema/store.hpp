@@ -1,9 +1,12 @@
 // The results database (schema/schema.sql): open + migrate, and the typed
-// reads and writes the run loop, the cache and the reports need. Writes that
-// must land together are grouped by the caller inside an sql::Transaction.
+// reads and writes the search, the cache, the held-out step and the reports
+// need. Every SQL statement of midtune lives here (or in schema/); writes
+// that must land together are one Store method that runs one transaction,
+// so no caller ever holds a transaction or a raw connection.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,16 +93,112 @@ struct GenerationRecord {
   std::optional<double> mean_fitness;
 };
 
+// An evaluation the backend just produced, not yet stored.
+struct NewEvaluation {
+  EvaluationRecord record;
+  std::vector<SampleRecord> samples;
+};
+
+// The evaluation an individual points at: found in the cache or just stored.
+struct StoredEvaluation {
+  std::int64_t id = -1;
+  std::vector<PositionScore> position_scores;
+  bool cache_hit = false;
+};
+
+// Best and mean fitness over a set of candidates.
+struct FitnessStats {
+  double best = 0.0;
+  double mean = 0.0;
+};
+
+// An experiment's best individual (highest fitness, lowest candidate id on
+// ties) with the stored JSON of its evaluation.
+struct BestIndividual {
+  IndividualRecord individual;
+  nlohmann::json intervention;
+  nlohmann::json position_scores;
+  nlohmann::json fitness_inputs;
+};
+
+// One row of heldout_results joined with its evaluation.
+struct HeldoutRow {
+  std::string role;
+  std::string split;
+  nlohmann::json intervention;
+  nlohmann::json position_scores;
+  nlohmann::json fitness_inputs;
+  std::string metric;
+};
+
+// Database-wide counts for `ga-run status`.
+struct StoreTotals {
+  std::int64_t evaluations_ok = 0;
+  std::int64_t evaluations_failed = 0;
+  std::int64_t sample_results = 0;
+};
+
+// One experiment's line of `ga-run status`.
+struct ExperimentStatus {
+  std::string name;
+  std::int64_t generations = 0;
+  std::int64_t individuals = 0;
+  std::int64_t evaluated = 0;    // individuals whose evaluation ran (cache_hit = 0)
+  std::int64_t from_cache = 0;
+  std::optional<double> best_fitness;
+  double prompts = 0.0;          // over every run
+  double backend_seconds = 0.0;  // over every run
+  std::int64_t runs = 0;
+  // "complete|running|stopped (host pid N, heartbeat T)" of the latest run;
+  // "running" means the heartbeat moved in the last 60 s.
+  std::optional<std::string> last_run;
+  // "host pid" of the latest unfinished run.
+  std::optional<std::string> unfinished_run;
+};
+
+// One generation's line of `ga-run report`: the checkpoint's best/mean over
+// its population, and how many of its new candidates were evaluated or came
+// from the cache.
+struct GenerationSummary {
+  std::int64_t generation = 0;
+  double best = 0.0;  // 0 when the checkpoint stored none
+  double mean = 0.0;
+  std::int64_t population = 0;
+  std::int64_t evaluated = 0;
+  std::int64_t from_cache = 0;
+};
+
+// A candidate channel of `ga-run phs-search` (table phs_channels).
+struct PhsChannelRecord {
+  std::string model_key;
+  std::string model_name;
+  nlohmann::json settings;
+  int channel = 0;
+  int monotone_layers = 0;
+  std::vector<int> monotone_layer_list;
+  int direction = 0;
+  double smoothness = 0.0;
+  double validation_loss = 0.0;
+  double baseline_loss = 0.0;
+  int rank = 0;
+  std::string created_at;
+};
+
 class Store {
  public:
-  // Opens or creates the file and applies every pending migration. A file
-  // from a newer midtune (user_version above latest) is refused.
-  explicit Store(const std::string& path);
+  enum class Access { read_write, read_only };
+  // read_write: opens or creates the file and applies every pending
+  // migration; a file from a newer midtune (user_version above latest) is
+  // refused. read_only: the file must exist and is neither migrated nor
+  // written (status, report).
+  explicit Store(const std::string& path, Access access = Access::read_write);
 
-  sql::Database& db() { return db_; }
   const std::string& path() const { return db_.path(); }
+  int schema_version() { return db_.user_version(); }
 
   std::optional<ExperimentRecord> find_experiment(const std::string& name);
+  // The most recently created experiment.
+  std::optional<ExperimentRecord> latest_experiment();
   std::vector<ExperimentRecord> experiments();
   ExperimentRecord create_experiment(const ExperimentRecord& record);
 
@@ -111,20 +210,70 @@ class Store {
   // The cache: only successful evaluations are returned.
   std::optional<EvaluationRecord> find_evaluation(const std::string& cache_key);
   std::optional<EvaluationRecord> evaluation(std::int64_t id);
-  // Inserts (or replaces a failed row with the same key); returns the id.
+  // Inserts (or replaces a failed row with the same key) with its samples,
+  // in one transaction; returns the id.
   std::int64_t insert_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
+
+  // One candidate's result, in one transaction: the evaluation stored under
+  // `cache_key` if one is there by now (another process may have stored it
+  // while the backend ran; the run's heartbeat only moves), else
+  // `evaluate()`'s evaluation inserted and counted in the run's heartbeat;
+  // then the individual `individual(evaluation)` builds. Returns it.
+  IndividualRecord record_individual(std::int64_t run_id, const std::string& cache_key,
+                                     const std::function<NewEvaluation()>& evaluate,
+                                     const std::function<IndividualRecord(const StoredEvaluation&)>& individual);
 
   void insert_individual(const IndividualRecord& record);
   std::optional<IndividualRecord> find_individual(std::int64_t experiment_id, std::int64_t candidate_id);
   std::vector<IndividualRecord> individuals(std::int64_t experiment_id);
+  std::optional<BestIndividual> best_individual(std::int64_t experiment_id);
+  // A model other than `model_key` that evaluated an individual of the
+  // experiment, if any.
+  std::optional<std::string> other_model(std::int64_t experiment_id, const std::string& model_key);
+  // Best and mean fitness of the stored individuals among `candidate_ids`
+  // (a JSON array); nullopt when none of them is stored.
+  std::optional<FitnessStats> fitness_of_candidates(std::int64_t experiment_id, const nlohmann::json& candidate_ids);
 
   void save_generation(const GenerationRecord& record);
+  // The generation checkpoint and the run's heartbeat, in one transaction.
+  void save_checkpoint(const GenerationRecord& record, std::int64_t run_id);
   std::optional<GenerationRecord> latest_generation(std::int64_t experiment_id);
   std::vector<GenerationRecord> generations(std::int64_t experiment_id);
+  std::vector<GenerationSummary> generation_summaries(std::int64_t experiment_id);
+
+  // Replaces the experiment's row for `role` on `split`.
+  void record_heldout(std::int64_t experiment_id, const std::string& role, const std::string& split,
+                      std::int64_t evaluation_id);
+  // Baseline, pi-mean, paper-default, then the rest (best); empty when the
+  // file predates schema version 3.
+  std::vector<HeldoutRow> heldout_rows(std::int64_t experiment_id);
+
+  StoreTotals totals();
+  std::vector<ExperimentStatus> experiment_statuses();
+
+  // Stores the candidates with one created_at (SQLite's clock), in one
+  // transaction; record.created_at is ignored.
+  void insert_phs_channels(const std::vector<PhsChannelRecord>& records);
+  // Every stored candidate, ordered by created_at then rank.
+  std::vector<PhsChannelRecord> phs_channels();
 
  private:
   void migrate();
+  std::int64_t insert_evaluation_rows(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
   sql::Database db_;
 };
+
+// `ga-run query`: one read-only statement on its own read-only connection.
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::optional<std::string>>> rows;  // nullopt: NULL
+};
+// The statement would modify the database.
+struct QueryRefused : sql::SqlError {
+  using sql::SqlError::SqlError;
+};
+// Throws QueryRefused for a statement that could write, sql::SqlError for
+// a file that cannot be read or SQL that does not compile.
+QueryResult run_read_only_query(const std::string& path, const std::string& sql_text);
 
 }  // namespace midtune

@@ -1,5 +1,6 @@
 #include "backends/engine/engine_backend.hpp"
 
+#include "backends/engine/chat_template.hpp"
 #include "backends/engine/hooks/engine_hooks.hpp"
 
 #include <algorithm>
@@ -300,6 +301,14 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
     }
   });
   return outputs;
+}
+
+std::optional<ChatWrapper> EngineBackend::chat_wrapper() const {
+  const ChatTemplate chat = ChatTemplate::from_gguf(model().file());
+  return ChatWrapper{chat_template_name(identity()), [chat](const std::string& message) {
+                       const RenderedPrompt r = chat.render_user(message);
+                       return WrappedUserMessage{r.text, r.content_begin};
+                     }};
 }
 
 }  // namespace midtune::engine

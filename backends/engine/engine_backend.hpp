@@ -55,6 +55,8 @@ class EngineBackend : public Backend {
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override;
   void validate(const Intervention& intervention) const override;
+  // The GGUF's chat template.
+  std::optional<ChatWrapper> chat_wrapper() const override;
 
   const Model& model() const { return *model_; }
   const RunStats& last_run_stats() const { return last_stats_; }

@@ -124,6 +124,14 @@ std::optional<PromptTemplate> ServerBackend::user_prompt() const {
   return reference_->user_prompt;
 }
 
+std::optional<ChatWrapper> ServerBackend::chat_wrapper() const {
+  const auto wrap = user_prompt();
+  if (!wrap) return std::nullopt;
+  return ChatWrapper{chat_template_name(identity()), [wrap = *wrap](const std::string& message) {
+                       return WrappedUserMessage{wrap.prefix + message + wrap.suffix, wrap.prefix.size()};
+                     }};
+}
+
 std::vector<EndpointStatus> ServerBackend::status() const {
   std::lock_guard lock(mutex_);
   std::vector<EndpointStatus> out;

@@ -57,6 +57,8 @@ class ServerBackend : public Backend {
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override;
   void validate(const Intervention& intervention) const override;
+  // user_prompt(), under the engine's name for the same model.
+  std::optional<ChatWrapper> chat_wrapper() const override;
 
   std::vector<EndpointStatus> status() const;
   // The served model's chat template for one user message (/v1/info

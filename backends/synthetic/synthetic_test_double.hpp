@@ -33,6 +33,8 @@ class SyntheticTestDoubleBackend : public Backend {
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override;
   void validate(const Intervention& intervention) const override;
+  // Not a model: prompts are used as written.
+  std::optional<ChatWrapper> chat_wrapper() const override { return std::nullopt; }
 
   // The hidden optimum: the per-layer scale the accuracy curve rewards.
   double target_scale(int layer) const;

@@ -49,7 +49,7 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
     Store store(db);
     Progress progress(err, Progress::detect(request.quiet));
     progress.message("experiment '" + prepared->inputs.experiment_name + "' -> " + db + " (" +
-                     std::to_string(prepared->inputs.search_items.size()) + " search prompts per evaluation)");
+                     std::to_string(prepared->inputs.items.size()) + " search prompts per evaluation)");
     const RunSummary s = run_search(store, prepared->inputs, progress);
     if (s.already_complete) out << "experiment '" << prepared->inputs.experiment_name << "' is already complete\n";
     out << "done: " << s.generations_done << " generations this run, " << s.evaluated << " evaluated, "
@@ -57,7 +57,7 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
     progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
-    run_heldout_step(store, experiment, prepared->inputs.experiment_name, s.experiment_id, out);
+    run_heldout_step(store, experiment, *prepared, s.experiment_id, out);
     return kExitOk;
   } catch (const ResumeRefused& e) {
     err << "ga-run: " << e.what() << '\n';
@@ -78,7 +78,7 @@ int validate_experiment(const std::string& file, std::ostream& out, std::ostream
       // against the model (the engine loads it; a server is only asked at run time).
       auto prepared = prepare_search(e, e.name);
       prepared->inputs.make_strategy();
-      extra = ", " + std::to_string(prepared->inputs.search_items.size()) + " search prompts, " +
+      extra = ", " + std::to_string(prepared->inputs.items.size()) + " search prompts, " +
               std::to_string(prepared->objective->space().size()) + " genes";
     }
     out << file << ": ok (experiment '" << e.name << "', backend " << e.backend.kind << ", dataset "

@@ -1,13 +1,14 @@
 #include "core/cli/eval_command.hpp"
 
 #include <fstream>
+#include <iostream>
 #include <stdexcept>
 
 #include "core/cli/commands.hpp"
-#include "core/cli/heldout.hpp"
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/experiment/config_error.hpp"
+#include "core/search/heldout.hpp"
 
 namespace midtune::cli {
 
@@ -76,9 +77,9 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
       label = "best";
     }
     auto prepared = prepare_search(experiment, experiment.name, split);
-    const SplitEvaluation evaluation = evaluate_on_split(store, prepared->inputs, intervention);
+    const SplitEvaluation evaluation = Evaluator(prepared->inputs).evaluate(store, intervention);
     out << "experiment '" << experiment.name << "', " << request.split << " split, " << prepared->inputs.metric
-        << ", " << prepared->inputs.search_items.size() << " prompts, "
+        << ", " << prepared->inputs.items.size() << " prompts, "
         << (evaluation.cache_hit ? "from the cache" : format_number(evaluation.wall_seconds, 1) + " s")
         << "\nintervention: " << intervention.canonical() << "\n\n";
     print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
@@ -95,13 +96,15 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
   }
 }
 
-void run_heldout_step(Store& store, const Experiment& experiment, const std::string& experiment_name,
-                      std::int64_t experiment_id, std::ostream& out) {
-  auto heldout = prepare_search(experiment, experiment_name, datasets::Split::heldout);
-  const std::vector<HeldoutEntry> entries = run_heldout(store, experiment_id, heldout->inputs);
+void run_heldout_step(Store& store, const Experiment& experiment, PreparedSearch& search, std::int64_t experiment_id,
+                      std::ostream& out) {
+  const auto heldout = prepare_split(experiment, *search.backend, datasets::Split::heldout);
+  const std::vector<HeldoutEntry> entries =
+      run_heldout(store, experiment_id, heldout->inputs, search.objective.get(),
+                  [](const std::string& note) { std::cerr << "midtune: held-out: " << note << '\n'; });
   json rendered = json::array();
   for (const HeldoutEntry& e : entries) rendered.push_back(entry_json(e.role, e.intervention, e.evaluation));
-  out << "held-out (" << heldout->inputs.search_items.size() << " prompts, " << heldout->inputs.metric << "):\n";
+  out << "held-out (" << heldout->inputs.items.size() << " prompts, " << heldout->inputs.metric << "):\n";
   print_side_by_side(rendered, out);
 }
 

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/cli/run_setup.hpp"
 #include "core/experiment/experiment.hpp"
 #include "schema/store.hpp"
 
@@ -30,9 +31,10 @@ CLI::App* add_eval_command(CLI::App& app, EvalRequest& request);
 int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err);
 
 // After a search: evaluates its best, the baseline and PI at the mean scale
-// on the held-out split (cached, so a rerun costs nothing), stores them in
+// (or the paper default) on the held-out split with the search's backend
+// and objective (cached, so a rerun costs nothing), stores them in
 // heldout_results and prints them side by side.
-void run_heldout_step(Store& store, const Experiment& experiment, const std::string& experiment_name,
-                      std::int64_t experiment_id, std::ostream& out);
+void run_heldout_step(Store& store, const Experiment& experiment, PreparedSearch& search, std::int64_t experiment_id,
+                      std::ostream& out);
 
 }  // namespace midtune::cli

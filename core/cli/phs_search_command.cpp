@@ -11,9 +11,10 @@
 
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/gguf.hpp"
+#include "backends/engine/tools/phs_capture.hpp"
 #include "core/cli/commands.hpp"
-#include "core/cli/phs_search_engine.hpp"
 #include "core/cli/table.hpp"
+#include "core/search/prompt_wrapper.hpp"
 #include "objectives/phs_channel_search.hpp"
 #include "schema/store.hpp"
 
@@ -82,23 +83,23 @@ struct Candidate {
 
 void store_candidates(const std::string& path, const ModelIdentity& model, const json& settings,
                       const std::vector<Candidate>& candidates, double baseline_loss) {
-  Store store(path);
-  sql::Transaction tx(store.db());
-  auto now = store.db().prepare("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')");
-  now.step();
-  const std::string created_at = now.column_text(0);
-  auto insert = store.db().prepare(
-      "INSERT INTO phs_channels (model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, "
-      "direction, smoothness, validation_loss, baseline_loss, rank, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  std::vector<PhsChannelRecord> records;
   for (const Candidate& c : candidates) {
-    insert.reset();
-    insert.bind_all(model.key(), model.name, settings.dump(), c.score.channel,
-                    static_cast<int>(c.score.monotone_layers.size()), json(c.score.monotone_layers).dump(),
-                    c.score.direction, c.score.smoothness, c.loss, baseline_loss, c.rank, created_at);
-    insert.run();
+    PhsChannelRecord r;
+    r.model_key = model.key();
+    r.model_name = model.name;
+    r.settings = settings;
+    r.channel = c.score.channel;
+    r.monotone_layers = static_cast<int>(c.score.monotone_layers.size());
+    r.monotone_layer_list = c.score.monotone_layers;
+    r.direction = c.score.direction;
+    r.smoothness = c.score.smoothness;
+    r.validation_loss = c.loss;
+    r.baseline_loss = baseline_loss;
+    r.rank = c.rank;
+    records.push_back(std::move(r));
   }
-  tx.commit();
+  Store(path).insert_phs_channels(records);
 }
 
 void print_candidates(std::ostream& out, const std::vector<Candidate>& candidates, double baseline_loss) {
@@ -138,22 +139,25 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
   std::vector<BatchItem> items;
   try {
     phs::check_options(options, layers, a.tokens);
-    items = kv_validation_items(*backend, {a.val_prompts, a.val_pairs, a.val_positions, a.val_seed});
+    // The model's chat template, as the engine experiments wrap prompts.
+    items = engine::tools::kv_validation_items(prompt_wrapper(*backend),
+                                               {a.val_prompts, a.val_pairs, a.val_positions, a.val_seed});
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
   const json settings = settings_json(a, options, layer_range);
   note("model " + identity.name + ": " + std::to_string(layers) + " layers, hidden " + std::to_string(identity.hidden));
 
-  const auto strings = random_token_strings(backend->tokenizer(), a.strings, a.tokens, a.seed);
-  const phs::LayerCurves curves = average_residual_stream(backend->model(), strings, a.threads, [&](int done) {
+  const auto strings = engine::tools::random_token_strings(backend->tokenizer(), a.strings, a.tokens, a.seed);
+  const phs::LayerCurves curves =
+      engine::tools::average_residual_stream(backend->model(), strings, a.threads, [&](int done) {
     if (done == a.strings || done % 16 == 0) note(std::to_string(done) + "/" + std::to_string(a.strings) + " random strings");
   });
   const double capture_seconds = seconds_since(start);
   const std::vector<phs::ChannelScore> found = phs::find_candidates(curves, options);
   note(std::to_string(found.size()) + " candidate channels");
 
-  const double baseline = validation_loss(*backend, Intervention{}, items);
+  const double baseline = engine::tools::validation_loss(*backend, Intervention{}, items);
   std::vector<Candidate> candidates;
   std::vector<double> losses;
   for (const phs::ChannelScore& s : found) {
@@ -163,7 +167,7 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
     h.scale = a.scale;
     for (int l = layer_range.first; l <= layer_range.second; ++l) h.layers.push_back(l);
     intervention.hidden_channel = h;
-    candidates.push_back({s, validation_loss(*backend, intervention, items), 0});
+    candidates.push_back({s, engine::tools::validation_loss(*backend, intervention, items), 0});
     losses.push_back(candidates.back().loss);
     note("channel " + std::to_string(s.channel) + ": loss " + format_number(losses.back(), 4));
   }

@@ -7,23 +7,22 @@
 #include <ostream>
 #include <string>
 
+#include "core/search/progress.hpp"
+
 namespace midtune::cli {
 
-class Progress {
+class Progress : public SearchProgress {
  public:
   enum class Style { bar, log, quiet };
   // Chooses bar when the stream is stderr and isatty(2), log otherwise.
   static Style detect(bool quiet);
   Progress(std::ostream& out, Style style, int total_candidates = 1);
-  // Candidates this process expects to handle (for the bar and the ETA).
-  void set_total(int total_candidates);
-
-  // After each candidate: how many are done (of total), whether from cache.
-  void candidate_done(int done, bool cache_hit, double best_fitness);
-  // After each generation's checkpoint.
-  void generation_done(int generation, int generations, double best, double mean, int evaluated, int cached);
-  void message(const std::string& line);
-  void finish();
+  void set_total(int total_candidates) override;
+  void candidate_done(int done, bool cache_hit, double best_fitness) override;
+  void generation_done(int generation, int generations, double best, double mean, int evaluated,
+                       int cached) override;
+  void message(const std::string& line) override;
+  void finish() override;
 
  private:
   std::ostream& out_;

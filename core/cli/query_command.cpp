@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "core/cli/table.hpp"
-#include "schema/sqlite.hpp"
+#include "schema/store.hpp"
 
 namespace midtune::cli {
 
@@ -13,23 +13,14 @@ int run_query(const std::string& db_path, const std::string& sql_text, std::ostr
     return 1;
   }
   try {
-    sql::Database db(db_path, sql::Database::Mode::read_only);
-    sql::Statement statement = db.prepare(sql_text);
-    if (!statement.readonly()) {
-      err << "ga-run query: refused: the statement would modify " << db_path
-          << " (query is read-only; use the sqlite3 shell to change a database)\n  SQL: " << sql_text << '\n';
-      return 1;
-    }
-    Row header;
-    for (int c = 0; c < statement.column_count(); ++c) header.push_back(statement.column_name(c));
+    const QueryResult result = run_read_only_query(db_path, sql_text);
     std::vector<Row> rows;
-    while (statement.step()) {
+    for (const auto& cells : result.rows) {
       Row row;
-      for (int c = 0; c < statement.column_count(); ++c)
-        row.push_back(statement.is_null(c) ? "NULL" : statement.column_text(c));
+      for (const auto& cell : cells) row.push_back(cell.value_or("NULL"));
       rows.push_back(std::move(row));
     }
-    if (!header.empty()) print_table(out, header, rows);
+    if (!result.columns.empty()) print_table(out, result.columns, rows);
     out << "(" << rows.size() << (rows.size() == 1 ? " row)\n" : " rows)\n");
     return 0;
   } catch (const sql::SqlError& e) {

@@ -6,8 +6,8 @@
 
 namespace midtune::cli {
 
-// Opens DB with SQLITE_OPEN_READONLY, refuses any statement that
-// sqlite3_stmt_readonly says could write, prints the rows as a table.
+// run_read_only_query (schema/store.hpp: a read-only connection that refuses
+// any statement that could write), the rows printed as a table.
 // Returns the exit status: 0 answered, 1 refused or failed (message on err).
 int run_query(const std::string& db_path, const std::string& sql, std::ostream& out, std::ostream& err);
 

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "core/cli/heldout.hpp"
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/table.hpp"
-#include "schema/sqlite.hpp"
+#include "core/search/heldout.hpp"
+#include "schema/store.hpp"
 
 namespace midtune::cli {
 
@@ -14,81 +14,49 @@ using nlohmann::json;
 
 namespace {
 
-std::int64_t pick_experiment(sql::Database& db, const std::string& name, std::string& chosen) {
-  auto s = db.prepare(name.empty() ? "SELECT id, name FROM experiments ORDER BY id DESC LIMIT 1"
-                                   : "SELECT id, name FROM experiments WHERE name = ?");
-  if (!name.empty()) s.bind_all(name);
-  if (!s.step()) {
-    if (name.empty()) throw std::runtime_error(db.path() + ": no experiments yet");
+ExperimentRecord pick_experiment(Store& store, const std::string& name) {
+  const auto found = name.empty() ? store.latest_experiment() : store.find_experiment(name);
+  if (!found) {
+    if (name.empty()) throw std::runtime_error(store.path() + ": no experiments yet");
     std::string known;
-    auto all = db.prepare("SELECT name FROM experiments ORDER BY id");
-    while (all.step()) known += (known.empty() ? "" : ", ") + all.column_text(0);
-    throw std::runtime_error(db.path() + ": no experiment named '" + name + "' (have: " + known + ")");
+    for (const ExperimentRecord& e : store.experiments()) known += (known.empty() ? "" : ", ") + e.name;
+    throw std::runtime_error(store.path() + ": no experiment named '" + name + "' (have: " + known + ")");
   }
-  chosen = s.column_text(1);
-  return s.column_int64(0);
-}
-
-// Per-layer scales from a stored Intervention: LPES has one row per layer
-// (one value each), PI a single value for every layer.
-json layer_scales(const json& intervention) {
-  json out = json::array();
-  if (!intervention.contains("rope_scale")) return out;
-  for (const json& row : intervention.at("rope_scale")) out.push_back(row.size() == 1 ? row.at(0) : row);
-  return out;
+  return *found;
 }
 
 }  // namespace
 
 json build_report(const std::string& db_path, const std::string& experiment) {
   if (!std::filesystem::is_regular_file(db_path)) throw std::runtime_error(db_path + ": no such database file");
-  sql::Database db(db_path, sql::Database::Mode::read_only);
-  std::string name;
-  const std::int64_t id = pick_experiment(db, experiment, name);
+  Store store(db_path, Store::Access::read_only);
+  const ExperimentRecord experiment_record = pick_experiment(store, experiment);
+  const std::string& name = experiment_record.name;
+  const std::int64_t id = experiment_record.id;
   json report = {{"database", db_path}, {"experiment", name}};
+  report["search_config"] = experiment_record.search_config;
 
-  auto config = db.prepare("SELECT search_config FROM experiments WHERE id = ?");
-  config.bind_all(id);
-  config.step();
-  report["search_config"] = json::parse(config.column_text(0));
-
-  // Best/mean over each generation's population (the checkpoint), and how
-  // many of its new candidates were evaluated or came from the cache.
-  auto gens = db.prepare(
-      "SELECT g.generation, g.best_fitness, g.mean_fitness, json_array_length(g.population), "
-      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
-      "AND i.cache_hit = 0), "
-      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
-      "AND i.cache_hit = 1) "
-      "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
-  gens.bind_all(id);
   report["generations"] = json::array();
-  while (gens.step())
-    report["generations"].push_back({{"generation", gens.column_int64(0)},
-                                     {"best", gens.column_double(1)},
-                                     {"mean", gens.column_double(2)},
-                                     {"population", gens.column_int64(3)},
-                                     {"evaluated", gens.column_int64(4)},
-                                     {"from_cache", gens.column_int64(5)}});
+  for (const GenerationSummary& g : store.generation_summaries(id))
+    report["generations"].push_back({{"generation", g.generation},
+                                     {"best", g.best},
+                                     {"mean", g.mean},
+                                     {"population", g.population},
+                                     {"evaluated", g.evaluated},
+                                     {"from_cache", g.from_cache}});
   if (report["generations"].empty()) throw std::runtime_error(db_path + ": experiment '" + name + "' has no completed generation yet");
 
-  auto best = db.prepare(
-      "SELECT i.candidate_id, i.generation, i.fitness, i.genome, i.origin, e.intervention, e.position_scores, "
-      "e.fitness_inputs FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
-      "WHERE i.experiment_id = ? ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
-  best.bind_all(id);
-  best.step();
-  const json intervention = json::parse(best.column_text(5));
-  report["best"] = {{"candidate", best.column_int64(0)},
-                    {"generation", best.column_int64(1)},
-                    {"fitness", best.column_double(2)},
-                    {"genome", json::parse(best.column_text(3))},
-                    {"origin", best.column_text(4)},
-                    {"intervention", intervention},
-                    {"layer_scales", layer_scales(intervention)},
-                    {"position_scores", json::parse(best.column_text(6))},
-                    {"fitness_inputs", json::parse(best.column_text(7))}};
-  report["heldout"] = heldout_json(db, id);
+  const BestIndividual best = *store.best_individual(id);
+  report["best"] = {{"candidate", best.individual.candidate_id},
+                    {"generation", best.individual.generation},
+                    {"fitness", best.individual.fitness},
+                    {"genome", best.individual.genome},
+                    {"origin", best.individual.origin},
+                    {"intervention", best.intervention},
+                    {"layer_scales", layer_scales(best.intervention)},
+                    {"position_scores", best.position_scores},
+                    {"fitness_inputs", best.fitness_inputs}};
+  report["heldout"] = heldout_json(store, id);
   return report;
 }
 

@@ -8,9 +8,9 @@
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
-#include "core/cli/prompt_wrapper.hpp"
 #include "core/experiment/config_error.hpp"
 #include "core/ga/factory.hpp"
+#include "core/search/prompt_wrapper.hpp"
 
 namespace midtune {
 
@@ -152,6 +152,40 @@ void require_searchable_on_backend(const Experiment& e, const Objective& objecti
   }
 }
 
+namespace {
+
+// The evaluation inputs of `slice` on `backend` under the experiment's metric.
+void fill_evaluation_inputs(const Experiment& e, Backend& backend, const datasets::Slice& slice, EvaluationInputs& in) {
+  in.backend = &backend;
+  for (const datasets::EvalSample& s : slice.samples) {
+    in.items.push_back(s.item);
+    in.position_index.push_back(s.position_index);
+  }
+  in.gold_positions = e.dataset.gold_positions;
+  in.dataset_slice = slice.identity;
+  in.run_options.mode = mode_from_string(e.dataset.metric);
+  in.run_options.max_new_tokens = e.dataset.max_new_tokens;
+  in.metric = in.run_options.mode == Mode::generate
+                  ? "generate(max_new_tokens=" + std::to_string(e.dataset.max_new_tokens) + ")"
+                  : "teacher_forced";
+  const datasets::Slice* samples = &slice;
+  if (in.run_options.mode == Mode::teacher_forced)
+    in.score = [](std::size_t, const SampleOutput& o) { return o.gold_emitted_first; };
+  else
+    in.score = [samples](std::size_t i, const SampleOutput& o) {
+      return datasets::is_correct(samples->samples[i], o.output_text);
+    };
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedSplit> prepare_split(const Experiment& e, Backend& backend, datasets::Split split) {
+  auto p = std::make_unique<PreparedSplit>();
+  p->slice = datasets::build_slice(slice_spec(e), split, prompt_wrapper(backend));
+  fill_evaluation_inputs(e, backend, p->slice, p->inputs);
+  return p;
+}
+
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name,
                                                datasets::Split split) {
   require_input_files(e);
@@ -163,33 +197,17 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   p->slice = datasets::build_slice(slice_spec(e), split, prompt_wrapper(*p->backend));
 
   SearchInputs& in = p->inputs;
+  fill_evaluation_inputs(e, *p->backend, p->slice, in);
   in.experiment_name = experiment_name;
   in.config_text = e.text;
   in.source_path = e.file.string();
   in.search_config = e.search_fingerprint();
-  in.backend = p->backend.get();
   in.objective = p->objective.get();
   const json strategy = strategy_config(e.search);
   const GenomeSpace* space = &p->objective->space();
   const std::uint64_t seed = e.seed;
   in.make_strategy = [space, strategy, seed] { return make_strategy(*space, strategy, seed); };
   in.make_strategy();  // a bad search section fails here, as a configuration error
-  for (const datasets::EvalSample& s : p->slice.samples) {
-    in.search_items.push_back(s.item);
-    in.position_index.push_back(s.position_index);
-  }
-  in.gold_positions = e.dataset.gold_positions;
-  in.dataset_slice = p->slice.identity;
-  in.run_options.mode = mode_from_string(e.dataset.metric);
-  in.run_options.max_new_tokens = e.dataset.max_new_tokens;
-  in.metric = in.run_options.mode == Mode::generate
-                  ? "generate(max_new_tokens=" + std::to_string(e.dataset.max_new_tokens) + ")"
-                  : "teacher_forced";
-  const datasets::Slice* slice = &p->slice;
-  if (in.run_options.mode == Mode::teacher_forced)
-    in.score = [](std::size_t, const SampleOutput& o) { return o.gold_emitted_first; };
-  else
-    in.score = [slice](std::size_t i, const SampleOutput& o) { return datasets::is_correct(slice->samples[i], o.output_text); };
   in.planned_generations = planned_generations(e.search);
   return p;
 }

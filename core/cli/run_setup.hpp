@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "core/cli/run_loop.hpp"
+#include "core/search/search_run.hpp"
 #include "core/experiment/experiment.hpp"
 #include "datasets/slice.hpp"
 #include "objectives/objective.hpp"
@@ -22,6 +22,12 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment);
 nlohmann::json strategy_config(const SearchConfig& search);
 // Batches the strategy will ask for (for progress); 0 when unknown.
 int planned_generations(const SearchConfig& search);
+
+// One split of the experiment's data, wrapped for a backend, with its scorer.
+struct PreparedSplit {
+  datasets::Slice slice;
+  EvaluationInputs inputs;  // points into slice and at the backend
+};
 
 // Everything one `ga-run EXPERIMENT.yaml` process holds while it runs.
 struct PreparedSearch {
@@ -39,8 +45,12 @@ void require_input_files(const Experiment& experiment);
 // end of its range, decodes to an Intervention the backend refuses.
 void require_searchable_on_backend(const Experiment& experiment, const Objective& objective, const Backend& backend);
 
+// The prompts of `split` for `backend` (the held-out step reuses the
+// search's backend: the model is loaded once).
+std::unique_ptr<PreparedSplit> prepare_split(const Experiment& experiment, Backend& backend, datasets::Split split);
+
 // experiment_name overrides experiment.name (--new-experiment). `split`
-// chooses the prompts (the held-out step and `ga-run eval` use heldout).
+// chooses the prompts (`ga-run eval` may use heldout).
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name,
                                                datasets::Split split = datasets::Split::search);
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "core/cli/table.hpp"
-#include "schema/sqlite.hpp"
+#include "schema/store.hpp"
 
 namespace midtune::cli {
 
@@ -32,40 +32,21 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
     return 1;
   }
   try {
-    sql::Database db(db_path, sql::Database::Mode::read_only);
-    auto totals = db.prepare(
-        "SELECT (SELECT count(*) FROM evaluations WHERE status = 'ok'), "
-        "(SELECT count(*) FROM evaluations WHERE status = 'failed'), (SELECT count(*) FROM sample_results)");
-    totals.step();
-    out << db_path << ": schema v" << db.user_version() << ", " << totals.column_int64(0) << " evaluations cached ("
-        << totals.column_int64(1) << " failed), " << totals.column_int64(2) << " sample results\n";
-    // A run is "running" if its heartbeat moved in the last 60 s and it has not finished.
-    auto s = db.prepare(R"sql(
-      SELECT e.name,
-        (SELECT count(*) FROM generations g WHERE g.experiment_id = e.id),
-        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id),
-        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 0),
-        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 1),
-        (SELECT max(fitness) FROM individuals i WHERE i.experiment_id = e.id),
-        (SELECT sum(prompts) FROM runs r WHERE r.experiment_id = e.id),
-        (SELECT sum(backend_seconds) FROM runs r WHERE r.experiment_id = e.id),
-        (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id),
-        (SELECT CASE WHEN r.finished_at IS NOT NULL THEN 'complete'
-                     WHEN julianday('now') - julianday(r.heartbeat_at) < 60.0 / 86400 THEN 'running'
-                     ELSE 'stopped' END || ' (' || r.host || ' pid ' || r.pid || ', heartbeat ' || r.heartbeat_at || ')'
-         FROM runs r WHERE r.experiment_id = e.id ORDER BY r.id DESC LIMIT 1),
-        (SELECT r.host || ' ' || r.pid FROM runs r WHERE r.experiment_id = e.id AND r.finished_at IS NULL
-         ORDER BY r.id DESC LIMIT 1)
-      FROM experiments e ORDER BY e.id)sql");
+    Store store(db_path, Store::Access::read_only);
+    const StoreTotals totals = store.totals();
+    out << db_path << ": schema v" << store.schema_version() << ", " << totals.evaluations_ok
+        << " evaluations cached (" << totals.evaluations_failed << " failed), " << totals.sample_results
+        << " sample results\n";
     std::vector<Row> rows;
-    while (s.step()) {
-      const double prompts = s.column_double(6), seconds = s.column_double(7);
-      std::string last_run = s.is_null(9) ? "never run" : s.column_text(9);
-      if (!s.is_null(10) && last_run.rfind("running", 0) == 0 && !process_alive(s.column_text(10)))
+    for (const ExperimentStatus& e : store.experiment_statuses()) {
+      std::string last_run = e.last_run.value_or("never run");
+      if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
         last_run.replace(0, 7, "stopped");
-      rows.push_back({s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3), s.column_text(4),
-                      s.is_null(5) ? "-" : format_number(s.column_double(5)),
-                      seconds > 0 ? format_number(prompts / seconds, 1) : "-", s.column_text(8), last_run});
+      rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
+                      std::to_string(e.evaluated), std::to_string(e.from_cache),
+                      e.best_fitness ? format_number(*e.best_fitness) : "-",
+                      e.backend_seconds > 0 ? format_number(e.prompts / e.backend_seconds, 1) : "-",
+                      std::to_string(e.runs), last_run});
     }
     print_table(out,
                 {"experiment", "generations done", "individuals", "evaluated", "saved by cache", "best fitness",

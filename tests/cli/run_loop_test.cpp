@@ -1,7 +1,7 @@
 // The run loop on the synthetic test double with a small fixture strategy:
 // completion, the evaluation cache, resume after an interruption, refusal of
 // an edited search.
-#include "core/cli/run_loop.hpp"
+#include "core/search/search_run.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
 #include "core/cli/status_command.hpp"
@@ -113,7 +114,7 @@ class RunLoopTest : public testing::TempDirTest {
     for (size_t k = 0; k < in.gold_positions.size(); ++k)
       for (int i = 0; i < 10; ++i) {
         const double p = in.gold_positions[k];
-        in.search_items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
+        in.items.push_back({"p" + std::to_string(p) + "-" + std::to_string(i), "prompt", {}, "gold" + std::to_string(i), p});
         in.position_index.push_back(k);
       }
     in.dataset_slice = {{"fixture", 1}};
@@ -150,9 +151,7 @@ TEST_F(RunLoopTest, RunsToCompletionAndCachesRepeatedInterventions) {
   for (const auto& r : rows) distinct.insert(r.genome.dump());
   EXPECT_EQ(static_cast<size_t>(s.evaluated), distinct.size()) << "each distinct genome is evaluated exactly once";
   EXPECT_EQ(store.generations(s.experiment_id).size(), 3u);
-  auto samples = store.db().prepare("SELECT count(*) FROM sample_results");
-  ASSERT_TRUE(samples.step());
-  EXPECT_EQ(samples.column_int64(0), 30 * s.evaluated);
+  EXPECT_EQ(store.totals().sample_results, 30 * s.evaluated);
 
   // Running again is a no-op: the experiment is complete.
   const RunSummary again = run_search(store, inputs(backend), quiet_);
@@ -187,9 +186,7 @@ TEST_F(RunLoopTest, ResumeAfterFailureMatchesAnUninterruptedRun) {
   const auto experiment = store.find_experiment("fixture-exp");
   ASSERT_TRUE(experiment);
   EXPECT_EQ(individuals(store, experiment->id), reference);
-  auto failed = store.db().prepare("SELECT count(*) FROM evaluations WHERE status = 'failed'");
-  ASSERT_TRUE(failed.step());
-  EXPECT_EQ(failed.column_int64(0), 0) << "failed rows are replaced by the successful retry";
+  EXPECT_EQ(store.totals().evaluations_failed, 0) << "failed rows are replaced by the successful retry";
 }
 
 TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {

@@ -1,7 +1,7 @@
 // Held-out evaluation on the synthetic test double: cached split
 // evaluations, the three roles stored by role, PI at the mean scale, the
 // side-by-side rendering and the SVG.
-#include "core/cli/heldout.hpp"
+#include "core/search/heldout.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/svg_plot.hpp"
 #include "core/experiment/experiment.hpp"
+#include "core/search/search_run.hpp"
 #include "objectives/objective.hpp"
 #include "tests/cli/temp_dir.hpp"
 
@@ -47,7 +48,7 @@ class HeldoutTest : public testing::TempDirTest {
     in.gold_positions = {0.0, 0.5, 1.0};
     for (std::size_t k = 0; k < in.gold_positions.size(); ++k)
       for (int i = 0; i < 8; ++i) {
-        in.search_items.push_back({slice + std::to_string(k) + "-" + std::to_string(i), "prompt", {}, "gold",
+        in.items.push_back({slice + std::to_string(k) + "-" + std::to_string(i), "prompt", {}, "gold",
                                    in.gold_positions[k]});
         in.position_index.push_back(k);
       }
@@ -111,16 +112,16 @@ TEST_F(HeldoutTest, StoresThreeRolesAndRendersThem) {
   best.rope_scale = {{1.0}, {1.2}, {1.4}, {1.8}};
   const std::int64_t id = experiment_with_best(store, split_inputs(backend, "s"), best);
   const SearchInputs heldout = split_inputs(backend, "h");
-  const auto entries = run_heldout(store, id, heldout);
+  const auto entries = run_heldout(store, id, heldout, heldout.objective);
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].intervention, best);
   EXPECT_EQ(entries[2].intervention.rope_scale, (std::vector<std::vector<double>>{{1.35}}));
   // A second run reuses every evaluation and keeps one row per role.
   const int runs = backend.runs;
-  run_heldout(store, id, heldout);
+  run_heldout(store, id, heldout, heldout.objective);
   EXPECT_EQ(backend.runs, runs);
 
-  const json stored = heldout_json(store.db(), id);
+  const json stored = heldout_json(store, id);
   ASSERT_EQ(stored.size(), 3u);
   EXPECT_EQ(stored[0]["role"], "baseline");
   EXPECT_EQ(stored[1]["role"], "pi-mean");
@@ -155,12 +156,12 @@ TEST_F(HeldoutTest, MethodsWithAPaperDefaultShowItInsteadOfPi) {
   const std::int64_t id = experiment_with_best(store, search, best);
   SearchInputs heldout = split_inputs(backend, "h");
   heldout.objective = objective.get();
-  const auto entries = run_heldout(store, id, heldout);
+  const auto entries = run_heldout(store, id, heldout, heldout.objective);
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[2].role, "paper-default");
   ASSERT_TRUE(entries[2].intervention.mspoe);
   EXPECT_DOUBLE_EQ(entries[2].intervention.mspoe->min_ratio, 1.2);
-  const json stored = heldout_json(store.db(), id);
+  const json stored = heldout_json(store, id);
   ASSERT_EQ(stored.size(), 3u);
   EXPECT_EQ(stored[0]["role"], "baseline");
   EXPECT_EQ(stored[1]["role"], "paper-default");

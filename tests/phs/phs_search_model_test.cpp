@@ -11,7 +11,7 @@
 #include "backends/engine/engine_backend.hpp"
 #include "core/cli/commands.hpp"
 #include "core/cli/phs_search_command.hpp"
-#include "core/cli/phs_search_engine.hpp"
+#include "backends/engine/tools/phs_capture.hpp"
 #include "schema/store.hpp"
 #include "tests/cli/temp_dir.hpp"
 #include "tests/engine/model_path.hpp"
@@ -51,24 +51,21 @@ TEST_F(PhsSearchModel, WritesRankedCandidatesAndPrintsTheTable) {
   EXPECT_NE(text.find("written to " + path("phs.db")), std::string::npos) << text;
 
   Store store(path("phs.db"));
-  auto rows = store.db().prepare(
-      "SELECT channel, monotone_layers, smoothness, validation_loss, baseline_loss, rank, settings, model_name "
-      "FROM phs_channels ORDER BY rank");
   std::vector<double> losses;
   std::set<int> channels;
   int expected_rank = 1;
-  while (rows.step()) {
-    const int channel = static_cast<int>(rows.column_int64(0));
+  for (const PhsChannelRecord& row : store.phs_channels()) {
+    const int channel = row.channel;
     EXPECT_GE(channel, 0);
     EXPECT_LT(channel, 576);
-    EXPECT_GT(rows.column_int64(1) * 4, 30) << "monotone in more than L/4 = 7.5 of 30 layers";
-    EXPECT_GE(rows.column_double(2), 0.0);
-    EXPECT_TRUE(std::isfinite(rows.column_double(3)));
-    EXPECT_GT(rows.column_double(4), 0.0);
-    EXPECT_EQ(rows.column_int64(5), expected_rank++);
-    EXPECT_NE(rows.column_text(6).find("\"tokens\":96"), std::string::npos);
-    EXPECT_FALSE(rows.column_text(7).empty());
-    losses.push_back(rows.column_double(3));
+    EXPECT_GT(row.monotone_layers * 4, 30) << "monotone in more than L/4 = 7.5 of 30 layers";
+    EXPECT_GE(row.smoothness, 0.0);
+    EXPECT_TRUE(std::isfinite(row.validation_loss));
+    EXPECT_GT(row.baseline_loss, 0.0);
+    EXPECT_EQ(row.rank, expected_rank++);
+    EXPECT_NE(row.settings.dump().find("\"tokens\":96"), std::string::npos);
+    EXPECT_FALSE(row.model_name.empty());
+    losses.push_back(row.validation_loss);
     channels.insert(channel);
     // Every stored channel is a row of the printed table.
     EXPECT_NE(text.find("| " + std::to_string(channel) + " "), std::string::npos) << text;
@@ -99,13 +96,13 @@ TEST_F(PhsSearchModel, TooFewTokensForTheSkippedPrefixIsAUsageError) {
 // in prefill_chunk pieces (it gets each piece's start index).
 TEST_F(PhsSearchModel, ResidualHookIsIndependentOfPrefillChunking) {
   engine::EngineBackend backend(model_);
-  const auto strings = random_token_strings(backend.tokenizer(), 2, 80, 9);
+  const auto strings = engine::tools::random_token_strings(backend.tokenizer(), 2, 80, 9);
   ASSERT_EQ(strings[0].size(), 80u);
   engine::Model whole(model_);
   engine::Model chunked(model_);
   chunked.prefill_chunk = 24;
-  const phs::LayerCurves a = average_residual_stream(whole, strings, 2);
-  const phs::LayerCurves b = average_residual_stream(chunked, strings, 2);
+  const phs::LayerCurves a = engine::tools::average_residual_stream(whole, strings, 2);
+  const phs::LayerCurves b = engine::tools::average_residual_stream(chunked, strings, 2);
   ASSERT_EQ(a.values.size(), b.values.size());
   ASSERT_EQ(a.layers, 30);
   double worst = 0.0, scale = 0.0;

@@ -37,9 +37,10 @@ EvaluationRecord sample_evaluation(const std::string& key) {
 
 TEST_F(StoreTest, NewFileReachesLatestVersionInWalMode) {
   Store store(db_path());
-  EXPECT_EQ(store.db().user_version(), latest_schema_version());
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
   EXPECT_GE(latest_schema_version(), 2);
-  auto s = store.db().prepare("PRAGMA journal_mode");
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  auto s = reader.prepare("PRAGMA journal_mode");
   ASSERT_TRUE(s.step());
   EXPECT_EQ(s.column_text(0), "wal");
 }
@@ -51,12 +52,13 @@ TEST_F(StoreTest, MigratesAVersionOneFileForward) {
     db.exec("PRAGMA user_version = 1");
   }
   Store store(db_path());
-  EXPECT_EQ(store.db().user_version(), latest_schema_version());
-  auto s = store.db().prepare("SELECT count(*) FROM sqlite_master WHERE name = 'individuals_by_generation'");
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  auto s = reader.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'individuals_by_generation'");
   ASSERT_TRUE(s.step());
   EXPECT_EQ(s.column_int64(0), 1);
   Store again(db_path());  // reopening applies nothing twice
-  EXPECT_EQ(again.db().user_version(), latest_schema_version());
+  EXPECT_EQ(again.schema_version(), latest_schema_version());
 }
 
 TEST_F(StoreTest, RefusesAFileFromANewerMidtune) {
@@ -75,8 +77,9 @@ TEST_F(StoreTest, RefusesAFileFromANewerMidtune) {
 
 TEST_F(StoreTest, ErrorsNameTheFileAndTheSql) {
   Store store(db_path());
+  sql::Database db(db_path(), sql::Database::Mode::read_write_create);
   try {
-    store.db().exec("SELECT * FROM no_such_table");
+    db.exec("SELECT * FROM no_such_table");
     FAIL();
   } catch (const sql::SqlError& e) {
     const std::string what = e.what();
@@ -102,7 +105,8 @@ TEST_F(StoreTest, EvaluationCacheRoundTripsAndIgnoresFailures) {
   EXPECT_EQ(found->position_scores, ok.position_scores);
   EXPECT_EQ(found->fitness_inputs, ok.fitness_inputs);
   EXPECT_DOUBLE_EQ(found->wall_seconds, 0.25);
-  auto count = store.db().prepare("SELECT count(*), sum(correct) FROM sample_results WHERE evaluation_id = ?");
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  auto count = reader.prepare("SELECT count(*), sum(correct) FROM sample_results WHERE evaluation_id = ?");
   count.bind_all(id);
   ASSERT_TRUE(count.step());
   EXPECT_EQ(count.column_int64(0), 2);
@@ -112,17 +116,20 @@ TEST_F(StoreTest, EvaluationCacheRoundTripsAndIgnoresFailures) {
 
 TEST_F(StoreTest, TransactionRollsBackWhenNotCommitted) {
   Store store(db_path());
+  sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+  const std::string insert =
+      "INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('k2', '', '', '{}')";
   {
-    sql::Transaction tx(store.db());
-    store.insert_evaluation(sample_evaluation("k2"), {});
+    sql::Transaction tx(db);
+    db.exec(insert);
   }
-  EXPECT_FALSE(store.find_evaluation("k2"));
+  EXPECT_FALSE(store.find_experiment("k2"));
   {
-    sql::Transaction tx(store.db());
-    store.insert_evaluation(sample_evaluation("k2"), {});
+    sql::Transaction tx(db);
+    db.exec(insert);
     tx.commit();
   }
-  EXPECT_TRUE(store.find_evaluation("k2"));
+  EXPECT_TRUE(store.find_experiment("k2"));
 }
 
 TEST_F(StoreTest, ExperimentsIndividualsGenerationsAndRuns) {
@@ -169,7 +176,8 @@ TEST_F(StoreTest, ExperimentsIndividualsGenerationsAndRuns) {
   EXPECT_EQ(store.latest_generation(created.id)->strategy_state["rng"], "y");
   EXPECT_EQ(store.generations(created.id).size(), 2u);
   store.finish_run(run);
-  auto r = store.db().prepare("SELECT evaluations, prompts, finished_at IS NOT NULL FROM runs WHERE id = ?");
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  auto r = reader.prepare("SELECT evaluations, prompts, finished_at IS NOT NULL FROM runs WHERE id = ?");
   r.bind_all(run);
   ASSERT_TRUE(r.step());
   EXPECT_EQ(r.column_int64(0), 1);
@@ -209,8 +217,9 @@ TEST_F(StoreTest, ReadOnlyConnectionReadsADatabaseLeftByAKilledWriter) {
 
 TEST_F(StoreTest, PrepareRejectsMoreThanOneStatement) {
   Store store(db_path());
-  EXPECT_THROW(store.db().prepare("SELECT 1; DELETE FROM experiments"), sql::SqlError);
-  EXPECT_NO_THROW(store.db().prepare("SELECT 1;  \n"));
+  sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+  EXPECT_THROW(db.prepare("SELECT 1; DELETE FROM experiments"), sql::SqlError);
+  EXPECT_NO_THROW(db.prepare("SELECT 1;  \n"));
 }
 
 // Every example in schema/queries.sql runs on a populated file and returns rows.
@@ -237,10 +246,7 @@ TEST_F(StoreTest, ExampleQueriesRun) {
     store.insert_individual(ind);
   }
   // One `ga-run phs-search` candidate (schema v5) for the phs_channels example.
-  store.db().exec(
-      "INSERT INTO phs_channels (model_key, model_name, settings, channel, monotone_layers, monotone_layer_list, "
-      "direction, smoothness, validation_loss, baseline_loss, rank, created_at) "
-      "VALUES ('k', 'm', '{}', 3, 9, '[2]', 1, 0.01, 1.5, 1.6, 1, '2026-01-01T00:00:00Z')");
+  store.insert_phs_channels({{"k", "m", nlohmann::json::object(), 3, 9, {2}, 1, 0.01, 1.5, 1.6, 1, ""}});
   std::ifstream file(std::string(MIDTUNE_SOURCE_DIR) + "/schema/queries.sql");
   ASSERT_TRUE(file) << "schema/queries.sql missing";
   std::string line, statement;
@@ -249,7 +255,8 @@ TEST_F(StoreTest, ExampleQueriesRun) {
     if (statement.empty() && (line.empty() || line.rfind("--", 0) == 0)) continue;
     statement += line + "\n";
     if (!sqlite3_complete(statement.c_str())) continue;
-    auto s = store.db().prepare(statement);
+    sql::Database reader(db_path(), sql::Database::Mode::read_only);
+    auto s = reader.prepare(statement);
     EXPECT_TRUE(s.readonly()) << statement;
     EXPECT_TRUE(s.step()) << "no rows from:\n" << statement;
     statement.clear();

@@ -1,4 +1,4 @@
-#include "core/cli/phs_search_engine.hpp"
+#include "backends/engine/tools/phs_capture.hpp"
 
 #include <random>
 #include <stdexcept>
@@ -6,13 +6,12 @@
 
 #include <tbb/task_arena.h>
 
-#include "core/cli/prompt_wrapper.hpp"
 #include "datasets/hashing.hpp"
 #include "datasets/kv_retrieval.hpp"
 #include "datasets/prompts.hpp"
 #include "datasets/slice.hpp"
 
-namespace midtune::cli {
+namespace midtune::engine::tools {
 
 std::vector<std::vector<std::int32_t>> random_token_strings(const Tokenizer& tokenizer, int count, int tokens,
                                                             std::uint64_t seed) {
@@ -33,7 +32,7 @@ std::vector<std::vector<std::int32_t>> random_token_strings(const Tokenizer& tok
   return out;
 }
 
-phs::LayerCurves average_residual_stream(const engine::Model& model,
+phs::LayerCurves average_residual_stream(const Model& model,
                                          const std::vector<std::vector<std::int32_t>>& strings, int threads,
                                          const std::function<void(int done)>& progress) {
   if (strings.empty()) throw std::invalid_argument("phs-search: no random strings to average");
@@ -41,7 +40,7 @@ phs::LayerCurves average_residual_stream(const engine::Model& model,
   const int hidden = static_cast<int>(model.config().hidden);
   const int tokens = static_cast<int>(strings.front().size());
   std::vector<double> sum(static_cast<std::size_t>(layers) * tokens * hidden, 0.0);
-  engine::ForwardHooks hooks;
+  ForwardHooks hooks;
   hooks.on_layer_output = [&](int layer, int start, std::span<const float> residual, int count) {
     double* row = sum.data() + (static_cast<std::size_t>(layer) * tokens + start) * hidden;
     for (std::size_t i = 0; i < static_cast<std::size_t>(count) * hidden; ++i) row[i] += residual[i];
@@ -52,7 +51,7 @@ phs::LayerCurves average_residual_stream(const engine::Model& model,
       if (static_cast<int>(strings[s].size()) != tokens) {
         throw std::invalid_argument("phs-search: random strings must all have " + std::to_string(tokens) + " tokens");
       }
-      engine::Sequence seq(model, tokens, engine::RopeScales::ones(layers, static_cast<int>(model.config().heads)));
+      Sequence seq(model, tokens, RopeScales::ones(layers, static_cast<int>(model.config().heads)));
       model.forward(seq, strings[s], {}, {}, &hooks);
       if (progress) progress(static_cast<int>(s) + 1);
     }
@@ -63,7 +62,7 @@ phs::LayerCurves average_residual_stream(const engine::Model& model,
   return curves;
 }
 
-std::vector<BatchItem> kv_validation_items(const engine::EngineBackend& backend, const KvValidationSpec& spec) {
+std::vector<BatchItem> kv_validation_items(const datasets::PromptWrapper& wrapper, const KvValidationSpec& spec) {
   if (spec.prompts < 1) throw std::invalid_argument("phs-search: --val-prompts must be at least 1");
   if (spec.pairs < 2) throw std::invalid_argument("phs-search: --val-pairs must be at least 2");
   if (spec.gold_positions.empty()) throw std::invalid_argument("phs-search: --val-positions is empty");
@@ -72,8 +71,6 @@ std::vector<BatchItem> kv_validation_items(const engine::EngineBackend& backend,
       throw std::invalid_argument("phs-search: --val-positions: " + std::to_string(p) + " is outside [0, 1]");
     }
   }
-  // The model's chat template, as the engine experiments wrap prompts.
-  const datasets::PromptWrapper wrapper = engine_prompt_wrapper(backend);
   const auto pairs = static_cast<std::size_t>(spec.pairs);
   std::vector<BatchItem> items;
   for (int j = 0; j < spec.prompts; ++j) {
@@ -91,8 +88,7 @@ std::vector<BatchItem> kv_validation_items(const engine::EngineBackend& backend,
   return items;
 }
 
-double validation_loss(engine::EngineBackend& backend, const Intervention& intervention,
-                       const std::vector<BatchItem>& items) {
+double validation_loss(Backend& backend, const Intervention& intervention, const std::vector<BatchItem>& items) {
   RunOptions options;
   options.mode = Mode::teacher_forced;
   const auto outputs = backend.run(intervention, items, options);
@@ -101,4 +97,4 @@ double validation_loss(engine::EngineBackend& backend, const Intervention& inter
   return loss / static_cast<double>(outputs.size());
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::engine::tools

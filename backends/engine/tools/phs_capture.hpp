@@ -1,8 +1,9 @@
-// The model-side steps of `ga-run phs-search` (METHODS.md "PHS", paper 001
-// §3.2): the residual stream averaged over random strings, captured with
-// ForwardHooks::on_layer_output, and the loss on a generated KV validation
-// set under one Intervention (teacher_forced gold log-probability). The
-// analysis between them is objectives/phs_channel_search.hpp.
+// The model-side steps of `ga-run phs-search` (docs/methods.md "PHS", paper
+// 001 §3.2): the residual stream averaged over random strings, captured with
+// the in-tree engine's ForwardHooks::on_layer_output (engine-only, hence
+// here), and the loss on a generated KV validation set under one
+// Intervention (teacher_forced gold log-probability). The analysis between
+// them is objectives/phs_channel_search.hpp; the command is core/cli.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +12,10 @@
 
 #include "backends/backend.hpp"
 #include "backends/engine/engine_backend.hpp"
+#include "datasets/prompts.hpp"
 #include "objectives/phs_channel_search.hpp"
 
-namespace midtune::cli {
+namespace midtune::engine::tools {
 
 // `count` strings of random printable ASCII, tokenised without special
 // tokens and cut to exactly `tokens` tokens (the reference code's corpus is
@@ -24,7 +26,7 @@ std::vector<std::vector<std::int32_t>> random_token_strings(const Tokenizer& tok
 // Each string through the model (plain, `threads` threads, 0 = all cores);
 // the residual stream after every layer averaged over the strings.
 // `progress(done)` is called after each string.
-phs::LayerCurves average_residual_stream(const engine::Model& model,
+phs::LayerCurves average_residual_stream(const Model& model,
                                          const std::vector<std::vector<std::int32_t>>& strings, int threads,
                                          const std::function<void(int done)>& progress = {});
 
@@ -36,11 +38,11 @@ struct KvValidationSpec {
 };
 
 // Generated KV items (datasets::generate_kv_item), gold pair placed at the
-// positions in turn, wrapped in the model's chat template, answer primed.
-std::vector<BatchItem> kv_validation_items(const engine::EngineBackend& backend, const KvValidationSpec& spec);
+// positions in turn, wrapped by `wrapper` (the model's chat template), answer
+// primed.
+std::vector<BatchItem> kv_validation_items(const datasets::PromptWrapper& wrapper, const KvValidationSpec& spec);
 
 // Mean over prompts of -log p(gold answer tokens) (teacher_forced), nats.
-double validation_loss(engine::EngineBackend& backend, const Intervention& intervention,
-                       const std::vector<BatchItem>& items);
+double validation_loss(Backend& backend, const Intervention& intervention, const std::vector<BatchItem>& items);
 
-}  // namespace midtune::cli
+}  // namespace midtune::engine::tools

@@ -1,0 +1,82 @@
+// One evaluation, the same for the search, the held-out step and
+// `ga-run eval`: Intervention -> cache look-up -> backend run -> score each
+// sample -> per-position tally -> evaluation record (docs/design.md "Data
+// flow"). The cache key is the canonical Intervention + dataset slice +
+// metric + model, so equal work is never repeated, whichever caller asked.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.hpp"
+#include "objectives/metrics.hpp"
+#include "schema/store.hpp"
+
+namespace midtune {
+
+// Decides correct/incorrect for sample `index` of the evaluated items under
+// the experiment's metric.
+using SampleScorer = std::function<bool(std::size_t index, const SampleOutput& output)>;
+
+// The prompts one evaluation runs, on which backend, and how they are scored.
+struct EvaluationInputs {
+  Backend* backend = nullptr;
+  std::vector<BatchItem> items;             // one split of the experiment's data
+  std::vector<double> gold_positions;       // the experiment's listed positions
+  std::vector<std::size_t> position_index;  // per item, into gold_positions
+  nlohmann::json dataset_slice;             // describes items (part of the cache key)
+  std::string metric;                       // metric text (part of the cache key)
+  RunOptions run_options;
+  SampleScorer score;
+};
+
+// The cache key: canonical intervention + dataset slice + metric + model.
+std::string evaluation_cache_key(const Intervention& intervention, const nlohmann::json& dataset_slice,
+                                 const std::string& metric, const ModelIdentity& model);
+
+// Stored scores back as the tallies objectives read (fitness, summaries).
+std::vector<metrics::PositionAccuracy> position_tallies(const std::vector<PositionScore>& scores);
+
+// The position summary stored beside the scores (mean, gap, std, U-shape
+// covariance, Pearson r); {} when a position has no samples.
+nlohmann::json position_summary_json(const std::vector<PositionScore>& scores);
+
+// An evaluation as the held-out step and `ga-run eval` show it.
+struct SplitEvaluation {
+  std::int64_t evaluation_id = -1;
+  std::vector<PositionScore> scores;
+  nlohmann::json summary;  // position_summary_json
+  bool cache_hit = false;
+  double wall_seconds = 0.0;
+};
+
+class Evaluator {
+ public:
+  // Asks the backend for its model identity once.
+  explicit Evaluator(const EvaluationInputs& inputs);
+
+  const ModelIdentity& model() const { return model_; }
+  std::string cache_key(const Intervention& intervention) const;
+  // The identifying part of an evaluation row (what was run, on what).
+  EvaluationRecord describe(const Intervention& intervention, const std::string& key) const;
+  // Runs the backend on every item and scores and tallies the outputs; stores
+  // nothing. Throws BackendError (also when the backend returns the wrong
+  // number of outputs) and std::invalid_argument (an Intervention the model
+  // refuses).
+  NewEvaluation run(const Intervention& intervention, const std::string& key) const;
+  // The stored evaluation with the same cache key, or run() and store it.
+  SplitEvaluation evaluate(Store& store, const Intervention& intervention) const;
+
+ private:
+  const EvaluationInputs& in_;
+  ModelIdentity model_;
+};
+
+// Evaluator(inputs).evaluate(store, intervention).
+SplitEvaluation evaluate_on_split(Store& store, const EvaluationInputs& inputs, const Intervention& intervention);
+
+}  // namespace midtune

@@ -1,0 +1,211 @@
+#include "core/search/search_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "core/experiment/experiment.hpp"
+
+namespace midtune {
+
+using nlohmann::json;
+
+namespace {
+
+json genome_json(const Genome& genome) { return json(genome); }
+
+class SearchRun {
+ public:
+  SearchRun(Store& store, const SearchInputs& inputs, SearchProgress& progress)
+      : store_(store), in_(inputs), progress_(progress), evaluator_(inputs) {}
+
+  RunSummary run() {
+    const ExperimentRecord experiment = open_experiment();
+    summary_.experiment_id = experiment.id;
+    run_id_ = store_.start_run(experiment.id);
+    std::unique_ptr<Strategy> strategy = in_.make_strategy();
+    if (auto checkpoint = store_.latest_generation(experiment.id)) {
+      strategy->load_state(checkpoint->strategy_state);
+      progress_.message("resuming '" + in_.experiment_name + "' after generation " +
+                        std::to_string(checkpoint->generation + 1) + " from " + store_.path());
+    }
+    summary_.already_complete = strategy->done();
+    while (!strategy->done()) {
+      const int generation = strategy->generation();
+      const std::vector<Candidate> batch = strategy->ask();
+      // Re-estimated every batch: a GA asks fewer candidates after the
+      // initial population (parents are carried, not re-evaluated).
+      progress_.set_total(done_candidates_ +
+                          static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
+      std::vector<double> fitness;
+      int evaluated = 0, cached = 0;
+      for (const Candidate& candidate : batch) {
+        const auto [value, hit, fresh] = fitness_of(experiment.id, generation, candidate);
+        fitness.push_back(value);
+        evaluated += fresh;
+        cached += hit;
+        best_ = std::max(best_, value);
+        progress_.candidate_done(++done_candidates_, hit, best_);
+      }
+      strategy->tell(fitness);
+      const auto [best, mean] = checkpoint(experiment.id, generation, *strategy, fitness);
+      ++summary_.generations_done;
+      progress_.generation_done(generation, generation_total(*strategy), best, mean, evaluated, cached);
+    }
+    progress_.finish();
+    store_.finish_run(run_id_);
+    fill_best(experiment.id);
+    return summary_;
+  }
+
+ private:
+  ExperimentRecord open_experiment() {
+    if (auto existing = store_.find_experiment(in_.experiment_name)) {
+      const auto changes = search_differences(existing->search_config, in_.search_config);
+      if (!changes.empty()) {
+        std::string message = "experiment '" + in_.experiment_name + "' in " + store_.path() +
+                              " was started with a different search; refusing to resume. Changed:";
+        for (const std::string& c : changes) message += "\n  " + c;
+        message += "\nRevert the edit, or start a fresh experiment in the same database with --new-experiment NAME.";
+        throw ResumeRefused(message);
+      }
+      refuse_other_model(*existing);
+      return *existing;
+    }
+    ExperimentRecord record;
+    record.name = in_.experiment_name;
+    record.config_text = in_.config_text;
+    record.config_hash = fnv1a_hex(in_.search_config.dump());
+    record.search_config = in_.search_config;
+    record.source_path = in_.source_path;
+    return store_.create_experiment(record);
+  }
+
+  // A server backend's model is only known at run time (its /v1/info), and a
+  // GGUF may be replaced under the same file name: evaluations of another
+  // model must not join this experiment's population.
+  void refuse_other_model(const ExperimentRecord& existing) {
+    const std::string now = in_.backend->identity().key();
+    if (const auto other = store_.other_model(existing.id, now)) {
+      throw ResumeRefused("experiment '" + in_.experiment_name + "' in " + store_.path() + " was evaluated on " +
+                          *other + "; the backend now serves " + now +
+                          "; refusing to resume. Point the backend at the same model, or start a fresh "
+                          "experiment in the same database with --new-experiment NAME.");
+    }
+  }
+
+  // The generation count to show; strategies without one report the current.
+  int generation_total(const Strategy& strategy) const {
+    return in_.planned_generations > 0 ? in_.planned_generations : strategy.generation() + 1;
+  }
+
+  struct Outcome {
+    double fitness;
+    bool cache_hit;
+    bool fresh;
+  };
+
+  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
+    if (auto stored = store_.find_individual(experiment_id, candidate.id)) {
+      // Resume: this candidate was finished before the process stopped.
+      if (stored->genome != genome_json(candidate.genome))
+        throw std::runtime_error(store_.path() + ": candidate " + std::to_string(candidate.id) +
+                                 " was stored with genome " + stored->genome.dump() + " but the strategy now proposes " +
+                                 genome_json(candidate.genome).dump() + "; the checkpoint does not match this build");
+      ++summary_.resumed_individuals;
+      return {stored->fitness, false, false};
+    }
+    const Intervention intervention = in_.objective->decode(candidate.genome);
+    const std::string key = evaluator_.cache_key(intervention);
+    try {
+      return store_candidate(experiment_id, generation, candidate, intervention, key);
+    } catch (const BackendError& error) {
+      // The transaction above rolled back; keep a visible record of the
+      // failure (never a score: failed rows are not served from the cache).
+      EvaluationRecord failed = evaluator_.describe(intervention, key);
+      failed.status = "failed";
+      failed.error = error.what();
+      store_.insert_evaluation(failed, {});
+      throw;
+    }
+  }
+
+  // The backend runs outside any transaction (an evaluation may take
+  // minutes; readers and other writers must not wait on it). Then one
+  // transaction stores the evaluation, its samples, the individual and the
+  // heartbeat together, or nothing.
+  Outcome store_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                          const Intervention& intervention, const std::string& key) {
+    std::optional<NewEvaluation> fresh;
+    if (!store_.find_evaluation(key)) fresh = evaluator_.run(intervention, key);
+    const IndividualRecord record = store_.record_individual(
+        run_id_, key,
+        [&] {
+          if (!fresh) fresh = evaluator_.run(intervention, key);
+          return *fresh;
+        },
+        [&](const StoredEvaluation& e) {
+          IndividualRecord r;
+          r.experiment_id = experiment_id;
+          r.candidate_id = candidate.id;
+          r.generation = generation;
+          r.genome = genome_json(candidate.genome);
+          r.genome_hash = fnv1a_hex(r.genome.dump());
+          r.origin = to_string(candidate.origin);
+          r.parents = candidate.parents;
+          r.fitness = in_.objective->fitness(position_tallies(e.position_scores));
+          r.evaluation_id = e.id;
+          r.cache_hit = e.cache_hit;
+          r.run_id = run_id_;
+          return r;
+        });
+    (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
+    return {record.fitness, record.cache_hit, !record.cache_hit};
+  }
+
+  // Saves the strategy state after tell(); best/mean are over the population
+  // the strategy now holds (for a GA: parents carried over + new children).
+  std::pair<double, double> checkpoint(std::int64_t experiment_id, int generation, const Strategy& strategy,
+                                       const std::vector<double>& batch_fitness) {
+    GenerationRecord record;
+    record.experiment_id = experiment_id;
+    record.generation = generation;
+    record.population = strategy.population();
+    record.strategy_state = strategy.save_state();
+    if (const auto stats = store_.fitness_of_candidates(experiment_id, record.population)) {
+      record.best_fitness = stats->best;
+      record.mean_fitness = stats->mean;
+    } else {  // a strategy without a population: the batch itself
+      record.best_fitness = *std::max_element(batch_fitness.begin(), batch_fitness.end());
+      record.mean_fitness =
+          std::accumulate(batch_fitness.begin(), batch_fitness.end(), 0.0) / static_cast<double>(batch_fitness.size());
+    }
+    store_.save_checkpoint(record, run_id_);
+    return {*record.best_fitness, *record.mean_fitness};
+  }
+
+  void fill_best(std::int64_t experiment_id) {
+    if (const auto best = store_.best_individual(experiment_id)) {
+      summary_.best_candidate = best->individual.candidate_id;
+      summary_.best_fitness = best->individual.fitness;
+    }
+  }
+
+  Store& store_;
+  const SearchInputs& in_;
+  SearchProgress& progress_;
+  Evaluator evaluator_;
+  std::int64_t run_id_ = -1;
+  RunSummary summary_;
+  int done_candidates_ = 0;
+  double best_ = -INFINITY;
+};
+
+}  // namespace
+
+RunSummary run_search(Store& store, const SearchInputs& inputs, SearchProgress& progress) {
+  return SearchRun(store, inputs, progress).run();
+}
+
+}  // namespace midtune

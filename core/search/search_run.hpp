@@ -1,0 +1,55 @@
+// The search loop (docs/design.md "Data flow"): ask -> decode -> Evaluator
+// (cache look-up or backend run -> score -> per-position tally) -> fitness
+// -> store -> tell -> checkpoint. Every step lands in the results database
+// so a run killed at any moment resumes exactly: individuals already stored
+// are re-used, the strategy is restored from the last generation checkpoint,
+// and at most the evaluation in flight is redone.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/ga/strategy.hpp"
+#include "core/search/evaluator.hpp"
+#include "core/search/progress.hpp"
+#include "objectives/objective.hpp"
+#include "schema/store.hpp"
+
+namespace midtune {
+
+// Resuming an experiment whose stored search differs from the file's.
+struct ResumeRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The search split's evaluation inputs plus what decides the search.
+struct SearchInputs : EvaluationInputs {
+  std::string experiment_name;
+  std::string config_text;  // the YAML as given, stored with the experiment
+  std::string source_path;
+  // Everything that decides the search (Experiment::search_fingerprint());
+  // a resume with a different one is refused, naming search_differences().
+  nlohmann::json search_config;
+  const Objective* objective = nullptr;
+  std::function<std::unique_ptr<Strategy>()> make_strategy;
+  int planned_generations = 0;  // for progress and ETA only; 0 = unknown
+};
+
+struct RunSummary {
+  std::int64_t experiment_id = -1;
+  int generations_done = 0;
+  int evaluated = 0;            // backend evaluations this process made
+  int cache_hits = 0;           // candidates served from the cache this process
+  int resumed_individuals = 0;  // candidates found already stored (resume)
+  bool already_complete = false;
+  std::int64_t best_candidate = -1;
+  double best_fitness = 0.0;
+};
+
+RunSummary run_search(Store& store, const SearchInputs& inputs, SearchProgress& progress);
+
+}  // namespace midtune
