@@ -10,10 +10,12 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/dequant.hpp"
-#include "backends/engine/kernels/elementwise.hpp"
-#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 
@@ -318,7 +320,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
   auto norm_rows = [&](const std::vector<float>& weight) {
     tbb::parallel_for(rows_partitioner(16), [&](const tbb::blocked_range<int>& r) {
       rms_norm_rows(ws.x.data() + r.begin() * hidden, hidden, weight.data(), r.size(), static_cast<int>(hidden),
-                    c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden);
+                    c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden, isa_);
     });
   };
   auto project = [&](const PackedMatrix& w, const float* in, std::size_t in_width, float* out) {
@@ -363,7 +365,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
   const int rows = static_cast<int>(logit_rows.size());
   for (int i = 0; i < rows; ++i) {
     rms_norm_rows(ws.x.data() + logit_rows[i] * hidden, hidden, output_norm_.data(), 1, static_cast<int>(hidden),
-                  c.rms_eps, ws.xn.data() + i * hidden, hidden);
+                  c.rms_eps, ws.xn.data() + i * hidden, hidden, isa_);
   }
   quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq, isa_);
   packed_matmul(lm_head_, ws.xq, logits, static_cast<std::size_t>(vocab()), isa_);
@@ -429,6 +431,7 @@ void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
+  const RopeFn rope = rope_for(isa_);
   tbb::parallel_for(0, lc.key_slots, [&](int slot) {
     float key[512];
     const int g = lc.key_slots == kv_heads ? slot : slot / group;
@@ -436,7 +439,7 @@ void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
     float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity();
     for (int t = 0; t < T; ++t) {
       std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
-      rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      rope(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
       for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
     }
   });
@@ -448,12 +451,13 @@ void Model::rotate_queries(int layer, const Sequence& seq, int T, int first, Wor
   const int half = static_cast<int>(c.rope_dims / 2);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(c.kv_heads) * hd;
+  const RopeFn rope = rope_for(isa_);
   tbb::parallel_for(0, heads, [&](int h) {
     const float* table = ws.rope_table(seq.scales_.at(layer, h));
     for (int t = first; t < T; ++t) {
       float* q = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
       std::memcpy(q, ws.qkv.data() + t * qkv_width + h * hd, sizeof(float) * hd);
-      rope_rotate(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      rope(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
     }
   });
 }
@@ -505,7 +509,7 @@ void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0
       const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
                             lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
                             static_cast<std::size_t>(hd), hd};
-      attend_tile(tile, kv, scale, scratch.data());
+      attention(attend_tile, tile, kv, scale, scratch.data());
     }
   });
 }

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "backends/engine/gguf.hpp"
-#include "backends/engine/kernels/aligned_buffer.hpp"
-#include "backends/engine/kernels/cpu_features.hpp"
-#include "backends/engine/kernels/packed_matrix.hpp"
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/aligned_buffer.hpp"
+#include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
 
 namespace midtune::engine {
 

@@ -11,13 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/dequant.hpp"
-#include "backends/engine/kernels/elementwise.hpp"
-#include "backends/engine/kernels/fp16.hpp"
-#include "backends/engine/kernels/packed_matmul.hpp"
-#include "backends/engine/kernels/packed_matrix.hpp"
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -233,8 +235,8 @@ class AttentionTest : public ::testing::TestWithParam<Isa> {};
 TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
   const Isa isa = GetParam();
   if (!isa_available(isa)) GTEST_SKIP() << to_string(isa) << " not on this CPU";
-  const AttentionFn fast = isa == Isa::avx2 ? attention_avx2() : attention_avx512();
-  ASSERT_NE(fast, nullptr);
+  const AttentionFn fast = attention_for(isa);
+  ASSERT_NE(fast, attention_scalar()) << "no " << to_string(isa) << " attention body";
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int d = 64, keys = 45;

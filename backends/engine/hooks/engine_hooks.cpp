@@ -6,7 +6,7 @@
 
 #include "backends/engine/hooks/mspoe_order.hpp"
 #include "backends/engine/hooks/position_map.hpp"
-#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/ops/dequant.hpp"
 
 namespace midtune::engine::hooks {
 namespace {

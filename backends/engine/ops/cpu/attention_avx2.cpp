@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/exp_coefficients.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/exp_coefficients.hpp"
 
 namespace midtune::engine {
 
@@ -129,6 +129,8 @@ void attention(const AttentionTile& tile, const KeyValueView& kv, float scale, f
 
 }  // namespace
 
+namespace cpu {
 AttentionFn attention_avx2() { return &attention; }
+}  // namespace cpu
 
 }  // namespace midtune::engine

@@ -4,7 +4,7 @@
 
 #include <immintrin.h>
 
-#include "backends/engine/kernels/exp_coefficients.hpp"
+#include "backends/engine/ops/cpu/exp_coefficients.hpp"
 
 namespace midtune::engine {
 

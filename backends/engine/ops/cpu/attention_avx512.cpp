@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/avx512_exp.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/avx512_exp.hpp"
 
 namespace midtune::engine {
 
@@ -123,6 +123,8 @@ void attention(const AttentionTile& tile, const KeyValueView& kv, float scale, f
 
 }  // namespace
 
+namespace cpu {
 AttentionFn attention_avx512() { return &attention; }
+}  // namespace cpu
 
 }  // namespace midtune::engine

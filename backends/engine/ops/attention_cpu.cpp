@@ -1,9 +1,13 @@
-#include "backends/engine/kernels/attention.hpp"
+#include "backends/engine/ops/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
@@ -45,11 +49,22 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
 AttentionFn attention_scalar() { return &attention_reference; }
 
 AttentionFn attention_for(Isa isa) {
-  if (isa == Isa::avx512vnni && isa_available(isa) && attention_avx512() != nullptr) {
-    return attention_avx512();
+  return select_body<AttentionFn>("attention", isa, {attention_scalar(), cpu::attention_avx2(), cpu::attention_avx512()});
+}
+
+void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
+  if (tile.count < 1 || tile.count > kAttentionTile) {
+    throw std::invalid_argument("attention: tile of " + std::to_string(tile.count) + " queries (1.." +
+                                std::to_string(kAttentionTile) + ")");
   }
-  if (isa != Isa::scalar && isa_available(Isa::avx2) && attention_avx2() != nullptr) return attention_avx2();
-  return attention_scalar();
+  if (kv.head_dim <= 0 || kv.kt == nullptr || kv.v == nullptr) {
+    throw std::invalid_argument("attention: key/value view without keys, values or head_dim");
+  }
+  for (int r = 0; r < tile.count; ++r) {
+    if (tile.q[r] == nullptr || tile.out[r] == nullptr || tile.limit[r] < 1) {
+      throw std::invalid_argument("attention: query " + std::to_string(r) + " lacks q, out or a key limit >= 1");
+    }
+  }
 }
 
 }  // namespace midtune::engine

@@ -1,8 +1,8 @@
 // AVX-512 SwiGLU: silu(g) * u = g / (1 + exp(-g)) * u.
 #include <immintrin.h>
 
-#include "backends/engine/kernels/avx512_exp.hpp"
-#include "backends/engine/kernels/elementwise.hpp"
+#include "backends/engine/ops/cpu/avx512_exp.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
@@ -22,6 +22,9 @@ void silu_mul_vec(const float* gate, const float* up, float* out, std::size_t co
 
 }  // namespace
 
+namespace cpu {
 SiluMulFn silu_mul_avx512() { return &silu_mul_vec; }
+SiluMulFn silu_mul_avx2() { return nullptr; }  // see ops/swiglu.hpp
+}  // namespace cpu
 
 }  // namespace midtune::engine
