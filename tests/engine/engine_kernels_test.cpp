@@ -146,37 +146,7 @@ TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
   }
 }
 
-TEST(QuantizeRows, Avx512IsBitIdenticalToScalar) {
-  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int rows = 5, cols = 96;
-  std::vector<float> x(rows * cols);
-  for (auto& v : x) v = normal(rng);
-  std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero block
-  QuantizedRows a, b;
-  quantize_rows(x.data(), rows, cols, cols, a, Isa::scalar);
-  quantize_rows(x.data(), rows, cols, cols, b, Isa::avx512vnni);
-  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(a.q[i], b.q[i]) << i;
-  for (int i = 0; i < rows * a.blocks; ++i) {
-    ASSERT_EQ(a.d[i], b.d[i]) << i;
-    ASSERT_EQ(a.s[i], b.s[i]) << i;
-  }
-}
-
-TEST(SiluMul, Avx512MatchesScalar) {
-  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(13);
-  std::normal_distribution<float> normal(0.0f, 4.0f);
-  const std::size_t n = 77;  // masked tail
-  std::vector<float> g(n), u(n), ref(n), fast(n);
-  for (std::size_t i = 0; i < n; ++i) { g[i] = normal(rng); u[i] = normal(rng); }
-  g[0] = -100.0f;  // exp overflow side
-  g[1] = 100.0f;
-  silu_mul(g.data(), u.data(), ref.data(), n, Isa::scalar);
-  silu_mul(g.data(), u.data(), fast.data(), n, Isa::avx512vnni);
-  for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
-}
+// The AVX-512 quantiser and SwiGLU bodies against scalar: ops_simd_test.cpp.
 
 std::vector<Isa> fast_isas() {
   std::vector<Isa> out;

@@ -86,8 +86,6 @@ void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int 
 
 namespace cpu {
 PackedTileFn matmul_tile_avx2() { return &tile; }
-QuantizeRowFn quantize_row_avx2() { return nullptr; }  // no AVX2 body yet: the scalar one runs
-QuantizeRowFn quantize_row_avx2() { return nullptr; }  // no AVX2 body yet: the scalar one runs
 }  // namespace cpu
 
 }  // namespace midtune::engine
