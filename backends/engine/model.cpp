@@ -462,8 +462,23 @@ void Model::rotate_queries(int layer, const Sequence& seq, int T, int first, Wor
   });
 }
 
+namespace {
+
+// SIW: key 0's post-softmax weight p0 scaled by alpha without renormalising,
+// applied after the kernel: out += (alpha - 1) p0 v0.
+void correct_key0_weight(const AttentionTile& tile, const KeyValueView& kv, const float* alpha) {
+  for (int r = 0; r < tile.count; ++r) {
+    if (alpha[r] == 1.0f) continue;
+    const float step = (alpha[r] - 1.0f) * tile.key0_weight[r];
+    for (int i = 0; i < kv.head_dim; ++i) tile.out[r][i] += step * kv.v[i];
+  }
+}
+
+}  // namespace
+
 // Attention of the call's queries [first, T) over the cached keys;
-// key0_factors (per token of the call, or nullptr) scale key 0 after softmax.
+// key0_factors (per token of the call, or nullptr) scale key 0's weight
+// after softmax (correct_key0_weight).
 void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0_factors, bool want_rows,
                    Workspace& ws) const {
   const ModelConfig& c = config_;
@@ -494,6 +509,7 @@ void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0
       const int t1 = std::min(T, t0 + run);
       AttentionTile tile;
       float factors[kAttentionTile];
+      float key0_weight[kAttentionTile];
       for (int h : heads_of_slot[slot]) {
         for (int t = t0; t < t1; ++t) {
           const int r = tile.count++;
@@ -504,12 +520,13 @@ void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0
           if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
         }
       }
-      tile.initial_key_scale = key0_factors != nullptr ? factors : nullptr;
+      tile.key0_weight = key0_factors != nullptr ? key0_weight : nullptr;
       const int kv_head = heads_of_slot[slot][0] / group;
       const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
                             lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
                             static_cast<std::size_t>(hd), hd};
       attention(attend_tile, tile, kv, scale, scratch.data());
+      if (key0_factors != nullptr) correct_key0_weight(tile, kv, factors);
     }
   });
 }

@@ -202,7 +202,7 @@ INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
 
 class AttentionTest : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
+TEST_P(AttentionTest, FastPathMatchesScalarIncludingReadouts) {
   const Isa isa = GetParam();
   if (!isa_available(isa)) GTEST_SKIP() << to_string(isa) << " not on this CPU";
   const AttentionFn fast = attention_for(isa);
@@ -217,11 +217,11 @@ TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
   const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
   for (int count = 1; count <= kAttentionTile; ++count) {
     std::vector<float> out_ref(count * d), out_fast(count * d), probs_ref(count * keys), probs_fast(count * keys);
-    const float sink[kAttentionTile] = {0.5f, 1.0f, 2.0f, 0.0f};
-    auto make_tile = [&](std::vector<float>& out, std::vector<float>& probs) {
+    std::vector<float> key0_ref(count, -1.0f), key0_fast(count, -2.0f);
+    auto make_tile = [&](std::vector<float>& out, std::vector<float>& probs, std::vector<float>& key0) {
       AttentionTile tile;
       tile.count = count;
-      tile.initial_key_scale = sink;
+      tile.key0_weight = key0.data();
       for (int r = 0; r < count; ++r) {
         tile.q[r] = q.data() + r * d;
         tile.out[r] = out.data() + r * d;
@@ -231,10 +231,14 @@ TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
       return tile;
     };
     std::vector<float> scratch(kAttentionTile * keys);
-    attention_scalar()(make_tile(out_ref, probs_ref), kv, 0.125f, scratch.data());
-    fast(make_tile(out_fast, probs_fast), kv, 0.125f, scratch.data());
+    attention_scalar()(make_tile(out_ref, probs_ref, key0_ref), kv, 0.125f, scratch.data());
+    fast(make_tile(out_fast, probs_fast, key0_fast), kv, 0.125f, scratch.data());
     for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_fast[i], out_ref[i], 2e-5f) << count << " " << i;
     for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(probs_fast[i], probs_ref[i], 1e-6f) << count << " " << i;
+    for (int r = 0; r < count; ++r) {
+      ASSERT_NEAR(key0_fast[r], key0_ref[r], 1e-6f) << count << " " << r;
+      ASSERT_EQ(key0_ref[r], probs_ref[r * keys]) << "key-0 weight is the row's first entry";
+    }
   }
 }
 

@@ -25,17 +25,16 @@ struct AttentionTile {
   const float* q[kAttentionTile] = {};          // head_dim floats each (already rotated)
   float* out[kAttentionTile] = {};              // head_dim floats each
   int limit[kAttentionTile] = {};               // key count visible to each query (causal)
-  // Issue-5 hooks, all optional:
-  // SIW: post-softmax factor on the weight of key 0, per query, without
-  // renormalisation (nullptr = 1).
-  const float* initial_key_scale = nullptr;
-  // A copy of each query's softmax row (limit floats) where non-null: the
-  // last query's attention row for Ms-PoE awareness and PHS.
+  // Readouts, optional: where non-null, each query's softmax row (limit
+  // floats: the last query's row for Ms-PoE awareness and SIW density) and
+  // its weight on key 0 (count floats: SIW corrects the output with it
+  // outside the kernel, out += (alpha - 1) p0 v0).
   float* probs_out[kAttentionTile] = {};
+  float* key0_weight = nullptr;
 };
 
 struct KeyValueView {
-  const float* kt = nullptr;  // [key / 16][head_dim][16]
+  const float* kt = nullptr;  // [key / 16][head_dim][16], whole 16-key blocks (bodies load whole blocks)
   const float* v = nullptr;   // [keys][v_ld]
   std::size_t v_ld = 0;
   int head_dim = 0;

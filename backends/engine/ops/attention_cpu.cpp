@@ -33,7 +33,7 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
       sum += p[k];
     }
     for (int k = 0; k < tile.limit[r]; ++k) p[k] /= sum;
-    if (tile.initial_key_scale != nullptr && tile.limit[r] > 0) p[0] *= tile.initial_key_scale[r];
+    if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
     float* out = tile.out[r];
     std::fill(out, out + kv.head_dim, 0.0f);

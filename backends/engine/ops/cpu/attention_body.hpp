@@ -103,7 +103,7 @@ struct AttentionBody {
       float* p = scratch + static_cast<std::size_t>(r) * max_limit;
       softmax_row(p, tile.limit[r]);
       std::fill(p + tile.limit[r], p + max_limit, 0.0f);
-      if (tile.initial_key_scale != nullptr) p[0] *= tile.initial_key_scale[r];
+      if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
       if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
     }
     weighted_values<R>(tile, r0, kv, scratch, max_limit);
