@@ -10,10 +10,12 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/dequant.hpp"
-#include "backends/engine/kernels/elementwise.hpp"
-#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 
@@ -156,11 +158,15 @@ Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
       throw std::invalid_argument("Sequence: RoPE scale " + std::to_string(s) + " must be finite and > 0");
     }
   }
+  if (!scales_.per_head_key_slots.empty() && scales_.per_head_key_slots.size() != c.layers) {
+    throw std::invalid_argument("Sequence: per_head_key_slots has " + std::to_string(scales_.per_head_key_slots.size()) +
+                                " entries, the model has " + std::to_string(c.layers) + " layers");
+  }
   const int group = heads / kv_heads;
   layers_.resize(c.layers);
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     LayerCache& lc = layers_[l];
-    bool uniform_groups = true;
+    bool uniform_groups = scales_.per_head_key_slots.empty() || scales_.per_head_key_slots[l] == 0;
     for (int h = 0; h < heads; ++h) {
       uniform_groups = uniform_groups && scales_.at(l, h) == scales_.at(l, h / group * group);
     }
@@ -190,6 +196,7 @@ void Sequence::truncate(int length) {
 
 struct Model::Workspace {
   AlignedBuffer<float> x, xn, qkv, q_rot, attn, proj, ffn, act, last_rows;
+  AlignedBuffer<float> key0_weight;  // each query's weight on key 0 (heads x tokens)
   QuantizedRows xq;
   struct RopeTable {
     float scale;
@@ -255,9 +262,9 @@ std::vector<float> Model::forward(Sequence& seq, std::span<const std::int32_t> t
     throw std::invalid_argument("forward: " + std::to_string(positions.size()) + " positions for " +
                                 std::to_string(n) + " tokens");
   }
-  if (hooks != nullptr && !hooks->initial_key_scale.empty() &&
-      hooks->initial_key_scale.size() != config_.layers) {
-    throw std::invalid_argument("forward: initial_key_scale needs one value per layer");
+  if (hooks != nullptr && !hooks->last_query_row_layers.empty() &&
+      hooks->last_query_row_layers.size() != config_.layers) {
+    throw std::invalid_argument("forward: last_query_row_layers needs one entry per layer");
   }
   std::vector<double> pos(positions.begin(), positions.end());
   if (pos.empty()) {
@@ -318,7 +325,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
   auto norm_rows = [&](const std::vector<float>& weight) {
     tbb::parallel_for(rows_partitioner(16), [&](const tbb::blocked_range<int>& r) {
       rms_norm_rows(ws.x.data() + r.begin() * hidden, hidden, weight.data(), r.size(), static_cast<int>(hidden),
-                    c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden);
+                    c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden, isa_);
     });
   };
   auto project = [&](const PackedMatrix& w, const float* in, std::size_t in_width, float* out) {
@@ -332,9 +339,9 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     norm_rows(w.attn_norm);
     project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
     attention_layer(l, seq, T, positions, ws, hooks);
-    if (hooks != nullptr && hooks->rescale_qk) {
+    if (hooks != nullptr && hooks->scale_qk_channels) {
       const int first_query = seq.length_ == 0 ? T - 1 : 0;
-      if (hooks->rescale_qk(l, std::span<const float>(ws.xn.data(), T * hidden),
+      if (hooks->scale_qk_channels(l, std::span<const float>(ws.xn.data(), T * hidden),
                             std::span<float>(ws.qkv.data(), T * qkv_width), T, first_query)) {
         recompute_last_rows(l, seq, T, first_query, ws);  // PHS eq. 3
       }
@@ -363,7 +370,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
   const int rows = static_cast<int>(logit_rows.size());
   for (int i = 0; i < rows; ++i) {
     rms_norm_rows(ws.x.data() + logit_rows[i] * hidden, hidden, output_norm_.data(), 1, static_cast<int>(hidden),
-                  c.rms_eps, ws.xn.data() + i * hidden, hidden);
+                  c.rms_eps, ws.xn.data() + i * hidden, hidden, isa_);
   }
   quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq, isa_);
   packed_matmul(lm_head_, ws.xq, logits, static_cast<std::size_t>(vocab()), isa_);
@@ -380,8 +387,8 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
   const std::size_t cap = seq.capacity_;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
-  if (hooks != nullptr && hooks->assign_head_scales && start == 0) {
-    assign_head_scales(layer, seq, T, positions, ws, *hooks);
+  if (hooks != nullptr && hooks->head_rope_scales && start == 0) {
+    apply_head_rope_scales(layer, seq, T, positions, ws, *hooks);
   }
 
   // Cache values and rotated, transposed keys; rotate the queries.
@@ -394,29 +401,26 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
   cache_keys(layer, seq, T, ws);
   rotate_queries(layer, seq, T, 0, ws);
 
+  // Attention, the last query's row read out, then key 0's weight corrected
+  // outside the kernel (SIW reads the row to find its factors).
   const int keys_total = start + T;
-  ws.key0_factors.clear();
-  const bool siw = hooks != nullptr && !hooks->initial_key_layers.empty() && hooks->initial_key_layers[layer] != 0 &&
-                   hooks->initial_key_factors;
-  if (siw) {
-    // SIW: the last query's unscaled row decides the dense chunks first.
-    ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
-    attend(layer, seq, T, T - 1, nullptr, true, ws);
-    ws.key0_factors = hooks->initial_key_factors(
-        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total,
-        start, T);
-    if (ws.key0_factors.size() != static_cast<std::size_t>(T)) {
-      throw std::invalid_argument("forward: initial_key_factors must give one factor per token");
-    }
-  } else if (hooks != nullptr && !hooks->initial_key_scale.empty()) {
-    ws.key0_factors.assign(static_cast<std::size_t>(T), hooks->initial_key_scale[layer]);
+  const bool readout = hooks != nullptr && hooks->last_query_row && !hooks->last_query_row_layers.empty() &&
+                       hooks->last_query_row_layers[layer] != 0;
+  const bool key0 = hooks != nullptr && static_cast<bool>(hooks->key0_weight_factors);
+  if (readout) ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
+  attend(layer, seq, T, 0, key0, readout, ws);
+  if (readout) {
+    hooks->last_query_row(layer,
+                          std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total),
+                          keys_total, start, T);
   }
-  const bool want_rows = hooks != nullptr && static_cast<bool>(hooks->on_last_query_attention);
-  if (want_rows) ws.last_rows.ensure(static_cast<std::size_t>(heads) * keys_total);
-  attend(layer, seq, T, 0, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), want_rows, ws);
-  if (want_rows) {
-    hooks->on_last_query_attention(
-        layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * keys_total), keys_total);
+  ws.key0_factors.clear();
+  if (key0) ws.key0_factors = hooks->key0_weight_factors(layer, start, T);
+  if (!ws.key0_factors.empty()) {
+    if (ws.key0_factors.size() != static_cast<std::size_t>(T)) {
+      throw std::invalid_argument("forward: key0_weight_factors must give one factor per token");
+    }
+    correct_key0_weight(layer, seq, T, 0, ws);
   }
 }
 
@@ -429,6 +433,7 @@ void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
+  const RopeFn rope = rope_for(isa_);
   tbb::parallel_for(0, lc.key_slots, [&](int slot) {
     float key[512];
     const int g = lc.key_slots == kv_heads ? slot : slot / group;
@@ -436,7 +441,7 @@ void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
     float* kt = lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity();
     for (int t = 0; t < T; ++t) {
       std::memcpy(key, ws.qkv.data() + t * qkv_width + q_width + g * hd, sizeof(float) * hd);
-      rope_rotate(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      rope(key, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
       for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
     }
   });
@@ -448,19 +453,21 @@ void Model::rotate_queries(int layer, const Sequence& seq, int T, int first, Wor
   const int half = static_cast<int>(c.rope_dims / 2);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(c.kv_heads) * hd;
+  const RopeFn rope = rope_for(isa_);
   tbb::parallel_for(0, heads, [&](int h) {
     const float* table = ws.rope_table(seq.scales_.at(layer, h));
     for (int t = first; t < T; ++t) {
       float* q = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
       std::memcpy(q, ws.qkv.data() + t * qkv_width + h * hd, sizeof(float) * hd);
-      rope_rotate(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
+      rope(q, table + static_cast<std::size_t>(t) * half * 2, static_cast<int>(c.rope_dims));
     }
   });
 }
 
-// Attention of the call's queries [first, T) over the cached keys;
-// key0_factors (per token of the call, or nullptr) scale key 0 after softmax.
-void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0_factors, bool want_rows,
+// Attention of the call's queries [first, T) over the cached keys. Records
+// each query's weight on key 0 (heads x T) and the last query's rows where
+// asked.
+void Model::attend(int layer, Sequence& seq, int T, int first, bool want_key0_weights, bool want_last_row,
                    Workspace& ws) const {
   const ModelConfig& c = config_;
   const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
@@ -481,6 +488,7 @@ void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0
   const int runs = (count + run - 1) / run;
   const AttentionFn attend_tile = attention_for(isa_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (want_key0_weights) ws.key0_weight.ensure(static_cast<std::size_t>(heads) * T);
   tbb::parallel_for(tbb::blocked_range<int>(0, lc.key_slots * runs), [&](const tbb::blocked_range<int>& range) {
     AlignedBuffer<float>& scratch = ws.scratch.local();
     scratch.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
@@ -489,46 +497,73 @@ void Model::attend(int layer, Sequence& seq, int T, int first, const float* key0
       const int t0 = first + (job % runs) * run;
       const int t1 = std::min(T, t0 + run);
       AttentionTile tile;
-      float factors[kAttentionTile];
+      float key0_weight[kAttentionTile];
+      std::size_t key0_index[kAttentionTile];
       for (int h : heads_of_slot[slot]) {
         for (int t = t0; t < t1; ++t) {
           const int r = tile.count++;
           tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
           tile.out[r] = ws.attn.data() + t * q_width + h * hd;
           tile.limit[r] = start + t + 1;
-          factors[r] = key0_factors != nullptr ? key0_factors[t] : 1.0f;
-          if (want_rows && t == T - 1) tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+          key0_index[r] = static_cast<std::size_t>(h) * T + t;
+          if (want_last_row && t == T - 1) {
+            tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+          }
         }
       }
-      tile.initial_key_scale = key0_factors != nullptr ? factors : nullptr;
+      tile.key0_weight = want_key0_weights ? key0_weight : nullptr;
       const int kv_head = heads_of_slot[slot][0] / group;
       const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
                             lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
                             static_cast<std::size_t>(hd), hd};
-      attend_tile(tile, kv, scale, scratch.data());
+      attention(attend_tile, tile, kv, scale, scratch.data());
+      if (want_key0_weights) {
+        for (int r = 0; r < tile.count; ++r) ws.key0_weight[key0_index[r]] = key0_weight[r];
+      }
     }
   });
 }
 
+// SIW: key 0's post-softmax weight p0 of queries [first, T) scaled by their
+// factor alpha without renormalising, outside the attention kernel:
+// out += (alpha - 1) p0 v0.
+void Model::correct_key0_weight(int layer, const Sequence& seq, int T, int first, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
+  const int group = heads / static_cast<int>(c.kv_heads);
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const Sequence::LayerCache& lc = seq.layers_[layer];
+  for (int h = 0; h < heads; ++h) {
+    const float* v0 = lc.v.data() + static_cast<std::size_t>(h / group) * seq.capacity_ * hd;
+    for (int t = first; t < T; ++t) {
+      const float alpha = ws.key0_factors[t];
+      if (alpha == 1.0f) continue;
+      const float step = (alpha - 1.0f) * ws.key0_weight[static_cast<std::size_t>(h) * T + t];
+      float* out = ws.attn.data() + t * q_width + static_cast<std::size_t>(h) * hd;
+      for (int i = 0; i < hd; ++i) out[i] += step * v0[i];
+    }
+  }
+}
+
 // Ms-PoE (Alg. 1 lines 5-10): this layer's per-head scales from the hook,
 // fixed for the rest of the sequence.
-void Model::assign_head_scales(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,
-                               const ForwardHooks& hooks) const {
+void Model::apply_head_rope_scales(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,
+                                   const ForwardHooks& hooks) const {
   const ModelConfig& c = config_;
   const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
   const std::size_t qkv_width = (static_cast<std::size_t>(heads) + 2 * kv_heads) * c.head_dim;
   const std::vector<float> scales =
-      hooks.assign_head_scales(layer, std::span<const float>(ws.qkv.data(), T * qkv_width), T);
+      hooks.head_rope_scales(layer, std::span<const float>(ws.qkv.data(), T * qkv_width), T);
   if (scales.empty()) return;
   if (scales.size() != static_cast<std::size_t>(heads)) {
-    throw std::invalid_argument("forward: assign_head_scales must give one scale per head");
+    throw std::invalid_argument("forward: head_rope_scales must give one scale per head");
   }
   Sequence::LayerCache& lc = seq.layers_[layer];
   for (int h = 0; h < heads; ++h) {
     if (!std::isfinite(scales[h]) || scales[h] <= 0.0f) throw std::invalid_argument("forward: head scale must be > 0");
     if (lc.key_slots == kv_heads && scales[h] != scales[h / group * group]) {
       throw std::logic_error("forward: per-head scales in layer " + std::to_string(layer) +
-                             " need a Sequence built with per-head key slots there");
+                             " need a Sequence with per_head_key_slots there");
     }
   }
   for (int h = 0; h < heads; ++h) {
@@ -544,7 +579,8 @@ void Model::assign_head_scales(int layer, Sequence& seq, int T, const double* po
 void Model::recompute_last_rows(int layer, Sequence& seq, int T, int first, Workspace& ws) const {
   cache_keys(layer, seq, T, ws);
   rotate_queries(layer, seq, T, first, ws);
-  attend(layer, seq, T, first, ws.key0_factors.empty() ? nullptr : ws.key0_factors.data(), false, ws);
+  attend(layer, seq, T, first, !ws.key0_factors.empty(), false, ws);
+  if (!ws.key0_factors.empty()) correct_key0_weight(layer, seq, T, first, ws);
 }
 
 }  // namespace midtune::engine

@@ -10,10 +10,11 @@
 // KV cache choice: keys are cached already rotated, transposed per "key
 // slot". In a layer where every head of a GQA group shares one scale (the
 // plain model, PI, LPES) there is one slot per KV head; where the scales
-// differ inside a group (Ms-PoE) each query head gets its own slot, its keys
-// rotated at that head's scale, so each query head sees keys rotated like
-// itself. Scales are fixed for the life of a Sequence (Ms-PoE fixes them at
-// prefill), so cached keys never need re-rotation.
+// differ inside a group, or the Sequence asks for it
+// (RopeScales::per_head_key_slots, Ms-PoE), each query head gets its own
+// slot, its keys rotated at that head's scale, so each query head sees keys
+// rotated like itself. Scales are fixed for the life of a Sequence (Ms-PoE
+// fixes them at prefill), so cached keys never need re-rotation.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,10 @@
 #include <vector>
 
 #include "backends/engine/gguf.hpp"
-#include "backends/engine/kernels/aligned_buffer.hpp"
-#include "backends/engine/kernels/cpu_features.hpp"
-#include "backends/engine/kernels/packed_matrix.hpp"
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/aligned_buffer.hpp"
+#include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
 
 namespace midtune::engine {
 
@@ -40,53 +41,67 @@ struct LayerWeights {
   PackedMatrix down;
 };
 
-// scale[layer * heads + head]; every entry finite and > 0.
+// How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
+// head], every entry finite and > 0.
 struct RopeScales {
   int layers = 0;
   int heads = 0;
   std::vector<float> scale;
+  // Layers (1 = on, size = layers; empty = none) whose keys are rotated and
+  // cached per query head rather than per KV head, so that a hook may give
+  // the heads of one GQA group different scales in the prefill
+  // (ForwardHooks::head_rope_scales, Ms-PoE). A layer whose scales already
+  // differ inside a group gets per-head key slots anyway.
+  std::vector<std::uint8_t> per_head_key_slots;
   static RopeScales ones(int layers, int heads);
   float at(int layer, int head) const { return scale[static_cast<std::size_t>(layer) * heads + head]; }
   bool all_ones() const;
 };
 
-// Optional per-call hooks (issue 5 builds on these; all off by default).
+// Optional per-call hooks, named by the mechanism they act through and the
+// stage of the layer where they run (all off by default; built from an
+// Intervention by backends/engine/hooks/engine_hooks.hpp). Float positions
+// are Model::forward's `positions` argument, per-head key slots a Sequence
+// option.
 struct ForwardHooks {
-  // SIW: per layer, factor on every query's post-softmax weight of key 0
-  // (no renormalisation); empty = off.
-  std::vector<float> initial_key_scale;
-  // Ms-PoE / PHS: called per layer with the softmax rows of the call's last
-  // token, one row of `keys` floats per query head (heads x keys).
-  std::function<void(int layer, std::span<const float> rows, int keys)> on_last_query_attention;
-
-  // Issue-5 interventions (built by backends/engine/hooks/engine_hooks.hpp).
-  // Run the whole call as one chunk: Ms-PoE, SIW and PHS need the last
-  // query's attention over every prompt key in each layer.
+  // Run the whole call as one chunk: hooks that read the last query's row
+  // need it over every prompt key in each layer.
   bool whole_prompt = false;
-  // Ms-PoE: in a call on an empty sequence (prefill), per layer before RoPE,
-  // with the call's Q|K|V rows (tokens x qkv width). A non-empty result is
-  // this layer's per-head RoPE scales, fixed for the sequence's life.
-  std::function<std::vector<float>(int layer, std::span<const float> qkv, int tokens)> assign_head_scales;
-  // SIW: layers (1 = on, size = layers) where key 0's post-softmax weight is
-  // scaled per query. `initial_key_factors` gets the last query's softmax
-  // rows (heads x keys, unscaled), the first position index and the token
-  // count, and returns one factor per token of the call.
-  std::vector<std::uint8_t> initial_key_layers;
-  std::function<std::vector<float>(int layer, std::span<const float> rows, int keys, int start, int tokens)>
-      initial_key_factors;
-  // PHS: after a layer's attention, may add to the K rows (all tokens) and
-  // to the Q rows from `first_query` on of `qkv` given the normed input
+
+  // Stage: before RoPE, in a call on an empty sequence (the prefill), with the
+  // call's Q|K|V rows (tokens x qkv width). A non-empty result is this layer's
+  // per-head RoPE scales, fixed for the sequence's life; heads of one GQA
+  // group may differ only in layers with per-head key slots (Ms-PoE Alg. 1).
+  std::function<std::vector<float>(int layer, std::span<const float> qkv, int tokens)> head_rope_scales;
+
+  // Stage: after the attention kernel. The last query's softmax rows (heads x
+  // keys, before any key-0 correction) in the layers marked 1 here (size =
+  // layers), with the first position index and the call's token count (SIW
+  // density; Ms-PoE-style awareness).
+  std::vector<std::uint8_t> last_query_row_layers;
+  std::function<void(int layer, std::span<const float> rows, int keys, int start, int tokens)> last_query_row;
+
+  // Stage: after the attention kernel (and the readout above). Per token of
+  // the call, a factor alpha on key 0's post-softmax weight p0 without
+  // renormalising, applied outside the kernel: out += (alpha - 1) p0 v0
+  // (SIW). Empty = none in this layer.
+  std::function<std::vector<float>(int layer, int start, int tokens)> key0_weight_factors;
+
+  // Stage: after the layer's attention. May add to the K rows (all tokens)
+  // and to the Q rows from `first_query` on of `qkv` given the normed input
   // `normed` (tokens x hidden). When it returns true the call's keys are
   // re-cached from the changed rows and the rows from `first_query` on are
-  // recomputed. `first_query` is the prompt's last row in the prefill (the
-  // first call) and 0 in every later call: each later token is a decode
-  // step's last token, so a call feeding teacher-forced gold tokens equals
-  // one decode step per token.
+  // recomputed (PHS eq. 3). `first_query` is the prompt's last row in the
+  // prefill (the first call) and 0 in every later call: each later token is a
+  // decode step's last token, so a call feeding teacher-forced gold tokens
+  // equals one decode step per token.
   std::function<bool(int layer, std::span<const float> normed, std::span<float> qkv, int tokens, int first_query)>
-      rescale_qk;
-  // PHS channel search (ga-run phs-search): after each layer, the residual
-  // stream rows of the call (tokens x hidden); `start` is the sequence index
-  // of the first row (a long prompt arrives in prefill_chunk pieces).
+      scale_qk_channels;
+
+  // Stage: layer output. The residual stream rows of the call (tokens x
+  // hidden) after each layer; `start` is the sequence index of the first row
+  // (a long prompt arrives in prefill_chunk pieces). The PHS channel search
+  // (ga-run phs-search) taps it.
   std::function<void(int layer, int start, std::span<const float> residual, int tokens)> on_layer_output;
 };
 
@@ -157,13 +172,14 @@ class Model {
   void attention_layer(int layer, Sequence& seq, int tokens, const double* positions,
                        Workspace& ws, const ForwardHooks* hooks) const;
   void embed(std::int32_t token, float* out) const;
-  // Pieces of attention_layer, shared with the PHS recompute (model_hooks.cpp).
+  // Pieces of attention_layer, shared with the PHS recompute.
   void cache_keys(int layer, Sequence& seq, int tokens, Workspace& ws) const;
   void rotate_queries(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
-  void attend(int layer, Sequence& seq, int tokens, int first, const float* key0_factors, bool want_rows,
+  void attend(int layer, Sequence& seq, int tokens, int first, bool want_key0_weights, bool want_last_row,
               Workspace& ws) const;
-  void assign_head_scales(int layer, Sequence& seq, int tokens, const double* positions, Workspace& ws,
-                          const ForwardHooks& hooks) const;
+  void correct_key0_weight(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
+  void apply_head_rope_scales(int layer, Sequence& seq, int tokens, const double* positions, Workspace& ws,
+                              const ForwardHooks& hooks) const;
   void recompute_last_rows(int layer, Sequence& seq, int tokens, int first, Workspace& ws) const;
 
   std::unique_ptr<GgufFile> file_;

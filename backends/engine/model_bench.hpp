@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 

@@ -11,13 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/kernels/attention.hpp"
-#include "backends/engine/kernels/dequant.hpp"
-#include "backends/engine/kernels/elementwise.hpp"
-#include "backends/engine/kernels/fp16.hpp"
-#include "backends/engine/kernels/packed_matmul.hpp"
-#include "backends/engine/kernels/packed_matrix.hpp"
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -144,37 +146,7 @@ TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
   }
 }
 
-TEST(QuantizeRows, Avx512IsBitIdenticalToScalar) {
-  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int rows = 5, cols = 96;
-  std::vector<float> x(rows * cols);
-  for (auto& v : x) v = normal(rng);
-  std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero block
-  QuantizedRows a, b;
-  quantize_rows(x.data(), rows, cols, cols, a, Isa::scalar);
-  quantize_rows(x.data(), rows, cols, cols, b, Isa::avx512vnni);
-  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(a.q[i], b.q[i]) << i;
-  for (int i = 0; i < rows * a.blocks; ++i) {
-    ASSERT_EQ(a.d[i], b.d[i]) << i;
-    ASSERT_EQ(a.s[i], b.s[i]) << i;
-  }
-}
-
-TEST(SiluMul, Avx512MatchesScalar) {
-  if (!isa_available(Isa::avx512vnni)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(13);
-  std::normal_distribution<float> normal(0.0f, 4.0f);
-  const std::size_t n = 77;  // masked tail
-  std::vector<float> g(n), u(n), ref(n), fast(n);
-  for (std::size_t i = 0; i < n; ++i) { g[i] = normal(rng); u[i] = normal(rng); }
-  g[0] = -100.0f;  // exp overflow side
-  g[1] = 100.0f;
-  silu_mul(g.data(), u.data(), ref.data(), n, Isa::scalar);
-  silu_mul(g.data(), u.data(), fast.data(), n, Isa::avx512vnni);
-  for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
-}
+// The AVX-512 quantiser and SwiGLU bodies against scalar: ops_simd_test.cpp.
 
 std::vector<Isa> fast_isas() {
   std::vector<Isa> out;
@@ -230,11 +202,11 @@ INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
 
 class AttentionTest : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
+TEST_P(AttentionTest, FastPathMatchesScalarIncludingReadouts) {
   const Isa isa = GetParam();
   if (!isa_available(isa)) GTEST_SKIP() << to_string(isa) << " not on this CPU";
-  const AttentionFn fast = isa == Isa::avx2 ? attention_avx2() : attention_avx512();
-  ASSERT_NE(fast, nullptr);
+  const AttentionFn fast = attention_for(isa);
+  ASSERT_NE(fast, attention_scalar()) << "no " << to_string(isa) << " attention body";
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int d = 64, keys = 45;
@@ -245,11 +217,11 @@ TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
   const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
   for (int count = 1; count <= kAttentionTile; ++count) {
     std::vector<float> out_ref(count * d), out_fast(count * d), probs_ref(count * keys), probs_fast(count * keys);
-    const float sink[kAttentionTile] = {0.5f, 1.0f, 2.0f, 0.0f};
-    auto make_tile = [&](std::vector<float>& out, std::vector<float>& probs) {
+    std::vector<float> key0_ref(count, -1.0f), key0_fast(count, -2.0f);
+    auto make_tile = [&](std::vector<float>& out, std::vector<float>& probs, std::vector<float>& key0) {
       AttentionTile tile;
       tile.count = count;
-      tile.initial_key_scale = sink;
+      tile.key0_weight = key0.data();
       for (int r = 0; r < count; ++r) {
         tile.q[r] = q.data() + r * d;
         tile.out[r] = out.data() + r * d;
@@ -259,10 +231,14 @@ TEST_P(AttentionTest, FastPathMatchesScalarIncludingHooks) {
       return tile;
     };
     std::vector<float> scratch(kAttentionTile * keys);
-    attention_scalar()(make_tile(out_ref, probs_ref), kv, 0.125f, scratch.data());
-    fast(make_tile(out_fast, probs_fast), kv, 0.125f, scratch.data());
+    attention_scalar()(make_tile(out_ref, probs_ref, key0_ref), kv, 0.125f, scratch.data());
+    fast(make_tile(out_fast, probs_fast, key0_fast), kv, 0.125f, scratch.data());
     for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_fast[i], out_ref[i], 2e-5f) << count << " " << i;
     for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(probs_fast[i], probs_ref[i], 1e-6f) << count << " " << i;
+    for (int r = 0; r < count; ++r) {
+      ASSERT_NEAR(key0_fast[r], key0_ref[r], 1e-6f) << count << " " << r;
+      ASSERT_EQ(key0_ref[r], probs_ref[r * keys]) << "key-0 weight is the row's first entry";
+    }
   }
 }
 

@@ -177,16 +177,19 @@ TEST_F(EngineModel, FloatPositionsShiftedByAConstantGiveTheSameLogits) {
   }
 }
 
-TEST_F(EngineModel, LastQueryAttentionHookSeesSoftmaxRows) {
+TEST_F(EngineModel, LastQueryRowReadoutSeesSoftmaxRows) {
   const auto fixture = load_fixture("logits_fp32.json");
   const auto tokens = fixture["cases"][0]["tokens"].get<std::vector<std::int32_t>>();
   const ModelConfig& c = model_->config();
   const int n = static_cast<int>(tokens.size()), last = n - 1;
   int calls = 0;
   ForwardHooks hooks;
-  hooks.on_last_query_attention = [&](int layer, std::span<const float> rows, int keys) {
+  hooks.last_query_row_layers.assign(c.layers, 1);
+  hooks.last_query_row = [&](int layer, std::span<const float> rows, int keys, int start, int count) {
     EXPECT_EQ(layer, calls);
     EXPECT_EQ(keys, n);
+    EXPECT_EQ(start, 0);
+    EXPECT_EQ(count, n);
     ASSERT_EQ(rows.size(), static_cast<std::size_t>(c.heads) * n);
     for (std::uint32_t h = 0; h < c.heads; ++h) {
       double sum = 0.0;
@@ -199,12 +202,16 @@ TEST_F(EngineModel, LastQueryAttentionHookSeesSoftmaxRows) {
   const auto with_hook = model_->forward(seq, tokens, {}, std::span<const int>(&last, 1), &hooks);
   EXPECT_EQ(calls, static_cast<int>(c.layers));
   EXPECT_EQ(with_hook, last_logits(tokens, RopeScales::ones(c.layers, c.heads)));  // observing changes nothing
-  // SIW-style scaling of key 0's weight changes the output.
+  // SIW-style scaling of key 0's weight changes the output; factors of 1 do not.
   ForwardHooks siw;
-  siw.initial_key_scale.assign(c.layers, 0.5f);
+  float alpha = 0.5f;
+  siw.key0_weight_factors = [&](int, int, int count) { return std::vector<float>(count, alpha); };
   Sequence seq2(*model_, n, RopeScales::ones(c.layers, c.heads));
   const auto scaled = model_->forward(seq2, tokens, {}, std::span<const int>(&last, 1), &siw);
   EXPECT_NE(scaled, with_hook);
+  alpha = 1.0f;
+  Sequence seq3(*model_, n, RopeScales::ones(c.layers, c.heads));
+  EXPECT_EQ(model_->forward(seq3, tokens, {}, std::span<const int>(&last, 1), &siw), with_hook);
 }
 
 TEST_F(EngineModel, GreedyContinuationsMatchLlamaCpp) {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/model_bench.hpp"
 #include "core/cli/engine_commands.hpp"
 #include "backends/engine/model.hpp"

@@ -6,7 +6,7 @@
 
 #include "backends/engine/hooks/mspoe_order.hpp"
 #include "backends/engine/hooks/position_map.hpp"
-#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/ops/dequant.hpp"
 
 namespace midtune::engine::hooks {
 namespace {
@@ -47,24 +47,23 @@ EngineIntervention::EngineIntervention(const Model& model, const Intervention& i
     for (int h = 0; h < heads; ++h) scales_.scale[static_cast<std::size_t>(l) * heads + h] = static_cast<float>(intervention_.scale_for(l, h));
   }
   if (intervention_.mspoe) {
-    // Placeholders: the same ratio set in head order, so the Sequence gives
-    // every head its own key slot and the RoPE values already exist.
-    const std::vector<double> ratios = spaced_ratios(*intervention_.mspoe, heads);
-    for (int l = intervention_.mspoe->first_layer; l < layers; ++l) {
-      for (int h = 0; h < heads; ++h) scales_.scale[static_cast<std::size_t>(l) * heads + h] = static_cast<float>(ratios[h]);
-    }
-    hooks_.assign_head_scales = [this](int layer, std::span<const float> qkv, int tokens) {
+    // Each head of a GQA group gets its own ratio in the prefill, so its keys
+    // need their own slot from the start.
+    scales_.per_head_key_slots.assign(static_cast<std::size_t>(layers), 0);
+    for (int l = intervention_.mspoe->first_layer; l < layers; ++l) scales_.per_head_key_slots[l] = 1;
+    hooks_.head_rope_scales = [this](int layer, std::span<const float> qkv, int tokens) {
       return assign_mspoe(layer, qkv, tokens);
     };
     any_hook_ = true;
   }
   if (intervention_.position_map) positions_ = calibrated_positions(*intervention_.position_map, prompt_tokens, chunks_);
   if (intervention_.siw) {
-    hooks_.initial_key_layers.assign(static_cast<std::size_t>(layers), 0);
-    for (int l : intervention_.siw->layers) hooks_.initial_key_layers[l] = 1;
-    hooks_.initial_key_factors = [this](int layer, std::span<const float> rows, int keys, int start, int tokens) {
-      return siw_factors(layer, rows, keys, start, tokens);
+    hooks_.last_query_row_layers.assign(static_cast<std::size_t>(layers), 0);
+    for (int l : intervention_.siw->layers) hooks_.last_query_row_layers[l] = 1;
+    hooks_.last_query_row = [this](int layer, std::span<const float> rows, int keys, int start, int tokens) {
+      read_siw_density(layer, rows, keys, start, tokens);
     };
+    hooks_.key0_weight_factors = [this](int layer, int start, int tokens) { return siw_factors(layer, start, tokens); };
     any_hook_ = true;
   }
   if (intervention_.hidden_channel) {
@@ -74,9 +73,9 @@ EngineIntervention::EngineIntervention(const Model& model, const Intervention& i
       phs_q_column_[l] = matrix_column(model.file(), p + "attn_q.weight", phs.channel);
       phs_k_column_[l] = matrix_column(model.file(), p + "attn_k.weight", phs.channel);
     }
-    hooks_.rescale_qk = [this](int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
-                               int first_query) {
-      return rescale_qk(layer, normed, qkv, tokens, first_query);
+    hooks_.scale_qk_channels = [this](int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
+                                      int first_query) {
+      return scale_qk_channels(layer, normed, qkv, tokens, first_query);
     };
     any_hook_ = true;
   }
@@ -120,23 +119,25 @@ std::vector<float> EngineIntervention::assign_mspoe(int layer, std::span<const f
   return out;
 }
 
-std::vector<float> EngineIntervention::siw_factors(int layer, std::span<const float> rows, int keys, int start,
-                                                   int tokens) {
-  const Siw& siw = *intervention_.siw;
-  if (start == 0) {
-    if (tokens != prompt_tokens_) throw std::invalid_argument("SIW: the first forward call must hold exactly the prompt");
-    const int heads = static_cast<int>(model_.config().heads);
-    siw_dense_[layer] = find_dense_chunks(head_mean_row(rows, heads, keys), chunks_, siw.sigma);
-  }
+// SIW: the dense chunks, from the prefill's last row (head mean).
+void EngineIntervention::read_siw_density(int layer, std::span<const float> rows, int keys, int start, int tokens) {
+  if (start != 0) return;  // decided once, in the prefill
+  if (tokens != prompt_tokens_) throw std::invalid_argument("SIW: the first forward call must hold exactly the prompt");
+  const int heads = static_cast<int>(model_.config().heads);
+  siw_dense_[layer] = find_dense_chunks(head_mean_row(rows, heads, keys), chunks_, intervention_.siw->sigma);
+}
+
+std::vector<float> EngineIntervention::siw_factors(int layer, int start, int tokens) const {
+  if (hooks_.last_query_row_layers[static_cast<std::size_t>(layer)] == 0) return {};
   const auto found = siw_dense_.find(layer);
   if (found == siw_dense_.end()) throw std::logic_error("SIW: a later call before the prompt's prefill");
   // Factors for the whole sequence so far, then this call's slice.
-  const std::vector<float> all = query_factors(siw, start + tokens, chunks_, found->second);
+  const std::vector<float> all = query_factors(*intervention_.siw, start + tokens, chunks_, found->second);
   return std::vector<float>(all.begin() + start, all.end());
 }
 
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c].
-bool EngineIntervention::rescale_qk(int layer, std::span<const float> normed, std::span<float> qkv, int T,
+bool EngineIntervention::scale_qk_channels(int layer, std::span<const float> normed, std::span<float> qkv, int T,
                                     int first_query) const {
   const auto q_col = phs_q_column_.find(layer);
   if (q_col == phs_q_column_.end()) return false;

@@ -1,17 +1,19 @@
 // An Intervention turned into what Model::forward takes (issue 5 item 1):
 // the Sequence's RoPE scales, the prompt's positions and the ForwardHooks.
 //   Ms-PoE  per-head scales from first_layer on, assigned in the prefill call
-//           from the last query's Q.K before RoPE (mspoe_order.hpp); the
-//           Sequence starts with distinct placeholder scales there so each
-//           query head gets its own key slot (GQA keys rotated per head).
+//           from the last query's Q.K before RoPE (ForwardHooks::
+//           head_rope_scales, mspoe_order.hpp); the Sequence keeps a key slot
+//           per query head there (RopeScales::per_head_key_slots), so GQA
+//           keys are rotated per head.
 //   CALIOPE prompt positions Phi(t) (position_map.hpp); later calls continue
 //           from the last remapped position + 1 (Model::forward's default).
-//   SIW     factors on key 0 per query token in the chosen layers, dense
-//           chunks found from the prefill's last row (siw_density.hpp).
+//   SIW     factors on key 0's weight per query token in the chosen layers
+//           (ForwardHooks::key0_weight_factors), dense chunks found from the
+//           prefill's last row (last_query_row; siw_density.hpp).
 //   PHS     channel c of the normed input to Q and K scaled by s in the
 //           chosen layers; the call's keys are re-cached scaled and the last
 //           token's row recomputed (PHS eq. 2-3; every row of a later call,
-//           ForwardHooks::rescale_qk). Linear, so the scaled rows
+//           ForwardHooks::scale_qk_channels). Linear, so the scaled rows
 //           are K + (s - 1) x_c W_K[:, c] and Q + (s - 1) x_c W_Q[:, c].
 // Ms-PoE overrides rope_scale in its layers; the others compose freely.
 // The first forward call must hold the whole prompt (prompt_tokens tokens)
@@ -55,8 +57,10 @@ class EngineIntervention {
 
  private:
   std::vector<float> assign_mspoe(int layer, std::span<const float> qkv, int tokens);
-  std::vector<float> siw_factors(int layer, std::span<const float> rows, int keys, int start, int tokens);
-  bool rescale_qk(int layer, std::span<const float> normed, std::span<float> qkv, int tokens, int first_query) const;
+  void read_siw_density(int layer, std::span<const float> rows, int keys, int start, int tokens);
+  std::vector<float> siw_factors(int layer, int start, int tokens) const;
+  bool scale_qk_channels(int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
+                         int first_query) const;
 
   const Model& model_;
   Intervention intervention_;

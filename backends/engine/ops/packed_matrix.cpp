@@ -1,4 +1,4 @@
-#include "backends/engine/kernels/packed_matrix.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine/kernels/dequant.hpp"
-#include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/fp16.hpp"
 
 namespace midtune::engine {
 

@@ -1,4 +1,4 @@
-#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/ops/dispatch.hpp"
 
 #include <cstdlib>
 #include <stdexcept>
@@ -47,6 +47,13 @@ const char* to_string(Isa isa) {
     case Isa::avx512vnni: return "avx512vnni";
   }
   return "?";
+}
+
+void require_isa(const char* op, Isa isa) {
+  if (!isa_available(isa)) {
+    throw std::invalid_argument(std::string(op) + ": ISA " + to_string(isa) +
+                                " is not available on this machine or build");
+  }
 }
 
 Isa best_isa() {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
@@ -84,6 +84,8 @@ void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int 
 
 }  // namespace
 
-PackedTileFn packed_tile_avx2() { return &tile; }
+namespace cpu {
+PackedTileFn matmul_tile_avx2() { return &tile; }
+}  // namespace cpu
 
 }  // namespace midtune::engine

@@ -2,13 +2,18 @@
 // (same d = amax / 127, same x * (1 / d) product, round-to-nearest-even).
 #include <immintrin.h>
 
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
 namespace {
 
-void quantize_row(const float* x, int blocks, std::int8_t* q, float* d, float* s) {
+void quantize_row(const float* x, int cols, std::int8_t* q, float* d, float* s) {
+  if (cols % kQuantBlock != 0) {
+    quantize_row_scalar()(x, cols, q, d, s);
+    return;
+  }
+  const int blocks = cols / kQuantBlock;
   const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int b = 0; b < blocks; ++b, x += kQuantBlock, q += kQuantBlock) {
     const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
@@ -26,6 +31,8 @@ void quantize_row(const float* x, int blocks, std::int8_t* q, float* d, float* s
 
 }  // namespace
 
+namespace cpu {
 QuantizeRowFn quantize_row_avx512() { return &quantize_row; }
+}  // namespace cpu
 
 }  // namespace midtune::engine

@@ -1,4 +1,4 @@
-#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/ops/matmul.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,8 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
-#include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/fp16.hpp"
 
 namespace midtune::engine {
 
@@ -51,26 +52,19 @@ void tile_scalar(const PackedMatrix& w, int group, const QuantizedRows& x, int t
 PackedTileFn packed_tile_scalar() { return &tile_scalar; }
 
 PackedTileFn packed_tile_for(Isa isa) {
-  PackedTileFn fn = nullptr;
-  if (isa_available(isa)) {
-    switch (isa) {
-      case Isa::scalar: fn = packed_tile_scalar(); break;
-      case Isa::avx2: fn = packed_tile_avx2(); break;
-      case Isa::avx512vnni: fn = packed_tile_avx512vnni(); break;
-    }
-  }
-  if (fn == nullptr) {
-    throw std::invalid_argument(std::string("packed matmul: ISA ") + to_string(isa) +
-                                " is not available on this machine or build");
-  }
-  return fn;
+  return select_body<PackedTileFn>("matmul", isa, {packed_tile_scalar(), cpu::matmul_tile_avx2(),
+                                                   cpu::matmul_tile_avx512vnni()});
 }
 
 void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,
                    Isa isa, bool parallel) {
   if (x.blocks != w.blocks) {
-    throw std::invalid_argument("packed_matmul: activations have " + std::to_string(x.cols) +
+    throw std::invalid_argument("matmul: activations have " + std::to_string(x.cols) +
                                 " columns, weights " + std::to_string(w.cols));
+  }
+  if (ldy < static_cast<std::size_t>(w.rows)) {
+    throw std::invalid_argument("matmul: output row stride " + std::to_string(ldy) + " below the " +
+                                std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
   // Token chunks keep a chunk's int8 activations in L2 while the row groups

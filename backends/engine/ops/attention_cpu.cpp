@@ -1,9 +1,13 @@
-#include "backends/engine/kernels/attention.hpp"
+#include "backends/engine/ops/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
@@ -29,7 +33,7 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
       sum += p[k];
     }
     for (int k = 0; k < tile.limit[r]; ++k) p[k] /= sum;
-    if (tile.initial_key_scale != nullptr && tile.limit[r] > 0) p[0] *= tile.initial_key_scale[r];
+    if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
     float* out = tile.out[r];
     std::fill(out, out + kv.head_dim, 0.0f);
@@ -45,11 +49,22 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
 AttentionFn attention_scalar() { return &attention_reference; }
 
 AttentionFn attention_for(Isa isa) {
-  if (isa == Isa::avx512vnni && isa_available(isa) && attention_avx512() != nullptr) {
-    return attention_avx512();
+  return select_body<AttentionFn>("attention", isa, {attention_scalar(), cpu::attention_avx2(), cpu::attention_avx512()});
+}
+
+void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
+  if (tile.count < 1 || tile.count > kAttentionTile) {
+    throw std::invalid_argument("attention: tile of " + std::to_string(tile.count) + " queries (1.." +
+                                std::to_string(kAttentionTile) + ")");
   }
-  if (isa != Isa::scalar && isa_available(Isa::avx2) && attention_avx2() != nullptr) return attention_avx2();
-  return attention_scalar();
+  if (kv.head_dim <= 0 || kv.kt == nullptr || kv.v == nullptr) {
+    throw std::invalid_argument("attention: key/value view without keys, values or head_dim");
+  }
+  for (int r = 0; r < tile.count; ++r) {
+    if (tile.q[r] == nullptr || tile.out[r] == nullptr || tile.limit[r] < 1) {
+      throw std::invalid_argument("attention: query " + std::to_string(r) + " lacks q, out or a key limit >= 1");
+    }
+  }
 }
 
 }  // namespace midtune::engine

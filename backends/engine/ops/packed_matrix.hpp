@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/engine/gguf.hpp"
-#include "backends/engine/kernels/aligned_buffer.hpp"
+#include "backends/engine/ops/aligned_buffer.hpp"
 
 namespace midtune::engine {
 

@@ -1,13 +1,16 @@
 // Activations quantised per row and per 32-element block to int8 (like
 // ggml's Q8_1): x ~ d * q with d = max|x| / 127, plus s = d * sum(q), which
 // the matmul needs for the weights' per-block offset term.
+// Bodies: scalar, AVX-512 (bit-identical); dispatch as in ops/dispatch.hpp;
+// the SIMD body hands rows whose length is not a multiple of 32 to the
+// scalar body. Arguments checked: rows >= 0, cols > 0, ld >= cols.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/engine/kernels/aligned_buffer.hpp"
-#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/ops/aligned_buffer.hpp"
+#include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
@@ -32,8 +35,9 @@ struct QuantizedRows {
 void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out,
                    Isa isa = Isa::scalar);
 
-// AVX-512 row quantiser for rows of whole blocks; nullptr when not compiled in.
-using QuantizeRowFn = void (*)(const float* x, int blocks, std::int8_t* q, float* d, float* s);
-QuantizeRowFn quantize_row_avx512();
+// A body: one row of `cols` floats into ceil(cols / 32) blocks.
+using QuantizeRowFn = void (*)(const float* x, int cols, std::int8_t* q, float* d, float* s);
+QuantizeRowFn quantize_row_scalar();
+QuantizeRowFn quantize_row_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
 
 }  // namespace midtune::engine

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/engine/kernels/packed_matmul.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
 
 namespace midtune::engine {
 
@@ -105,6 +105,8 @@ void tile_avx512(const PackedMatrix& w, int group, const QuantizedRows& x, int t
 
 }  // namespace
 
-PackedTileFn packed_tile_avx512vnni() { return &tile_avx512; }
+namespace cpu {
+PackedTileFn matmul_tile_avx512vnni() { return &tile_avx512; }
+}  // namespace cpu
 
 }  // namespace midtune::engine

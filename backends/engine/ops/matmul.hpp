@@ -3,13 +3,15 @@
 //   d_w d_x sum(u q) + m_w s_x          (Q4_1 x Q8_1, as in ggml's vec_dot)
 // The int32 dot products are exact in every path, so fast paths differ from
 // the scalar reference only by float summation order.
+// Bodies: scalar, AVX2 (vpmaddubsw), AVX-512 VNNI (vpdpbusd); dispatch as in
+// ops/dispatch.hpp. Arguments checked: x.cols == w.cols, ldy >= w.rows.
 #pragma once
 
 #include <cstddef>
 
-#include "backends/engine/kernels/cpu_features.hpp"
-#include "backends/engine/kernels/packed_matrix.hpp"
-#include "backends/engine/kernels/quantize_rows.hpp"
+#include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
 
 namespace midtune::engine {
 
@@ -19,9 +21,7 @@ using PackedTileFn = void (*)(const PackedMatrix& w, int group, const QuantizedR
                               int t1, float* y, std::size_t ldy);
 
 PackedTileFn packed_tile_scalar();
-PackedTileFn packed_tile_avx2();       // nullptr when not compiled in
-PackedTileFn packed_tile_avx512vnni();  // nullptr when not compiled in
-PackedTileFn packed_tile_for(Isa isa);  // throws std::invalid_argument if unavailable
+PackedTileFn packed_tile_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
 
 // The whole product, parallel over row groups and token chunks with oneTBB
 // when `parallel`. x.cols must equal w.cols.

@@ -1,10 +1,10 @@
-#include "backends/engine/kernels/dequant.hpp"
+#include "backends/engine/ops/dequant.hpp"
 
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "backends/engine/kernels/fp16.hpp"
+#include "backends/engine/ops/fp16.hpp"
 
 namespace midtune::engine {
 

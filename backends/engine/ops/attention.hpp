@@ -4,11 +4,15 @@
 // block's head_dim x 16 floats are contiguous, so 16 keys' scores come from
 // one vector FMA per head-dimension element over one 4 KiB stream; values
 // row-major.
+// Bodies: scalar, AVX2, AVX-512; dispatch as in ops/dispatch.hpp; the SIMD
+// bodies hand a head_dim that is not a multiple of 16 to the scalar body.
+// Arguments checked (check_attention_args): 1 <= count <= kAttentionTile,
+// every q / out set, 1 <= limit, head_dim > 0, keys and values set.
 #pragma once
 
 #include <cstddef>
 
-#include "backends/engine/kernels/cpu_features.hpp"
+#include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
@@ -21,17 +25,16 @@ struct AttentionTile {
   const float* q[kAttentionTile] = {};          // head_dim floats each (already rotated)
   float* out[kAttentionTile] = {};              // head_dim floats each
   int limit[kAttentionTile] = {};               // key count visible to each query (causal)
-  // Issue-5 hooks, all optional:
-  // SIW: post-softmax factor on the weight of key 0, per query, without
-  // renormalisation (nullptr = 1).
-  const float* initial_key_scale = nullptr;
-  // A copy of each query's softmax row (limit floats) where non-null: the
-  // last query's attention row for Ms-PoE awareness and PHS.
+  // Readouts, optional: where non-null, each query's softmax row (limit
+  // floats: the last query's row for Ms-PoE awareness and SIW density) and
+  // its weight on key 0 (count floats: SIW corrects the output with it
+  // outside the kernel, out += (alpha - 1) p0 v0).
   float* probs_out[kAttentionTile] = {};
+  float* key0_weight = nullptr;
 };
 
 struct KeyValueView {
-  const float* kt = nullptr;  // [key / 16][head_dim][16]
+  const float* kt = nullptr;  // [key / 16][head_dim][16], whole 16-key blocks (bodies load whole blocks)
   const float* v = nullptr;   // [keys][v_ld]
   std::size_t v_ld = 0;
   int head_dim = 0;
@@ -49,8 +52,16 @@ using AttentionFn = void (*)(const AttentionTile& tile, const KeyValueView& kv, 
                              float* scratch);
 
 AttentionFn attention_scalar();
-AttentionFn attention_avx512();  // nullptr when not compiled in
-AttentionFn attention_avx2();    // nullptr when not compiled in
-AttentionFn attention_for(Isa isa);
+AttentionFn attention_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
+
+// Throws std::invalid_argument naming the broken argument.
+void check_attention_args(const AttentionTile& tile, const KeyValueView& kv);
+
+// The op: arguments checked, then `body` (from attention_for) runs.
+inline void attention(AttentionFn body, const AttentionTile& tile, const KeyValueView& kv, float scale,
+                      float* scratch) {
+  check_attention_args(tile, kv);
+  body(tile, kv, scale, scratch);
+}
 
 }  // namespace midtune::engine

@@ -1,0 +1,135 @@
+// The SIMD attention body, once for every ISA (V: vec.hpp traits):
+// scores for kLanes keys per FMA chain over the transposed keys, a
+// vectorised exp (exp.hpp), and p V with the sub-tile's queries sharing each
+// value-row load. Queries go in sub-tiles of V::kMaxTileRows so their
+// accumulators stay in registers. Included only by the per-ISA translation
+// units.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/cpu/exp.hpp"
+
+namespace midtune::engine::cpu {
+
+template <class V>
+struct AttentionBody {
+  using reg = typename V::reg;
+  static constexpr int L = V::kLanes;
+
+  // Scaled scores of queries [r0, r0 + R) against keys [0, max_limit). A
+  // key block always holds 16 keys (the layout's padding), so whole vectors
+  // load; only the valid lanes are stored.
+  template <int R>
+  static void scores(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
+                     int max_limit) {
+    for (int k0 = 0; k0 < max_limit; k0 += L) {
+      reg acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = V::zero();
+      const float* block = kv.kt + static_cast<std::size_t>(k0 / kKeyBlock) * kv.head_dim * kKeyBlock + k0 % kKeyBlock;
+      for (int i = 0; i < kv.head_dim; ++i) {
+        const reg keys = V::load(block + i * kKeyBlock);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) acc[r] = V::fmadd(V::set1(tile.q[r0 + r][i]), keys, acc[r]);
+      }
+      const int valid = std::min(L, max_limit - k0);
+      for (int r = 0; r < R; ++r) {
+        V::store_first(scratch + static_cast<std::size_t>(r0 + r) * max_limit + k0, V::mul(acc[r], V::set1(scale)),
+                       valid);
+      }
+    }
+  }
+
+  // p = softmax(p) over `limit` scores, in place.
+  static void softmax_row(float* p, int limit) {
+    reg best = V::set1(-3.0e38f);
+    for (int k = 0; k < limit; k += L) best = V::max(best, V::load_first(p + k, std::min(L, limit - k), -3.0e38f));
+    const reg max_all = V::set1(V::reduce_max(best));
+    reg sum = V::zero();
+    int k = 0;
+    for (; k + L <= limit; k += L) {
+      const reg e = exp_ps<V>(V::sub(V::load(p + k), max_all));
+      sum = V::add(sum, e);
+      V::store(p + k, e);
+    }
+    reg tail = V::zero();
+    if (k < limit) {
+      tail = exp_ps<V>(V::sub(V::load_first(p + k, limit - k, 0.0f), max_all));
+      V::store_first(p + k, tail, limit - k);
+    }
+    const reg inv = V::set1(1.0f / V::sum_with_tail(sum, tail, limit - k));
+    for (k = 0; k < limit; k += L) {
+      const int n = std::min(L, limit - k);
+      V::store_first(p + k, V::mul(V::load_first(p + k, n, 0.0f), inv), n);
+    }
+  }
+
+  // out = p V for queries [r0, r0 + R), 2 x kLanes output dims per pass.
+  // Rows shorter than max_limit have zero weights past their limit, so every
+  // query runs over the same key range.
+  template <int R>
+  static void weighted_values(const AttentionTile& tile, int r0, const KeyValueView& kv, const float* scratch,
+                              int max_limit) {
+    for (int c = 0; c < kv.head_dim; c += 2 * L) {
+      const bool two = kv.head_dim - c >= 2 * L;
+      reg acc[R][2];
+      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
+      const float* vk = kv.v + c;
+      for (int k = 0; k < max_limit; ++k, vk += kv.v_ld) {
+        const reg v0 = V::load(vk);
+        const reg v1 = two ? V::load(vk + L) : V::zero();
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+          const reg weight = V::set1(scratch[static_cast<std::size_t>(r0 + r) * max_limit + k]);
+          acc[r][0] = V::fmadd(weight, v0, acc[r][0]);
+          acc[r][1] = V::fmadd(weight, v1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        V::store(tile.out[r0 + r] + c, acc[r][0]);
+        if (two) V::store(tile.out[r0 + r] + c + L, acc[r][1]);
+      }
+    }
+  }
+
+  template <int R>
+  static void sub_tile(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
+                       int max_limit) {
+    scores<R>(tile, r0, kv, scale, scratch, max_limit);
+    for (int r = r0; r < r0 + R; ++r) {
+      float* p = scratch + static_cast<std::size_t>(r) * max_limit;
+      softmax_row(p, tile.limit[r]);
+      std::fill(p + tile.limit[r], p + max_limit, 0.0f);
+      if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
+      if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
+    }
+    weighted_values<R>(tile, r0, kv, scratch, max_limit);
+  }
+
+  // The last count % kMaxTileRows queries: one sub-tile of that size.
+  template <int... Rs>
+  static void remainder(int rows, const AttentionTile& tile, int r0, const KeyValueView& kv, float scale,
+                        float* scratch, int max_limit, std::integer_sequence<int, Rs...>) {
+    ((rows == Rs + 1 ? sub_tile<Rs + 1>(tile, r0, kv, scale, scratch, max_limit) : void()), ...);
+  }
+
+  static void run(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch) {
+    if (kv.head_dim % kKeyBlock != 0) {
+      attention_scalar()(tile, kv, scale, scratch);
+      return;
+    }
+    int max_limit = 0;
+    for (int r = 0; r < tile.count; ++r) max_limit = std::max(max_limit, tile.limit[r]);
+    constexpr int kRows = V::kMaxTileRows;
+    int r0 = 0;
+    for (; r0 + kRows <= tile.count; r0 += kRows) sub_tile<kRows>(tile, r0, kv, scale, scratch, max_limit);
+    if (r0 < tile.count) {
+      remainder(tile.count - r0, tile, r0, kv, scale, scratch, max_limit, std::make_integer_sequence<int, kRows - 1>());
+    }
+  }
+};
+
+}  // namespace midtune::engine::cpu

@@ -1,0 +1,16 @@
+// The templated SIMD bodies instantiated for AVX2 (built with -mavx2 -mfma
+// -mf16c; called only after dispatch found AVX2). The packed matmul's AVX2
+// body is its own algorithm (vpmaddubsw) in matmul_avx2.cpp.
+#include "backends/engine/ops/cpu/attention_body.hpp"
+#include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/vec.hpp"
+
+namespace midtune::engine::cpu {
+
+AttentionFn attention_avx2() { return &AttentionBody<VecAvx2>::run; }
+// No AVX2 SwiGLU or quantiser body: AVX2 runs the scalar ones (ops/swiglu.hpp
+// says why for SwiGLU).
+SiluMulFn silu_mul_avx2() { return nullptr; }
+QuantizeRowFn quantize_row_avx2() { return nullptr; }
+
+}  // namespace midtune::engine::cpu

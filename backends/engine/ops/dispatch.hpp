@@ -1,0 +1,63 @@
+// Runtime CPU dispatch: which instruction sets this machine (and OS) offers,
+// which family the engine uses, and the one rule every op picks its body by.
+// MIDTUNE_ISA=scalar|avx2|avx512 caps the choice (tests and benchmarks compare
+// the paths that way).
+//
+// Every op (ops/<op>.hpp) has a scalar reference body and may have SIMD
+// bodies (ops/cpu/, compiled with that ISA's flags only). The dispatch rule,
+// the same for every op (select_body below):
+//   1. asking for an ISA this CPU (or OS) does not offer throws
+//      std::invalid_argument naming the op and the ISA;
+//   2. otherwise the op runs its body for the highest ISA at or below the one
+//      asked for that this build has (an op without an AVX2 body runs its
+//      scalar body under Isa::avx2; the scalar body always exists);
+//   3. a SIMD body may hand an argument shape it has no vector path for to
+//      the scalar reference; the op's header says which shapes.
+// A later GPU body slots in beside these without touching the model code.
+#pragma once
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace midtune::engine {
+
+enum class Isa { scalar = 0, avx2 = 1, avx512vnni = 2 };
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
+  bool avxvnni = false;
+};
+
+const CpuFeatures& cpu_features();
+// Is this kernel family runnable here?
+bool isa_available(Isa isa);
+// Best available family, capped by MIDTUNE_ISA when set (throws
+// std::invalid_argument for an unknown value).
+Isa best_isa();
+const char* to_string(Isa isa);
+
+inline constexpr int kIsaCount = 3;
+
+// Rule 1: throws std::invalid_argument "<op>: ISA <isa> is not available ..."
+// unless isa_available(isa).
+void require_isa(const char* op, Isa isa);
+
+// Rules 1 and 2: `bodies[i]` is the op's body for Isa i (nullptr = none in
+// this build); bodies[scalar] must exist.
+template <typename Fn>
+Fn select_body(const char* op, Isa isa, const std::array<Fn, kIsaCount>& bodies) {
+  require_isa(op, isa);
+  for (int i = static_cast<int>(isa); i >= 0; --i) {
+    if (bodies[static_cast<std::size_t>(i)] != nullptr) return bodies[static_cast<std::size_t>(i)];
+  }
+  throw std::logic_error(std::string(op) + ": no scalar body");
+}
+
+}  // namespace midtune::engine

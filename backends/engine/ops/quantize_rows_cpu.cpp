@@ -1,0 +1,67 @@
+#include "backends/engine/ops/quantize_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/cpu/bodies.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+void quantize_row_reference(const float* x, int cols, std::int8_t* q, float* d, float* s) {
+  const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
+  for (int b = 0; b < blocks; ++b) {
+    const int begin = b * kQuantBlock;
+    const int end = std::min(cols, begin + kQuantBlock);
+    float amax = 0.0f;
+    for (int i = begin; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = amax / 127.0f;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    int sum = 0;
+    for (int i = begin; i < begin + kQuantBlock; ++i) {
+      const int qi = i < end ? static_cast<int>(std::nearbyint(x[i] * inv)) : 0;
+      q[i] = static_cast<std::int8_t>(qi);
+      sum += qi;
+    }
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(sum);
+  }
+}
+
+}  // namespace
+
+QuantizeRowFn quantize_row_scalar() { return &quantize_row_reference; }
+
+QuantizeRowFn quantize_row_for(Isa isa) {
+  return select_body<QuantizeRowFn>("quantize_rows", isa,
+                                    {quantize_row_scalar(), cpu::quantize_row_avx2(), cpu::quantize_row_avx512()});
+}
+
+void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out, Isa isa) {
+  if (rows < 0 || cols <= 0 || ld < static_cast<std::size_t>(cols)) {
+    throw std::invalid_argument("quantize_rows: " + std::to_string(rows) + " rows of " + std::to_string(cols) +
+                                " columns with stride " + std::to_string(ld));
+  }
+  const QuantizeRowFn body = quantize_row_for(isa);
+  const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
+  const bool reshape = out.rows != rows || out.blocks != blocks;
+  out.rows = rows;
+  out.cols = cols;
+  out.blocks = blocks;
+  if (reshape) {
+    const std::size_t nblocks = static_cast<std::size_t>(rows) * blocks;
+    out.q.ensure(nblocks * kQuantBlock);
+    out.d.ensure(nblocks);
+    out.s.ensure(nblocks);
+  }
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t first = static_cast<std::size_t>(r) * blocks;
+    body(x + static_cast<std::size_t>(r) * ld, cols, out.q.data() + first * kQuantBlock, out.d.data() + first,
+         out.s.data() + first);
+  }
+}
+
+}  // namespace midtune::engine

@@ -1,0 +1,16 @@
+// RMSNorm of the Llama block: y = x / sqrt(mean(x^2) + eps) * weight, for
+// `rows` rows of `width` (sum of squares in double). Bodies: scalar only
+// (O(tokens x width), small next to the matmuls); dispatch as in
+// ops/dispatch.hpp. Arguments checked: rows >= 0, width > 0, strides >= width.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/engine/ops/dispatch.hpp"
+
+namespace midtune::engine {
+
+void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
+                   std::size_t ld_y, Isa isa = Isa::scalar);
+
+}  // namespace midtune::engine

@@ -1,0 +1,19 @@
+// SwiGLU of the Llama feed-forward block: out = silu(gate) * up,
+// silu(g) = g / (1 + exp(-g)), `count` elements. Bodies: scalar (std::exp),
+// AVX-512 (polynomial exp, relative error ~1e-7 against the scalar body);
+// dispatch as in ops/dispatch.hpp. AVX2 runs the scalar body so that AVX2
+// machines keep the logits they gave before the AVX-512 body existed.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/engine/ops/dispatch.hpp"
+
+namespace midtune::engine {
+
+void silu_mul(const float* gate, const float* up, float* out, std::size_t count, Isa isa = Isa::scalar);
+
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, std::size_t count);
+SiluMulFn silu_mul_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
+
+}  // namespace midtune::engine

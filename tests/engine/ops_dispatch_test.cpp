@@ -1,0 +1,77 @@
+// The dispatch rule of ops/dispatch.hpp, checked on every op: an ISA the CPU
+// lacks throws; an available ISA without a body of its own runs the next
+// lower body; the scalar body always exists.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
+
+namespace midtune::engine {
+namespace {
+
+constexpr std::array<Isa, kIsaCount> kAllIsas = {Isa::scalar, Isa::avx2, Isa::avx512vnni};
+
+int one() { return 1; }
+int two() { return 2; }
+
+TEST(DispatchRule, FallsToTheHighestBodyAtOrBelowTheIsaAskedFor) {
+  using Fn = int (*)();
+  // Rule 2 on a synthetic op with scalar and AVX-512 bodies only.
+  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two};
+  EXPECT_EQ(select_body<Fn>("test op", Isa::scalar, bodies)(), 1);
+  if (isa_available(Isa::avx2)) {
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
+  }
+  if (isa_available(Isa::avx512vnni)) {
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avx512vnni, bodies)(), 2);
+  }
+}
+
+TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
+  int missing = 0;
+  for (Isa isa : kAllIsas) {
+    std::vector<float> x(64, 0.5f), w(64, 1.0f), y(64);
+    QuantizedRows q;
+    const std::vector<std::function<void()>> ops = {
+        [&] { packed_tile_for(isa); },
+        [&] { attention_for(isa); },
+        [&] { quantize_rows(x.data(), 1, 64, 64, q, isa); },
+        [&] { rms_norm_rows(x.data(), 64, w.data(), 1, 64, 1e-5f, y.data(), 64, isa); },
+        [&] { rope_for(isa); },
+        [&] { silu_mul(x.data(), w.data(), y.data(), 64, isa); },
+    };
+    for (std::size_t op = 0; op < ops.size(); ++op) {
+      if (isa_available(isa)) {
+        EXPECT_NO_THROW(ops[op]()) << "op " << op << " on " << to_string(isa);
+      } else {
+        EXPECT_THROW(ops[op](), std::invalid_argument) << "op " << op << " on " << to_string(isa);
+      }
+    }
+    missing += isa_available(isa) ? 0 : 1;
+  }
+  if (missing == 0) std::printf("every ISA is available here: the throwing half of the rule was not exercised\n");
+}
+
+TEST(OpContracts, BadArgumentsAreRejected) {
+  std::vector<float> x(64);
+  QuantizedRows q;
+  EXPECT_THROW(quantize_rows(x.data(), 1, 64, 32, q), std::invalid_argument);  // stride below the row
+  EXPECT_THROW(rms_norm_rows(x.data(), 64, x.data(), 1, 0, 1e-5f, x.data(), 64), std::invalid_argument);
+  AttentionTile tile;  // no queries
+  float kv_data[16] = {};
+  EXPECT_THROW(attention(attention_scalar(), tile, KeyValueView{kv_data, kv_data, 1, 1}, 1.0f, kv_data),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace midtune::engine

@@ -1,0 +1,124 @@
+// Every op's body for each SIMD ISA against the same op's scalar reference
+// on random data (as llm.c's dev/cuda checks each kernel against the CPU
+// one), for every ISA this CPU runs; the others are skipped with a message.
+// An ISA without its own body for an op runs a lower one (ops/dispatch.hpp),
+// which then must match exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/matmul.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/swiglu.hpp"
+
+namespace midtune::engine {
+namespace {
+
+class OpsSimd : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_available(GetParam())) GTEST_SKIP() << to_string(GetParam()) << " is not on this CPU: its bodies are not run";
+  }
+  std::mt19937 rng{17};
+  std::normal_distribution<float> normal{0.0f, 2.0f};
+  std::vector<float> random(std::size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = normal(rng);
+    return v;
+  }
+};
+
+TEST_P(OpsSimd, MatmulMatchesScalar) {
+  const int n = 37, k = 96, m = 11;  // partial row group, token tile remainder
+  const std::vector<float> w_data = random(static_cast<std::size_t>(n) * k);
+  const PackedMatrix w = pack_matrix(GgmlType::F32, w_data.data(), n, k);
+  const std::vector<float> x = random(static_cast<std::size_t>(m) * k);
+  QuantizedRows xq;
+  quantize_rows(x.data(), m, k, k, xq);
+  std::vector<float> ref(m * n), got(m * n);
+  packed_matmul(w, xq, ref.data(), n, Isa::scalar, false);
+  packed_matmul(w, xq, got.data(), n, GetParam(), false);
+  // Same int32 dots; only the float accumulation order may differ.
+  for (int i = 0; i < m * n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << i;
+}
+
+TEST_P(OpsSimd, AttentionMatchesScalar) {
+  for (int d : {64, 40}) {  // 40: not a multiple of 16, the SIMD bodies hand it to scalar
+    const int keys = 37;
+    const std::vector<float> kt = random(static_cast<std::size_t>(d) * 48), v = random(static_cast<std::size_t>(keys) * d),
+                             q = random(static_cast<std::size_t>(kAttentionTile) * d);
+    const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
+    for (int count = 1; count <= kAttentionTile; ++count) {
+      std::vector<float> out_ref(count * d), out_got(count * d), p_ref(count * keys), p_got(count * keys);
+      auto tile_for = [&](std::vector<float>& out, std::vector<float>& probs) {
+        AttentionTile tile;
+        tile.count = count;
+        for (int r = 0; r < count; ++r) {
+          tile.q[r] = q.data() + r * d;
+          tile.out[r] = out.data() + r * d;
+          tile.limit[r] = keys - 2 * (count - 1 - r);
+          tile.probs_out[r] = probs.data() + r * keys;
+        }
+        return tile;
+      };
+      std::vector<float> scratch(kAttentionTile * keys);
+      attention(attention_scalar(), tile_for(out_ref, p_ref), kv, 0.125f, scratch.data());
+      attention(attention_for(GetParam()), tile_for(out_got, p_got), kv, 0.125f, scratch.data());
+      for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_got[i], out_ref[i], 2e-5f) << "d " << d << " count " << count;
+      for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(p_got[i], p_ref[i], 1e-6f) << "d " << d << " count " << count;
+    }
+  }
+}
+
+TEST_P(OpsSimd, QuantizeRowsIsBitIdenticalToScalar) {
+  for (int cols : {96, 70}) {  // 70: a tail block, handed to the scalar body
+    const int rows = 5;
+    std::vector<float> x = random(static_cast<std::size_t>(rows) * cols);
+    std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero block
+    QuantizedRows a, b;
+    quantize_rows(x.data(), rows, cols, cols, a, Isa::scalar);
+    quantize_rows(x.data(), rows, cols, cols, b, GetParam());
+    for (int i = 0; i < rows * a.blocks * kQuantBlock; ++i) ASSERT_EQ(a.q[i], b.q[i]) << cols << " " << i;
+    for (int i = 0; i < rows * a.blocks; ++i) {
+      ASSERT_EQ(a.d[i], b.d[i]) << cols << " " << i;
+      ASSERT_EQ(a.s[i], b.s[i]) << cols << " " << i;
+    }
+  }
+}
+
+TEST_P(OpsSimd, SwigluMatchesScalar) {
+  const std::size_t n = 77;  // a partial vector at the end
+  std::vector<float> g = random(n), u = random(n), ref(n), got(n);
+  g[0] = -100.0f;  // exp overflow side
+  g[1] = 100.0f;
+  silu_mul(g.data(), u.data(), ref.data(), n, Isa::scalar);
+  silu_mul(g.data(), u.data(), got.data(), n, GetParam());
+  // Polynomial exp: ~1e-7 relative.
+  for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
+}
+
+TEST_P(OpsSimd, RmsnormAndRopeMatchScalar) {
+  const int rows = 3, width = 50;
+  const std::vector<float> x = random(rows * width), w = random(width);
+  std::vector<float> ref(rows * width), got(rows * width);
+  rms_norm_rows(x.data(), width, w.data(), rows, width, 1e-5f, ref.data(), width, Isa::scalar);
+  rms_norm_rows(x.data(), width, w.data(), rows, width, 1e-5f, got.data(), width, GetParam());
+  EXPECT_EQ(got, ref);
+  std::vector<float> a = random(64), b = a, cos_sin = random(64);
+  rope_for(Isa::scalar)(a.data(), cos_sin.data(), 64);
+  rope_for(GetParam())(b.data(), cos_sin.data(), 64);
+  EXPECT_EQ(a, b);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryIsa, OpsSimd, ::testing::Values(Isa::avx2, Isa::avx512vnni),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace midtune::engine
