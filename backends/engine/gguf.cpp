@@ -21,14 +21,22 @@ using gguf_detail::kInt64Max;
 
 namespace {
 
-constexpr std::array<GgmlTypeInfo, 8> kTypes = {{
+// Block layouts as in ggml-common.h.
+constexpr std::array<GgmlTypeInfo, 15> kTypes = {{
     {GgmlType::F32, "F32", 1, 4},
     {GgmlType::F16, "F16", 1, 2},
-    {GgmlType::Q4_0, "Q4_0", 32, 18},   // f16 scale + 16 bytes of nibbles
-    {GgmlType::Q4_1, "Q4_1", 32, 20},   // f16 scale, f16 min + 16 bytes
-    {GgmlType::Q8_0, "Q8_0", 32, 34},   // f16 scale + 32 int8
-    {GgmlType::Q4_K, "Q4_K", 256, 144}, // 2 f16 + 12 scale bytes + 128 nibble bytes
-    {GgmlType::Q6_K, "Q6_K", 256, 210}, // 128 ql + 64 qh + 16 scales + f16
+    {GgmlType::Q4_0, "Q4_0", 32, 18},       // f16 scale + 16 bytes of nibbles
+    {GgmlType::Q4_1, "Q4_1", 32, 20},       // f16 scale, f16 min + 16 bytes
+    {GgmlType::Q5_0, "Q5_0", 32, 22},       // f16 scale + 4 bytes of 5th bits + 16 bytes
+    {GgmlType::Q5_1, "Q5_1", 32, 24},       // f16 scale, f16 min + 4 + 16 bytes
+    {GgmlType::Q8_0, "Q8_0", 32, 34},       // f16 scale + 32 int8
+    {GgmlType::Q2_K, "Q2_K", 256, 84},      // 16 scale bytes + 64 crumb bytes + 2 f16
+    {GgmlType::Q3_K, "Q3_K", 256, 110},     // 32 high-bit bytes + 64 crumb bytes + 12 scales + f16
+    {GgmlType::Q4_K, "Q4_K", 256, 144},     // 2 f16 + 12 scale bytes + 128 nibble bytes
+    {GgmlType::Q5_K, "Q5_K", 256, 176},     // 2 f16 + 12 scales + 32 high-bit bytes + 128 nibble bytes
+    {GgmlType::Q6_K, "Q6_K", 256, 210},     // 128 ql + 64 qh + 16 scales + f16
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18},   // f16 scale + 16 bytes of codebook nibbles
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136}, // f16 scale + 2 + 4 scale bytes + 128 nibble bytes
     {GgmlType::BF16, "BF16", 1, 2},
 }};
 
@@ -398,7 +406,7 @@ const GgufTensorInfo& GgufFile::tensor(std::string_view name) const {
 std::span<const std::byte> GgufFile::tensor_data(const GgufTensorInfo& info) const {
   if (!info.type)
     fail(info.info_offset, "tensor '" + info.name + "' has type " + ggml_type_name(info.type_id) +
-                               ", which the engine does not support (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+                               ", which the engine does not support (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   return {base_ + data_offset_ + info.offset, static_cast<std::size_t>(info.n_bytes)};
 }
 

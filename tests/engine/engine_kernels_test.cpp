@@ -51,7 +51,9 @@ TEST(Dequant, MatchesGgufPythonOnEveryType) {
   const std::vector<std::pair<std::string, GgmlType>> types = {
       {"F32", GgmlType::F32},   {"F16", GgmlType::F16},   {"BF16", GgmlType::BF16},
       {"Q4_0", GgmlType::Q4_0}, {"Q4_1", GgmlType::Q4_1}, {"Q8_0", GgmlType::Q8_0},
-      {"Q4_K", GgmlType::Q4_K}, {"Q6_K", GgmlType::Q6_K}};
+      {"Q4_K", GgmlType::Q4_K}, {"Q6_K", GgmlType::Q6_K}, {"Q5_0", GgmlType::Q5_0},
+      {"Q5_1", GgmlType::Q5_1}, {"Q2_K", GgmlType::Q2_K}, {"Q3_K", GgmlType::Q3_K},
+      {"Q5_K", GgmlType::Q5_K}, {"IQ4_NL", GgmlType::IQ4_NL}, {"IQ4_XS", GgmlType::IQ4_XS}};
   for (const auto& [name, type] : types) {
     const auto& entry = fixture.at(name);
     const auto bytes = from_hex(entry.at("bytes_hex").get<std::string>());
@@ -59,8 +61,7 @@ TEST(Dequant, MatchesGgufPythonOnEveryType) {
     std::vector<float> got(expected.size());
     dequantize_row(type, bytes.data(), got.data(), got.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
-      // gguf-py computes some products in another order: allow 1 ulp-ish.
-      ASSERT_NEAR(got[i], expected[i], 1e-6f * std::max(1.0f, std::fabs(expected[i]))) << name << " element " << i;
+      ASSERT_EQ(got[i], expected[i]) << name << " element " << i;  // bit-identical, every type
     }
   }
   std::vector<float> out(16);
@@ -87,6 +88,11 @@ std::vector<std::uint8_t> random_matrix(GgmlType type, int rows, int cols, std::
       case GgmlType::Q4_1: put_half(off, scale(rng)); put_half(off + 2, -8 * scale(rng)); break;
       case GgmlType::Q4_K: put_half(off, scale(rng)); put_half(off + 2, scale(rng)); break;
       case GgmlType::Q6_K: put_half(off + 208, scale(rng) * 0.1f); break;
+      case GgmlType::Q5_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: put_half(off, scale(rng) * 0.1f); break;
+      case GgmlType::Q5_1: put_half(off, scale(rng)); put_half(off + 2, -16 * scale(rng)); break;
+      case GgmlType::Q2_K: put_half(off + 80, scale(rng)); put_half(off + 82, scale(rng)); break;
+      case GgmlType::Q3_K: put_half(off + 108, scale(rng) * 0.1f); break;
+      case GgmlType::Q5_K: put_half(off, scale(rng)); put_half(off + 2, scale(rng)); break;
       case GgmlType::F16: put_half(off, normal(rng)); break;
       case GgmlType::F32: { const float v = normal(rng); std::memcpy(&data[off], &v, 4); break; }
       case GgmlType::BF16: { const float v = normal(rng); std::uint32_t u; std::memcpy(&u, &v, 4); data[off] = (u >> 16) & 0xff; data[off + 1] = u >> 24; break; }
@@ -120,7 +126,9 @@ TEST_P(PackTest, PackedWeightsReproduceDequantisedRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, PackTest,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::F32,
-                                           GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q6_K));
+                                           GgmlType::F16, GgmlType::BF16, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0,
+                                           GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q5_K,
+                                           GgmlType::IQ4_NL, GgmlType::IQ4_XS));
 
 TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
   std::mt19937 rng(3);

@@ -20,6 +20,13 @@ TYPES = {
     "Q8_0": (T.Q8_0, 34, 32, [0]),
     "Q4_K": (T.Q4_K, 144, 256, [0, 2]),
     "Q6_K": (T.Q6_K, 210, 256, [208]),
+    "Q5_0": (T.Q5_0, 22, 32, [0]),
+    "Q5_1": (T.Q5_1, 24, 32, [0, 2]),
+    "Q2_K": (T.Q2_K, 84, 256, [80, 82]),
+    "Q3_K": (T.Q3_K, 110, 256, [108]),
+    "Q5_K": (T.Q5_K, 176, 256, [0, 2]),
+    "IQ4_NL": (T.IQ4_NL, 18, 32, [0]),
+    "IQ4_XS": (T.IQ4_XS, 136, 256, [0]),
 }
 
 
@@ -31,7 +38,7 @@ def main():
         raw = bytearray(rng.integers(0, 256, size=nbytes * blocks, dtype=np.uint8).tobytes())
         for b in range(blocks):
             for off in scale_offsets:
-                value = np.float16(rng.uniform(-0.1, 0.1) if name != "Q4_K" else rng.uniform(0.001, 0.05))
+                value = np.float16(rng.uniform(-0.1, 0.1) if name not in ("Q4_K", "Q5_K", "Q2_K") else rng.uniform(0.001, 0.05))
                 raw[b * nbytes + off:b * nbytes + off + 2] = value.tobytes()
         if name == "F32":
             raw = bytearray(rng.normal(size=blocks).astype(np.float32).tobytes())

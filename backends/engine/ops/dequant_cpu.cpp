@@ -10,7 +10,7 @@ namespace midtune::engine {
 
 namespace {
 
-constexpr std::size_t kQK = 32;    // elements per Q4_0 / Q4_1 / Q8_0 block
+constexpr std::size_t kQK = 32;    // elements per Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL block
 constexpr std::size_t kQKK = 256;  // elements per k-quant super-block
 
 std::uint16_t load_u16(const std::uint8_t* p) {
@@ -57,25 +57,34 @@ void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& scale, std::uint8_
   }
 }
 
-// block_q4_K { half d; half dmin; u8 scales[12]; u8 qs[128]; }.
-void dequant_q4_k(const std::uint8_t* b, float* y) {
+// Q4_K and Q5_K: eight sub-blocks of 32, each with a 6-bit scale and min
+// (scale_min_k4); 4-bit values from qs, plus a 5th bit from qh (Q5_K only).
+void dequant_k_nibbles(const std::uint8_t* b, const std::uint8_t* scales, const std::uint8_t* qh,
+                       const std::uint8_t* q, float* y) {
   const float d = fp16_to_float(load_u16(b));
   const float dmin = fp16_to_float(load_u16(b + 2));
-  const std::uint8_t* scales = b + 4;
-  const std::uint8_t* q = b + 16;
   int is = 0;
+  std::uint8_t u1 = 1, u2 = 2;
   for (std::size_t j = 0; j < kQKK; j += 64) {
     std::uint8_t sc, m;
     scale_min_k4(is, scales, sc, m);
     const float d1 = d * sc, m1 = dmin * m;
     scale_min_k4(is + 1, scales, sc, m);
     const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0x0f) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
     q += 32;
     is += 2;
+    u1 = static_cast<std::uint8_t>(u1 << 2);
+    u2 = static_cast<std::uint8_t>(u2 << 2);
   }
 }
+
+// block_q4_K { half d; half dmin; u8 scales[12]; u8 qs[128]; }.
+void dequant_q4_k(const std::uint8_t* b, float* y) { dequant_k_nibbles(b, b + 4, nullptr, b + 16, y); }
+
+// block_q5_K { half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }.
+void dequant_q5_k(const std::uint8_t* b, float* y) { dequant_k_nibbles(b, b + 4, b + 16, b + 48, y); }
 
 // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; half d; }.
 void dequant_q6_k(const std::uint8_t* b, float* y) {
@@ -99,6 +108,126 @@ void dequant_q6_k(const std::uint8_t* b, float* y) {
     ql += 64;
     qh += 32;
     sc += 8;
+  }
+}
+
+// The 32 five-bit values of a Q5_0 / Q5_1 block: the low 4 bits of element
+// j are nibble j of qs (low nibbles first), its 5th bit is bit j of the
+// 32-bit qh.
+void q5_values(const std::uint8_t* qh_bytes, const std::uint8_t* qs, int* q) {
+  std::uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+  for (std::size_t j = 0; j < kQK / 2; ++j) {
+    q[j] = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) << 4) & 0x10);
+    q[j + kQK / 2] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+  }
+}
+
+// block_q5_0 { half d; u8 qh[4]; u8 qs[16]; }: x = (q - 16) * d.
+void dequant_q5_0(const std::uint8_t* b, float* y) {
+  const float d = fp16_to_float(load_u16(b));
+  int q[kQK];
+  q5_values(b + 2, b + 6, q);
+  for (std::size_t j = 0; j < kQK; ++j) y[j] = static_cast<float>(q[j] - 16) * d;
+}
+
+// block_q5_1 { half d; half m; u8 qh[4]; u8 qs[16]; }: x = q * d + m.
+void dequant_q5_1(const std::uint8_t* b, float* y) {
+  const float d = fp16_to_float(load_u16(b));
+  const float m = fp16_to_float(load_u16(b + 2));
+  int q[kQK];
+  q5_values(b + 4, b + 8, q);
+  for (std::size_t j = 0; j < kQK; ++j) y[j] = static_cast<float>(q[j]) * d + m;
+}
+
+// block_q2_K { u8 scales[16]; u8 qs[64]; half d; half dmin; }: 16 sub-blocks
+// of 16, each with a 4-bit scale and 4-bit min; 2-bit values.
+void dequant_q2_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* scales = b;
+  const std::uint8_t* q = b + 16;
+  const float d = fp16_to_float(load_u16(b + 80));
+  const float dmin = fp16_to_float(load_u16(b + 82));
+  int is = 0;
+  for (std::size_t n = 0; n < kQKK; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const std::uint8_t sc = scales[is++];
+        const float dl = d * static_cast<float>(sc & 0x0f);
+        const float ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l + 16 * half] >> shift) & 3) - ml;
+      }
+      shift += 2;
+    }
+    q += 32;
+  }
+}
+
+// block_q3_K { u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d; }: 16 signed
+// 6-bit scales packed in 12 bytes; 2-bit values with a high bit in hmask
+// (clear = subtract 4).
+void dequant_q3_k(const std::uint8_t* b, float* y) {
+  const std::uint8_t* hm = b;
+  const std::uint8_t* q = b + 32;
+  const float d_all = fp16_to_float(load_u16(b + 108));
+  std::uint32_t aux[4];
+  std::memcpy(aux, b + 96, 12);
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const std::uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::int8_t scales[16];
+  std::memcpy(scales, aux, sizeof scales);
+  int is = 0;
+  std::uint8_t m = 1;
+  for (std::size_t n = 0; n < kQKK; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d_all * static_cast<float>(scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          const int k = l + 16 * half;
+          *y++ = dl * static_cast<float>(((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4));
+        }
+      }
+      shift += 2;
+      m = static_cast<std::uint8_t>(m << 1);
+    }
+    q += 32;
+  }
+}
+
+// IQ4's non-linear codebook (kvalues_iq4nl).
+constexpr std::int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// block_iq4_nl { half d; u8 qs[16]; }: x = d * codebook[nibble].
+void dequant_iq4_nl(const std::uint8_t* b, float* y) {
+  const float d = fp16_to_float(load_u16(b));
+  const std::uint8_t* qs = b + 2;
+  for (std::size_t j = 0; j < kQK / 2; ++j) {
+    y[j] = d * kIq4Values[qs[j] & 0x0f];
+    y[j + kQK / 2] = d * kIq4Values[qs[j] >> 4];
+  }
+}
+
+// block_iq4_xs { half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]; }: eight
+// sub-blocks of 32 with 6-bit scales (low 4 bits in scales_l, high 2 in scales_h).
+void dequant_iq4_xs(const std::uint8_t* b, float* y) {
+  const float d = fp16_to_float(load_u16(b));
+  const std::uint16_t scales_h = load_u16(b + 2);
+  const std::uint8_t* scales_l = b + 4;
+  const std::uint8_t* qs = b + 8;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * kIq4Values[qs[j] & 0x0f];
+      y[j + 16] = dl * kIq4Values[qs[j] >> 4];
+    }
+    y += 32;
+    qs += 16;
   }
 }
 
@@ -126,8 +255,15 @@ void dequantize_row(GgmlType type, const void* src, float* dst, std::size_t coun
       case GgmlType::Q4_0: dequant_q4_0(in, dst); break;
       case GgmlType::Q4_1: dequant_q4_1(in, dst); break;
       case GgmlType::Q8_0: dequant_q8_0(in, dst); break;
+      case GgmlType::Q5_0: dequant_q5_0(in, dst); break;
+      case GgmlType::Q5_1: dequant_q5_1(in, dst); break;
+      case GgmlType::Q2_K: dequant_q2_k(in, dst); break;
+      case GgmlType::Q3_K: dequant_q3_k(in, dst); break;
       case GgmlType::Q4_K: dequant_q4_k(in, dst); break;
+      case GgmlType::Q5_K: dequant_q5_k(in, dst); break;
       case GgmlType::Q6_K: dequant_q6_k(in, dst); break;
+      case GgmlType::IQ4_NL: dequant_iq4_nl(in, dst); break;
+      case GgmlType::IQ4_XS: dequant_iq4_xs(in, dst); break;
     }
   }
 }
