@@ -64,6 +64,8 @@ struct ModelIdentity {
   nlohmann::json to_json() const;
   // The part that decides results (used in cache keys).
   std::string key() const;
+  // What validating an Intervention against this model needs.
+  ModelShape shape() const { return {.layers = layers, .heads = heads, .kv_heads = kv_heads, .hidden = hidden}; }
 };
 
 // A user message in the model's chat template; the message starts at

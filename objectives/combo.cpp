@@ -15,19 +15,16 @@ Gene renamed(Gene gene, const std::string& prefix) {
 }
 
 void merge_into(const Intervention& part, Intervention& out) {
-  if (!part.rope_scale.empty()) out.rope_scale = part.rope_scale;
-  if (part.mspoe) out.mspoe = part.mspoe;
-  if (part.position_map) out.position_map = part.position_map;
-  if (part.siw) out.siw = part.siw;
-  if (part.hidden_channel) out.hidden_channel = part.hidden_channel;
+  for (const MethodModule* m : field_owners()) {
+    if (m->is_set(part)) m->copy_field(part, out);
+  }
 }
 
-// One member: either a whole objective (lpes, pi) or a gene table.
+// One member: either a whole objective (lpes, pi: bespoke genomes) or a gene table.
 struct Member {
   std::string method;
   std::unique_ptr<Objective> objective;  // lpes | pi
   std::unique_ptr<GeneTable> table;      // gene-table methods
-  ApplyGenes apply;
   std::size_t offset = 0;
   std::size_t size = 0;
 };
@@ -43,14 +40,13 @@ class ComboObjective final : public Objective {
       Member m;
       m.method = method;
       std::vector<Gene> own;
-      if (method == "lpes" || method == "pi") {
+      if (!method_named(method).has_gene_table()) {
         m.objective = method == "lpes" ? make_lpes_objective(config, layers) : make_pi_objective(config);
         own = m.objective->space().genes();
         const Genome start = m.objective->initial_genome();
         seed.insert(seed.end(), start.begin(), start.end());
       } else {
         m.table = std::make_unique<GeneTable>(config, method, layers);
-        m.apply = gene_writer(method);
         own = m.table->genes();
         seed.insert(seed.end(), m.table->start().begin(), m.table->start().end());
       }
@@ -73,7 +69,7 @@ class ComboObjective final : public Objective {
       if (m.objective) {
         merge_into(m.objective->decode(Genome(slice.begin(), slice.end())), out);
       } else {
-        m.apply(m.table->values(slice), out);
+        m.table->apply(slice, out);
       }
     }
     return out;
@@ -86,7 +82,7 @@ class ComboObjective final : public Objective {
   std::optional<Intervention> paper_default() const override {
     Intervention out;
     for (const Member& m : members_) {
-      if (m.table) m.apply(m.table->paper_values(), out);
+      if (m.table) m.table->apply_paper_values(out);
     }
     return out;
   }

@@ -25,29 +25,10 @@ double largest_value(const GeneRange& r) {
 
 }  // namespace
 
-const GeneValue& GeneValues::at(const std::string& name) const {
-  const auto found = values_.find(name);
-  if (found == values_.end()) throw std::logic_error(method_ + ": no value for gene '" + name + "'");
-  return found->second;
-}
-
-double GeneValues::number(const std::string& name) const {
-  const auto* d = std::get_if<double>(&at(name));
-  if (d == nullptr) throw std::logic_error(method_ + "." + name + ": expected a number");
-  return *d;
-}
-
-int GeneValues::integer(const std::string& name) const { return static_cast<int>(std::lround(number(name))); }
-
-const std::string& GeneValues::text(const std::string& name) const {
-  const auto* s = std::get_if<std::string>(&at(name));
-  if (s == nullptr) throw std::logic_error(method_ + "." + name + ": expected a text value");
-  return *s;
-}
-
 GeneTable::GeneTable(const ObjectiveConfig& objective, const std::string& method, int layers)
-    : method_(method) {
+    : method_(method), module_(&method_named(method)) {
   const std::string where = "objective." + method + ".genes";
+  if (!module_->has_gene_table()) throw std::invalid_argument("objective: '" + method + "' has no gene table");
   const MethodGenes* table = objective.genes_of(method);
   if (table == nullptr) throw std::invalid_argument(where + ": missing (the " + method + " objective needs its genes)");
   all_ = table->genes;
@@ -98,7 +79,7 @@ GeneValues GeneTable::values(std::span<const double> slice) const {
 
 GeneValues GeneTable::paper_values() const {
   GeneValues out(method_);
-  const std::vector<GeneSchema>& schemas = method_gene_schema(method_);
+  const std::vector<GeneSchema>& schemas = module_->genes;
   for (const GeneRange& r : all_) {
     const auto schema = std::find_if(schemas.begin(), schemas.end(), [&](const GeneSchema& s) { return s.name == r.name; });
     const bool has_paper = schema != schemas.end() && schema->paper_default.has_value();
@@ -109,7 +90,7 @@ GeneValues GeneTable::paper_values() const {
 
 bool GeneTable::ordered(std::span<const double> slice) const {
   const GeneValues v = values(slice);
-  for (const GeneOrder& order : method_gene_orders(method_)) {
+  for (const GeneOrder& order : module_->orders) {
     if (v.number(order.lower) > v.number(order.upper)) return false;
   }
   return true;
@@ -119,9 +100,8 @@ namespace {
 
 class GeneTableObjective final : public Objective {
  public:
-  GeneTableObjective(GeneTable table, ApplyGenes apply, const FitnessWeights& weights)
-      : table_(std::move(table)), apply_(std::move(apply)),
-        weights_{weights.beginning, weights.middle, weights.end} {
+  GeneTableObjective(GeneTable table, const FitnessWeights& weights)
+      : table_(std::move(table)), weights_{weights.beginning, weights.middle, weights.end} {
     space_ = GenomeSpace(table_.genes(), [this](const Genome& g) { return table_.ordered(g); },
                          ordering_text(table_.method()));
     space_.set_seed(table_.start());
@@ -131,7 +111,7 @@ class GeneTableObjective final : public Objective {
   Intervention decode(const Genome& genome) const override {
     space_.require_valid(genome, table_.method() + " genome");
     Intervention out;
-    apply_(table_.values(genome), out);
+    table_.apply(genome, out);
     return out;
   }
   // Fitness as LPES: lambda_B acc(beginning) + lambda_M acc(middle) + lambda_E acc(end).
@@ -140,18 +120,17 @@ class GeneTableObjective final : public Objective {
   }
   std::optional<Intervention> paper_default() const override {
     Intervention out;
-    apply_(table_.paper_values(), out);
+    table_.apply_paper_values(out);
     return out;
   }
   static std::string ordering_text(const std::string& method) {
     std::string text;
-    for (const GeneOrder& o : method_gene_orders(method)) text += (text.empty() ? "" : ", ") + o.lower + " <= " + o.upper;
+    for (const GeneOrder& o : method_named(method).orders) text += (text.empty() ? "" : ", ") + o.lower + " <= " + o.upper;
     return text;
   }
 
  private:
   GeneTable table_;
-  ApplyGenes apply_;
   metrics::BucketWeights weights_;
   GenomeSpace space_;
 };
@@ -159,17 +138,8 @@ class GeneTableObjective final : public Objective {
 }  // namespace
 
 std::unique_ptr<Objective> make_gene_table_objective(const ObjectiveConfig& objective, const std::string& method,
-                                                     int layers, ApplyGenes apply) {
-  return std::make_unique<GeneTableObjective>(GeneTable(objective, method, layers), std::move(apply),
-                                              objective.weights);
-}
-
-ApplyGenes gene_writer(const std::string& method) {
-  if (method == "mspoe") return apply_mspoe_genes;
-  if (method == "siw") return apply_siw_genes;
-  if (method == "caliope") return apply_caliope_genes;
-  if (method == "phs") return apply_phs_genes;
-  throw std::invalid_argument("objective: '" + method + "' has no gene table (mspoe, siw, caliope, phs)");
+                                                     int layers) {
+  return std::make_unique<GeneTableObjective>(GeneTable(objective, method, layers), objective.weights);
 }
 
 }  // namespace midtune

@@ -1,38 +1,19 @@
-// Objectives built from a method's gene table (core/experiment/genes.hpp):
-// mspoe, siw, caliope, phs. The searched genes (those with more than one
-// value) form the genome; fixed genes stay constants. Each method supplies
-// one function that writes its part of the Intervention from gene values.
+// Objectives built from a method's gene table (the schema in its module,
+// objectives/<method>.cpp; the ranges from the experiment): mspoe, siw,
+// caliope, phs. The searched genes (those with more than one value) form the
+// genome; fixed genes stay constants. The method's module writes its part of
+// the Intervention from the gene values (MethodModule::apply_genes).
 #pragma once
 
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <span>
 #include <vector>
 
 #include "objectives/objective.hpp"
+#include "objectives/registry.hpp"
 
 namespace midtune {
-
-// The value of every gene of one method for one genome.
-class GeneValues {
- public:
-  explicit GeneValues(std::string method) : method_(std::move(method)) {}
-  void set(const std::string& name, GeneValue value) { values_[name] = std::move(value); }
-  // Throws std::logic_error naming the method and gene when absent or of the other type.
-  double number(const std::string& name) const;
-  int integer(const std::string& name) const;
-  const std::string& text(const std::string& name) const;
-
- private:
-  const GeneValue& at(const std::string& name) const;
-  std::string method_;
-  std::map<std::string, GeneValue> values_;
-};
-
-// Writes the method's part of the Intervention.
-using ApplyGenes = std::function<void(const GeneValues&, Intervention&)>;
 
 // One method's genes as a piece of a genome (combo.cpp prefixes the names).
 class GeneTable {
@@ -41,19 +22,23 @@ class GeneTable {
   // file gave no table or a layer gene exceeds the model's layers.
   GeneTable(const ObjectiveConfig& objective, const std::string& method, int layers);
   const std::string& method() const { return method_; }
+  // The method's part of the Intervention from this table's slice of a genome.
+  void apply(std::span<const double> slice, Intervention& out) const { module_->apply_genes(values(slice), out); }
+  void apply_paper_values(Intervention& out) const { module_->apply_genes(paper_values(), out); }
   const std::vector<Gene>& genes() const { return genes_; }
   const Genome& start() const { return start_; }
   // Gene values from this table's slice of a genome.
   GeneValues values(std::span<const double> slice) const;
   // The method's ordered pairs (min_ratio <= max_ratio, ...) hold.
   bool ordered(std::span<const double> slice) const;
-  // Every gene at its paper default (core/experiment/genes.cpp), or at the
+  // Every gene at its paper default (the method's module), or at the
   // experiment's start value where the paper gives none; may lie outside the
   // searched range.
   GeneValues paper_values() const;
 
  private:
   std::string method_;
+  const MethodModule* module_;
   std::vector<Gene> genes_;
   std::vector<std::string> gene_names_;  // unprefixed, parallel to genes_
   std::vector<GeneRange> fixed_;
@@ -61,16 +46,9 @@ class GeneTable {
   Genome start_;
 };
 
-// A single-method objective over a gene table.
+// A single-method objective over the gene table of `method` (a registry
+// method with a gene table; its module decodes the gene values).
 std::unique_ptr<Objective> make_gene_table_objective(const ObjectiveConfig& objective, const std::string& method,
-                                                     int layers, ApplyGenes apply);
-
-// Per-method writers (mspoe.cpp, siw.cpp, caliope.cpp, phs.cpp).
-void apply_mspoe_genes(const GeneValues& genes, Intervention& out);
-void apply_siw_genes(const GeneValues& genes, Intervention& out);
-void apply_caliope_genes(const GeneValues& genes, Intervention& out);
-void apply_phs_genes(const GeneValues& genes, Intervention& out);
-// The writer of a gene-table method; throws std::invalid_argument for another name.
-ApplyGenes gene_writer(const std::string& method);
+                                                     int layers);
 
 }  // namespace midtune

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "objectives/gene_table.hpp"
+
 namespace midtune {
 
 Genome Objective::initial_genome() const {
@@ -11,15 +13,16 @@ Genome Objective::initial_genome() const {
 
 std::unique_ptr<Objective> make_objective(const ObjectiveConfig& objective, int layers) {
   const std::string& kind = objective.kind;
+  if (kind == "combo") return make_combo_objective(objective, layers);
+  const MethodModule* method = find_method(kind);
+  if (method != nullptr && method->has_gene_table()) return make_gene_table_objective(objective, kind, layers);
+  // The bespoke genomes: LPES's Bézier curve, PI's single scale.
   if (kind == "lpes") return make_lpes_objective(objective, layers);
   if (kind == "pi") return make_pi_objective(objective);
-  if (kind == "mspoe") return make_mspoe_objective(objective, layers);
-  if (kind == "siw") return make_siw_objective(objective, layers);
-  if (kind == "caliope") return make_caliope_objective(objective, layers);
-  if (kind == "phs") return make_phs_objective(objective, layers);
-  if (kind == "combo") return make_combo_objective(objective, layers);
-  throw std::invalid_argument("objective.kind: '" + kind +
-                              "' has no search objective in this build (available: lpes, pi, mspoe, siw, caliope, phs, combo)");
+  std::string available;
+  for (const std::string& name : method_names()) available += name + ", ";
+  throw std::invalid_argument("objective.kind: '" + kind + "' has no search objective in this build (available: " +
+                              available + "combo)");
 }
 
 }  // namespace midtune

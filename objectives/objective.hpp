@@ -1,7 +1,8 @@
 // The Objective interface (DESIGN.md "Data flow"): a method's genome space
 // (with its starting genome), the pure decode genome -> Intervention, and the
-// fitness of per-position scores. Objectives never see a model. One method,
-// one file: lpes.cpp, pi.cpp; make_objective() picks one.
+// fitness of per-position scores. Objectives never see a model. A method's
+// facts live in its module (objectives/<method>.hpp, listed by
+// objectives/registry.hpp); make_objective() picks the objective.
 #pragma once
 
 #include <memory>
@@ -40,14 +41,10 @@ class Objective {
 // objective.lpes.degree, ...) and the reason.
 std::unique_ptr<Objective> make_objective(const ObjectiveConfig& objective, int layers);
 
-// Per-method constructors (one file each).
+// The bespoke genomes (lpes_objective.cpp, pi_objective.cpp); the gene-table
+// methods go through make_gene_table_objective (gene_table.hpp).
 std::unique_ptr<Objective> make_lpes_objective(const ObjectiveConfig& objective, int layers);
 std::unique_ptr<Objective> make_pi_objective(const ObjectiveConfig& objective);
-// Issue 5 (gene tables of core/experiment/genes.hpp; objectives/gene_table.hpp).
-std::unique_ptr<Objective> make_mspoe_objective(const ObjectiveConfig& objective, int layers);
-std::unique_ptr<Objective> make_siw_objective(const ObjectiveConfig& objective, int layers);
-std::unique_ptr<Objective> make_caliope_objective(const ObjectiveConfig& objective, int layers);
-std::unique_ptr<Objective> make_phs_objective(const ObjectiveConfig& objective, int layers);
 std::unique_ptr<Objective> make_combo_objective(const ObjectiveConfig& objective, int layers);
 
 }  // namespace midtune

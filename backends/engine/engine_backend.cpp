@@ -51,31 +51,7 @@ ModelIdentity EngineBackend::identity() const {
 }
 
 void EngineBackend::validate(const Intervention& intervention) const {
-  const int layers = static_cast<int>(model_->config().layers);
-  const int heads = static_cast<int>(model_->config().heads);
-  const auto& rs = intervention.rope_scale;
-  if (!rs.empty()) {
-    const bool single = rs.size() == 1 && rs[0].size() == 1;
-    if (!single && static_cast<int>(rs.size()) != layers) {
-      throw std::invalid_argument("rope_scale: " + std::to_string(rs.size()) + " rows, the model has " +
-                                  std::to_string(layers) + " layers (or give one row with one value)");
-    }
-    for (std::size_t l = 0; l < rs.size(); ++l) {
-      if (rs[l].size() != 1 && static_cast<int>(rs[l].size()) != heads) {
-        throw std::invalid_argument("rope_scale[" + std::to_string(l) + "]: " + std::to_string(rs[l].size()) +
-                                    " values, the model has " + std::to_string(heads) + " heads (or give one value)");
-      }
-      for (std::size_t h = 0; h < rs[l].size(); ++h) {
-        const double v = rs[l][h];
-        if (!std::isfinite(v) || v <= 0.0) {
-          throw std::invalid_argument("rope_scale[" + std::to_string(l) + "][" + std::to_string(h) +
-                                      "]: " + std::to_string(v) + " must be finite and > 0");
-        }
-      }
-    }
-  }
-  // Ms-PoE, CALIOPE, SIW, PHS parameters against the model (issue 5).
-  hooks::validate_intervention(intervention, hooks::shape_of(*model_));
+  validate_intervention(intervention, hooks::shape_of(*model_));
 }
 
 RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
@@ -83,8 +59,7 @@ RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
   const int layers = static_cast<int>(model_->config().layers);
   const int heads = static_cast<int>(model_->config().heads);
   RopeScales s = RopeScales::ones(layers, heads);
-  for (int l = 0; l < layers; ++l)
-    for (int h = 0; h < heads; ++h) s.scale[static_cast<std::size_t>(l) * heads + h] = static_cast<float>(intervention.scale_for(l, h));
+  s.scale = rope_scales_per_head(intervention.rope_scale, layers, heads);
   return s;
 }
 

@@ -9,6 +9,8 @@
 
 #include <httplib.h>
 
+#include "objectives/registry.hpp"
+
 namespace midtune::server {
 namespace {
 
@@ -48,17 +50,13 @@ void check_outputs(const std::vector<SampleOutput>& out, const std::vector<Batch
 }  // namespace
 
 std::vector<std::string> probe_supported_fields(const Backend& backend) {
-  std::vector<std::pair<std::string, Intervention>> probes(5);
-  probes[0].first = "rope_scale";
-  probes[0].second.rope_scale = {{1.5}};
-  probes[1].first = "mspoe";
-  probes[1].second.mspoe = MsPoe{.first_layer = 0};
-  probes[2].first = "position_map";
-  probes[2].second.position_map = PositionMap{.kind = "moses"};
-  probes[3].first = "siw";
-  probes[3].second.siw = Siw{.layers = {0}};
-  probes[4].first = "hidden_channel";
-  probes[4].second.hidden_channel = HiddenChannel{.channel = 0, .scale = 1.0, .layers = {0}};
+  // Each field's probe is a setting every model can apply (layer 0, channel 0).
+  std::vector<std::pair<std::string, Intervention>> probes;
+  for (const MethodModule* owner : field_owners()) {
+    Intervention probe;
+    owner->set_probe(probe);
+    probes.emplace_back(owner->field, std::move(probe));
+  }
   std::vector<std::string> supported;
   for (const auto& [field, intervention] : probes) {
     try {

@@ -4,6 +4,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include "objectives/registry.hpp"
+
 namespace midtune::server {
 namespace {
 
@@ -11,6 +13,12 @@ using nlohmann::json;
 
 constexpr double kAnyNumber = std::numeric_limits<double>::max();
 constexpr long long kMaxInt = std::numeric_limits<int>::max();
+
+std::string field_list() {
+  std::string text;
+  for (const std::string& field : all_intervention_fields()) text += (text.empty() ? "" : ", ") + field;
+  return text;
+}
 
 std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
@@ -59,21 +67,9 @@ BatchItem read_item(const json& j, const std::string& path, const RequestLimits&
 
 }  // namespace
 
-const std::vector<std::string>& all_intervention_fields() {
-  static const std::vector<std::string> fields = {"rope_scale", "mspoe", "position_map", "siw",
-                                                  "hidden_channel"};
-  return fields;
-}
+const std::vector<std::string>& all_intervention_fields() { return intervention_fields(); }
 
-std::vector<std::string> intervention_fields_used(const Intervention& iv) {
-  std::vector<std::string> used;
-  if (!iv.rope_scale.empty()) used.push_back("rope_scale");
-  if (iv.mspoe) used.push_back("mspoe");
-  if (iv.position_map) used.push_back("position_map");
-  if (iv.siw) used.push_back("siw");
-  if (iv.hidden_channel) used.push_back("hidden_channel");
-  return used;
-}
+std::vector<std::string> intervention_fields_used(const Intervention& iv) { return intervention_fields_set(iv); }
 
 json info_to_json(const ServerInfo& info) {
   json j = info.identity.to_json();
@@ -103,7 +99,7 @@ ServerInfo info_from_json(const json& j) {
     const auto& known = all_intervention_fields();
     if (!supports[i].is_string() ||
         std::find(known.begin(), known.end(), supports[i].get<std::string>()) == known.end())
-      protocol_error(indexed("info.supports", i), "must be one of rope_scale, mspoe, position_map, siw, hidden_channel");
+      protocol_error(indexed("info.supports", i), "must be one of " + field_list());
     info.supports.push_back(supports[i].get<std::string>());
   }
   if (const json& wrap = r.required("user_prompt"); !wrap.is_null()) {

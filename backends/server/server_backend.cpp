@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "objectives/registry.hpp"
+
 namespace midtune::server {
 namespace {
 
@@ -19,13 +21,6 @@ std::size_t auto_chunk_items(std::size_t items, std::size_t endpoints) {
   return std::clamp<std::size_t>(want, 1, kMaxChunk);
 }
 
-void check_layers(const std::vector<int>& layers, const std::string& field, int model_layers) {
-  for (int l : layers)
-    if (l < 0 || l >= model_layers)
-      throw std::invalid_argument("intervention." + field + ": layer " + std::to_string(l) +
-                                  " does not exist (the model has " + std::to_string(model_layers) + ")");
-}
-
 }  // namespace
 
 void check_intervention_fits(const Intervention& iv, const ModelIdentity& model,
@@ -33,27 +28,7 @@ void check_intervention_fits(const Intervention& iv, const ModelIdentity& model,
   for (const std::string& field : intervention_fields_used(iv))
     if (std::find(supported.begin(), supported.end(), field) == supported.end())
       throw std::invalid_argument("intervention." + field + ": not supported by the server serving " + model.name);
-  const auto layers = static_cast<std::size_t>(model.layers), heads = static_cast<std::size_t>(model.heads);
-  if (iv.rope_scale.size() > 1 && iv.rope_scale.size() != layers)
-    throw std::invalid_argument("intervention.rope_scale: " + std::to_string(iv.rope_scale.size()) +
-                                " rows; the model has " + std::to_string(layers) + " layers (give 1 row or " +
-                                std::to_string(layers) + ")");
-  for (std::size_t l = 0; l < iv.rope_scale.size(); ++l)
-    if (iv.rope_scale[l].size() != 1 && iv.rope_scale[l].size() != heads)
-      throw std::invalid_argument("intervention.rope_scale[" + std::to_string(l) + "]: " +
-                                  std::to_string(iv.rope_scale[l].size()) + " values; the model has " +
-                                  std::to_string(heads) + " heads (give 1 value or " + std::to_string(heads) + ")");
-  if (iv.mspoe && iv.mspoe->first_layer >= model.layers)
-    throw std::invalid_argument("intervention.mspoe.first_layer: " + std::to_string(iv.mspoe->first_layer) +
-                                " is not below the layer count " + std::to_string(model.layers));
-  if (iv.siw) check_layers(iv.siw->layers, "siw.layers", model.layers);
-  if (iv.hidden_channel) {
-    if (iv.hidden_channel->channel >= model.hidden)
-      throw std::invalid_argument("intervention.hidden_channel.channel: " +
-                                  std::to_string(iv.hidden_channel->channel) + " is not below the hidden size " +
-                                  std::to_string(model.hidden));
-    check_layers(iv.hidden_channel->layers, "hidden_channel.layers", model.layers);
-  }
+  validate_intervention(iv, model.shape());
 }
 
 ServerBackend::ServerBackend(ServerBackendOptions options) : options_(std::move(options)) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "objectives/registry.hpp"
+
 namespace midtune {
 namespace {
 
@@ -61,19 +63,12 @@ double SyntheticTestDoubleBackend::accuracy(const Intervention& intervention, do
 }
 
 void SyntheticTestDoubleBackend::validate(const Intervention& intervention) const {
-  if (intervention.mspoe || intervention.position_map || intervention.siw || intervention.hidden_channel)
-    throw std::invalid_argument("synthetic-test-double: only rope_scale interventions are modelled");
-  const auto& rows = intervention.rope_scale;
-  if (!rows.empty() && rows.size() != 1 && rows.size() != static_cast<size_t>(config_.layers))
-    throw std::invalid_argument("intervention.rope_scale: has " + std::to_string(rows.size()) +
-                                " rows; the model has " + std::to_string(config_.layers) + " layers");
-  for (const auto& row : rows) {
-    if (row.size() != 1 && row.size() != static_cast<size_t>(config_.heads))
-      throw std::invalid_argument("intervention.rope_scale: a row has " + std::to_string(row.size()) +
-                                  " values; expected 1 or " + std::to_string(config_.heads) + " (heads)");
-    for (double v : row)
-      if (!(v > 0.0)) throw std::invalid_argument("intervention.rope_scale: values must be > 0");
+  // The double models RoPE scales only; the rest is the registry's check.
+  for (const std::string& field : intervention_fields_set(intervention)) {
+    if (field != "rope_scale")
+      throw std::invalid_argument("synthetic-test-double: only rope_scale interventions are modelled, not " + field);
   }
+  validate_intervention(intervention, identity().shape());
 }
 
 std::vector<SampleOutput> SyntheticTestDoubleBackend::run(const Intervention& intervention,

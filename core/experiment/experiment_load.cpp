@@ -10,6 +10,7 @@
 #include "core/experiment/experiment.hpp"
 #include "core/experiment/load_sections.hpp"
 #include "core/experiment/nearest_name.hpp"
+#include "objectives/registry.hpp"
 
 namespace midtune {
 namespace load {
@@ -216,7 +217,11 @@ const std::vector<std::string>& dataset_kinds() {
 }
 
 const std::vector<std::string>& objective_kinds() {
-  static const std::vector<std::string> kinds = {"lpes", "pi", "mspoe", "siw", "caliope", "phs", "combo"};
+  static const std::vector<std::string> kinds = [] {
+    std::vector<std::string> out = method_names();
+    out.push_back("combo");  // any two or more methods in one genome
+    return out;
+  }();
   return kinds;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/experiment/load_sections.hpp"
 #include "core/experiment/nearest_name.hpp"
+#include "objectives/registry.hpp"
 
 namespace midtune::load {
 namespace {
@@ -140,7 +141,7 @@ GeneValue parse_gene_value(const Field& field, const GeneSchema& schema) {
 }
 
 MethodGenes parse_method_genes(const MapReader& objective, const std::string& method) {
-  const std::vector<GeneSchema>& schemas = method_gene_schema(method);
+  const std::vector<GeneSchema>& schemas = method_named(method).genes;
   std::vector<std::string> names;
   for (const auto& schema : schemas) names.push_back(schema.name);
   const MapReader section = objective.map(method, {"genes"});
@@ -159,7 +160,7 @@ MethodGenes parse_method_genes(const MapReader& objective, const std::string& me
                 schema.meaning + "); set it, e.g. {min: 8, max: 20, step: 1, start: 10}");
     }
   }
-  for (const auto& order : method_gene_orders(method)) {
+  for (const auto& order : method_named(method).orders) {
     const GeneValue& lower = result.gene(order.lower).start;
     const GeneValue& upper = result.gene(order.upper).start;
     if (std::get<double>(lower) > std::get<double>(upper)) {

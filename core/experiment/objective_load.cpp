@@ -5,13 +5,13 @@
 #include <sstream>
 
 #include "core/experiment/load_sections.hpp"
+#include "objectives/registry.hpp"
 
 namespace midtune::load {
 namespace {
 
 constexpr double kGridTolerance = 1e-6;
 const std::vector<std::string> kLpesKeys = {"curve", "degree", "x_step", "y_min", "y_max", "y_step"};
-const std::vector<std::string> kComboMembers = {"lpes", "pi", "mspoe", "siw", "caliope", "phs"};
 
 std::string number_text(double value) {
   std::ostringstream out;
@@ -91,13 +91,17 @@ std::vector<std::string> parse_combo(const MapReader& objective) {
   const MapReader section = objective.map("combo", {"methods"});
   std::vector<std::string> methods;
   for (const auto& item : section.required("methods").list_of_min_size(2)) {
-    const std::string method = item.choice(kComboMembers);
+    const std::string method = item.choice(method_names());
     if (std::find(methods.begin(), methods.end(), method) != methods.end()) {
       item.fail("method " + method + " is listed twice");
     }
-    const bool both_rope = (method == "lpes" && std::count(methods.begin(), methods.end(), "pi")) ||
-                           (method == "pi" && std::count(methods.begin(), methods.end(), "lpes"));
-    if (both_rope) item.fail("lpes and pi both set the per-layer RoPE scale; combine only one");
+    // Members must set disjoint Intervention fields (lpes and pi both set rope_scale).
+    const std::string& field = method_named(method).field;
+    for (const std::string& earlier : methods) {
+      if (method_named(earlier).field == field) {
+        item.fail(earlier + " and " + method + " both set intervention." + field + "; combine only one");
+      }
+    }
     methods.push_back(method);
   }
   return methods;
@@ -108,7 +112,7 @@ std::vector<std::string> parse_combo(const MapReader& objective) {
 ObjectiveConfig parse_objective(const MapReader& root, const DatasetConfig& dataset) {
   if (!root.has("objective")) root.required("objective");
   std::vector<std::string> valid = {"kind", "weights", "lpes", "pi", "combo"};
-  valid.insert(valid.end(), gene_methods().begin(), gene_methods().end());
+  valid.insert(valid.end(), gene_table_methods().begin(), gene_table_methods().end());
   const MapReader section = root.map("objective", valid, {{"lpes", kLpesKeys}});
 
   ObjectiveConfig objective;
@@ -122,7 +126,7 @@ ObjectiveConfig parse_objective(const MapReader& root, const DatasetConfig& data
     section.reject_if_present("combo", "applies only when objective.kind is combo");
   }
   const std::vector<std::string> used = objective.methods();
-  for (const auto& method : gene_methods()) {
+  for (const auto& method : gene_table_methods()) {
     const bool in_use = std::find(used.begin(), used.end(), method) != used.end();
     if (in_use || section.has(method)) {
       objective.method_genes.push_back(parse_method_genes(section, method));
@@ -146,7 +150,7 @@ std::optional<std::vector<std::string>> objective_gene_names(const ObjectiveConf
     } else if (method == "pi") {
       names.push_back(prefix + "scale");
     } else {
-      for (const auto& schema : method_gene_schema(method)) names.push_back(prefix + schema.name);
+      for (const auto& schema : method_named(method).genes) names.push_back(prefix + schema.name);
     }
   }
   return names;
@@ -154,9 +158,8 @@ std::optional<std::vector<std::string>> objective_gene_names(const ObjectiveConf
 
 const GeneSchema* objective_gene_schema(const ObjectiveConfig& objective, const std::string& gene) {
   for (const auto& method : objective.methods()) {
-    if (method == "lpes" || method == "pi") continue;
     const std::string prefix = objective.kind == "combo" ? method + "." : "";
-    for (const auto& schema : method_gene_schema(method)) {
+    for (const auto& schema : method_named(method).genes) {
       if (prefix + schema.name == gene) return &schema;
     }
   }

@@ -108,17 +108,17 @@ TEST(MsPoeOrder, BadShapesAndParametersAreRejected) {
   m.min_ratio = 2.0;
   m.max_ratio = 1.5;
   try {
-    validate_mspoe(m, 30);
+    validate_mspoe(m, ModelShape{.layers = 30});
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("mspoe.min_ratio"), std::string::npos) << e.what();
   }
   MsPoe layer;
   layer.first_layer = 30;
-  EXPECT_THROW(validate_mspoe(layer, 30), std::invalid_argument);
+  EXPECT_THROW(validate_mspoe(layer, ModelShape{.layers = 30}), std::invalid_argument);
   MsPoe order = with_order("sideways");
-  EXPECT_THROW(validate_mspoe(order, 30), std::invalid_argument);
-  EXPECT_NO_THROW(validate_mspoe(MsPoe{}, 30));
+  EXPECT_THROW(validate_mspoe(order, ModelShape{.layers = 30}), std::invalid_argument);
+  EXPECT_NO_THROW(validate_mspoe(MsPoe{}, ModelShape{.layers = 30}));
 }
 
 }  // namespace

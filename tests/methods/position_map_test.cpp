@@ -61,16 +61,16 @@ TEST(PositionMap, NonIncreasingPhiIsRejectedWithTheToken) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("not strictly increasing at token 6"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(validate_position_map(moses(-3)), std::invalid_argument);
+  EXPECT_THROW(validate_position_map(moses(-3), ModelShape{}), std::invalid_argument);
 }
 
 TEST(PositionMap, ValidationNamesTheField) {
-  EXPECT_NO_THROW(validate_position_map(moses(10000)));
-  EXPECT_NO_THROW(validate_position_map(hourglass(5, 1000)));
-  EXPECT_NO_THROW(validate_position_map(decay(1000, 0.95)));
-  EXPECT_NO_THROW(validate_position_map(decay(-0.5, 0.9)));
+  EXPECT_NO_THROW(validate_position_map(moses(10000), ModelShape{}));
+  EXPECT_NO_THROW(validate_position_map(hourglass(5, 1000), ModelShape{}));
+  EXPECT_NO_THROW(validate_position_map(decay(1000, 0.95), ModelShape{}));
+  EXPECT_NO_THROW(validate_position_map(decay(-0.5, 0.9), ModelShape{}));
   auto message = [](const PositionMap& p) {
-    try { validate_position_map(p); } catch (const std::invalid_argument& e) { return std::string(e.what()); }
+    try { validate_position_map(p, ModelShape{}); } catch (const std::invalid_argument& e) { return std::string(e.what()); }
     return std::string();
   };
   EXPECT_NE(message(hourglass(-2, 10)).find("position_map.delta_min"), std::string::npos);

@@ -55,16 +55,16 @@ TEST(SiwDensity, ValidationNamesTheField) {
   Siw siw;
   siw.layers = {3, 30};
   try {
-    validate_siw(siw, 30);
+    validate_siw(siw, ModelShape{.layers = 30});
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("siw.layers: layer 30"), std::string::npos) << e.what();
   }
   siw.layers = {3};
   siw.alpha_dense = -1;
-  EXPECT_THROW(validate_siw(siw, 30), std::invalid_argument);
+  EXPECT_THROW(validate_siw(siw, ModelShape{.layers = 30}), std::invalid_argument);
   siw.alpha_dense = 0.5;
-  EXPECT_NO_THROW(validate_siw(siw, 30));
+  EXPECT_NO_THROW(validate_siw(siw, ModelShape{.layers = 30}));
 }
 
 }  // namespace

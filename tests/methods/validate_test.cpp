@@ -9,7 +9,7 @@
 namespace midtune::engine::hooks {
 namespace {
 
-const ModelShape kSmol{30, 9, 576};
+const ModelShape kSmol{.layers = 30, .heads = 9, .kv_heads = 3, .hidden = 576};
 
 std::string message_of(const Intervention& iv) {
   try {

@@ -30,7 +30,8 @@ std::vector<float> matrix_column(const GgufFile& file, const std::string& name, 
 
 ModelShape shape_of(const Model& model) {
   const ModelConfig& c = model.config();
-  return ModelShape{static_cast<int>(c.layers), static_cast<int>(c.heads), static_cast<int>(c.hidden)};
+  return ModelShape{.layers = static_cast<int>(c.layers), .heads = static_cast<int>(c.heads),
+                    .kv_heads = static_cast<int>(c.kv_heads), .hidden = static_cast<int>(c.hidden)};
 }
 
 EngineIntervention::EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
@@ -43,9 +44,7 @@ EngineIntervention::EngineIntervention(const Model& model, const Intervention& i
   check_token_spans(chunks_, prompt_tokens, "intervention chunks");
 
   scales_ = RopeScales::ones(layers, heads);
-  for (int l = 0; l < layers; ++l) {
-    for (int h = 0; h < heads; ++h) scales_.scale[static_cast<std::size_t>(l) * heads + h] = static_cast<float>(intervention_.scale_for(l, h));
-  }
+  scales_.scale = rope_scales_per_head(intervention_.rope_scale, layers, heads);
   if (intervention_.mspoe) {
     // Each head of a GQA group gets its own ratio in the prefill, so its keys
     // need their own slot from the start.

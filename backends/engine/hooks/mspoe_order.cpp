@@ -91,7 +91,7 @@ std::vector<int> ratio_index_per_head(const MsPoe& mspoe, std::span<const float>
     std::stable_sort(index.begin(), index.end(), [&](int a, int b) { return value[a] > value[b]; });
     return index;
   }
-  bad("order", "'" + mspoe.order + "' is not one of awareness, reference-argsort, sequential, random, entropy");
+  bad("order", "'" + mspoe.order + "' is not one of " + mspoe_order_list());
 }
 
 std::vector<double> head_ratios(const MsPoe& mspoe, std::span<const float> rows, int heads, int keys,
@@ -101,23 +101,6 @@ std::vector<double> head_ratios(const MsPoe& mspoe, std::span<const float> rows,
   std::vector<double> out(static_cast<std::size_t>(heads));
   for (int h = 0; h < heads; ++h) out[h] = r[index[h]];
   return out;
-}
-
-void validate_mspoe(const MsPoe& mspoe, int layers) {
-  if (!std::isfinite(mspoe.min_ratio) || mspoe.min_ratio <= 0) bad("min_ratio", "must be finite and > 0");
-  if (!std::isfinite(mspoe.max_ratio) || mspoe.max_ratio <= 0) bad("max_ratio", "must be finite and > 0");
-  if (mspoe.min_ratio > mspoe.max_ratio) {
-    bad("min_ratio", std::to_string(mspoe.min_ratio) + " is above max_ratio " + std::to_string(mspoe.max_ratio));
-  }
-  if (!std::isfinite(mspoe.alpha) || mspoe.alpha < 0) bad("alpha", "must be finite and >= 0");
-  if (mspoe.first_layer < 0 || mspoe.first_layer >= layers) {
-    bad("first_layer", std::to_string(mspoe.first_layer) + " is outside the model's layers 0.." +
-                           std::to_string(layers - 1));
-  }
-  static const char* const kOrders[] = {"awareness", "reference-argsort", "sequential", "random", "entropy"};
-  if (std::none_of(std::begin(kOrders), std::end(kOrders), [&](const char* o) { return mspoe.order == o; })) {
-    bad("order", "'" + mspoe.order + "' is not one of awareness, reference-argsort, sequential, random, entropy");
-  }
 }
 
 }  // namespace midtune::engine::hooks

@@ -37,9 +37,4 @@ std::vector<int> ratio_index_per_head(const MsPoe& mspoe, std::span<const float>
 std::vector<double> head_ratios(const MsPoe& mspoe, std::span<const float> rows, int heads, int keys,
                                 int layer);
 
-// Throws std::invalid_argument ("mspoe.min_ratio: ...") for ratios that are
-// not finite and > 0, min > max, alpha < 0, an unknown order or a
-// first_layer outside [0, layers).
-void validate_mspoe(const MsPoe& mspoe, int layers);
-
 }  // namespace midtune::engine::hooks

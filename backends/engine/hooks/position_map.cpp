@@ -11,36 +11,7 @@ namespace {
   throw std::invalid_argument("position_map." + field + ": " + reason);
 }
 
-void finite(double value, const std::string& field) {
-  if (!std::isfinite(value)) bad(field, "must be finite");
-}
-
 }  // namespace
-
-void validate_position_map(const PositionMap& map) {
-  if (map.kind == "moses") {
-    finite(map.gap, "gap");
-    // The one step is gap: Phi jumps by 1 + gap there.
-    if (map.gap <= -1.0) bad("gap", "must be > -1 so that positions keep increasing");
-  } else if (map.kind == "hourglass") {
-    finite(map.delta_min, "delta_min");
-    finite(map.delta_max, "delta_max");
-    // Every step lies between delta_min and delta_max (the parabola is in [0, 1]).
-    if (map.delta_min <= -1.0) bad("delta_min", "must be > -1 so that positions keep increasing");
-    if (map.delta_max <= -1.0) bad("delta_max", "must be > -1 so that positions keep increasing");
-  } else if (map.kind == "decay") {
-    finite(map.delta0, "delta0");
-    finite(map.lambda, "lambda");
-    if (map.lambda < 0.0) bad("lambda", "must be >= 0");
-    // Steps are delta0 lambda^k, k >= 1: bounded below by min(0, delta0 lambda)
-    // when lambda <= 1; unbounded below for lambda > 1 and delta0 < 0.
-    if (map.delta0 < 0.0 && (map.lambda > 1.0 || map.delta0 * map.lambda <= -1.0)) {
-      bad("delta0", "a negative delta0 needs lambda <= 1 and delta0 * lambda > -1 so that positions keep increasing");
-    }
-  } else {
-    bad("kind", "'" + map.kind + "' is not one of moses, hourglass, decay");
-  }
-}
 
 std::vector<double> calibrator_offsets(const PositionMap& map, int chunks) {
   if (chunks < 0) throw std::invalid_argument("calibrator_offsets: negative chunk count");

@@ -7,7 +7,7 @@
 //   hourglass  c(m) = sum_{k=1}^{m-1} [dmin + 4 k/(d-1) (1 - k/(d-1)) (dmax - dmin)]  (eq. 4)
 //   decay      c(m) = sum_{k=1}^{m-1} delta0 lambda^k                     (eq. 5)
 // Phi must be strictly increasing (the paper's constraint); parameters that
-// could break it are rejected with a message naming the field.
+// could break it are rejected by validate_position_map (objectives/caliope.hpp).
 #pragma once
 
 #include <span>
@@ -17,11 +17,6 @@
 #include "backends/intervention.hpp"
 
 namespace midtune::engine::hooks {
-
-// Throws std::invalid_argument ("position_map.gap: ...") for an unknown kind,
-// a non-finite parameter, or values that allow Phi to decrease for some chunk
-// count (every step c(m+1) - c(m) must exceed -1).
-void validate_position_map(const PositionMap& map);
 
 // c(m) for m = 0..chunks (chunks + 1 values).
 std::vector<double> calibrator_offsets(const PositionMap& map, int chunks);

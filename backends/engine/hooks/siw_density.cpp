@@ -7,13 +7,6 @@
 #include <string>
 
 namespace midtune::engine::hooks {
-namespace {
-
-[[noreturn]] void bad(const std::string& field, const std::string& reason) {
-  throw std::invalid_argument("siw." + field + ": " + reason);
-}
-
-}  // namespace
 
 int top_share_count(int n) { return (3 * n + 9) / 10; }
 
@@ -66,18 +59,6 @@ std::vector<float> query_factors(const Siw& siw, int tokens, std::span<const Tok
   }
   if (tokens > 0) alpha[0] = 1.0f;
   return alpha;
-}
-
-void validate_siw(const Siw& siw, int layers) {
-  if (!std::isfinite(siw.alpha_dense) || siw.alpha_dense < 0) bad("alpha_dense", "must be finite and >= 0");
-  if (!std::isfinite(siw.alpha_sparse) || siw.alpha_sparse < 0) bad("alpha_sparse", "must be finite and >= 0");
-  if (!std::isfinite(siw.sigma) || siw.sigma < 0) bad("sigma", "must be finite and >= 0");
-  if (siw.layers.empty()) bad("layers", "must name at least one layer");
-  for (int l : siw.layers) {
-    if (l < 0 || l >= layers) {
-      bad("layers", "layer " + std::to_string(l) + " is outside the model's layers 0.." + std::to_string(layers - 1));
-    }
-  }
 }
 
 }  // namespace midtune::engine::hooks

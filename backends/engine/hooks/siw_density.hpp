@@ -35,8 +35,4 @@ std::vector<float> head_mean_row(std::span<const float> rows, int heads, int key
 std::vector<float> query_factors(const Siw& siw, int tokens, std::span<const TokenSpan> chunks,
                                  const DenseChunks& dense);
 
-// Throws std::invalid_argument ("siw.layers: ...") for non-finite or
-// negative factors or sigma, and layers outside [0, layers).
-void validate_siw(const Siw& siw, int layers);
-
 }  // namespace midtune::engine::hooks

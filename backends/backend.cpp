@@ -1,0 +1,22 @@
+#include "backends/backend.hpp"
+
+#include <stdexcept>
+
+namespace midtune {
+
+nlohmann::json ModelIdentity::to_json() const {
+  return {{"name", name}, {"architecture", architecture}, {"layers", layers}, {"heads", heads},
+          {"kv_heads", kv_heads}, {"hidden", hidden}, {"tokenizer_hash", tokenizer_hash}};
+}
+
+std::string ModelIdentity::key() const { return to_json().dump(); }
+
+const char* to_string(Mode mode) { return mode == Mode::generate ? "generate" : "teacher_forced"; }
+
+Mode mode_from_string(const std::string& text) {
+  if (text == "generate") return Mode::generate;
+  if (text == "teacher_forced") return Mode::teacher_forced;
+  throw std::invalid_argument("metric '" + text + "' is not one of generate, teacher_forced");
+}
+
+}  // namespace midtune

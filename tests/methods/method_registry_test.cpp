@@ -1,0 +1,210 @@
+// The method registry (objectives/registry.hpp): every method is listed once,
+// each method's part of the Intervention round-trips through JSON with the
+// canonical text pinned (it is the evaluation cache key, so it must never
+// drift), and each method's validation names its field and the reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "objectives/pi.hpp"
+#include "objectives/registry.hpp"
+
+namespace midtune {
+namespace {
+
+const ModelShape kSmol{.layers = 30, .heads = 9, .kv_heads = 3, .hidden = 576};
+
+std::string validation_error(const Intervention& iv) {
+  try {
+    validate_intervention(iv, kSmol);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MethodRegistry, ListsEveryMethodOnce) {
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs"}));
+  const std::set<std::string> unique(method_names().begin(), method_names().end());
+  EXPECT_EQ(unique.size(), method_names().size());
+  EXPECT_EQ(gene_table_methods(), (std::vector<std::string>{"mspoe", "caliope", "siw", "phs"}));
+  EXPECT_EQ(intervention_fields(),
+            (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw", "hidden_channel"}));
+  EXPECT_EQ(method_named("pi").field, "rope_scale") << "PI writes LPES's field";
+  EXPECT_EQ(find_method("spiral"), nullptr);
+  EXPECT_THROW(method_named("spiral"), std::invalid_argument);
+}
+
+TEST(MethodRegistry, EveryModuleIsComplete) {
+  for (const MethodModule* m : method_modules()) {
+    SCOPED_TRACE(m->name);
+    EXPECT_TRUE(m->is_set && m->write_json && m->read_json && m->validate && m->copy_field && m->set_probe);
+    EXPECT_EQ(m->has_gene_table(), m->apply_genes != nullptr);
+    for (const GeneOrder& order : m->orders) {
+      const auto named = [&](const std::string& gene) {
+        return std::any_of(m->genes.begin(), m->genes.end(), [&](const GeneSchema& s) { return s.name == gene; });
+      };
+      EXPECT_TRUE(named(order.lower) && named(order.upper)) << order.lower << " <= " << order.upper;
+    }
+    // The probe is set, valid on any model with one layer and one channel,
+    // and copies over.
+    Intervention probe;
+    m->set_probe(probe);
+    EXPECT_TRUE(m->is_set(probe));
+    EXPECT_EQ(intervention_fields_set(probe), std::vector<std::string>{m->field});
+    EXPECT_NO_THROW(validate_intervention(probe, ModelShape{.layers = 1, .heads = 1, .kv_heads = 1, .hidden = 1}));
+    Intervention copy;
+    m->copy_field(probe, copy);
+    EXPECT_EQ(copy, probe);
+  }
+}
+
+TEST(MethodRegistry, PaperDefaultsAreTheParameterDefaults) {
+  const auto paper = [](const std::string& method, const std::string& gene) {
+    for (const GeneSchema& s : method_named(method).genes) {
+      if (s.name == gene) return *s.paper_default;
+    }
+    throw std::logic_error("no gene " + gene);
+  };
+  EXPECT_EQ(paper("mspoe", "min_ratio"), GeneValue(1.2));
+  EXPECT_EQ(paper("mspoe", "max_ratio"), GeneValue(1.8));
+  EXPECT_EQ(paper("mspoe", "alpha"), GeneValue(3.0));
+  EXPECT_EQ(paper("mspoe", "first_layer"), GeneValue(2.0));
+  EXPECT_EQ(paper("mspoe", "order"), GeneValue(std::string("awareness")));
+  EXPECT_EQ(paper("caliope", "calibrator"), GeneValue(std::string("moses")));
+  EXPECT_EQ(paper("caliope", "gap"), GeneValue(10000.0));
+  EXPECT_EQ(paper("caliope", "lambda"), GeneValue(0.95));
+  EXPECT_EQ(paper("phs", "scale"), GeneValue(0.0));
+  EXPECT_EQ(paper("phs", "first_layer"), GeneValue(10.0));
+  EXPECT_EQ(paper("phs", "last_layer"), GeneValue(25.0));
+  // The Ms-PoE order gene offers exactly the orders the JSON accepts.
+  const auto& order = method_named("mspoe").genes.back();
+  EXPECT_EQ(order.choices, mspoe_orders());
+}
+
+// Canonical text per method, pinned from the text the Intervention printed
+// before the methods moved into their modules.
+struct Pinned {
+  const char* method;
+  Intervention intervention;
+  const char* canonical;
+};
+
+std::vector<Pinned> pinned() {
+  std::vector<Pinned> out;
+  Intervention lpes;
+  lpes.rope_scale = {{1.1}, {1.25}, {1.5 + 1e-13}};
+  out.push_back({"lpes", lpes, R"({"rope_scale":[[1.1],[1.25],[1.5]]})"});
+  Intervention pi;
+  pi.rope_scale = uniform_rope_scale(1.7);
+  out.push_back({"pi", pi, R"({"rope_scale":[[1.7]]})"});
+  Intervention mspoe;
+  mspoe.mspoe = MsPoe{1.2, 1.8, 2, 3.0, "reference-argsort", true, 7};
+  out.push_back({"mspoe", mspoe,
+                 R"({"mspoe":{"alpha":3.0,"first_layer":2,"max_ratio":1.8,"min_ratio":1.2,"order":"reference-argsort","reference_spacing":true,"seed":7}})"});
+  Intervention hourglass;
+  hourglass.position_map = PositionMap{"hourglass", 10000, 5, 1000, 1000, 0.95};
+  out.push_back({"caliope", hourglass, R"({"position_map":{"delta_max":1000.0,"delta_min":5.0,"kind":"hourglass"}})"});
+  Intervention decay;
+  decay.position_map = PositionMap{"decay"};
+  out.push_back({"caliope", decay, R"({"position_map":{"delta0":1000.0,"kind":"decay","lambda":0.95}})"});
+  Intervention moses;
+  moses.position_map = PositionMap{"moses"};
+  out.push_back({"caliope", moses, R"({"position_map":{"gap":10000.0,"kind":"moses"}})"});
+  Intervention siw;
+  siw.siw = Siw{0.8, 1.2, 1.0 / 3.0, {5, 6, 7}};
+  out.push_back({"siw", siw, R"({"siw":{"alpha_dense":0.8,"alpha_sparse":1.2,"layers":[5,6,7],"sigma":0.333333333}})"});
+  Intervention phs;
+  phs.hidden_channel = HiddenChannel{17, -0.5, {10, 11}};
+  out.push_back({"phs", phs, R"({"hidden_channel":{"channel":17,"layers":[10,11],"scale":-0.5}})"});
+  return out;
+}
+
+TEST(MethodRegistry, CanonicalTextIsPinnedPerMethod) {
+  std::set<std::string> covered;
+  for (const Pinned& p : pinned()) {
+    SCOPED_TRACE(p.canonical);
+    EXPECT_EQ(p.intervention.canonical(), p.canonical);
+    EXPECT_TRUE(method_named(p.method).is_set(p.intervention));
+    covered.insert(p.method);
+  }
+  EXPECT_EQ(covered.size(), method_names().size()) << "every method has a pinned text";
+  // Every field at once: one object, keys sorted.
+  Intervention all;
+  for (const Pinned& p : pinned()) {
+    if (std::string(p.method) == "lpes" || std::string(p.canonical).find("hourglass") != std::string::npos ||
+        std::string(p.method) == "mspoe" || std::string(p.method) == "siw" || std::string(p.method) == "phs")
+      method_named(p.method).copy_field(p.intervention, all);
+  }
+  EXPECT_EQ(all.canonical(),
+            R"({"hidden_channel":{"channel":17,"layers":[10,11],"scale":-0.5},"mspoe":{"alpha":3.0,"first_layer":2,"max_ratio":1.8,"min_ratio":1.2,"order":"reference-argsort","reference_spacing":true,"seed":7},"position_map":{"delta_max":1000.0,"delta_min":5.0,"kind":"hourglass"},"rope_scale":[[1.1],[1.25],[1.5]],"siw":{"alpha_dense":0.8,"alpha_sparse":1.2,"layers":[5,6,7],"sigma":0.333333333}})");
+}
+
+TEST(MethodRegistry, EachMethodRoundTripsThroughJson) {
+  for (const Pinned& p : pinned()) {
+    SCOPED_TRACE(p.canonical);
+    const Intervention back = Intervention::from_json(p.intervention.to_json());
+    EXPECT_EQ(back.canonical(), p.canonical);
+    EXPECT_EQ(Intervention::from_json(nlohmann::json::parse(p.canonical)).canonical(), p.canonical);
+  }
+}
+
+TEST(MethodRegistry, EachMethodsValidationNamesFieldAndReason) {
+  Intervention lpes;
+  lpes.rope_scale = std::vector<std::vector<double>>(29, {1.5});
+  EXPECT_NE(validation_error(lpes).find("intervention.rope_scale: 29 rows for a model with 30 layers"), std::string::npos)
+      << validation_error(lpes);
+  Intervention pi;
+  pi.rope_scale = uniform_rope_scale(0.0);
+  EXPECT_NE(validation_error(pi).find("intervention.rope_scale[0]: scales must be finite and > 0"), std::string::npos)
+      << validation_error(pi);
+  Intervention per_head_row;
+  per_head_row.rope_scale = {std::vector<double>(9, 1.5)};
+  EXPECT_NE(validation_error(per_head_row).find("intervention.rope_scale: 1 rows"), std::string::npos)
+      << "one row of per-head values only fits a one-layer model: " << validation_error(per_head_row);
+  Intervention mspoe;
+  mspoe.mspoe = MsPoe{};
+  mspoe.mspoe->order = "sideways";
+  EXPECT_NE(validation_error(mspoe).find("intervention.mspoe.order: 'sideways' is not one of awareness, reference-argsort"),
+            std::string::npos) << validation_error(mspoe);
+  Intervention caliope;
+  caliope.position_map = PositionMap{"decay"};
+  caliope.position_map->lambda = -0.5;
+  EXPECT_NE(validation_error(caliope).find("intervention.position_map.lambda: must be >= 0"), std::string::npos)
+      << validation_error(caliope);
+  Intervention siw;
+  siw.siw = Siw{1, 1, 1, {}};
+  EXPECT_NE(validation_error(siw).find("intervention.siw.layers: must name at least one layer"), std::string::npos)
+      << validation_error(siw);
+  Intervention phs;
+  phs.hidden_channel = HiddenChannel{3, 0.0, {30}};
+  EXPECT_NE(validation_error(phs).find("intervention.hidden_channel.layers: layer 30 is outside the model's layers 0..29"),
+            std::string::npos) << validation_error(phs);
+}
+
+TEST(MethodRegistry, GeneValuesDecodeThroughTheModule) {
+  GeneValues siw("siw");
+  siw.set("alpha_dense", 0.5);
+  siw.set("alpha_sparse", 1.5);
+  siw.set("sigma", 2.0);
+  siw.set("first_layer", 3.0);
+  siw.set("last_layer", 5.0);
+  Intervention out;
+  method_named("siw").apply_genes(siw, out);
+  ASSERT_TRUE(out.siw);
+  EXPECT_EQ(*out.siw, (Siw{0.5, 1.5, 2.0, {3, 4, 5}}));
+  EXPECT_EQ(intervention_fields_set(out), std::vector<std::string>{"siw"});
+}
+
+TEST(MethodRegistry, RopeScaleExpandsPerLayerAndHead) {
+  const RopeScale per_layer = rope_scale_per_layer({1.0, 2.0});
+  EXPECT_EQ(rope_scales_per_head(per_layer, 2, 3), (std::vector<float>{1, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(rope_scales_per_head(uniform_rope_scale(1.5), 2, 2), (std::vector<float>{1.5, 1.5, 1.5, 1.5}));
+  EXPECT_EQ(rope_scales_per_head({}, 1, 2), (std::vector<float>{1, 1}));
+  EXPECT_EQ(rope_scales_per_head({{1, 2}, {3, 4}}, 2, 2), (std::vector<float>{1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace midtune
