@@ -105,6 +105,12 @@ inline std::string chat_template_name(const ModelIdentity& model) { return "chat
 struct BackendError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The request itself cannot be evaluated (a prompt longer than the model's
+// context, values that overflow the model's arithmetic): a retry, here or on
+// another server, would fail the same way.
+struct InvalidInputError : BackendError {
+  using BackendError::BackendError;
+};
 
 const char* to_string(Mode mode);
 Mode mode_from_string(const std::string& text);  // throws std::invalid_argument

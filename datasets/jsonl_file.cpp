@@ -3,6 +3,8 @@
 #include <zlib.h>
 
 #include <array>
+#include <fstream>
+#include <string_view>
 #include <memory>
 
 #include "datasets/dataset_error.hpp"
@@ -37,27 +39,75 @@ void parse_line(const std::string& path, std::size_t line_number, const std::str
   contents.records.push_back({line_number, std::move(value)});
 }
 
+// Feeds the file's text to `consume` in chunks: gzip members decompressed
+// one after another (as gzip -d does), any other file as it is. zlib's gzread
+// silently drops bytes after the last member; here they are an error, since
+// they mean a damaged file or two files glued together.
+template <class Consume>
+void read_text(const std::string& path, std::size_t& line_number, Consume&& consume) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DatasetError(path, 0, "", "cannot open file");
+  std::array<char, 1 << 16> raw{};
+  std::array<char, 1 << 16> text{};
+  const auto read_raw = [&] {
+    in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+    if (in.bad()) throw DatasetError(path, line_number, "", "read error");
+    return static_cast<std::size_t>(in.gcount());
+  };
+  std::size_t got = read_raw();
+  const bool gzip = got >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f && static_cast<unsigned char>(raw[1]) == 0x8b;
+  if (!gzip) {
+    for (; got > 0; got = read_raw()) consume(std::string_view(raw.data(), got));
+    return;
+  }
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) throw DatasetError(path, 0, "", "cannot start gzip decompression");
+  const std::unique_ptr<z_stream, decltype(&inflateEnd)> guard(&zs, &inflateEnd);
+  std::uint64_t raw_offset = 0;  // file offset of raw[0]
+  bool member_ended = false;
+  for (; got > 0; raw_offset += got, got = read_raw()) {
+    zs.next_in = reinterpret_cast<Bytef*>(raw.data());
+    zs.avail_in = static_cast<uInt>(got);
+    while (zs.avail_in > 0) {
+      if (member_ended) {
+        const std::uint64_t at = raw_offset + (got - zs.avail_in);
+        if (static_cast<unsigned char>(*zs.next_in) != 0x1f)
+          throw DatasetError(path, line_number, "",
+                             "junk after the end of the gzip data (at byte " + std::to_string(at) +
+                                 "): the file is damaged or two files were joined");
+        inflateReset(&zs);  // another gzip member follows
+        member_ended = false;
+      }
+      zs.next_out = reinterpret_cast<Bytef*>(text.data());
+      zs.avail_out = static_cast<uInt>(text.size());
+      const int code = inflate(&zs, Z_NO_FLUSH);
+      if (code != Z_OK && code != Z_STREAM_END && code != Z_BUF_ERROR)
+        throw DatasetError(path, line_number, "",
+                           std::string("corrupt gzip data: ") + (zs.msg != nullptr ? zs.msg : "inflate failed"));
+      consume(std::string_view(text.data(), text.size() - zs.avail_out));
+      if (code == Z_STREAM_END) member_ended = true;
+    }
+  }
+  // Drain what inflate still holds for the last input.
+  while (!member_ended) {
+    zs.next_out = reinterpret_cast<Bytef*>(text.data());
+    zs.avail_out = static_cast<uInt>(text.size());
+    const int code = inflate(&zs, Z_NO_FLUSH);
+    consume(std::string_view(text.data(), text.size() - zs.avail_out));
+    if (code == Z_STREAM_END) member_ended = true;
+    else if (code != Z_OK || zs.avail_out == text.size())
+      throw DatasetError(path, line_number, "", "truncated or corrupt gzip stream (it ends inside the data)");
+  }
+}
+
 }  // namespace
 
 JsonlContents read_jsonl(const std::string& path) {
-  GzHandle file(gzopen(path.c_str(), "rb"));
-  if (!file) throw DatasetError(path, 0, "", "cannot open file");
-  gzbuffer(file.get(), 1 << 17);
-
   JsonlContents contents;
   std::uint64_t hash = fnv1a64("");
   std::string line;
   std::size_t line_number = 1;
-  std::array<char, 1 << 16> buffer{};
-  for (;;) {
-    const int got = gzread(file.get(), buffer.data(), static_cast<unsigned>(buffer.size()));
-    if (got < 0) {
-      int code = 0;
-      const char* message = gzerror(file.get(), &code);
-      throw DatasetError(path, line_number, "", std::string("corrupt gzip data: ") + message);
-    }
-    if (got == 0) break;
-    const std::string_view chunk(buffer.data(), static_cast<std::size_t>(got));
+  read_text(path, line_number, [&](std::string_view chunk) {
     hash = fnv1a64(chunk, hash);
     std::size_t start = 0;
     for (std::size_t newline = chunk.find('\n'); newline != std::string_view::npos;
@@ -69,14 +119,7 @@ JsonlContents read_jsonl(const std::string& path) {
       start = newline + 1;
     }
     line.append(chunk.substr(start));
-  }
-  // zlib reports a stream cut short (truncated download) as Z_BUF_ERROR at EOF.
-  int code = Z_OK;
-  const char* message = gzerror(file.get(), &code);
-  if (code != Z_OK) {
-    throw DatasetError(path, line_number, "",
-                       std::string("truncated or corrupt gzip stream (") + message + ")");
-  }
+  });
   parse_line(path, line_number, line, contents);
   if (contents.records.empty()) throw DatasetError(path, 0, "", "file holds no records (empty)");
   contents.content_hash = hash;

@@ -1,5 +1,7 @@
 #include "datasets/mdqa.hpp"
 
+#include <algorithm>
+#include <iostream>
 #include <unordered_set>
 
 #include "datasets/dataset_error.hpp"
@@ -95,7 +97,22 @@ std::size_t QaItem::gold_index() const {
 
 QaFile read_qa_file(const std::string& path) {
   const JsonlContents contents = read_jsonl(path);
-  return {parse_records<QaItem>(path, contents, parse_qa_record), contents.content_hash};
+  QaFile file{parse_records<QaItem>(path, contents, parse_qa_record), contents.content_hash};
+  const QaItem* first = nullptr;
+  for (const QaItem& item : file.items) {
+    const bool answerable = std::any_of(item.ctxs.begin(), item.ctxs.end(), [&](const QaDocument& document) {
+      return mentions_any_answer(document, item.answers);
+    });
+    if (answerable) continue;
+    ++file.answer_in_no_document;
+    if (first == nullptr) first = &item;
+  }
+  if (first != nullptr) {
+    std::cerr << "warning: " << path << ": " << file.answer_in_no_document << " of " << file.items.size()
+              << " questions have no answer that appears in any of their documents (first: line "
+              << first->source_line << ", id '" << first->id << "'); they can only be answered from memory\n";
+  }
+  return file;
 }
 
 QaItem with_gold_document_at(const QaItem& item, std::size_t index) {

@@ -30,6 +30,10 @@ struct QaItem {
 struct QaFile {
   std::vector<QaItem> items;
   std::uint64_t content_hash = 0;
+  // Items none of whose answers appears (whole words, normalised) in any of
+  // their documents: the model cannot read the answer from the context.
+  // read_qa_file warns on stderr when there are any.
+  std::size_t answer_in_no_document = 0;
 };
 
 // The gold document is the one with `isgold: true` (exactly one when any ctx

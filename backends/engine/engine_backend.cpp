@@ -144,7 +144,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
   const auto started = std::chrono::steady_clock::now();
   SampleOutput out;
   out.id = item.id;
-  if (prompt.tokens.empty()) throw BackendError("item '" + item.id + "': empty prompt");
+  if (prompt.tokens.empty()) throw InvalidInputError("item '" + item.id + "': empty prompt");
   out.prompt_tokens = static_cast<int>(prompt.tokens.size());
   // Issue-5 interventions depend on the prompt (chunks, last query).
   std::unique_ptr<hooks::EngineIntervention> hooked;
@@ -159,7 +159,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
   const std::size_t context = model_->config().context_length;
   if (options.mode == Mode::generate) {
     if (context > 0 && prompt.tokens.size() + options.max_new_tokens > context) {
-      throw BackendError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
+      throw InvalidInputError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
                          std::to_string(options.max_new_tokens) + " new exceed the model context " + std::to_string(context));
     }
     std::vector<std::int32_t> generated;
@@ -178,7 +178,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
     std::vector<std::int32_t> input = prompt.tokens;
     input.insert(input.end(), gold.begin(), gold.end() - 1);  // the last gold token is never an input
     if (context > 0 && input.size() > context) {
-      throw BackendError("item '" + item.id + "': " + std::to_string(input.size()) + " tokens exceed the model context " +
+      throw InvalidInputError("item '" + item.id + "': " + std::to_string(input.size()) + " tokens exceed the model context " +
                          std::to_string(context));
     }
     std::vector<int> rows(gold.size());
@@ -231,7 +231,7 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
   try {
     scales = rope_scales(intervention);
   } catch (const std::invalid_argument& e) {
-    throw BackendError(std::string("engine: invalid intervention: ") + e.what());
+    throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
   }
   last_stats_ = {};
   std::vector<PreparedPrompt> prompts;
@@ -270,6 +270,8 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
         outputs.push_back(run_one(batch[i], prompts[i], golds[i], intervention, scales, options, shared.get()));
       } catch (const BackendError&) {
         throw;
+      } catch (const std::domain_error& e) {  // NaN / infinity in the forward pass: the input overflows
+        throw InvalidInputError("engine: item '" + batch[i].id + "': " + e.what());
       } catch (const std::exception& e) {
         throw BackendError("engine: item '" + batch[i].id + "': " + e.what());
       }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -388,6 +389,99 @@ void GgufFile::parse() {
                                  std::to_string(info.n_bytes) + ") lies outside the " + std::to_string(data_size) +
                                  "-byte data section");
   }
+  check_tensor_layout(data_size);
+}
+
+// Tensors are stored one after another, each padded to the alignment. A
+// data range shared by two tensors, or a gap longer than the padding after
+// one, means an offset, type or shape field lies: a type id swapped for a
+// smaller type leaves exactly such a gap and would reinterpret the bytes.
+// Tensors of unsupported types have no known size and bound no gap.
+void GgufFile::check_tensor_layout(std::uint64_t data_size) const {
+  std::vector<const GgufTensorInfo*> by_offset;
+  by_offset.reserve(tensors_.size());
+  for (const auto& info : tensors_)
+    if (info.n_bytes > 0 || !info.type) by_offset.push_back(&info);
+  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensorInfo* a, const GgufTensorInfo* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->info_offset < b->info_offset;
+  });
+  const auto gap_error = [&](const GgufTensorInfo& info, std::uint64_t next_start, const std::string& next) {
+    fail(info.info_offset, "tensor '" + info.name + "' (" + info.type->name + ", " + std::to_string(info.n_bytes) +
+                               " bytes at data offset " + std::to_string(info.offset) + ") is followed by " +
+                               std::to_string(next_start - info.offset - info.n_bytes) + " unused bytes before " +
+                               next + ": its type or shape does not match the stored data");
+  };
+  for (std::size_t i = 0; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& info = *by_offset[i];
+    const std::uint64_t end = info.offset + info.n_bytes;  // in range: checked by parse()
+    const GgufTensorInfo* next = i + 1 < by_offset.size() ? by_offset[i + 1] : nullptr;
+    if (next && next->offset < end)
+      fail(next->info_offset, "tensor '" + next->name + "' data offset " + std::to_string(next->offset) +
+                                  " overlaps tensor '" + info.name + "' at [" + std::to_string(info.offset) + ", " +
+                                  std::to_string(end) + ")");
+    if (!info.type) continue;
+    const std::uint64_t next_start = next ? next->offset : data_size;
+    if (next_start - end >= alignment_)
+      gap_error(info, next_start, next ? "tensor '" + next->name + "'" : std::string("the end of the file"));
+  }
+}
+
+namespace {
+
+bool f16_is_finite(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return (h & 0x7C00u) != 0x7C00u;
+}
+bool bf16_is_finite(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return (h & 0x7F80u) != 0x7F80u;
+}
+bool f32_is_finite(const std::byte* p) {
+  std::uint32_t u;
+  std::memcpy(&u, p, 4);
+  return (u & 0x7F800000u) != 0x7F800000u;
+}
+
+// Index of the first block whose dequantised values are not all finite, or
+// npos. Quantised values are (fp16 scale) x (small integer) [+ fp16 min], so
+// a block is finite exactly when its fp16 scale fields are; float types need
+// every element checked.
+std::size_t first_non_finite_block(GgmlType type, const std::byte* data, std::uint64_t blocks, std::uint32_t block_bytes) {
+  const auto scan = [&](auto&& block_finite) -> std::size_t {
+    for (std::uint64_t b = 0; b < blocks; ++b)
+      if (!block_finite(data + b * block_bytes)) return static_cast<std::size_t>(b);
+    return std::string::npos;
+  };
+  switch (type) {
+    case GgmlType::F32: return scan(f32_is_finite);
+    case GgmlType::F16: return scan(f16_is_finite);
+    case GgmlType::BF16: return scan(bf16_is_finite);
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0: return scan(f16_is_finite);  // d at byte 0
+    case GgmlType::Q4_1:
+    case GgmlType::Q4_K:  // d, then min (Q4_1) / dmin (Q4_K) at byte 2
+      return scan([](const std::byte* p) { return f16_is_finite(p) && f16_is_finite(p + 2); });
+    case GgmlType::Q6_K: return scan([](const std::byte* p) { return f16_is_finite(p + 208); });  // d after ql, qh, scales
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
+void GgufFile::require_finite(const GgufTensorInfo& info) const {
+  const auto data = tensor_data(info);
+  const std::uint64_t blocks = info.n_bytes / info.type->block_bytes;
+  const std::size_t bad = first_non_finite_block(info.type->type, data.data(), blocks, info.type->block_bytes);
+  if (bad == std::string::npos) return;
+  const std::uint64_t element = static_cast<std::uint64_t>(bad) * info.type->block_elems;
+  fail(data_offset_ + info.offset + static_cast<std::uint64_t>(bad) * info.type->block_bytes,
+       "tensor '" + info.name + "' has a non-finite value (NaN or infinity) " +
+           (info.type->block_elems == 1 ? "at element " + std::to_string(element)
+                                        : "in the " + std::string(info.type->name) + " block of elements " +
+                                              std::to_string(element) + ".." +
+                                              std::to_string(element + info.type->block_elems - 1)));
 }
 
 // ---------------------------------------------------------------- tensors

@@ -156,9 +156,14 @@ class GgufFile {
   // The tensor's bytes inside the mapping; throws GgufError if its type is
   // unsupported. The span lives as long as this GgufFile.
   std::span<const std::byte> tensor_data(const GgufTensorInfo& info) const;
+  // Throws GgufError naming the tensor and element when any of its values
+  // dequantises to NaN or infinity (reads only the scale fields of quantised
+  // blocks, so it costs a fraction of a pass over the tensor).
+  void require_finite(const GgufTensorInfo& info) const;
 
  private:
   void parse();
+  void check_tensor_layout(std::uint64_t data_size) const;
   [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const;
   [[noreturn]] void fail_key(std::string_view key, const std::string& what) const;
   const GgufValue& require(std::string_view key) const;
@@ -192,6 +197,11 @@ struct ModelConfig {
   bool tied_output = false;       // true when output.weight is absent
   bool operator==(const ModelConfig&) const = default;
 };
+
+// 1 + the largest N among the tensors named "blk.N.<...>" (0 when none):
+// the layers the file holds, to check block_count against before anything
+// is sized by it.
+std::uint64_t count_layer_blocks(const GgufFile& file);
 
 // Throws GgufError when a required key is missing or the values are
 // inconsistent (heads not a multiple of kv_heads, zero sizes, ...).

@@ -1,5 +1,7 @@
 // GGUF metadata getters and the model configuration read from them.
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <limits>
 #include <optional>
 
@@ -112,6 +114,21 @@ std::string GgufFile::get_string_or(std::string_view key, std::string fallback) 
 
 // ---------------------------------------------------------------- config
 
+std::uint64_t count_layer_blocks(const GgufFile& file) {
+  std::uint64_t count = 0;
+  for (const auto& info : file.tensors()) {
+    const std::string_view name = info.name;
+    if (name.substr(0, 4) != "blk.") continue;
+    std::uint64_t index = 0;
+    std::size_t i = 4;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && index < (1ull << 40); ++i)
+      index = index * 10 + static_cast<std::uint64_t>(name[i] - '0');
+    if (i == 4 || i >= name.size() || name[i] != '.') continue;
+    count = std::max(count, index + 1);
+  }
+  return count;
+}
+
 ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.arch = file.get_string("general.architecture");
@@ -151,6 +168,13 @@ ModelConfig read_model_config(const GgufFile& file) {
     const auto n = file.get_string_array("tokenizer.ggml.tokens").size();
     if (n == 0 || n > std::numeric_limits<std::uint32_t>::max()) bad("tokenizer.ggml.tokens has no usable length");
     c.vocab = static_cast<std::uint32_t>(n);
+  }
+  if (file.has("tokenizer.ggml.tokens")) {
+    // Token ids index the embedding's rows, so the vocabulary cannot be longer.
+    const auto n = file.get_string_array("tokenizer.ggml.tokens").size();
+    if (n > c.vocab)
+      bad("tokenizer.ggml.tokens has " + std::to_string(n) + " entries but the model's vocabulary (" + p +
+          "vocab_size) is " + std::to_string(c.vocab));
   }
   if (const auto* embd = file.find_tensor("token_embd.weight")) {
     if (embd->dims.size() != 2 || embd->dims[0] != c.hidden || embd->dims[1] != c.vocab)

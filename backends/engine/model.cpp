@@ -54,6 +54,7 @@ const GgufTensorInfo& matrix_tensor(const GgufFile& file, const std::string& nam
     throw std::invalid_argument(tensor_where(file, name) + ": unsupported ggml type " +
                                 ggml_type_name(info.type_id));
   }
+  file.require_finite(info);  // the forward pass must never meet a NaN weight
   return info;
 }
 
@@ -111,6 +112,13 @@ Model::Model(const std::filesystem::path& path, Isa isa)
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
   lm_head_ = pack_checked(f, {matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
 
+  // Checked before block_count sizes anything: a lying count must not
+  // allocate billions of layers.
+  if (const std::uint64_t present = count_layer_blocks(f); present != c.layers) {
+    throw std::invalid_argument(path.string() + ": metadata key '" + c.arch + ".block_count' = " +
+                                std::to_string(c.layers) + " but the file holds tensors for " +
+                                std::to_string(present) + " layers");
+  }
   layers_.resize(c.layers);
   tbb::parallel_for(0, static_cast<int>(c.layers), [&](int l) {
     const std::string p = "blk." + std::to_string(l) + ".";

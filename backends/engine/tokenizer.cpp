@@ -31,12 +31,16 @@ struct Tokenizer::Impl {
 
 namespace {
 
-std::optional<std::int32_t> optional_id(const GgufFile& file, const char* key) {
+// `none_allowed`: some converters write -1 / UINT32_MAX for "none"; that is
+// accepted for optional tokens, but BOS and EOS are needed to frame prompts and
+// stop generation, so a present key must name a real token.
+std::optional<std::int32_t> optional_id(const GgufFile& file, const char* key, bool none_allowed = true) {
   if (!file.has(key)) return std::nullopt;
   const std::int64_t v = file.get_int(key);
-  // Some converters write -1 / UINT32_MAX for "none".
-  if (v < 0 || v == 0xFFFFFFFFll) return std::nullopt;
-  if (v > INT32_MAX) throw GgufError(file.path().string() + ": metadata key '" + key + "' is out of range");
+  if (none_allowed && (v < 0 || v == 0xFFFFFFFFll)) return std::nullopt;
+  if (v < 0 || v > INT32_MAX)
+    throw GgufError(file.path().string() + ": metadata key '" + key + "' = " + std::to_string(v) +
+                    " is not a token id (remove the key if the model has no such token)");
   return static_cast<std::int32_t>(v);
 }
 
@@ -95,8 +99,8 @@ Vocabulary read_vocabulary(const GgufFile& file) {
   }
   if (file.has("tokenizer.ggml.scores")) v.scores = file.get_float_array("tokenizer.ggml.scores");
   if (file.has("tokenizer.ggml.merges")) v.merges = file.get_string_array("tokenizer.ggml.merges");
-  v.bos = optional_id(file, "tokenizer.ggml.bos_token_id");
-  v.eos = optional_id(file, "tokenizer.ggml.eos_token_id");
+  v.bos = optional_id(file, "tokenizer.ggml.bos_token_id", false);
+  v.eos = optional_id(file, "tokenizer.ggml.eos_token_id", false);
   v.unk = optional_id(file, "tokenizer.ggml.unknown_token_id");
   v.eot = optional_id(file, "tokenizer.ggml.eot_token_id");
   v.pad = optional_id(file, "tokenizer.ggml.padding_token_id");
@@ -121,9 +125,19 @@ Tokenizer::Tokenizer(Vocabulary vocabulary) {
   if (v.types.size() != v.tokens.size())
     fail("tokenizer.ggml.token_type has " + std::to_string(v.types.size()) + " entries for " +
          std::to_string(v.tokens.size()) + " tokens");
-  for (const auto* special : {&v.bos, &v.eos, &v.unk, &v.eot, &v.pad}) {
-    if (*special && (**special < 0 || static_cast<std::size_t>(**special) >= v.tokens.size()))
-      fail("special token id " + std::to_string(**special) + " is outside the vocabulary");
+  const std::pair<const std::optional<std::int32_t>*, const char*> specials[] = {
+      {&v.bos, "bos"}, {&v.eos, "eos"}, {&v.unk, "unknown"}, {&v.eot, "eot"}, {&v.pad, "padding"}};
+  for (const auto& [id, name] : specials) {
+    if (*id && (**id < 0 || static_cast<std::size_t>(**id) >= v.tokens.size()))
+      fail(std::string("tokenizer.ggml.") + name + "_token_id " + std::to_string(**id) +
+           " is outside the vocabulary of " + std::to_string(v.tokens.size()) + " tokens");
+  }
+  // Token texts are UTF-8 in both supported vocabularies (GPT-2 maps bytes to
+  // code points; SentencePiece writes raw bytes as "<0xAB>"); anything else is
+  // a corrupt file, and would be decoded into invalid text.
+  for (std::size_t i = 0; i < v.tokens.size(); ++i) {
+    if (const auto bad = tokenizer_detail::find_invalid_utf8(v.tokens[i]); bad != std::string_view::npos)
+      fail("tokenizer.ggml.tokens[" + std::to_string(i) + "] is not valid UTF-8 at byte " + std::to_string(bad));
   }
   // Later duplicates win, as in llama.cpp's token_to_id.
   impl->token_to_id.reserve(v.tokens.size());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <httplib.h>
@@ -28,6 +30,10 @@ json reply_json(const httplib::Result& res, const std::string& url, const char* 
     throw TransientFailure("no reply (" + httplib::to_string(res.error()) +
                            "; connection refused, lost, or timed out)");
   const int status = res->status;
+  if (status == 401)
+    throw RequestRejected("server " + url + " rejected " + what + " with HTTP 401 (wrong or missing token: set " +
+                          std::string(kServerTokenEnv) + " or the backend's token_file): " +
+                          describe_error_body(res->body));
   if (status >= 400 && status < 500)
     throw RequestRejected("server " + url + " rejected " + what + " with HTTP " + std::to_string(status) +
                           ": " + describe_error_body(res->body));
@@ -42,7 +48,23 @@ json reply_json(const httplib::Result& res, const std::string& url, const char* 
 
 }  // namespace
 
-EndpointClient::EndpointClient(std::string url, RetryPolicy policy) : url_(std::move(url)), policy_(policy) {
+std::string read_token_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw BackendError(path.string() + ": cannot read the token file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  const char* space = " \t\r\n";
+  const auto first = token.find_first_not_of(space);
+  if (first == std::string::npos) throw BackendError(path.string() + ": the token file is empty");
+  token = token.substr(first, token.find_last_not_of(space) - first + 1);
+  if (token.find_first_of(space) != std::string::npos)
+    throw BackendError(path.string() + ": the token must be one word on one line");
+  return token;
+}
+
+EndpointClient::EndpointClient(std::string url, RetryPolicy policy, const std::string& token)
+    : url_(std::move(url)), policy_(policy) {
   if (url_.rfind("http://", 0) != 0 && url_.rfind("https://", 0) != 0)
     throw BackendError("endpoint '" + url_ + "': must start with http:// or https:// (for example http://127.0.0.1:8080)");
   if (!(policy_.timeout_s > 0) || !(policy_.connect_timeout_s > 0) || policy_.retries < 0 ||
@@ -56,6 +78,7 @@ EndpointClient::EndpointClient(std::string url, RetryPolicy policy) : url_(std::
   http_->set_write_timeout(timeout);
   http_->set_keep_alive(true);
   http_->set_tcp_nodelay(true);  // headers and body go out as separate writes; Nagle would delay the second
+  if (!token.empty()) http_->set_bearer_token_auth(token);
 }
 
 EndpointClient::~EndpointClient() = default;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +19,15 @@ class Client;
 }
 
 namespace midtune::server {
+
+// The environment variable the server backend reads its bearer token from
+// when the experiment gives none.
+inline constexpr const char* kServerTokenEnv = "MIDTUNE_SERVER_TOKEN";
+
+// The bearer token in `path`: the file's text without surrounding whitespace
+// (a trailing newline from `echo` is not part of it). Throws BackendError
+// naming the file when it cannot be read, is empty or holds more than one word.
+std::string read_token_file(const std::filesystem::path& path);
 
 struct RetryPolicy {
   double timeout_s = 120.0;        // per request: send, and wait for the reply
@@ -40,7 +50,8 @@ struct RequestRejected : BackendError {
 class EndpointClient {
  public:
   // url: "http://host:port". Throws BackendError if it does not parse.
-  EndpointClient(std::string url, RetryPolicy policy);
+  // token: sent as "Authorization: Bearer <token>" when non-empty.
+  EndpointClient(std::string url, RetryPolicy policy, const std::string& token = {});
   ~EndpointClient();
   EndpointClient(const EndpointClient&) = delete;
   EndpointClient& operator=(const EndpointClient&) = delete;

@@ -1,10 +1,12 @@
 #include "backends/server/evaluation_server.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <stdexcept>
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include <httplib.h>
@@ -26,6 +28,7 @@ const char* default_code(int status) {
     case 400: return "invalid_request";
     case 404: return "not_found";
     case 405: return "method_not_allowed";
+    case 401: return "unauthorized";
     case 413: return "payload_too_large";
     case 503: return "shutting_down";
     default: return status >= 500 ? "server_error" : "request_error";
@@ -47,7 +50,22 @@ void check_outputs(const std::vector<SampleOutput>& out, const std::vector<Batch
   }
 }
 
+// Compares all of both strings whatever the first difference, so the reply
+// time does not tell a guesser how much of the token was right.
+bool same_secret(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
+  return diff == 0;
+}
+
 }  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr address{};
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
+}
 
 std::vector<std::string> probe_supported_fields(const Backend& backend) {
   // Each field's probe is a setting every model can apply (layer 0, channel 0).
@@ -84,10 +102,33 @@ void EvaluationServer::install_routes() {
   s.set_tcp_nodelay(true);  // small replies should not wait for the client's delayed ACK
   // httplib's default adds SO_REUSEPORT, which lets a second server bind a
   // port in use and silently take half its requests: possibly another model.
-  s.set_socket_options([](int sock) {
+  s.set_socket_options([this](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket_ = sock;  // the last socket httplib tries is the one it binds
   });
+
+  // Slow or idle clients: each holds a worker only until it stops sending
+  // for read_timeout_s; the pool is large enough that a handful of them
+  // cannot keep /v1/info or an evaluation waiting.
+  const auto timeout = std::chrono::duration<double>(options_.read_timeout_s);
+  s.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  s.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout * 4));
+  s.set_keep_alive_timeout(static_cast<time_t>(std::ceil(options_.read_timeout_s)));
+  const auto workers = static_cast<std::size_t>(options_.max_connections);
+  s.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+
+  if (!options_.token.empty()) {
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string expected = "Bearer " + options_.token;
+      if (same_secret(req.get_header_value("Authorization"), expected))
+        return httplib::Server::HandlerResponse::Unhandled;
+      reply_error(res, 401, "unauthorized",
+                  req.has_header("Authorization") ? "wrong bearer token"
+                                                  : "this server needs \"Authorization: Bearer <token>\"");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
 
   s.Get("/v1/info", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_for_wire(info_to_json(info_)), "application/json");
@@ -122,6 +163,8 @@ void EvaluationServer::install_routes() {
       try {
         out = backend_.run(request.intervention, request.items, request.options);
         check_outputs(out, request.items);
+      } catch (const InvalidInputError& e) {
+        return reply_error(res, 422, "invalid_input", e.what());  // a retry would fail the same way
       } catch (const std::exception& e) {
         return reply_error(res, 500, "backend_error", e.what());
       }
@@ -163,11 +206,21 @@ void EvaluationServer::install_routes() {
 }
 
 int EvaluationServer::bind() {
+  if (!is_loopback_host(options_.host) && options_.token.empty())
+    throw std::runtime_error("refusing to listen on " + options_.host +
+                             " without a token: anyone who can reach it could run the model "
+                             "(give --token-file, or listen on 127.0.0.1)");
+  if (!(options_.read_timeout_s > 0) || options_.max_connections < 1)
+    throw std::runtime_error("read timeout and connection limit must be positive");
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                                       : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port <= 0)
     throw std::runtime_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                              " (address in use, or not an address of this machine)");
+  // httplib listens with a backlog of 5: a burst of connections (idle ones
+  // included) would make the kernel drop SYNs, and every client after them
+  // waits a second for the retransmit. Listening again only resizes the queue.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, options_.max_connections * 2);
   return port;
 }
 

@@ -29,7 +29,19 @@ struct ServeOptions {
   // The served model's chat template for one user message; nullopt when
   // prompts are used as written (the test double).
   std::optional<PromptTemplate> user_prompt;
+  // Non-empty: every request must carry "Authorization: Bearer <token>"
+  // (else 401). Required to listen on anything but a loopback address.
+  std::string token;
+  // A connection that sends nothing for this long is closed, so idle or
+  // half-sent requests cannot hold a worker for long.
+  double read_timeout_s = 3.0;
+  // Connections served at once; more wait until a worker is free (each
+  // worker is freed within read_timeout_s by a client that stalls).
+  int max_connections = 64;
 };
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
 
 // The Intervention fields `backend` accepts: each field is tried alone, with
 // a setting every model can apply (layer 0, channel 0), through validate().
@@ -43,7 +55,8 @@ class EvaluationServer {
   EvaluationServer& operator=(const EvaluationServer&) = delete;
 
   // Binds the listening socket and returns the port. Throws
-  // std::runtime_error when the address cannot be bound.
+  // std::runtime_error when the address cannot be bound, or is not a loopback
+  // address and no token is set (anyone who reaches it could use the model).
   int bind();
   // Serves until stop(); returns once the request in flight is answered.
   void serve();
@@ -63,6 +76,7 @@ class EvaluationServer {
   std::unique_ptr<httplib::Server> http_;
   std::mutex backend_mutex_;  // one evaluation at a time
   std::atomic<bool> stopping_{false};
+  int listen_socket_ = -1;  // set while httplib binds (socket options callback)
 };
 
 }  // namespace midtune::server

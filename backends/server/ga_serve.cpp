@@ -1,5 +1,5 @@
 // ga-serve: serves a midtune backend over PROTOCOL.md.
-//   ga-serve --model PATH --port N [--threads T] [--host 127.0.0.1]
+//   ga-serve --model PATH --port N [--threads T] [--host 127.0.0.1] [--token-file PATH]
 //   ga-serve --synthetic-test-double --port 0      (tests and benchmarks only)
 // Prints "ga-serve: listening on http://HOST:PORT" once it accepts requests
 // (with --port 0 the port is chosen by the system). SIGTERM / SIGINT stop it
@@ -13,6 +13,7 @@
 
 #include "backends/engine/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
+#include "backends/server/endpoint_client.hpp"
 #include "backends/server/evaluation_server.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 
@@ -21,6 +22,7 @@ namespace {
 struct Args {
   std::string model;
   std::string host = "127.0.0.1";
+  std::string token_file;
   int port = 8080;
   int threads = 0;
   std::size_t max_items = 1024;
@@ -64,7 +66,11 @@ int main(int argc, char** argv) {
   Args args;
   auto* model = app.add_option("--model", args.model, "GGUF model file to serve")->check(CLI::ExistingFile);
   app.add_option("--port", args.port, "TCP port; 0 = any free port (printed at start)")->check(CLI::Range(0, 65535));
-  app.add_option("--host", args.host, "address to listen on (default loopback only)");
+  app.add_option("--host", args.host,
+                 "address to listen on (default loopback only; any other address needs --token-file)");
+  app.add_option("--token-file", args.token_file,
+                 "file holding a bearer token every request must carry (clients: MIDTUNE_SERVER_TOKEN)")
+      ->check(CLI::ExistingFile);
   app.add_option("--threads", args.threads, "engine threads; 0 = all cores")->check(CLI::NonNegativeNumber);
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
   auto* synthetic = app.add_flag("--synthetic-test-double", args.synthetic,
@@ -91,8 +97,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
-    std::unique_ptr<midtune::Backend> backend = make_backend(args);
     midtune::server::ServeOptions options;
+    if (!args.token_file.empty()) options.token = midtune::server::read_token_file(args.token_file);
+    // Refuse an open, unauthenticated address before spending time on the model.
+    if (!midtune::server::is_loopback_host(args.host) && options.token.empty())
+      throw std::runtime_error("refusing to listen on " + args.host +
+                               " without --token-file: anyone who can reach it could run the model");
+    std::unique_ptr<midtune::Backend> backend = make_backend(args);
     options.host = args.host;
     options.port = args.port;
     options.limits.max_items = args.max_items;

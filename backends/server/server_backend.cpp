@@ -1,6 +1,7 @@
 #include "backends/server/server_backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -33,6 +34,8 @@ void check_intervention_fits(const Intervention& iv, const ModelIdentity& model,
 
 ServerBackend::ServerBackend(ServerBackendOptions options) : options_(std::move(options)) {
   if (options_.endpoints.empty()) throw BackendError("backend.endpoints: give at least one server URL");
+  if (options_.token.empty())
+    if (const char* token = std::getenv(kServerTokenEnv)) options_.token = token;
   for (const std::string& url : options_.endpoints) {
     if (std::count(options_.endpoints.begin(), options_.endpoints.end(), url) > 1)
       throw BackendError("backend.endpoints: '" + url + "' is listed twice");
@@ -42,7 +45,7 @@ ServerBackend::ServerBackend(ServerBackendOptions options) : options_(std::move(
   }
   std::vector<std::string> unreachable;
   for (std::size_t e = 0; e < endpoints_.size(); ++e) {
-    EndpointClient client(endpoints_[e].status.url, options_.retry);
+    EndpointClient client(endpoints_[e].status.url, options_.retry, options_.token);
     ServerInfo info;
     try {
       info = client.fetch_info();
@@ -211,7 +214,7 @@ class ServerBackend::Run {
   }
 
   void work_on(std::size_t e) {
-    EndpointClient client(backend_.endpoints_[e].status.url, backend_.options_.retry);
+    EndpointClient client(backend_.endpoints_[e].status.url, backend_.options_.retry, backend_.options_.token);
     std::size_t done = 0;
     if (verify(e, client)) {
       while (true) {

@@ -28,6 +28,9 @@ struct ServerBackendOptions {
   // An endpoint that failed is skipped for this long before it is tried
   // again (after re-checking /v1/info), unless no other endpoint is left.
   double dead_endpoint_cooldown_s = 30.0;
+  // Bearer token for servers started with --token-file; empty = the
+  // environment variable kServerTokenEnv, if set.
+  std::string token;
 };
 
 // Per-endpoint state, for logs and tests.

@@ -38,6 +38,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     options.endpoints = b.server.endpoints;
     options.retry.timeout_s = b.server.timeout_s;
     options.retry.retries = b.server.retries;
+    if (!b.server.token_file.empty()) options.token = server::read_token_file(b.server.token_file);
     return std::make_unique<server::ServerBackend>(options);
   }
   throw std::invalid_argument("backend.kind: '" + b.kind + "' cannot run in this build yet (available: engine, server, " +

@@ -20,6 +20,9 @@ struct ServerEndpointsConfig {
   std::vector<std::string> endpoints;  // http(s)://host:port, at least one
   double timeout_s = 120.0;
   int retries = 3;
+  // File holding the bearer token of servers started with --token-file
+  // (empty: the MIDTUNE_SERVER_TOKEN environment variable, if set).
+  std::filesystem::path token_file;
   bool operator==(const ServerEndpointsConfig&) const = default;
 };
 

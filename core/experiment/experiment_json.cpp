@@ -34,6 +34,7 @@ json backend_json(const BackendConfig& backend, bool fingerprint) {
       j["endpoints"] = backend.server.endpoints;
       j["timeout_s"] = backend.server.timeout_s;
       j["retries"] = backend.server.retries;
+      if (!backend.server.token_file.empty()) j["token_file"] = backend.server.token_file.string();
     }
   } else {
     j["layers"] = backend.synthetic.layers;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/experiment/experiment.hpp"
@@ -17,7 +18,7 @@ namespace load {
 namespace {
 
 const std::vector<std::string> kEngineKeys = {"model", "device", "threads"};
-const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries"};
+const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
 const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms"};
 
 void reject_keys_of_other_kind(const MapReader& section, const std::vector<std::string>& keys,
@@ -34,7 +35,34 @@ std::string endpoint_url(const Field& field) {
   if (!http || url.find_first_of(" \t") != std::string::npos) {
     field.fail("'" + url + "' is not an endpoint URL: expected http://host:port");
   }
+  // The port, if given, is the digits after the last ':' of the authority
+  // (after a closing ']' for an IPv6 literal).
+  const std::size_t host_begin = url.find("//") + 2;
+  const std::string authority = url.substr(host_begin, url.find('/', host_begin) - host_begin);
+  const std::size_t colon = authority.rfind(':');
+  if (colon != std::string::npos && (authority.find(']') == std::string::npos || colon > authority.find(']'))) {
+    const std::string port = authority.substr(colon + 1);
+    const bool digits = !port.empty() && port.size() <= 6 && port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535)
+      field.fail("'" + url + "': port '" + port + "' is not a TCP port (1..65535)");
+  }
   return url;
+}
+
+// A path that exists but is not a regular file (a directory, a device, a
+// socket) is named for what it is: "not found" would send the user looking
+// for a missing file.
+void require_regular_if_present(const Field& field, const std::filesystem::path& path, const std::string& wanted) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status) || std::filesystem::is_regular_file(status)) return;
+  const char* kind = std::filesystem::is_directory(status)       ? "a directory"
+                     : std::filesystem::is_character_file(status) ? "a character device"
+                     : std::filesystem::is_block_file(status)     ? "a block device"
+                     : std::filesystem::is_fifo(status)           ? "a named pipe"
+                     : std::filesystem::is_socket(status)         ? "a socket"
+                                                                  : "not a regular file";
+  field.fail(path.string() + " is " + kind + ", not " + wanted);
 }
 
 }  // namespace
@@ -69,6 +97,7 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
   }
   if (backend.kind == "engine") {
     backend.model = resolve_path(section.required("model"), base_dir);
+    require_regular_if_present(section.field("model"), backend.model, "a GGUF model file");
     backend.device = section.choice_or("device", backend.device, {"cpu", "cuda"});
     backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
   } else if (backend.kind == "server") {
@@ -77,6 +106,10 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     }
     backend.server.timeout_s = section.number_or("timeout_s", backend.server.timeout_s, 0.001, 86400);
     backend.server.retries = static_cast<int>(section.integer_or("retries", backend.server.retries, 0, 100));
+    if (section.has("token_file")) {
+      backend.server.token_file = resolve_path(section.field("token_file"), base_dir);
+      require_regular_if_present(section.field("token_file"), backend.server.token_file, "a token file");
+    }
   } else {
     SyntheticConfig& synthetic = backend.synthetic;
     synthetic.layers = static_cast<int>(section.integer_or("layers", synthetic.layers, 1, 1024));
@@ -96,6 +129,7 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
   dataset.kind = section.required("kind").choice(dataset_kinds());
   if (section.has("file")) {
     dataset.file = resolve_path(section.field("file"), base_dir);
+    require_regular_if_present(section.field("file"), *dataset.file, "a dataset file");
   } else if (dataset.kind != "kv") {
     section.field("file").fail("dataset.kind " + dataset.kind +
                                   " needs a file (only kv data can be generated)");
@@ -158,6 +192,10 @@ YAML::Node parse_yaml(const std::string& text, const std::filesystem::path& file
                             " YAML documents; an experiment is one");
     }
     return documents.empty() ? YAML::Node() : documents.front();
+  } catch (const YAML::DeepRecursion& error) {
+    throw ConfigError(file, error.mark.line + 1, error.mark.column + 1, "",
+                      "YAML nesting reached " + std::to_string(error.depth()) +
+                          " levels, the parser's limit (an experiment nests a handful)");
   } catch (const YAML::ParserException& error) {
     throw ConfigError(file, error.mark.line + 1, error.mark.column + 1, "",
                       "YAML syntax error: " + error.msg);
@@ -190,6 +228,17 @@ Experiment parse_experiment(const std::string& text, const std::filesystem::path
   const MapReader storage = root.map("storage", {"db"});
   experiment.storage.db = storage.has("db") ? load::resolve_path(storage.field("db"), base_dir)
                                             : (base_dir / "results.db").lexically_normal();
+  if (storage.has("db")) {
+    // SQLite creates the file, not its directory: refuse now, not after the
+    // model has loaded.
+    std::error_code error;
+    const std::filesystem::path directory = experiment.storage.db.parent_path();
+    if (!std::filesystem::is_directory(directory, error))
+      storage.field("db").fail("the directory " + directory.string() +
+                               (std::filesystem::exists(directory, error) ? " is not a directory" : " does not exist") +
+                               " (create it, or point storage.db elsewhere)");
+    load::require_regular_if_present(storage.field("db"), experiment.storage.db, "a results database file");
+  }
   return experiment;
 }
 

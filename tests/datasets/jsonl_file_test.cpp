@@ -1,6 +1,8 @@
 #include "datasets/jsonl_file.hpp"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -64,6 +66,46 @@ TEST(Jsonl, CorruptGzipBodyIsAnError) {
   bytes[bytes.size() - 6] ^= 0x5a;  // damage the CRC / size trailer
   dir.write_plain("bad.jsonl.gz", bytes);
   expect_dataset_error([&] { read_jsonl(path); });
+}
+
+TEST(Jsonl, JunkAfterTheGzipDataIsRefusedNamingTheFile) {
+  ScratchDir dir;
+  const auto path = dir.write_gz("junk.jsonl.gz", "{\"a\": 1}\n");
+  const auto clean_size = std::filesystem::file_size(path);
+  std::ofstream(path, std::ios::binary | std::ios::app) << "this is not gzip";
+  const auto error = expect_dataset_error([&] { read_jsonl(path); });
+  EXPECT_EQ(error.file(), path);
+  EXPECT_NE(std::string(error.what()).find("junk after the end of the gzip data (at byte " +
+                                           std::to_string(clean_size) + ")"),
+            std::string::npos)
+      << error.what();
+}
+
+TEST(Jsonl, ConcatenatedGzipMembersAreOneFile) {
+  // `cat a.gz b.gz` is a valid gzip file holding both texts (gzip -d agrees).
+  ScratchDir dir;
+  const auto first = dir.write_gz("a.jsonl.gz", "{\"a\": 1}\n");
+  const auto second = dir.write_gz("b.jsonl.gz", "{\"a\": 2}\n{\"a\": 3}\n");
+  std::string bytes;
+  for (const auto& part : {first, second}) {
+    std::ifstream in(part, std::ios::binary);
+    bytes.append(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto contents = read_jsonl(dir.write_plain("ab.jsonl.gz", bytes));
+  ASSERT_EQ(contents.records.size(), 3u);
+  EXPECT_EQ(contents.records[2].line_number, 3u);
+  EXPECT_EQ(contents.records[2].value["a"], 3);
+}
+
+TEST(Jsonl, LargeGzipFileReadsCompletely) {
+  // More text than one decompression buffer, so output spans many inflate calls.
+  ScratchDir dir;
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "{\"index\": " + std::to_string(i) + "}\n";
+  const auto contents = read_jsonl(dir.write_gz("big.jsonl.gz", text));
+  ASSERT_EQ(contents.records.size(), 20000u);
+  EXPECT_EQ(contents.records.back().value["index"], 19999);
+  EXPECT_EQ(contents.content_hash, read_jsonl(dir.write_plain("big.jsonl", text)).content_hash);
 }
 
 TEST(Jsonl, NotJsonNamesTheLine) {

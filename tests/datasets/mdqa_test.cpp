@@ -115,6 +115,29 @@ TEST(QaFile, HasanswerFallbackWithoutIsgold) {
   EXPECT_EQ(read_qa_file(path).items[0].gold_index(), 1u);
 }
 
+TEST(QaFile, QuestionsWhoseAnswerIsInNoDocumentAreCountedWithAWarning) {
+  ScratchDir dir;
+  const auto path = dir.write_plain(
+      "q.jsonl",
+      std::string(R"({"question": "q0", "answers": ["red"], "ctxs": [{"title": "T0", "text": "the roof is red", "isgold": true}]})") +
+          "\n" + R"({"question": "q1", "answers": ["blue"], "ctxs": [{"title": "T1", "text": "a red door", "isgold": true}]})" +
+          "\n" + R"({"question": "q2", "answers": ["green", "teal"], "ctxs": [{"title": "T2", "text": "grey", "isgold": true}]})" +
+          "\n");
+  ::testing::internal::CaptureStderr();
+  const QaFile file = read_qa_file(path);
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(file.items.size(), 3u);
+  EXPECT_EQ(file.answer_in_no_document, 2u);
+  EXPECT_NE(warning.find(path), std::string::npos) << warning;
+  EXPECT_NE(warning.find("2 of 3 questions"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("line 2"), std::string::npos) << warning;
+
+  ::testing::internal::CaptureStderr();
+  const QaFile clean = read_qa_file(fixture("nq-open-4_total_documents-fixture.jsonl.gz"));
+  const std::string none = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(clean.answer_in_no_document, 0u) << none;
+}
+
 using BadQaCase = testing::BadRecordCase;
 
 class QaBadRecord : public ::testing::TestWithParam<BadQaCase> {};

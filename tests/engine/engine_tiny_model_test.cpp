@@ -5,80 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
-#include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/model_bench.hpp"
 #include "core/cli/engine_commands.hpp"
 #include "backends/engine/model.hpp"
-#include "tests/engine/tiny_gguf_writer.hpp"
+#include "tests/engine/tiny_llama_gguf.hpp"
 
 namespace midtune::engine {
 namespace {
 
-constexpr std::uint32_t kF32 = 0, kQ8_0 = 8, kQ4_1 = 3;
-constexpr int kHidden = 64, kHeads = 4, kKvHeads = 2, kFfn = 96, kLayers = 2, kVocab = 40;
-
-std::vector<std::uint8_t> f32_bytes(std::size_t count, std::mt19937& rng, float scale, float offset = 0.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<std::uint8_t> out(count * 4);
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = offset + normal(rng);
-    std::memcpy(&out[i * 4], &v, 4);
-  }
-  return out;
-}
-
-// Q8_0 / Q4_1 blocks with random quants and small fp16 scales.
-std::vector<std::uint8_t> quant_bytes(std::uint32_t type, std::size_t count, std::mt19937& rng) {
-  const std::size_t block = type == kQ8_0 ? 34 : 20;
-  std::vector<std::uint8_t> out(count / 32 * block);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : out) b = static_cast<std::uint8_t>(byte(rng));
-  for (std::size_t off = 0; off < out.size(); off += block) {
-    const std::uint16_t d = float_to_fp16(type == kQ8_0 ? 0.002f : 0.02f);
-    std::memcpy(&out[off], &d, 2);
-    if (type == kQ4_1) {
-      const std::uint16_t m = float_to_fp16(-0.15f);
-      std::memcpy(&out[off + 2], &m, 2);
-    }
-  }
-  return out;
-}
-
-struct TinyModel {
-  std::string arch = "llama";
-  std::uint64_t q_rows = kHeads * 16;  // a wrong value makes a shape error
-  std::vector<std::uint8_t> bytes() const {
-    std::mt19937 rng(42);
-    testing::TinyGgufWriter w;
-    w.add_string("general.architecture", arch);
-    w.add_u32(arch + ".block_count", kLayers);
-    w.add_u32(arch + ".context_length", 256);
-    w.add_u32(arch + ".embedding_length", kHidden);
-    w.add_u32(arch + ".feed_forward_length", kFfn);
-    w.add_u32(arch + ".attention.head_count", kHeads);
-    w.add_u32(arch + ".attention.head_count_kv", kKvHeads);
-    w.add_f32(arch + ".rope.freq_base", 10000.0f);
-    w.add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
-    w.add_u32(arch + ".vocab_size", kVocab);
-    w.add_tensor("token_embd.weight", {kHidden, kVocab}, kQ8_0, quant_bytes(kQ8_0, kHidden * kVocab, rng));
-    w.add_tensor("output_norm.weight", {kHidden}, kF32, f32_bytes(kHidden, rng, 0.1f, 1.0f));
-    for (int l = 0; l < kLayers; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      w.add_tensor(p + "attn_norm.weight", {kHidden}, kF32, f32_bytes(kHidden, rng, 0.1f, 1.0f));
-      w.add_tensor(p + "ffn_norm.weight", {kHidden}, kF32, f32_bytes(kHidden, rng, 0.1f, 1.0f));
-      w.add_tensor(p + "attn_q.weight", {kHidden, q_rows}, kQ4_1, quant_bytes(kQ4_1, kHidden * q_rows, rng));
-      w.add_tensor(p + "attn_k.weight", {kHidden, kKvHeads * 16}, kQ4_1, quant_bytes(kQ4_1, kHidden * kKvHeads * 16, rng));
-      w.add_tensor(p + "attn_v.weight", {kHidden, kKvHeads * 16}, kF32, f32_bytes(kHidden * kKvHeads * 16, rng, 0.1f));
-      w.add_tensor(p + "attn_output.weight", {kHeads * 16, kHidden}, kQ4_1, quant_bytes(kQ4_1, kHeads * 16 * kHidden, rng));
-      w.add_tensor(p + "ffn_gate.weight", {kHidden, kFfn}, kQ4_1, quant_bytes(kQ4_1, kHidden * kFfn, rng));
-      w.add_tensor(p + "ffn_up.weight", {kHidden, kFfn}, kQ8_0, quant_bytes(kQ8_0, kHidden * kFfn, rng));
-      w.add_tensor(p + "ffn_down.weight", {kFfn, kHidden}, kQ4_1, quant_bytes(kQ4_1, kFfn * kHidden, rng));
-    }
-    return w.bytes();
-  }
-};
+// The model is built by tests/engine/tiny_llama_gguf.hpp (shared with the
+// GGUF mutation test).
+constexpr int kHidden = testing::kTinyHidden, kHeads = testing::kTinyHeads, kLayers = testing::kTinyLayers,
+              kVocab = testing::kTinyVocab;
+using TinyModel = testing::TinyLlama;
 
 std::vector<float> last_logits(const Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
                                int chunk) {

@@ -235,10 +235,12 @@ TEST_F(ExperimentFile, ParseFromStoredTextMatchesLoad) {
 TEST_F(ExperimentFile, PathsResolveTildeAndRelativeToTheFile) {
   const char* home = std::getenv("HOME");
   ASSERT_NE(home, nullptr);
-  const Experiment e = load(edited("model: models/tiny.gguf", "model: ~/m/tiny.gguf") +
-                            "storage: {db: ../out/r.db}\n");
+  // The database's directory must exist: "../<this dir>/out" goes up and back down.
+  fs::create_directories(dir_ / "out");
+  const Experiment e = load(edited("model: models/tiny.gguf", "model: ~/m/tiny.gguf") + "storage: {db: ../" +
+                            dir_.filename().string() + "/out/r.db}\n");
   EXPECT_EQ(e.backend.model, fs::path(home) / "m" / "tiny.gguf");
-  EXPECT_EQ(e.storage.db, dir_.parent_path() / "out" / "r.db");
+  EXPECT_EQ(e.storage.db, dir_ / "out" / "r.db");
   const Experiment absolute = load(edited("model: models/tiny.gguf", "model: /abs/tiny.gguf"));
   EXPECT_EQ(absolute.backend.model, fs::path("/abs/tiny.gguf"));
 }
@@ -328,6 +330,61 @@ TEST_F(ExperimentFile, MissingRequiredKeyPointsAtItsSection) {
                "applies only to dataset.kind kv (this one is babilong)");
   expect_error(edited("  pairs: 50\n", "  pairs: 50\n  documents: 10\n"), 11, 14, "dataset.documents",
                "applies only to dataset.kind mdqa (this one is kv)");
+}
+
+TEST_F(ExperimentFile, PathsThatAreNotFilesSayWhatTheyAre) {
+  fs::create_directories(dir_ / "models" / "tiny.gguf");
+  expect_error(kValid, 5, 10, "backend.model", "is a directory, not a GGUF model file");
+  fs::remove_all(dir_ / "models");
+  expect_error(edited("  kind: kv\n  pairs: 50\n", "  kind: babilong\n  file: /dev/null\n"),
+               10, 9, "dataset.file", "/dev/null is a character device, not a dataset file");
+}
+
+TEST_F(ExperimentFile, EndpointPortMustBeATcpPort) {
+  const std::string engine = "  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n";
+  expect_error(edited(engine, "  kind: server\n  endpoints: [http://127.0.0.1:99999]\n"), 5, 15,
+               "backend.endpoints[0]", "port '99999' is not a TCP port (1..65535)");
+  expect_error(edited(engine, "  kind: server\n  endpoints: [http://127.0.0.1:0/]\n"), 5, 15,
+               "backend.endpoints[0]", "port '0' is not a TCP port");
+  expect_error(edited(engine, "  kind: server\n  endpoints: [http://host:80a]\n"), 5, 15,
+               "backend.endpoints[0]", "port '80a' is not a TCP port");
+  const Experiment ok = load(edited(engine, "  kind: server\n  endpoints: [http://127.0.0.1:65535, 'http://[::1]:8080', "
+                                            "http://example.org]\n"));
+  EXPECT_EQ(ok.backend.server.endpoints.size(), 3u);
+}
+
+TEST_F(ExperimentFile, DatabaseDirectoryMustExist) {
+  expect_error(std::string(kValid) + "storage: {db: no/such/dir/r.db}\n", 27, 15, "storage.db",
+               "no/such/dir does not exist");
+  fs::create_directories(dir_ / "r.db");
+  expect_error(std::string(kValid) + "storage: {db: r.db}\n", 27, 15, "storage.db",
+               "is a directory, not a results database file");
+}
+
+TEST_F(ExperimentFile, DeepNestingNamesTheLineAndTheLimit) {
+  std::string text = "name: x\nseed: ";
+  for (int i = 0; i < 3000; ++i) text += "[";
+  const fs::path file = write(text + "\n");
+  try {
+    load_experiment(file);
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    // yaml-cpp's scanner has read to the end of the brackets when it stops.
+    EXPECT_GE(error.line(), 2) << error.what();
+    EXPECT_NE(error.reason().find("YAML nesting reached"), std::string::npos) << error.what();
+    EXPECT_NE(error.reason().find("the parser's limit"), std::string::npos) << error.what();
+    EXPECT_EQ(error.reason().find("bad file"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(ExperimentFile, ServerTokenFileResolvesAndMustBeAFile) {
+  const std::string engine = "  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n";
+  std::ofstream(dir_ / "token") << "abc\n";
+  const Experiment e =
+      load(edited(engine, "  kind: server\n  endpoints: [http://127.0.0.1:8080]\n  token_file: token\n"));
+  EXPECT_EQ(e.backend.server.token_file, dir_ / "token");
+  expect_error(edited(engine, "  kind: server\n  endpoints: [http://127.0.0.1:8080]\n  token_file: .\n"), 6, 15,
+               "backend.token_file", "is a directory, not a token file");
 }
 
 TEST_F(ExperimentFile, YamlSyntaxErrorHasFileLineColumn) {

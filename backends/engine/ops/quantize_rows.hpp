@@ -15,6 +15,9 @@
 namespace midtune::engine {
 
 inline constexpr int kQuantBlock = 32;
+// Below the smallest normal float, 1 / d overflows to infinity (and 0 * inf
+// is NaN): such a block, max|x| < 1.5e-36, quantises to zeros.
+inline constexpr float kMinQuantScale = 1.17549435e-38f;  // FLT_MIN
 
 struct QuantizedRows {
   int rows = 0;
@@ -30,7 +33,8 @@ struct QuantizedRows {
 };
 
 // Quantises `rows` rows of `cols` floats (row stride `ld`) into `out`,
-// reusing its storage when large enough. Every path gives identical bytes
+// reusing its storage when large enough; throws std::domain_error naming the
+// row and column of a NaN or infinity. Every path gives identical bytes
 // (round to nearest even, as nearbyint in the default rounding mode).
 void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out,
                    Isa isa = Isa::scalar);

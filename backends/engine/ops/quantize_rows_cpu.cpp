@@ -11,6 +11,21 @@ namespace midtune::engine {
 
 namespace {
 
+// Converting NaN or infinity to int is undefined behaviour, and a result
+// computed from one is garbage: stop with the place it was found instead.
+void require_finite_rows(const float* x, int rows, int cols, std::size_t ld) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * ld;
+    bool finite = true;
+    for (int i = 0; i < cols; ++i) finite &= std::isfinite(xr[i]);  // branch-free: vectorises
+    if (finite) continue;
+    const int col = static_cast<int>(std::find_if(xr, xr + cols, [](float v) { return !std::isfinite(v); }) - xr);
+    throw std::domain_error("engine: non-finite activation (" + std::to_string(xr[col]) + ") at row " +
+                            std::to_string(r) + ", column " + std::to_string(col) +
+                            " of a layer input: the model's weights or the intervention's values overflow");
+  }
+}
+
 void quantize_row_reference(const float* x, int cols, std::int8_t* q, float* d, float* s) {
   const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
   for (int b = 0; b < blocks; ++b) {
@@ -19,7 +34,7 @@ void quantize_row_reference(const float* x, int cols, std::int8_t* q, float* d, 
     float amax = 0.0f;
     for (int i = begin; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float scale = amax / 127.0f;
-    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const float inv = scale >= kMinQuantScale ? 1.0f / scale : 0.0f;
     int sum = 0;
     for (int i = begin; i < begin + kQuantBlock; ++i) {
       const int qi = i < end ? static_cast<int>(std::nearbyint(x[i] * inv)) : 0;
@@ -45,6 +60,7 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
     throw std::invalid_argument("quantize_rows: " + std::to_string(rows) + " rows of " + std::to_string(cols) +
                                 " columns with stride " + std::to_string(ld));
   }
+  require_finite_rows(x, rows, cols, ld);
   const QuantizeRowFn body = quantize_row_for(isa);
   const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
   const bool reshape = out.rows != rows || out.blocks != blocks;

@@ -19,7 +19,7 @@ void quantize_row(const float* x, int cols, std::int8_t* q, float* d, float* s) 
     const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(lo, sign_off), _mm512_and_ps(hi, sign_off)));
     const float scale = amax / 127.0f;
-    const __m512 inv = _mm512_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
+    const __m512 inv = _mm512_set1_ps(scale >= kMinQuantScale ? 1.0f / scale : 0.0f);
     const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
     const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(qlo));

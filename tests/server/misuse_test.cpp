@@ -1,0 +1,189 @@
+// ga-serve under misuse, all on 127.0.0.1 with bounded waits: bearer-token
+// authentication, no open address without a token, idle half-sent
+// connections that must not stall /v1/info, and 4xx (not retried) for
+// requests that can never succeed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+#include "backends/server/endpoint_client.hpp"
+#include "backends/synthetic/synthetic_test_double.hpp"
+#include "tests/server/loopback.hpp"
+
+namespace midtune::server {
+namespace {
+
+using testing::LoopbackEvaluationServer;
+using Clock = std::chrono::steady_clock;
+
+RetryPolicy quick_policy() {
+  RetryPolicy p;
+  p.timeout_s = 5.0;
+  p.retries = 2;
+  p.backoff_initial_s = 0.01;
+  return p;
+}
+
+TEST(ServerAuth, TokenIsRequiredAndChecked) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.token = "s3cret-token";
+  LoopbackEvaluationServer server(backend, options);
+  httplib::Client http(server.url());
+  http.set_read_timeout(std::chrono::seconds(5));
+
+  const auto missing = http.Get("/v1/info");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_NE(missing->body.find("Authorization: Bearer"), std::string::npos) << missing->body;
+  http.set_bearer_token_auth("s3cret-tokeX");
+  const auto wrong = http.Get("/v1/info");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_NE(wrong->body.find("wrong bearer token"), std::string::npos) << wrong->body;
+  http.set_bearer_token_auth("s3cret-token");
+  const auto right = http.Get("/v1/info");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+
+  // The client sends the token; without it the refusal is final (no retries)
+  // and says what to set.
+  EXPECT_NO_THROW(EndpointClient(server.url(), quick_policy(), "s3cret-token").fetch_info());
+  EndpointClient anonymous(server.url(), quick_policy());
+  try {
+    anonymous.fetch_info();
+    FAIL() << "a request without the token must be refused";
+  } catch (const RequestRejected& e) {
+    EXPECT_NE(std::string(e.what()).find("401"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(kServerTokenEnv), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  for (const std::string host : {"0.0.0.0", "::", "192.0.2.1"}) {
+    ServeOptions options;
+    options.host = host;
+    EvaluationServer server(backend, options);
+    try {
+      server.bind();
+      FAIL() << host << ": bound without a token";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("without a token"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_host("127.3.2.1"));
+  EXPECT_TRUE(is_loopback_host("localhost"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("128.0.0.1"));
+  EXPECT_FALSE(is_loopback_host("10.0.0.1"));
+}
+
+// A TCP connection that sends half a request and then nothing.
+class HalfSentRequest {
+ public:
+  explicit HalfSentRequest(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+      throw std::runtime_error("cannot connect to 127.0.0.1");
+    const std::string head = "GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n";  // no blank line: never ends
+    if (::send(fd_, head.data(), head.size(), MSG_NOSIGNAL) < 0) throw std::runtime_error("send failed");
+  }
+  ~HalfSentRequest() { ::close(fd_); }
+  HalfSentRequest(const HalfSentRequest&) = delete;
+  HalfSentRequest& operator=(const HalfSentRequest&) = delete;
+
+ private:
+  int fd_;
+};
+
+TEST(ServerSlowClients, IdleHalfSentConnectionsDoNotStallInfo) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  LoopbackEvaluationServer server(backend);
+  std::vector<std::unique_ptr<HalfSentRequest>> idle;
+  for (int i = 0; i < 30; ++i) idle.push_back(std::make_unique<HalfSentRequest>(server.port()));
+  httplib::Client http(server.url());
+  http.set_read_timeout(std::chrono::seconds(10));
+  const auto started = Clock::now();
+  const auto info = http.Get("/v1/info");
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->status, 200);
+  EXPECT_LT(seconds, 2.0) << "30 idle clients held /v1/info for " << seconds << " s";
+}
+
+TEST(ServerSlowClients, AStalledClientIsDisconnectedAfterTheReadTimeout) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.read_timeout_s = 0.3;
+  LoopbackEvaluationServer server(backend, options);
+  // The server gives up on the request (answers 400 and closes, or just
+  // closes) well before our own 5 s guard.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval guard{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
+  const std::string head = "GET /v1/info HTTP/1.1\r\n";
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const auto started = Clock::now();
+  char buffer[256];
+  const auto n = ::recv(fd, buffer, sizeof buffer, 0);
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  ::close(fd);
+  if (n > 0) EXPECT_EQ(std::string(buffer, 12), "HTTP/1.1 400");
+  EXPECT_GT(seconds, 0.2);  // not refused outright: it waited for the rest
+  EXPECT_LT(seconds, 3.0) << "the server kept a stalled connection for " << seconds << " s";
+}
+
+// Fails every evaluation the way `Error` says.
+template <class Error>
+class FailingBackend : public SyntheticTestDoubleBackend {
+ public:
+  FailingBackend() : SyntheticTestDoubleBackend(SyntheticTestDoubleConfig{}) {}
+  std::vector<SampleOutput> run(const Intervention&, const std::vector<BatchItem>&, const RunOptions&) override {
+    ++runs;
+    throw Error("item 'a': 5000 prompt tokens exceed the model context 2048");
+  }
+  int runs = 0;
+};
+
+TEST(ServerErrors, PermanentInputErrorsAre4xxAndNotRetried) {
+  FailingBackend<InvalidInputError> backend;
+  LoopbackEvaluationServer server(backend);
+  EndpointClient client(server.url(), quick_policy());
+  const auto items = testing::make_items(1);
+  try {
+    client.evaluate(testing::lpes_like(1.5), RunOptions{}, items);
+    FAIL() << "an input the model cannot take must be refused";
+  } catch (const RequestRejected& e) {
+    EXPECT_NE(std::string(e.what()).find("422"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exceed the model context"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(backend.runs, 1);  // sent once: a retry would fail the same way
+}
+
+TEST(ServerErrors, OtherBackendFailuresAre5xxAndRetried) {
+  FailingBackend<BackendError> backend;
+  LoopbackEvaluationServer server(backend);
+  EndpointClient client(server.url(), quick_policy());
+  const auto items = testing::make_items(1);
+  EXPECT_THROW(client.evaluate(testing::lpes_like(1.5), RunOptions{}, items), EndpointDown);
+  EXPECT_EQ(backend.runs, 3);  // the first attempt and 2 retries
+}
+
+}  // namespace
+}  // namespace midtune::server
