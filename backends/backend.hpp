@@ -1,4 +1,4 @@
-// The Backend interface (DESIGN.md "Data flow"): runs a model under an
+// The Backend interface (docs/design.md "Data flow"): runs a model under an
 // Intervention on a batch of prompts and returns, per sample, what the
 // metric needs. Backends never see a genome.
 #pragma once

@@ -1,5 +1,5 @@
 // The Intervention: the one contract between objectives and backends
-// (DESIGN.md, "Data flow"). A plain, JSON-serialisable description of what the
+// (docs/design.md, "Data flow"). A plain, JSON-serialisable description of what the
 // model does differently. Objectives never see a model; backends never see a
 // genome. Every field is optional; an empty Intervention is the plain model.
 // Its JSON, and its validation against a model, go field by field through the

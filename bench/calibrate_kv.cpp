@@ -1,4 +1,4 @@
-// KV retrieval calibration (issue 4 item 5): the model's BASELINE accuracy by
+// KV retrieval calibration: the model's BASELINE accuracy by
 // gold position at several pair counts and key lengths, so experiment files
 // can pick a data size where the baseline is neither near 0 nor near 100 %
 // and shows a position effect. Also measures how often teacher_forced

@@ -1,4 +1,4 @@
-// Cost of each issue-5 engine hook (issue 5 item 5): prefill tokens/s of the
+// Cost of each method engine hook: prefill tokens/s of the
 // plain engine and of the engine with each method at its paper setting, in
 // one process, methods alternating round by round (best of --repeats each),
 // printed as a ratio to plain. The papers report Ms-PoE at 1.45x the latency
@@ -40,7 +40,7 @@ std::vector<int> layer_range(int first, int last) {
   return out;
 }
 
-// Paper settings (METHODS.md), layer ranges scaled to the model's depth
+// Paper settings (docs/methods.md), layer ranges scaled to the model's depth
 // where the paper's are for 32 layers.
 std::vector<Method> methods(int layers, int hidden) {
   const int third = layers / 3, two_thirds = 2 * layers / 3;
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   std::vector<int> lengths = {512, 2048};
   int threads = 2, repeats = 3, chunk_count = 20, gold_tokens = 20;
-  CLI::App app{"hook_cost: prefill tokens/s with each issue-5 hook, as a ratio to the plain engine"};
+  CLI::App app{"hook_cost: prefill tokens/s with each method hook, as a ratio to the plain engine"};
   app.add_option("--model", model_path, "GGUF model")->required();
   app.add_option("--prompt-tokens", lengths, "prompt lengths");
   app.add_option("--threads", threads, "engine threads");

@@ -1,4 +1,4 @@
-// What sharing a batch's prompt prefix saves (issue 4 item 6): the search
+// What sharing a batch's prompt prefix saves: the search
 // split of an experiment file, evaluated as the run loop evaluates it (one
 // batch, the file's metric), by the engine with prefix reuse and by the same
 // engine without it, alternating, in one process. Prints prompts/s for each,

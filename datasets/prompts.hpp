@@ -1,4 +1,4 @@
-// Prompts exactly as METHODS.md "Common evaluation protocol" (the Lost in the
+// Prompts exactly as docs/methods.md "Common evaluation protocol" (the Lost in the
 // Middle templates, right-stripped of newlines; BABILong's default qa2
 // prompt), with the byte span of every chunk, then wrapped for the model.
 #pragma once

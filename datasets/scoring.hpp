@@ -1,4 +1,4 @@
-// Answer scoring, exactly as METHODS.md "Common evaluation protocol" and the
+// Answer scoring, exactly as docs/methods.md "Common evaluation protocol" and the
 // reference scripts of the benchmarks.
 #pragma once
 

@@ -1,4 +1,4 @@
-// CALIOPE (METHODS.md "CALIOPE"): position ids remapped chunk by chunk,
+// CALIOPE (docs/methods.md "CALIOPE"): position ids remapped chunk by chunk,
 // Phi(t) = t + c(m(t)) with a calibrator c (eqs. 2-5). This module holds
 // everything about CALIOPE that is not model math: its parameters (the
 // Intervention's `position_map`), genes and paper defaults, JSON, validation,

@@ -1,4 +1,4 @@
-// Two or more methods in one genome (issue 5 item 2), e.g. an LPES curve plus
+// Two or more methods in one genome, e.g. an LPES curve plus
 // SIW's alphas, which none of the papers searched jointly. Member genes are
 // named "method.gene"; each member decodes its slice and the Interventions
 // are merged (members touch disjoint fields: lpes and pi cannot be combined).

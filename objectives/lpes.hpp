@@ -1,4 +1,4 @@
-// LPES (METHODS.md "LPES", paper 000): one RoPE scale per layer, every head of
+// LPES (docs/methods.md "LPES", paper 000): one RoPE scale per layer, every head of
 // layer h using s_h. This module owns the Intervention's `rope_scale` field,
 // which PI (objectives/pi.hpp) shares: its JSON, its broadcast rules, its
 // validation against the model and its expansion to one scale per

@@ -1,4 +1,4 @@
-// The LPES objective (METHODS.md "LPES", paper 000; the method's module is
+// The LPES objective (docs/methods.md "LPES", paper 000; the method's module is
 // objectives/lpes.hpp): the genome is the D + 1 Bézier control points on the
 // ControlGrid; decode samples one RoPE scale per layer (LPES eqs. 5-6) and
 // every head of layer h uses s_h.

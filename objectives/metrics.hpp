@@ -1,4 +1,4 @@
-// Accuracy by gold position and its summaries (METHODS.md "Common evaluation
+// Accuracy by gold position and its summaries (docs/methods.md "Common evaluation
 // protocol"), and the LPES bucket fitness (LPES "Fitness").
 #pragma once
 

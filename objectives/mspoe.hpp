@@ -1,4 +1,4 @@
-// Ms-PoE (METHODS.md "Ms-PoE"): per-head RoPE ratios assigned at prefill.
+// Ms-PoE (docs/methods.md "Ms-PoE"): per-head RoPE ratios assigned at prefill.
 // This module holds everything about Ms-PoE that is not model math: its
 // parameters, genes and paper defaults, JSON, validation against the model,
 // decoding gene values. The ratio assignment itself runs in the engine

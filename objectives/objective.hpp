@@ -1,4 +1,4 @@
-// The Objective interface (DESIGN.md "Data flow"): a method's genome space
+// The Objective interface (docs/design.md "Data flow"): a method's genome space
 // (with its starting genome), the pure decode genome -> Intervention, and the
 // fitness of per-position scores. Objectives never see a model. A method's
 // facts live in its module (objectives/<method>.hpp, listed by
@@ -29,7 +29,7 @@ class Objective {
   // Pure: the same genome always gives the same Intervention.
   virtual Intervention decode(const Genome& genome) const = 0;
   virtual double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const = 0;
-  // The method as its paper sets it (every gene at METHODS.md's value, genes
+  // The method as its paper sets it (every gene at docs/methods.md's value, genes
   // the paper leaves open at the experiment's start value), compared on the
   // held-out split; nullopt when the paper's knobs are the search itself
   // (LPES, PI).

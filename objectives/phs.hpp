@@ -1,4 +1,4 @@
-// PHS (METHODS.md "PHS"): scale one channel of the normed hidden state feeding
+// PHS (docs/methods.md "PHS"): scale one channel of the normed hidden state feeding
 // Q and K, recompute the last token's attention row. This module holds
 // everything about PHS that is not model math: its parameters (the
 // Intervention's `hidden_channel`), genes and paper defaults, JSON,

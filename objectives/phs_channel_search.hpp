@@ -1,4 +1,4 @@
-// The PHS channel search's analysis (METHODS.md "PHS", paper 001 §3.2,
+// The PHS channel search's analysis (docs/methods.md "PHS", paper 001 §3.2,
 // Alg. 1 lines 1-14, App. C.1): which hidden-state channels change
 // monotonically and smoothly with the token position. Here in objectives/
 // because it chooses the `phs` objective's channel genes and, like every
@@ -14,7 +14,7 @@
 //                "integral of |h''|^2"; lower is smoother).
 // A channel is a candidate when monotone in more than L/4 layers (ε = L/4);
 // its smoothness is the minimum (default, as the reference code and
-// METHODS.md) or the mean (the paper's text) over its monotone layers; the
+// docs/methods.md) or the mean (the paper's text) over its monotone layers; the
 // top_k smoothest are kept (Alg. 1 line 14).
 #pragma once
 

@@ -1,4 +1,4 @@
-// SIW (METHODS.md "SIW"): scale post-softmax attention to the initial token,
+// SIW (docs/methods.md "SIW"): scale post-softmax attention to the initial token,
 // by alpha_dense in dense chunks and alpha_sparse elsewhere. This module holds
 // everything about SIW that is not model math: its parameters, genes, JSON,
 // validation against the model, decoding gene values. The density test and

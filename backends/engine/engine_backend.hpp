@@ -1,4 +1,4 @@
-// The in-tree engine as a midtune::Backend (issue 3 item 5): tokenises each
+// The in-tree engine as a midtune::Backend: tokenises each
 // BatchItem, resolves the Intervention into per-(layer, head) RoPE scales and
 // runs the forward pass in one of two modes:
 //   generate        greedy decoding up to max_new_tokens or an end-of-
@@ -6,7 +6,7 @@
 //   teacher_forced  ONE forward pass over prompt + gold tokens; the gold is
 //                   "emitted first" when the argmax equals the gold token at
 //                   every answer position; gold_logprob = sum of log-softmax.
-// Ms-PoE, CALIOPE, SIW and PHS (issue 5) go through hooks::EngineIntervention
+// Ms-PoE, CALIOPE, SIW and PHS go through hooks::EngineIntervention
 // (backends/engine/hooks/engine_hooks.hpp): with any of them the prompt is
 // prefilled alone (the hooks read its last query) and the teacher-forced gold
 // tokens follow in one call, equal to one decode step per gold token as
@@ -67,7 +67,7 @@ class EngineBackend : public Backend {
   RopeScales rope_scales(const Intervention& intervention) const;
   // Greedy continuation token ids (stops after an end-of-generation token,
   // which is not returned).
-  // positions/hooks: from hooks::EngineIntervention (issue 5); empty/nullptr = plain.
+  // positions/hooks: from hooks::EngineIntervention; empty/nullptr = plain.
   std::vector<std::int32_t> generate_tokens(const std::vector<std::int32_t>& prompt, const RopeScales& scales,
                                             int max_new_tokens, std::span<const double> positions = {},
                                             const ForwardHooks* hooks = nullptr) const;

@@ -1,4 +1,4 @@
-// GGUF v3 reader (issue 3 item 2): a memory-mapped model file whose every
+// GGUF v3 reader: a memory-mapped model file whose every
 // header field, count, length, dimension, type and offset is checked against
 // the file size before use. A corrupt or truncated file throws GgufError
 // naming the file, what was wrong and the byte offset.

@@ -1,4 +1,4 @@
-// The Llama forward pass (issue 3 item 4), read top to bottom like llama2.c's
+// The Llama forward pass, read top to bottom like llama2.c's
 // run.c: embedding -> per layer [RMSNorm -> QKV -> RoPE -> causal GQA
 // attention -> output projection -> residual -> RMSNorm -> SwiGLU FFN ->
 // residual] -> final RMSNorm -> tied or separate output matrix.

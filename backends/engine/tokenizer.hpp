@@ -1,4 +1,4 @@
-// Tokenizer built from a GGUF vocabulary (issue 3 item 3), matching
+// Tokenizer built from a GGUF vocabulary, matching
 // llama.cpp token for token:
 //   - tokenizer.ggml.model "gpt2": GPT-2 byte-level BPE with merge ranks; the
 //     pre-tokenizer comes from tokenizer.ggml.pre ("smollm" and its llama.cpp

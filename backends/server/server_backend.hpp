@@ -1,4 +1,4 @@
-// The `server` backend (DESIGN.md "Backends"): evaluates batches on one or
+// The `server` backend (docs/design.md "Backends"): evaluates batches on one or
 // more processes speaking PROTOCOL.md. Items are split into small chunks that
 // one worker thread per endpoint pulls from a shared queue, so a slow endpoint
 // takes less work and a dead one's chunks go to the others. Results come back

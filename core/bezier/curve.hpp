@@ -1,5 +1,5 @@
 // Bézier curves over 2-D control points and the per-layer scale sampling of
-// LPES (METHODS.md "LPES"; paper 000, eqs. 3-6 and Appendix D), plus the
+// LPES (docs/methods.md "LPES"; paper 000, eqs. 3-6 and Appendix D), plus the
 // curve-type ablations of its Table 6 (piecewise linear, step).
 //
 // A curve of degree D has D + 1 control points P_k = (x_k, y_k); D = 1..6.

@@ -1,4 +1,4 @@
-// ga-run subcommands that drive the in-tree engine directly (issue 3 item 8):
+// ga-run subcommands that drive the in-tree engine directly:
 //   ga-run generate --model PATH --prompt TEXT [--chat] [--max-tokens N] [--threads T]
 //       prints the greedy continuation;
 //   ga-run bench-model --model PATH --prompt-tokens N [--threads T] [--decode-tokens D]

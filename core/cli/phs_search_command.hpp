@@ -1,5 +1,5 @@
 // `ga-run phs-search --model PATH [--db PATH] [options]`: the PHS channel
-// search (METHODS.md "PHS", paper 001 Alg. 1). Random strings through the
+// search (docs/methods.md "PHS", paper 001 Alg. 1). Random strings through the
 // model -> residual stream averaged per layer -> channels monotone (cubic
 // fit) in more than L/4 layers -> the top_k smoothest -> each scored by the
 // loss on a generated KV validation set with the channel scaled by `scale`
@@ -30,7 +30,7 @@ struct PhsSearchArgs {
   int skip_tokens = 30;                 // paper 30, reference code 300
   std::string smoothing = "moving-average";  // paper; savgol = reference code
   int smooth_window = 0;                // 0: 100 (paper) for moving-average, 11 for savgol
-  std::string smoothness_over = "min";  // min (code, METHODS.md) | mean (paper text)
+  std::string smoothness_over = "min";  // min (code, docs/methods.md) | mean (paper text)
   bool same_direction = false;          // count only the majority direction's layers (code)
   int top_k = 10;
   // Validation: the channel scaled by `scale` in [first_layer, last_layer];

@@ -1,4 +1,4 @@
-// A hand-written SVG of a held-out report (issue 4 item 4): accuracy by gold
+// A hand-written SVG of a held-out report: accuracy by gold
 // position for each evaluated role (baseline, PI at the mean scale, the
 // search's best) and the best curve's per-layer RoPE scales.
 #pragma once

@@ -1,4 +1,4 @@
-// LPES genome spaces (METHODS.md "LPES"; paper 000 section 3.2, Appendix B):
+// LPES genome spaces (docs/methods.md "LPES"; paper 000 section 3.2, Appendix B):
 // D + 1 control points on the ControlGrid, or one free scale per layer for
 // the brute-force ablation, and the decode genome -> per-layer RoPE scales.
 #pragma once

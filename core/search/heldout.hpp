@@ -26,7 +26,7 @@ Intervention best_intervention(Store& store, std::int64_t experiment_id);
 Intervention pi_at_mean_scale(const Intervention& best);
 
 struct HeldoutEntry {
-  std::string role;  // best | baseline | pi-mean (LPES, PI) | paper-default (issue-5 methods)
+  std::string role;  // best | baseline | pi-mean (LPES, PI) | paper-default (Ms-PoE, SIW, CALIOPE, PHS)
   Intervention intervention;
   SplitEvaluation evaluation;
 };

@@ -1,5 +1,5 @@
 -- Schema version 3: the held-out evaluation a finished search ends with
--- (issue 4 item 4). One row per experiment and role: 'best' (the search's
+--. One row per experiment and role: 'best' (the search's
 -- best individual), 'baseline' (no intervention) and 'pi-mean' (PI at the
 -- mean of the best curve's RoPE scales), each pointing at an ordinary
 -- evaluations row on the held-out split (so the cache and the per-sample

@@ -1,5 +1,5 @@
 -- Schema version 4: the held-out step also evaluates a method's paper
--- default (issue 5: Ms-PoE, SIW, CALIOPE, PHS and combos are compared with
+-- default (Ms-PoE, SIW, CALIOPE, PHS and combos are compared with
 -- the baseline AND the method as its paper sets it). SQLite cannot widen a
 -- CHECK in place, so the table is rebuilt with its rows.
 CREATE TABLE heldout_results_v4 (

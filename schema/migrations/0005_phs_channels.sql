@@ -1,5 +1,5 @@
--- Schema version 5: the candidates of `ga-run phs-search` (issue 5, PHS
--- channel search, METHODS.md "PHS"). One row per candidate channel of one
+-- Schema version 5: the candidates of `ga-run phs-search` (the PHS
+-- channel search, docs/methods.md "PHS"). One row per candidate channel of one
 -- search; a search is identified by (model_key, settings, created_at).
 -- monotone_layers counts the analysed layers whose cubic fit is monotone
 -- (monotone_layer_list lists them, JSON); smoothness is the sum of squared

@@ -1,5 +1,5 @@
 // `ga-run validate` on engine experiments checks every method's parameters
-// against the real model (issue 5 acceptance): a layer past the model, a
+// against the real model: a layer past the model, a
 // channel past the hidden size, min_ratio above max_ratio, a negative CALIOPE
 // gap (Phi would not increase) are refused with the key and the reason, exit 2.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The forward pass against peers (issue 3 item 7): last-position logits
+// The forward pass against peers: last-position logits
 // against the fp32 numpy reference over the same GGUF weights, and 32-token
 // greedy continuations against llama.cpp (fixtures made by
 // tests/reference/make_logits_fixtures.py).

@@ -1,4 +1,4 @@
-// The issue-5 objectives: genes from the experiment file (paper defaults as
+// The Ms-PoE, SIW, CALIOPE and PHS objectives: genes from the experiment file (paper defaults as
 // the start), genome -> Intervention, ordering constraints, combo genomes.
 #include <gtest/gtest.h>
 

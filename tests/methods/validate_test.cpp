@@ -1,4 +1,4 @@
-// Model-aware validation of whole Interventions (issue 5 acceptance: clear
+// Model-aware validation of whole Interventions (clear
 // messages for invalid parameters).
 #include <gtest/gtest.h>
 

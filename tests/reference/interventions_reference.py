@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Independent reference for the four engine interventions (issue 5 item 4).
+"""Independent reference for the four engine interventions.
 
 Each method is written here a second time, from the papers' text and
-/work/shared/METHODS.md, on the fp32 numpy forward pass of
+docs/methods.md, on the fp32 numpy forward pass of
 make_logits_fixtures.py (its GGUF loading, RMSNorm and RoPE are reused; the
 method logic below is not taken from any C++ code). For every method, five
 short prompts with chunk spans and at least two settings, it writes the

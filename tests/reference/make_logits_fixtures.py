@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference data for the engine's forward pass (issue 3, item 7).
+"""Reference data for the engine's forward pass.
 
 (a) An fp32 forward pass in numpy over the GGUF weights dequantised by the
     `gguf` package: last-position top-k logits for a dozen prompts, written to

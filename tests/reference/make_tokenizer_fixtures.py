@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference token ids for the engine's tokenizer (issue 3, items 3 and 7).
+"""Reference token ids for the engine's tokenizer.
 
 For every entry of a tokenizer corpus (ASCII, long numbers, runs of spaces,
 newlines/tabs, code, accents, CJK, emoji, special tokens inline, UUID-style

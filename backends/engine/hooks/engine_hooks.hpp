@@ -1,4 +1,4 @@
-// An Intervention turned into what Model::forward takes (issue 5 item 1):
+// An Intervention turned into what Model::forward takes:
 // the Sequence's RoPE scales, the prompt's positions and the ForwardHooks.
 //   Ms-PoE  per-head scales from first_layer on, assigned in the prefill call
 //           from the last query's Q.K before RoPE (ForwardHooks::

@@ -1,4 +1,4 @@
-// Ms-PoE head ratios (Ms-PoE sec. 3.2-3.3, METHODS.md "Ms-PoE"). At prefill,
+// Ms-PoE head ratios (Ms-PoE sec. 3.2-3.3, docs/methods.md "Ms-PoE"). At prefill,
 // per layer >= first_layer, each query head's softmax row of the last query
 // (from Q.K before RoPE, as the public code does) gives
 //   S_p(h) = #{j : A_j > alpha * mean(A)} / n,  mean(A) = 1/n     (eq. 1)

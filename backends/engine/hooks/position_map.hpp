@@ -1,4 +1,4 @@
-// CALIOPE position calibration (CALIOPE eq. 2-5, METHODS.md "CALIOPE"):
+// CALIOPE position calibration (CALIOPE eq. 2-5, docs/methods.md "CALIOPE"):
 //   Phi(t) = t + c(m(t)),
 // m(t) = index (1..d) of the chunk token t is in or follows, 0 before the
 // first chunk; tokens after the last chunk (question, answer, generated

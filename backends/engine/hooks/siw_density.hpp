@@ -1,4 +1,4 @@
-// SIW dense areas and per-token factors (SIW sec. 3.2, METHODS.md "SIW").
+// SIW dense areas and per-token factors (SIW sec. 3.2, docs/methods.md "SIW").
 // Per layer: the last query's attention row (mean over the layer's heads)
 // marks its top ceil(30 % of n) tokens (ties: lower index first); chunk m
 // counts its marked tokens; chunk m is dense when count_m > sigma * (sum of

@@ -1,4 +1,4 @@
-// Weights repacked at load for the int8 matmul kernels (issue 3 item 6).
+// Weights repacked at load for the int8 matmul kernels.
 //
 // Every supported ggml type is brought to one form: w = d * u + m per block
 // of 32 inputs, with u unsigned (4-bit for Q4_0 / Q4_1, 8-bit otherwise), so
