@@ -61,7 +61,7 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
   Rng rng(seed);  // the search's own RNG: the same interval for a seed everywhere
   std::vector<double> values;
   values.reserve(static_cast<std::size_t>(replicates));
-  std::vector<double> accuracy_a(strata.size()), accuracy_b(strata.size());
+  std::vector<metrics::PositionAccuracy> tally_a(strata.size()), tally_b(strata.size());
   for (int r = 0; r < replicates; ++r) {
     for (std::size_t s = 0; s < strata.size(); ++s) {
       const auto& items = strata[s];
@@ -71,10 +71,10 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
         correct_a += pick.a;
         correct_b += pick.b;
       }
-      accuracy_a[s] = static_cast<double>(correct_a) / items.size();
-      accuracy_b[s] = static_cast<double>(correct_b) / items.size();
+      tally_a[s] = {static_cast<double>(s), static_cast<std::size_t>(correct_a), items.size()};
+      tally_b[s] = {static_cast<double>(s), static_cast<std::size_t>(correct_b), items.size()};
     }
-    values.push_back(statistic(accuracy_a, accuracy_b));
+    values.push_back(statistic(tally_a, tally_b));
   }
   std::sort(values.begin(), values.end());
   // Percentile interval, nearest-rank on the sorted replicates.

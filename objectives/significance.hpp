@@ -11,6 +11,8 @@
 #include <optional>
 #include <vector>
 
+#include "objectives/metrics.hpp"
+
 namespace midtune::stats {
 
 // z for a two-sided 95 % interval.
@@ -46,11 +48,12 @@ double mcnemar_exact_p(int a_only, int b_only);
 
 // Paired bootstrap with strata (one stratum per gold position): a replicate
 // resamples the items of every stratum with replacement and evaluates
-// `statistic` on the per-stratum accuracies of a and of b. Returns the
-// percentile interval of `confidence` (e.g. 0.95) over `replicates`
-// replicates, deterministic for a seed. Empty strata are refused.
-using StrataStatistic = std::function<double(const std::vector<double>& accuracy_a,
-                                             const std::vector<double>& accuracy_b)>;
+// `statistic` on the per-stratum tallies of a and of b (in stratum order;
+// `position` is the stratum's index). Returns the percentile interval of
+// `confidence` (e.g. 0.95) over `replicates` replicates, deterministic for a
+// seed. Empty strata are refused.
+using StrataStatistic = std::function<double(const std::vector<metrics::PositionAccuracy>& a,
+                                             const std::vector<metrics::PositionAccuracy>& b)>;
 Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata, const StrataStatistic& statistic,
                           int replicates, double confidence, std::uint64_t seed);
 

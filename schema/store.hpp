@@ -121,7 +121,8 @@ struct BestIndividual {
   nlohmann::json fitness_inputs;
 };
 
-// One row of heldout_results joined with its evaluation.
+// One row of heldout_results joined with its evaluation and its samples
+// (in sample_id order, so two roles on the same split pair up item by item).
 struct HeldoutRow {
   std::string role;
   std::string split;
@@ -129,6 +130,7 @@ struct HeldoutRow {
   nlohmann::json position_scores;
   nlohmann::json fitness_inputs;
   std::string metric;
+  std::vector<SampleRecord> samples;
 };
 
 // Database-wide counts for `ga-run status`.

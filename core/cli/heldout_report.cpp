@@ -59,6 +59,93 @@ void print_side_by_side(const json& entries, std::ostream& out) {
   print_table(out, header, rows);
 }
 
+namespace {
+
+std::string percent_range(const json& interval) {
+  return format_number(100.0 * interval.at("low").get<double>(), 1) + "-" +
+         format_number(100.0 * interval.at("high").get<double>(), 1);
+}
+
+std::string points_range(const json& ci) {
+  return "[" + format_number(ci.at(0).get<double>(), 1) + ", " + format_number(ci.at(1).get<double>(), 1) + "]";
+}
+
+}  // namespace
+
+void print_heldout_statistics(const json& statistics, std::ostream& out) {
+  if (!statistics.is_object()) return;
+  out << "\n## 95 % Wilson intervals (%)\n\n";
+  Row header = {"gold position"};
+  std::map<double, Row> by_position;
+  Row pooled = {"all positions"};
+  const json& intervals = statistics.at("intervals");
+  for (std::size_t r = 0; r < intervals.size(); ++r) {
+    header.push_back(intervals[r].at("role").get<std::string>());
+    for (const json& p : intervals[r].at("positions")) {
+      Row& row = by_position[p.at("position").get<double>()];
+      row.resize(intervals.size(), "-");
+      row[r] = percent_range(p);
+    }
+    pooled.push_back(percent_range(intervals[r].at("pooled")));
+  }
+  std::vector<Row> rows;
+  for (auto& [position, cells] : by_position) {
+    Row row = {format_number(position, 3)};
+    cells.resize(intervals.size(), "-");
+    row.insert(row.end(), cells.begin(), cells.end());
+    rows.push_back(row);
+  }
+  rows.push_back(pooled);
+  print_table(out, header, rows);
+  const json& comparisons = statistics.at("comparisons");
+  if (comparisons.empty()) return;
+  out << "\n## Paired comparisons (same items; exact McNemar, paired bootstrap 95 % CI over "
+      << statistics.at("bootstrap_replicates").dump() << " resamples; points = best minus the other)\n\n";
+  for (const json& c : comparisons) out << "- " << c.at("verdict").get<std::string>() << '\n';
+  out << '\n';
+  rows.clear();
+  for (const json& c : comparisons) {
+    if (!c.contains("positions")) continue;
+    const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+    for (const json& p : c.at("positions"))
+      rows.push_back({name, format_number(p.at("position").get<double>(), 3),
+                      format_number(p.at("difference_points").get<double>(), 1), points_range(p.at("ci_points")),
+                      p.at("best_only").dump() + " / " + p.at("other_only").dump(),
+                      format_number(p.at("mcnemar_p").get<double>(), 3)});
+    const json& m = c.at("middle");
+    rows.push_back({name, "middle", format_number(m.at("difference_points").get<double>(), 1),
+                    points_range(m.at("ci_points")), m.at("best_only").dump() + " / " + m.at("other_only").dump(),
+                    format_number(m.at("mcnemar_p").get<double>(), 3)});
+    if (c.contains("fitness"))
+      rows.push_back({name, "fitness (λ-weighted)", format_number(c.at("fitness").at("difference_points").get<double>(), 1),
+                      points_range(c.at("fitness").at("ci_points")), "-", "-"});
+  }
+  print_table(out, {"comparison", "gold position", "difference (points)", "95 % CI", "items only best / only other",
+                    "McNemar p"},
+              rows);
+}
+
+void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>& rows) {
+  for (const json& r : statistics.at("intervals")) {
+    const std::string role = r.at("role").get<std::string>();
+    for (const json& p : r.at("positions")) {
+      const std::string at = "@" + format_number(p.at("position").get<double>(), 3);
+      rows.push_back({"heldout_interval", role, "low" + at, format_number(p.at("low").get<double>(), 6)});
+      rows.push_back({"heldout_interval", role, "high" + at, format_number(p.at("high").get<double>(), 6)});
+    }
+  }
+  for (const json& c : statistics.at("comparisons")) {
+    if (!c.contains("middle")) continue;
+    const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+    const json& m = c.at("middle");
+    rows.push_back({"heldout_comparison", name, "middle_difference_points", format_number(m.at("difference_points").get<double>(), 6)});
+    rows.push_back({"heldout_comparison", name, "middle_ci_low", format_number(m.at("ci_points").at(0).get<double>(), 6)});
+    rows.push_back({"heldout_comparison", name, "middle_ci_high", format_number(m.at("ci_points").at(1).get<double>(), 6)});
+    rows.push_back({"heldout_comparison", name, "middle_mcnemar_p", format_number(m.at("mcnemar_p").get<double>(), 6)});
+    rows.push_back({"heldout_comparison", name, "detected", c.at("detected").get<bool>() ? "true" : "false"});
+  }
+}
+
 void append_heldout_csv_rows(const json& entries, std::vector<Row>& rows) {
   for (const json& entry : entries) {
     const std::string role = entry.value("role", "");

@@ -15,6 +15,11 @@ namespace midtune::cli {
 
 // Columns: one per entry, named by its role (or `label`), accuracy in %.
 void print_side_by_side(const nlohmann::json& entries, std::ostream& out);
+// The 95 % Wilson intervals per role and position, and one verdict line
+// plus a per-position table for each paired comparison (heldout_statistics()).
+void print_heldout_statistics(const nlohmann::json& statistics, std::ostream& out);
+// Long-form CSV rows {section "heldout_interval" | "heldout_comparison", ...}.
+void append_heldout_statistics_csv_rows(const nlohmann::json& statistics, std::vector<Row>& rows);
 // Long-form CSV rows {section "heldout", role, field, value}.
 void append_heldout_csv_rows(const nlohmann::json& entries, std::vector<Row>& rows);
 // Writes heldout_plot_svg() to `<db folder>/<experiment>-heldout.svg`;

@@ -6,6 +6,7 @@
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/table.hpp"
 #include "core/search/heldout.hpp"
+#include "core/search/heldout_statistics.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -57,6 +58,19 @@ json build_report(const std::string& db_path, const std::string& experiment) {
                     {"position_scores", best.position_scores},
                     {"fitness_inputs", best.fitness_inputs}};
   report["heldout"] = heldout_json(store, id);
+  if (!report["heldout"].empty()) {
+    // The fitness weights the search used (stored with the experiment).
+    HeldoutStatisticsOptions options;
+    const json weights =
+        experiment_record.search_config.value("objective", json::object()).value("weights", json::object());
+    options.weights.beginning = weights.value("beginning", options.weights.beginning);
+    options.weights.middle = weights.value("middle", options.weights.middle);
+    options.weights.end = weights.value("end", options.weights.end);
+    report["heldout_statistics"] = heldout_statistics(store.heldout_rows(id), options);
+    for (json& entry : report["heldout"])  // each role's intervals travel with it (error bars)
+      for (const json& i : report["heldout_statistics"]["intervals"])
+        if (i["role"] == entry["role"]) entry["intervals"] = i["positions"];
+  }
   return report;
 }
 
@@ -92,6 +106,7 @@ void print_markdown(const json& r, std::ostream& out) {
   if (!r["heldout"].empty()) {
     out << "\n## Held-out accuracy by gold position (%)\n\n";
     print_side_by_side(r["heldout"], out);
+    print_heldout_statistics(r["heldout_statistics"], out);
   }
 }
 
@@ -113,6 +128,7 @@ void print_long_csv(const json& r, std::ostream& out) {
   for (const json& p : b["position_scores"])
     rows.push_back({"position", format_number(p["position"]), "accuracy", format_number(p["accuracy"], 6)});
   append_heldout_csv_rows(r["heldout"], rows);
+  if (r.contains("heldout_statistics")) append_heldout_statistics_csv_rows(r["heldout_statistics"], rows);
   print_csv(out, {"section", "index", "field", "value"}, rows);
 }
 

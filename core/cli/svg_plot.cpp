@@ -89,6 +89,7 @@ std::string heldout_plot_svg(const json& heldout, const std::string& title) {
        "accuracy (%)");
   double legend_y = 60;
   const json* best = nullptr;
+  int entry_index = 0;
   for (const json& entry : heldout) {
     const std::string role = entry.value("role", "");
     if (role == "best") best = &entry;
@@ -97,6 +98,16 @@ std::string heldout_plot_svg(const json& heldout, const std::string& title) {
       points.emplace_back(p.at("position").get<double>(), 100.0 * p.at("accuracy").get<double>());
     if (points.empty()) continue;
     polyline(svg, accuracy, points, colour_of(role));
+    // Error bars: the 95 % Wilson interval of each point, shifted a little per
+    // role so that the bars of equal accuracies stay apart.
+    const double shift = 4.0 * (entry_index++ - 0.5 * (static_cast<double>(heldout.size()) - 1.0));
+    for (const json& i : entry.value("intervals", json::array())) {
+      const double x = accuracy.px(i.at("position").get<double>()) + shift;
+      const double low = accuracy.py(100.0 * i.at("low").get<double>());
+      const double high = accuracy.py(100.0 * i.at("high").get<double>());
+      svg << "<line x1=\"" << number(x) << "\" x2=\"" << number(x) << "\" y1=\"" << number(low) << "\" y2=\""
+          << number(high) << "\" stroke=\"" << colour_of(role) << "\" stroke-width=\"1\" opacity=\"0.7\"/>\n";
+    }
     svg << "<line x1=\"" << number(accuracy.left + 10) << "\" x2=\"" << number(accuracy.left + 30) << "\" y1=\""
         << number(legend_y) << "\" y2=\"" << number(legend_y) << "\" stroke=\"" << colour_of(role)
         << "\" stroke-width=\"2\"/>\n";

@@ -60,7 +60,9 @@ std::vector<std::vector<PairedOutcome>> strata_with(int per_stratum, int a_only,
   return strata;
 }
 
-double middle_difference(const std::vector<double>& a, const std::vector<double>& b) { return b[1] - a[1]; }
+double middle_difference(const std::vector<metrics::PositionAccuracy>& a, const std::vector<metrics::PositionAccuracy>& b) {
+  return b[1].accuracy() - a[1].accuracy();
+}
 
 TEST(PairedBootstrap, DeterministicPerSeedAndCentredOnTheDifference) {
   const auto strata = strata_with(40, 2, 10);  // b beats a by 8 items of 40 in every stratum

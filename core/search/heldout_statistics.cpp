@@ -1,0 +1,203 @@
+#include "core/search/heldout_statistics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "objectives/significance.hpp"
+
+namespace midtune {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kConfidence = 0.95;
+constexpr double kAlpha = 0.05;
+
+// Outcomes of one role by gold position, each position's items in sample_id order.
+std::map<double, std::vector<const SampleRecord*>> by_position(const HeldoutRow& row) {
+  std::map<double, std::vector<const SampleRecord*>> out;
+  for (const SampleRecord& s : row.samples) out[s.gold_position].push_back(&s);
+  return out;
+}
+
+json interval_json(double position, int correct, int samples) {
+  const stats::Interval i = stats::wilson_interval(correct, samples);
+  return {{"position", position},
+          {"correct", correct},
+          {"samples", samples},
+          {"accuracy", samples > 0 ? static_cast<double>(correct) / samples : 0.0},
+          {"low", i.low},
+          {"high", i.high}};
+}
+
+json role_intervals(const HeldoutRow& row) {
+  json positions = json::array();
+  int correct = 0, samples = 0;
+  for (const auto& [position, items] : by_position(row)) {
+    const int k = static_cast<int>(std::count_if(items.begin(), items.end(), [](const SampleRecord* s) { return s->correct; }));
+    positions.push_back(interval_json(position, k, static_cast<int>(items.size())));
+    correct += k;
+    samples += static_cast<int>(items.size());
+  }
+  json pooled = interval_json(0.0, correct, samples);
+  pooled.erase("position");
+  return {{"role", row.role}, {"positions", positions}, {"pooled", pooled}};
+}
+
+std::string signed_points(double points) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f", points);
+  return buf;
+}
+
+std::string p_value(double p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, p < 0.001 ? "%.1e" : "%.3f", p);
+  return buf;
+}
+
+// One paired comparison over the strata `from`..`to` of `strata` (pooled for McNemar).
+json paired_part(const std::vector<std::vector<stats::PairedOutcome>>& strata, std::size_t from, std::size_t to,
+                 const HeldoutStatisticsOptions& options, std::uint64_t seed) {
+  std::vector<stats::PairedOutcome> pooled;
+  for (std::size_t s = from; s < to; ++s) pooled.insert(pooled.end(), strata[s].begin(), strata[s].end());
+  const stats::Discordance d = stats::discordance(pooled);
+  // Mean over the part's positions of (best - other), each position weighing the same.
+  const auto mean_difference = [from, to](const std::vector<metrics::PositionAccuracy>& other,
+                                          const std::vector<metrics::PositionAccuracy>& best) {
+    double sum = 0.0;
+    for (std::size_t s = from; s < to; ++s) sum += best[s].accuracy() - other[s].accuracy();
+    return sum / static_cast<double>(to - from);
+  };
+  double observed = 0.0;
+  for (std::size_t s = from; s < to; ++s) {
+    const stats::Discordance ds = stats::discordance(strata[s]);
+    observed += static_cast<double>(ds.b_only - ds.a_only) / ds.total;
+  }
+  observed /= static_cast<double>(to - from);
+  const stats::Interval ci = stats::paired_bootstrap(strata, mean_difference, options.bootstrap_replicates, kConfidence, seed);
+  return {{"difference_points", 100.0 * observed},
+          {"ci_points", {100.0 * ci.low, 100.0 * ci.high}},
+          {"best_only", d.b_only},
+          {"other_only", d.a_only},
+          {"paired_items", d.total},
+          {"mcnemar_p", stats::mcnemar_exact_p(d.a_only, d.b_only)}};
+}
+
+json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStatisticsOptions& options) {
+  // Pair the two roles' items by sample id, position by position (a = other, b = best).
+  std::map<std::string, const SampleRecord*> other_by_id;
+  for (const SampleRecord& s : other.samples) other_by_id[s.sample_id] = &s;
+  std::vector<double> positions;
+  std::vector<std::vector<stats::PairedOutcome>> strata;
+  for (const auto& [position, items] : by_position(best)) {
+    std::vector<stats::PairedOutcome> pairs;
+    for (const SampleRecord* s : items) {
+      const auto it = other_by_id.find(s->sample_id);
+      if (it != other_by_id.end()) pairs.push_back({it->second->correct, s->correct});
+    }
+    if (pairs.empty()) continue;
+    positions.push_back(position);
+    strata.push_back(std::move(pairs));
+  }
+  json out = {{"role", best.role}, {"against", other.role}};
+  if (strata.empty()) {
+    out["verdict"] = best.role + " vs " + other.role + ": no items in common";
+    out["detected"] = false;
+    return out;
+  }
+  json per_position = json::array();
+  for (std::size_t s = 0; s < strata.size(); ++s) {
+    json part = paired_part(strata, s, s + 1, options, options.bootstrap_seed + s);
+    part["position"] = positions[s];
+    per_position.push_back(std::move(part));
+  }
+  out["positions"] = per_position;
+  // The middle: every position between the first and the last (all of them
+  // when there are fewer than three).
+  const bool has_middle = strata.size() >= 3;
+  const std::size_t from = has_middle ? 1 : 0, to = has_middle ? strata.size() - 1 : strata.size();
+  json middle = paired_part(strata, from, to, options, options.bootstrap_seed + 1000);
+  middle["positions"] = json(std::vector<double>(positions.begin() + from, positions.begin() + to));
+  out["middle"] = middle;
+  try {
+    const auto fitness_difference = [&](const std::vector<metrics::PositionAccuracy>& o,
+                                        const std::vector<metrics::PositionAccuracy>& b) {
+      return metrics::bucket_fitness(b, options.weights) - metrics::bucket_fitness(o, options.weights);
+    };
+    std::vector<metrics::PositionAccuracy> o, b;
+    for (std::size_t s = 0; s < strata.size(); ++s) {
+      const stats::Discordance d = stats::discordance(strata[s]);
+      std::size_t other_correct = 0, best_correct = 0;
+      for (const auto& pair : strata[s]) {
+        other_correct += pair.a;
+        best_correct += pair.b;
+      }
+      o.push_back({positions[s], other_correct, static_cast<std::size_t>(d.total)});
+      b.push_back({positions[s], best_correct, static_cast<std::size_t>(d.total)});
+    }
+    const stats::Interval ci = stats::paired_bootstrap(strata, fitness_difference, options.bootstrap_replicates,
+                                                       kConfidence, options.bootstrap_seed + 2000);
+    out["fitness"] = {{"difference_points", 100.0 * fitness_difference(o, b)},
+                      {"ci_points", {100.0 * ci.low, 100.0 * ci.high}}};
+  } catch (const std::invalid_argument&) {
+    // Too few positions for the bucket fitness: no fitness row.
+  }
+  const stats::Discordance basis{middle["other_only"].get<int>(), middle["best_only"].get<int>(),
+                                 middle["paired_items"].get<int>()};
+  const auto needed = stats::mcnemar_items_needed(basis, options.power);
+  const std::size_t basis_positions = to - from;
+  out["items_needed_per_position"] =
+      needed ? json(static_cast<int>(std::ceil(static_cast<double>(*needed) / basis_positions))) : json(nullptr);
+  const double p = middle["mcnemar_p"].get<double>();
+  const double low = middle["ci_points"][0].get<double>(), high = middle["ci_points"][1].get<double>();
+  const bool detected = p < kAlpha && (low > 0.0 || high < 0.0);
+  out["detected"] = detected;
+  const std::string where = has_middle ? "middle" : "all positions";
+  const std::string figures = where + " " + signed_points(middle["difference_points"].get<double>()) +
+                              " points, 95 % CI [" + signed_points(low) + ", " + signed_points(high) +
+                              "], McNemar p = " + p_value(p);
+  std::string verdict = best.role + " vs " + other.role + ": ";
+  if (detected) {
+    verdict += figures;
+  } else {
+    verdict += "no difference detected (" + figures;
+    if (needed)
+      verdict += "; about " + std::to_string(out["items_needed_per_position"].get<int>()) +
+                 " items per position would detect a difference this size with " +
+                 std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
+    verdict += ")";
+  }
+  out["verdict"] = verdict;
+  return out;
+}
+
+}  // namespace
+
+json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatisticsOptions& options) {
+  json out = {{"confidence", kConfidence},
+              {"bootstrap_replicates", options.bootstrap_replicates},
+              {"intervals", json::array()},
+              {"comparisons", json::array()}};
+  const HeldoutRow* best = nullptr;
+  for (const HeldoutRow& row : rows) {
+    out["intervals"].push_back(role_intervals(row));
+    if (row.role == "best") best = &row;
+  }
+  if (best)
+    for (const HeldoutRow& row : rows)
+      if (&row != best && row.split == best->split) out["comparisons"].push_back(compare(*best, row, options));
+  return out;
+}
+
+std::vector<std::string> heldout_verdicts(const json& statistics) {
+  std::vector<std::string> lines;
+  for (const json& c : statistics.value("comparisons", json::array())) lines.push_back(c.value("verdict", ""));
+  return lines;
+}
+
+}  // namespace midtune

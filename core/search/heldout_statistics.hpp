@@ -1,0 +1,39 @@
+// How much a held-out table can be believed: a 95 % Wilson interval for every
+// accuracy, and for the best intervention against every other role (the
+// baseline, PI at the mean scale, the paper default) the paired comparison on
+// the same items — the exact McNemar test and a paired bootstrap interval of
+// the difference per position, in the middle and for the λ-weighted fitness
+// (LPES eq. 9) — with a one-line verdict and the items per position a
+// difference of the observed size would need (80 % power).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "objectives/metrics.hpp"
+#include "schema/store.hpp"
+
+namespace midtune {
+
+struct HeldoutStatisticsOptions {
+  metrics::BucketWeights weights;
+  int bootstrap_replicates = 2000;
+  std::uint64_t bootstrap_seed = 1;  // fixed: a report reads the same every time
+  double power = 0.8;
+};
+
+// {"confidence", "bootstrap_replicates", "intervals": [{role, positions:
+// [{position, correct, samples, accuracy, low, high}], pooled: {...}}],
+// "comparisons": [{role, against, paired_items, positions: [{position,
+// difference_points, ci_points, best_only, other_only, mcnemar_p}], middle,
+// fitness: {difference_points, ci_points}, items_needed_per_position,
+// detected, verdict}]}. Accuracies and intervals in [0, 1], differences in
+// percentage points (best minus the other role).
+nlohmann::json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatisticsOptions& options);
+
+// The verdict lines of heldout_statistics(), one per comparison.
+std::vector<std::string> heldout_verdicts(const nlohmann::json& statistics);
+
+}  // namespace midtune

@@ -1,0 +1,86 @@
+// The held-out report's statistics on rows built by hand: intervals per
+// role, the best paired with every other role item by item, a verdict that
+// says "detected" only when the paired test and the interval agree.
+#include "core/search/heldout_statistics.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "objectives/significance.hpp"
+
+namespace midtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+// `correct(i, position)` for items 0..n-1 at positions 0, 0.5, 1.
+HeldoutRow role(const std::string& name, int n, const std::function<bool(int, double)>& correct) {
+  HeldoutRow row;
+  row.role = name;
+  row.split = "heldout";
+  for (double position : {0.0, 0.5, 1.0})
+    for (int i = 0; i < n; ++i) {
+      SampleRecord s;
+      s.sample_id = "p" + std::to_string(position) + "-" + std::to_string(100 + i);
+      s.gold_position = position;
+      s.correct = correct(i, position);
+      row.samples.push_back(s);
+    }
+  return row;
+}
+
+TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
+  // Baseline: 4 of 20 right everywhere. Best: the same 4, plus 9 more in the middle.
+  const HeldoutRow baseline = role("baseline", 20, [](int i, double) { return i < 4; });
+  const HeldoutRow best = role("best", 20, [](int i, double p) { return i < (p == 0.5 ? 13 : 4); });
+  const HeldoutRow paper = role("paper-default", 20, [](int i, double p) { return i < (p == 0.5 ? 12 : 4); });
+  HeldoutStatisticsOptions options;
+  const nlohmann::json stats = heldout_statistics({baseline, paper, best}, options);
+
+  ASSERT_EQ(stats["intervals"].size(), 3u);
+  const auto& base_middle = stats["intervals"][0]["positions"][1];
+  const stats::Interval wilson = stats::wilson_interval(4, 20);
+  EXPECT_DOUBLE_EQ(base_middle["low"].get<double>(), wilson.low);
+  EXPECT_DOUBLE_EQ(base_middle["high"].get<double>(), wilson.high);
+  EXPECT_EQ(stats["intervals"][0]["pooled"]["samples"], 60);
+
+  ASSERT_EQ(stats["comparisons"].size(), 2u);  // best vs baseline, best vs paper-default
+  const auto& vs_base = stats["comparisons"][0];
+  EXPECT_EQ(vs_base["against"], "baseline");
+  EXPECT_DOUBLE_EQ(vs_base["middle"]["difference_points"].get<double>(), 45.0);
+  EXPECT_EQ(vs_base["middle"]["best_only"], 9);
+  EXPECT_EQ(vs_base["middle"]["other_only"], 0);
+  EXPECT_DOUBLE_EQ(vs_base["middle"]["mcnemar_p"].get<double>(), stats::mcnemar_exact_p(0, 9));  // 2/512
+  EXPECT_GT(vs_base["middle"]["ci_points"][0].get<double>(), 0.0);
+  EXPECT_TRUE(vs_base["detected"].get<bool>());
+  EXPECT_THAT(vs_base["verdict"].get<std::string>(), HasSubstr("best vs baseline: middle +45.0 points, 95 % CI ["));
+  // Fitness: only the middle moved, by 45 points, weighted 0.3.
+  EXPECT_NEAR(vs_base["fitness"]["difference_points"].get<double>(), 13.5, 1e-9);
+
+  const auto& vs_paper = stats["comparisons"][1];
+  EXPECT_EQ(vs_paper["against"], "paper-default");
+  EXPECT_FALSE(vs_paper["detected"].get<bool>());  // one item apart
+  EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("no difference detected (middle +5.0 points"));
+  EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("items per position would detect"));
+  EXPECT_EQ(heldout_verdicts(stats).size(), 2u);
+}
+
+TEST(HeldoutStatistics, SameOutcomesGiveNoDifferenceAndNoPowerEstimate) {
+  const HeldoutRow a = role("baseline", 10, [](int i, double) { return i % 3 == 0; });
+  HeldoutRow b = a;
+  b.role = "best";
+  const nlohmann::json stats = heldout_statistics({a, b}, {});
+  const auto& c = stats["comparisons"][0];
+  EXPECT_FALSE(c["detected"].get<bool>());
+  EXPECT_TRUE(c["items_needed_per_position"].is_null());
+  EXPECT_DOUBLE_EQ(c["middle"]["mcnemar_p"].get<double>(), 1.0);
+}
+
+TEST(HeldoutStatistics, NoBestMeansIntervalsOnly) {
+  const nlohmann::json stats = heldout_statistics({role("baseline", 5, [](int, double) { return true; })}, {});
+  EXPECT_EQ(stats["intervals"].size(), 1u);
+  EXPECT_TRUE(stats["comparisons"].empty());
+}
+
+}  // namespace
+}  // namespace midtune
