@@ -277,7 +277,7 @@ TEST_F(GgufReaderTest, StructuralErrorsAreNamed) {
 
 TEST_F(GgufReaderTest, UnsupportedTensorTypeIsAnErrorOnUse) {
   auto w = tiny_llama();
-  w.add_tensor("blk.0.attn_k.weight", {32, 2}, 6 /*Q5_0*/, filled(44, 5));
+  w.add_tensor("blk.0.attn_k.weight", {32, 2}, 16 /*IQ2_XXS*/, filled(44, 5));
   const auto path = file("q5");
   TinyGgufWriter::write(path, w.bytes());
   GgufFile f(path);
@@ -287,10 +287,10 @@ TEST_F(GgufReaderTest, UnsupportedTensorTypeIsAnErrorOnUse) {
     (void)f.tensor_data(t);
     FAIL();
   } catch (const GgufError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("type#6"));
+    EXPECT_THAT(e.what(), HasSubstr("type#16"));
     EXPECT_THAT(e.what(), HasSubstr("blk.0.attn_k.weight"));
   }
-  EXPECT_THROW(ggml_type_info(static_cast<GgmlType>(6)), GgufError);
+  EXPECT_THROW(ggml_type_info(static_cast<GgmlType>(16)), GgufError);
   EXPECT_EQ(ggml_type_info(GgmlType::Q4_K).block_bytes, 144u);
 }
 
