@@ -117,7 +117,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
                     points_range(m.at("ci_points")), m.at("best_only").dump() + " / " + m.at("other_only").dump(),
                     format_number(m.at("mcnemar_p").get<double>(), 3)});
     if (c.contains("fitness"))
-      rows.push_back({name, "fitness (λ-weighted)", format_number(c.at("fitness").at("difference_points").get<double>(), 1),
+      rows.push_back({name, "fitness (weighted)", format_number(c.at("fitness").at("difference_points").get<double>(), 1),
                       points_range(c.at("fitness").at("ci_points")), "-", "-"});
   }
   print_table(out, {"comparison", "gold position", "difference (points)", "95 % CI", "items only best / only other",
