@@ -23,6 +23,8 @@ root=$PWD
 [ $# -ge 1 ] || { sed -n 2,18p "$0"; exit 2; }
 work=${GOLDEN_DIR:-$(mktemp -d)}
 mkdir -p "$work"
+# Worktrees made for revisions are unregistered again on exit.
+trap 'for w in "$work"/src-*; do [ -d "$w" ] && git worktree remove --force "$w" 2>/dev/null; done; true' EXIT
 
 # A ga-run binary for $1 (a path to one, or a revision to build).
 binary_for() {
