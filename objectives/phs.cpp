@@ -55,6 +55,13 @@ void validate_hidden_channel(const HiddenChannel& phs, const ModelShape& model) 
   check::check_layer_list(phs.layers, "hidden_channel.layers", model);
 }
 
+std::pair<int, int> phs_paper_layers(int layers) {
+  const auto scaled = [&](int paper_layer) {
+    return static_cast<int>(std::lround(static_cast<double>(paper_layer) * layers / kPhsPaperModelLayers));
+  };
+  return {scaled(kPhsPaperFirstLayer), scaled(kPhsPaperLastLayer)};
+}
+
 HiddenChannel hidden_channel_from_genes(const GeneValues& genes) {
   HiddenChannel h;
   h.channel = genes.integer("channel");

@@ -7,6 +7,7 @@
 // objectives/phs_channel_search.hpp.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,9 +25,12 @@ struct HiddenChannel {
   bool operator==(const HiddenChannel&) const = default;
 };
 
-// The paper scales layers 10..25 of its 32-layer models.
+// The paper scales layers 10..25 of its 32-layer models (the gene table's defaults).
 inline constexpr int kPhsPaperFirstLayer = 10;
 inline constexpr int kPhsPaperLastLayer = 25;
+inline constexpr int kPhsPaperModelLayers = 32;
+// The paper's layer range scaled to a model with `layers` layers (first, last).
+std::pair<int, int> phs_paper_layers(int layers);
 
 nlohmann::json hidden_channel_to_json(const HiddenChannel& phs);
 // Throws std::invalid_argument "intervention.hidden_channel.<field>: ...".

@@ -46,8 +46,9 @@ phs::SearchOptions search_options(const PhsSearchArgs& a) {
 
 // PHS layers: the paper's 10..25 of 32 scaled to the model unless given.
 std::pair<int, int> scale_layers(const PhsSearchArgs& a, int layers) {
-  const int first = a.first_layer >= 0 ? a.first_layer : static_cast<int>(std::lround(10.0 * layers / 32.0));
-  const int last = a.last_layer >= 0 ? a.last_layer : static_cast<int>(std::lround(25.0 * layers / 32.0));
+  const auto [paper_first, paper_last] = phs_paper_layers(layers);
+  const int first = a.first_layer >= 0 ? a.first_layer : paper_first;
+  const int last = a.last_layer >= 0 ? a.last_layer : paper_last;
   if (first > last || last > layers - 1) {
     throw UsageError("phs-search: --first-layer/--last-layer " + std::to_string(first) + ".." + std::to_string(last) +
                      " is not a layer range of this " + std::to_string(layers) + "-layer model (0.." +

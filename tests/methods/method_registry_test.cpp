@@ -79,6 +79,8 @@ TEST(MethodRegistry, PaperDefaultsAreTheParameterDefaults) {
   EXPECT_EQ(paper("phs", "scale"), GeneValue(0.0));
   EXPECT_EQ(paper("phs", "first_layer"), GeneValue(10.0));
   EXPECT_EQ(paper("phs", "last_layer"), GeneValue(25.0));
+  EXPECT_EQ(phs_paper_layers(32), (std::pair<int, int>{10, 25}));
+  EXPECT_EQ(phs_paper_layers(30), (std::pair<int, int>{9, 23})) << "10/32 and 25/32 of 30 layers, rounded";
   // The Ms-PoE order gene offers exactly the orders the JSON accepts.
   const auto& order = method_named("mspoe").genes.back();
   EXPECT_EQ(order.choices, mspoe_orders());
