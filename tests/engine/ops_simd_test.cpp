@@ -56,9 +56,10 @@ TEST_P(OpsSimd, MatmulMatchesScalar) {
 TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
   // rows: partial and whole 16-row groups; cols: below, at and past 32-wide
   // multiples and past the 4-way decode split; tokens: one (decode), a
-  // remainder past whole prefill sub-tiles (6 on AVX2, 12 on AVX-512), many.
+  // remainder past whole prefill sub-tiles (6 on AVX2, 12 on AVX-512), many;
+  // 130 rows: whole 4- and 8-group decode blocks plus a remainder.
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    for (const auto& [n, k] : {std::pair{37, 96}, std::pair{16, 71}, std::pair{5, 3}, std::pair{50, 33}}) {
+    for (const auto& [n, k] : {std::pair{37, 96}, std::pair{16, 71}, std::pair{5, 3}, std::pair{50, 33}, std::pair{130, 40}}) {
       std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * k * (type == GgmlType::F32 ? 4 : 2));
       const std::vector<float> values = random(static_cast<std::size_t>(n) * k);
       for (std::size_t i = 0; i < values.size(); ++i) {

@@ -18,10 +18,10 @@
 
 namespace midtune::engine {
 
-// One kernel call: tokens [t0, t1) of x against row group `group` of w,
+// One kernel call: tokens [t0, t1) of x against row groups [g0, g1) of w,
 // writing y[t][group*16 + r] for the rows that exist.
-using FloatTileFn = void (*)(const FloatMatrix& w, int group, const float* x, std::size_t ldx, int t0, int t1,
-                             float* y, std::size_t ldy);
+using FloatTileFn = void (*)(const FloatMatrix& w, int g0, int g1, const float* x, std::size_t ldx, int t0,
+                             int t1, float* y, std::size_t ldy);
 
 FloatTileFn float_tile_scalar();
 FloatTileFn float_tile_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp

@@ -11,13 +11,12 @@ namespace midtune::engine {
 
 namespace {
 
-void tile_scalar(const FloatMatrix& w, int group, const float* x, std::size_t ldx, int t0, int t1, float* y,
+void tile_scalar(const FloatMatrix& w, int g0, int g1, const float* x, std::size_t ldx, int t0, int t1, float* y,
                  std::size_t ldy) {
-  const int rows = std::min(kPackRows, w.rows - group * kPackRows);
+  const int rows_end = std::min(w.rows, g1 * kPackRows);
   for (int t = t0; t < t1; ++t) {
     const float* xt = x + static_cast<std::size_t>(t) * ldx;
-    for (int r = 0; r < rows; ++r) {
-      const int row = group * kPackRows + r;
+    for (int row = g0 * kPackRows; row < rows_end; ++row) {
       float acc = 0.0f;
       for (int k = 0; k < w.cols; ++k) acc += w.weight(row, k) * xt[k];
       y[static_cast<std::size_t>(t) * ldy + row] = acc;
@@ -46,7 +45,7 @@ void float_matmul(const FloatMatrix& w, const float* x, int tokens, std::size_t 
   }
   const FloatTileFn fn = float_tile_for(isa);
   for_each_tile(tokens, w.groups, parallel, [&](int t0, int t1, int g0, int g1) {
-    for (int g = g0; g < g1; ++g) fn(w, g, x, ldx, t0, t1, y, ldy);
+    fn(w, g0, g1, x, ldx, t0, t1, y, ldy);
   });
 }
 
