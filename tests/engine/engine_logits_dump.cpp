@@ -1,7 +1,7 @@
 // Writes the engine's last-position logits for a list of prompts, for
 // tests/reference/precision_report.py (the per-type worst logit difference to
 // the numpy fp32 forward of the same GGUF). Not a test.
-//   engine_logits_dump MODEL TOKENS OUT [scalar|avx2|avx512]
+//   engine_logits_dump MODEL TOKENS OUT      (MIDTUNE_ISA caps the ISA)
 // TOKENS: one prompt per line, token ids separated by spaces. OUT: for each
 // prompt, vocab float32 values (native byte order).
 #include <cstdio>
@@ -15,17 +15,12 @@
 
 int main(int argc, char** argv) {
   using namespace midtune::engine;
-  if (argc < 4 || argc > 5) {
-    std::cerr << "usage: engine_logits_dump MODEL TOKENS OUT [scalar|avx2|avx512]\n";
+  if (argc != 4) {
+    std::cerr << "usage: engine_logits_dump MODEL TOKENS OUT   (MIDTUNE_ISA=scalar|avx2|avx512 caps the ISA)\n";
     return 2;
   }
   try {
-    Isa isa = best_isa();
-    if (argc == 5) {
-      const std::string name = argv[4];
-      isa = name == "scalar" ? Isa::scalar : name == "avx2" ? Isa::avx2 : Isa::avx512vnni;
-    }
-    const Model model(argv[1], isa);
+    const Model model(argv[1], best_isa());
     std::ifstream in(argv[2]);
     if (!in) throw std::runtime_error(std::string(argv[2]) + ": cannot open");
     std::ofstream out(argv[3], std::ios::binary);

@@ -57,8 +57,8 @@ def main():
             with open(tokens_path, "w") as f:
                 for toks in prompts:
                     f.write(" ".join(str(t) for t in toks) + "\n")
-            cmd = [args.dump, path, tokens_path, out_path] + ([args.isa] if args.isa else [])
-            subprocess.run(cmd, check=True)
+            env = dict(os.environ, **({"MIDTUNE_ISA": args.isa} if args.isa else {}))
+            subprocess.run([args.dump, path, tokens_path, out_path], check=True, env=env)
             got = np.fromfile(out_path, dtype=np.float32).reshape(len(prompts), -1)
         worst = rel = 0.0
         kept = 0
