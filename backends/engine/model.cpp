@@ -71,10 +71,10 @@ std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, 
   return out;
 }
 
-PackedMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
+WeightMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
                           const std::string& what) {
   try {
-    return pack_matrices(parts, cols);
+    return WeightMatrix::from_parts(parts, cols);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(file.path().string() + ": " + what + ": " + e.what());
   }
@@ -336,9 +336,8 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
                     c.rms_eps, ws.xn.data() + r.begin() * hidden, hidden, isa_);
     });
   };
-  auto project = [&](const PackedMatrix& w, const float* in, std::size_t in_width, float* out) {
-    quantize_rows(in, T, static_cast<int>(in_width), in_width, ws.xq, isa_);
-    packed_matmul(w, ws.xq, out, w.rows, isa_);
+  auto project = [&](const WeightMatrix& w, const float* in, std::size_t in_width, float* out) {
+    w.matmul(in, T, in_width, out, w.rows(), ws.xq, isa_);
   };
 
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
@@ -380,8 +379,7 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     rms_norm_rows(ws.x.data() + logit_rows[i] * hidden, hidden, output_norm_.data(), 1, static_cast<int>(hidden),
                   c.rms_eps, ws.xn.data() + i * hidden, hidden, isa_);
   }
-  quantize_rows(ws.xn.data(), rows, static_cast<int>(hidden), hidden, ws.xq, isa_);
-  packed_matmul(lm_head_, ws.xq, logits, static_cast<std::size_t>(vocab()), isa_);
+  lm_head_.matmul(ws.xn.data(), rows, hidden, logits, static_cast<std::size_t>(vocab()), ws.xq, isa_);
 }
 
 void Model::attention_layer(int layer, Sequence& seq, int T, const double* positions, Workspace& ws,

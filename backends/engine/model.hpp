@@ -27,18 +27,18 @@
 #include "backends/engine/gguf.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/dispatch.hpp"
-#include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/weight_matrix.hpp"
 
 namespace midtune::engine {
 
 struct LayerWeights {
   std::vector<float> attn_norm;
   std::vector<float> ffn_norm;
-  PackedMatrix qkv;      // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
-  PackedMatrix attn_out;
-  PackedMatrix gate_up;  // rows: gate (ffn), up (ffn)
-  PackedMatrix down;
+  WeightMatrix qkv;      // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
+  WeightMatrix attn_out;
+  WeightMatrix gate_up;  // rows: gate (ffn), up (ffn)
+  WeightMatrix down;
 };
 
 // How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
@@ -190,7 +190,7 @@ class Model {
   std::size_t embedding_row_bytes_ = 0;
   std::vector<LayerWeights> layers_;
   std::vector<float> output_norm_;
-  PackedMatrix lm_head_;
+  WeightMatrix lm_head_;
 };
 
 }  // namespace midtune::engine

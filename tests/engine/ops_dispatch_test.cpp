@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/float_matmul.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
@@ -44,6 +45,7 @@ TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
     QuantizedRows q;
     const std::vector<std::function<void()>> ops = {
         [&] { packed_tile_for(isa); },
+        [&] { float_tile_for(isa); },
         [&] { attention_for(isa); },
         [&] { quantize_rows(x.data(), 1, 64, 64, q, isa); },
         [&] { rms_norm_rows(x.data(), 64, w.data(), 1, 64, 1e-5f, y.data(), 64, isa); },

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/float_matmul.hpp"
+#include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
@@ -47,6 +51,47 @@ TEST_P(OpsSimd, MatmulMatchesScalar) {
   packed_matmul(w, xq, got.data(), n, GetParam(), false);
   // Same int32 dots; only the float accumulation order may differ.
   for (int i = 0; i < m * n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << i;
+}
+
+TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
+  // rows: partial and whole 16-row groups; cols: below, at and past 32-wide
+  // multiples and past the 4-way decode split; tokens: one (decode), a
+  // remainder past whole prefill sub-tiles (6 on AVX2, 12 on AVX-512), many;
+  // 130 rows: whole 4- and 8-group decode blocks plus a remainder.
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (const auto& [n, k] : {std::pair{37, 96}, std::pair{16, 71}, std::pair{5, 3}, std::pair{50, 33}, std::pair{130, 40}}) {
+      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * k * (type == GgmlType::F32 ? 4 : 2));
+      const std::vector<float> values = random(static_cast<std::size_t>(n) * k);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (type == GgmlType::F32) {
+          std::memcpy(&bytes[i * 4], &values[i], 4);
+        } else {
+          std::uint32_t bits;
+          std::memcpy(&bits, &values[i], 4);
+          const std::uint16_t h = type == GgmlType::F16 ? float_to_fp16(values[i] * 0.25f)
+                                                         : static_cast<std::uint16_t>(bits >> 16);
+          std::memcpy(&bytes[i * 2], &h, 2);
+        }
+      }
+      const FloatMatrix w = float_matrices({{type, bytes.data(), n}}, k);
+      for (int m : {1, 13, 70}) {
+        const std::vector<float> x = random(static_cast<std::size_t>(m) * k);
+        std::vector<float> ref(static_cast<std::size_t>(m) * n), got(ref.size());
+        float_matmul(w, x.data(), m, k, ref.data(), n, Isa::scalar, false);
+        float_matmul(w, x.data(), m, k, got.data(), n, GetParam(), m > 13);  // also the oneTBB split
+        for (int t = 0; t < m; ++t) {
+          for (int r = 0; r < n; ++r) {
+            float magnitude = 0.0f;
+            for (int j = 0; j < k; ++j) magnitude += std::fabs(w.weight(r, j) * x[t * k + j]);
+            // Same fp32 products; only the summation order differs: each
+            // side's rounding error is below k * 2^-24 of the magnitude.
+            ASSERT_NEAR(got[t * n + r], ref[t * n + r], 2.0f * k * 0x1p-24f * magnitude)
+                << ggml_type_info(type).name << " n " << n << " k " << k << " m " << m << " t " << t << " r " << r;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_P(OpsSimd, AttentionMatchesScalar) {

@@ -5,11 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <tbb/blocked_range2d.h>
-#include <tbb/parallel_for.h>
-
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/tile_grid.hpp"
 
 namespace midtune::engine {
 
@@ -67,21 +65,9 @@ void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std:
                                 std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
-  // Token chunks keep a chunk's int8 activations in L2 while the row groups
-  // stream past; four row groups (64 outputs) is the smallest work item.
-  constexpr int kTokenChunk = 64;
-  constexpr int kGroupChunk = 4;
-  auto body = [&](int t0, int t1, int g0, int g1) {
+  for_each_tile(x.rows, w.groups, parallel, [&](int t0, int t1, int g0, int g1) {
     for (int g = g0; g < g1; ++g) fn(w, g, x, t0, t1, y, ldy);
-  };
-  if (!parallel) {
-    body(0, x.rows, 0, w.groups);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range2d<int>(0, x.rows, kTokenChunk, 0, w.groups, kGroupChunk),
-                    [&](const tbb::blocked_range2d<int>& r) {
-                      body(r.rows().begin(), r.rows().end(), r.cols().begin(), r.cols().end());
-                    });
+  });
 }
 
 }  // namespace midtune::engine

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/float_matmul.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/swiglu.hpp"
@@ -14,6 +15,8 @@ namespace midtune::engine::cpu {
 
 PackedTileFn matmul_tile_avx2();
 PackedTileFn matmul_tile_avx512vnni();
+FloatTileFn float_tile_avx2();
+FloatTileFn float_tile_avx512();
 AttentionFn attention_avx2();
 AttentionFn attention_avx512();
 QuantizeRowFn quantize_row_avx2();

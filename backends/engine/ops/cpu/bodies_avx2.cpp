@@ -3,11 +3,13 @@
 // body is its own algorithm (vpmaddubsw) in matmul_avx2.cpp.
 #include "backends/engine/ops/cpu/attention_body.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/float_matmul_body.hpp"
 #include "backends/engine/ops/cpu/vec.hpp"
 
 namespace midtune::engine::cpu {
 
 AttentionFn attention_avx2() { return &AttentionBody<VecAvx2>::run; }
+FloatTileFn float_tile_avx2() { return &float_tile_body<VecAvx2>; }
 // No AVX2 SwiGLU or quantiser body: AVX2 runs the scalar ones (ops/swiglu.hpp
 // says why for SwiGLU).
 SiluMulFn silu_mul_avx2() { return nullptr; }

@@ -4,6 +4,7 @@
 // matmul_avx512.cpp and quantize_rows_avx512.cpp.
 #include "backends/engine/ops/cpu/attention_body.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/float_matmul_body.hpp"
 #include "backends/engine/ops/cpu/swiglu_body.hpp"
 #include "backends/engine/ops/cpu/vec.hpp"
 
@@ -11,5 +12,6 @@ namespace midtune::engine::cpu {
 
 AttentionFn attention_avx512() { return &AttentionBody<VecAvx512>::run; }
 SiluMulFn silu_mul_avx512() { return &silu_mul_body<VecAvx512>; }
+FloatTileFn float_tile_avx512() { return &float_tile_body<VecAvx512>; }
 
 }  // namespace midtune::engine::cpu

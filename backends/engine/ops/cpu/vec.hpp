@@ -1,5 +1,6 @@
 // Vector traits, one small struct per ISA: the primitives the templated SIMD
-// bodies (exp.hpp, attention_body.hpp, swiglu_body.hpp) are written in, so
+// bodies (exp.hpp, attention_body.hpp, swiglu_body.hpp,
+// float_matmul_body.hpp) are written in, so
 // each body exists once and is instantiated in the per-ISA translation units
 // (bodies_avx2.cpp, bodies_avx512.cpp: the only files built with those ISA
 // flags). Each struct is defined only when its ISA is enabled for the file.
@@ -7,6 +8,7 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace midtune::engine::cpu {
@@ -23,6 +25,12 @@ struct VecAvx2 {
   static reg set1(float v) { return _mm256_set1_ps(v); }
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
+  // kLanes fp16 / bf16 values widened to fp32 (exact).
+  static reg load_f16(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static reg load_bf16(const std::uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
@@ -86,6 +94,11 @@ struct VecAvx512 {
   static reg set1(float v) { return _mm512_set1_ps(v); }
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
+  static reg load_f16(const std::uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static reg load_bf16(const std::uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }

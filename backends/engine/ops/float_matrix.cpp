@@ -1,0 +1,69 @@
+#include "backends/engine/ops/float_matrix.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/fp16.hpp"
+
+namespace midtune::engine {
+
+bool is_float_type(GgmlType type) {
+  return type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+}
+
+float FloatMatrix::weight(int row, int col) const {
+  const std::size_t at = static_cast<std::size_t>(col) * kPackRows + row % kPackRows;
+  const std::uint8_t* g = group(row / kPackRows);
+  if (format == FloatFormat::f32) {
+    float v;
+    std::memcpy(&v, g + at * 4, sizeof v);
+    return v;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, g + at * 2, sizeof h);
+  return format == FloatFormat::f16 ? fp16_to_float(h) : bf16_to_float(h);
+}
+
+FloatMatrix float_matrices(const std::vector<MatrixPart>& parts, int cols) {
+  if (parts.empty() || cols <= 0) throw std::invalid_argument("float_matrices: nothing to store");
+  FloatMatrix m;
+  m.cols = cols;
+  const GgmlType first = parts.front().type;
+  bool same_type = true;
+  for (const MatrixPart& part : parts) {
+    if (!is_float_type(part.type) || part.rows <= 0) {
+      throw std::invalid_argument("float_matrices: " + std::to_string(part.rows) + " x " + std::to_string(cols) +
+                                  " " + ggml_type_info(part.type).name +
+                                  " matrix: needs rows > 0 and a float type (F32, F16, BF16)");
+    }
+    same_type = same_type && part.type == first;
+    m.rows += part.rows;
+  }
+  m.format = !same_type || first == GgmlType::F32 ? FloatFormat::f32
+             : first == GgmlType::F16            ? FloatFormat::f16
+                                                 : FloatFormat::bf16;
+  m.groups = (m.rows + kPackRows - 1) / kPackRows;
+  m.data.resize(static_cast<std::size_t>(m.groups) * m.group_bytes());
+  const std::size_t elem = m.element_bytes();
+  std::vector<float> row(static_cast<std::size_t>(cols));
+  int out_row = 0;
+  for (const MatrixPart& part : parts) {
+    const std::size_t src_row_bytes = static_cast<std::size_t>(cols) * ggml_type_info(part.type).block_bytes;
+    for (int r = 0; r < part.rows; ++r, ++out_row) {
+      const auto* src = static_cast<const std::uint8_t*>(part.data) + static_cast<std::size_t>(r) * src_row_bytes;
+      std::uint8_t* dst = m.group(out_row / kPackRows) + static_cast<std::size_t>(out_row % kPackRows) * elem;
+      const std::size_t dst_stride = kPackRows * elem;
+      if (m.format == FloatFormat::f32) {
+        dequantize_row(part.type, src, row.data(), static_cast<std::size_t>(cols));
+        for (int k = 0; k < cols; ++k) std::memcpy(dst + k * dst_stride, &row[k], 4);
+      } else {  // the stored 16-bit values, bit for bit
+        for (int k = 0; k < cols; ++k) std::memcpy(dst + k * dst_stride, src + 2 * k, 2);
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace midtune::engine
