@@ -26,13 +26,13 @@ bool process_alive(const std::string& host_pid) {
 
 }  // namespace
 
-int print_status(const std::string& db_path, std::ostream& out, std::ostream& err) {
+int print_status(const std::string& db_path, std::ostream& out, std::ostream& err, Store::Check check) {
   if (!std::filesystem::is_regular_file(db_path)) {
     err << "ga-run status: " << db_path << ": no such database file\n";
     return 1;
   }
   try {
-    Store store(db_path, Store::Access::read_only);
+    Store store(db_path, Store::Access::read_only, check);
     const StoreTotals totals = store.totals();
     out << db_path << ": schema v" << store.schema_version() << ", " << totals.evaluations_ok
         << " evaluations cached (" << totals.evaluations_failed << " failed), " << totals.sample_results
@@ -40,7 +40,10 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
     std::vector<Row> rows;
     for (const ExperimentStatus& e : store.experiment_statuses()) {
       std::string last_run = e.last_run.value_or("never run");
-      if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
+      if (e.lease && e.lease->alive())  // the owner's lease, not the run rows, says who runs it now
+        last_run = "running (" + e.lease->host + " pid " + std::to_string(e.lease->pid) + " since " +
+                   e.lease->started_at + ", heartbeat " + e.lease->heartbeat_at + ")";
+      else if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
         last_run.replace(0, 7, "stopped");
       rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
                       std::to_string(e.evaluated), std::to_string(e.from_cache),
