@@ -43,12 +43,6 @@ std::string host_name() {
   return name;
 }
 
-// A process of this host that no longer exists (kill(pid, 0): ESRCH).
-bool dead_on_this_host(const std::string& host, std::int64_t pid) {
-  if (host != host_name() || pid <= 0 || pid > INT_MAX) return false;
-  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-}
-
 // The tables every midtune file has had since schema version 1: a file
 // from before application_id existed is recognised by them.
 constexpr const char* kBaseTables[] = {"evaluations", "experiments", "generations", "individuals", "runs",
@@ -185,8 +179,13 @@ bool Store::has_table(const std::string& name) {
   return s.step();
 }
 
+bool process_gone_on_this_host(const std::string& host, std::int64_t pid) {
+  if (host != host_name() || pid <= 0 || pid > INT_MAX) return false;
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;  // EPERM: it exists
+}
+
 bool LeaseRecord::alive() const {
-  return heartbeat_age_seconds <= stale_after_seconds && !dead_on_this_host(host, pid);
+  return heartbeat_age_seconds <= stale_after_seconds && !process_gone_on_this_host(host, pid);
 }
 
 std::optional<LeaseRecord> Store::lease(const std::string& name) {

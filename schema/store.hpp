@@ -60,6 +60,10 @@ struct LeasePolicy {
   bool takeover = false;  // take the lease even from a live owner
 };
 
+// True when `host` is this machine and no process `pid` exists on it (a
+// process on another host, or one that exists, is not known to be gone).
+bool process_gone_on_this_host(const std::string& host, std::int64_t pid);
+
 struct LeaseRecord {
   std::string experiment;
   std::string host;

@@ -160,8 +160,11 @@ int print_report(const std::string& db_path, const std::string& experiment, cons
       err << "plot: " << svg << '\n';
     } catch (const std::exception& e) {
       // The report is printed already; a results folder may be read-only.
+      if (!options.svg_path.empty()) {  // asked for: a failure
+        err << "ga-run report: " << e.what() << '\n';
+        return 1;
+      }
       err << "plot: not written (" << e.what() << "); choose where with --svg PATH\n";
-      if (!options.svg_path.empty()) return 1;
     }
     return 0;
   } catch (const std::exception& e) {

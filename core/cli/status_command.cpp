@@ -1,9 +1,5 @@
 #include "core/cli/status_command.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <filesystem>
 
 #include "core/cli/table.hpp"
@@ -17,11 +13,8 @@ namespace {
 // process is gone (killed), so a fresh heartbeat does not read as running.
 bool process_alive(const std::string& host_pid) {
   const auto space = host_pid.rfind(' ');
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  if (space == std::string::npos || host_pid.substr(0, space) != host) return true;  // cannot tell
-  const pid_t pid = static_cast<pid_t>(std::stol(host_pid.substr(space + 1)));
-  return kill(pid, 0) == 0 || errno != ESRCH;
+  if (space == std::string::npos) return true;  // cannot tell
+  return !process_gone_on_this_host(host_pid.substr(0, space), std::stoll(host_pid.substr(space + 1)));
 }
 
 }  // namespace
