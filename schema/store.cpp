@@ -332,6 +332,10 @@ void Store::heartbeat(std::int64_t run_id, int evaluations, int prompts, double 
       "prompts = prompts + ?, backend_seconds = backend_seconds + ? WHERE id = ?");
   s.bind_all(evaluations, prompts, backend_seconds, run_id);
   s.run();
+  beat_lease();
+}
+
+void Store::beat_lease() {
   if (!leased_experiment_) return;
   auto lease_beat = db_.prepare(
       "UPDATE experiment_leases SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
@@ -381,6 +385,7 @@ StoredEvaluation Store::cache_evaluation(const EvaluationRecord& record, const s
   sql::Transaction tx(db_);
   if (auto stored = find_evaluation(record.cache_key)) return {stored->id, stored->position_scores, true};
   const std::int64_t id = insert_evaluation_rows(record, samples);
+  beat_lease();  // the held-out step's evaluations keep the run's lease alive
   tx.commit();
   return {id, record.position_scores, false};
 }
@@ -543,10 +548,13 @@ std::vector<GenerationSummary> Store::generation_summaries(std::int64_t experime
 
 void Store::record_heldout(std::int64_t experiment_id, const std::string& role, const std::string& split,
                            std::int64_t evaluation_id) {
+  sql::Transaction tx(db_);
   auto s = db_.prepare(
       "INSERT OR REPLACE INTO heldout_results (experiment_id, role, split, evaluation_id) VALUES (?, ?, ?, ?)");
   s.bind_all(experiment_id, role, split, evaluation_id);
   s.run();
+  beat_lease();
+  tx.commit();
 }
 
 std::vector<HeldoutRow> Store::heldout_rows(std::int64_t experiment_id) {

@@ -339,6 +339,9 @@ class Store {
  private:
   void migrate();
   bool has_table(const std::string& name);
+  // Moves the held lease's heartbeat (nothing without one); throws LeaseLost
+  // when another process took it.
+  void beat_lease();
   std::int64_t insert_evaluation_rows(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
   sql::Database db_;
   std::optional<std::string> leased_experiment_;

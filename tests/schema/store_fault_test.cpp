@@ -204,6 +204,25 @@ TEST_F(StoreFaultTest, AHeartbeatAfterATakeoverStopsTheFormerOwner) {
   EXPECT_THROW(owner.heartbeat(run), LeaseLost);
 }
 
+// Every commit of the run is a heartbeat, the held-out step's included.
+TEST_F(StoreFaultTest, EvaluationAndHeldoutCommitsMoveTheLeasesHeartbeat) {
+  Store store(db_path());
+  store.acquire_lease("exp", {});
+  const auto experiment = store.create_experiment(experiment_named("exp"));
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("UPDATE experiment_leases SET heartbeat_at = '2020-01-01T00:00:00.000Z'");
+  }
+  const StoredEvaluation stored = store.cache_evaluation(evaluation_keyed("heldout-key"), {});
+  EXPECT_LT(store.lease("exp")->heartbeat_age_seconds, 60.0) << "an evaluation's commit";
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("UPDATE experiment_leases SET heartbeat_at = '2020-01-01T00:00:00.000Z'");
+  }
+  store.record_heldout(experiment.id, "baseline", "heldout", stored.id);
+  EXPECT_LT(store.lease("exp")->heartbeat_age_seconds, 60.0) << "a held-out row's commit";
+}
+
 TEST_F(StoreFaultTest, LeaseTimeoutMustBePositive) {
   Store store(db_path());
   LeasePolicy policy;
@@ -299,6 +318,25 @@ TEST_F(StoreFaultTest, AnOlderMidtuneFileWithoutApplicationIdIsAcceptedAndStampe
   }
   sql::Database reader(db_path(), sql::Database::Mode::read_only);
   EXPECT_EQ(reader.application_id(), kMidtuneApplicationId);
+}
+
+// midtune's own file from a newer schema: refused unchanged, saying so.
+TEST_F(StoreFaultTest, AFileFromANewerMidtuneIsRefusedUnchanged) {
+  { Store store(db_path()); }
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("PRAGMA user_version = " + std::to_string(latest_schema_version() + 1));
+  }
+  const std::string before = file_bytes(db_path());
+  for (const auto access : {Store::Access::read_write, Store::Access::read_only}) {
+    try {
+      Store store(db_path(), access);
+      ADD_FAILURE() << "a newer file was opened";
+    } catch (const sql::SqlError& e) {
+      EXPECT_NE(std::string(e.what()).find("is newer than this midtune understands"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(file_bytes(db_path()), before);
+  }
 }
 
 // An empty file (a ga-run killed before its first commit) is blank: a run
