@@ -1,21 +1,24 @@
 #include "schema/sqlite.hpp"
 
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <filesystem>
 
 namespace midtune::sql {
 
 namespace {
 
-sqlite3* open_connection(const std::string& path, int flags) {
+sqlite3* open_connection(const std::string& path, int flags, const std::string& name_for_errors) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    throw SqlError(path + ": cannot open database: " + message);
+    throw SqlError(name_for_errors + ": cannot open database: " + message);
   }
   sqlite3_extended_result_codes(db, 1);
-  // Another process (a second ga-run, a user's query) may hold the lock briefly.
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   return db;
 }
 
@@ -28,30 +31,84 @@ int touch_schema(sqlite3* db) {
   return rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
+// `file:` URI of a path, percent-encoding what a URI would read otherwise.
+std::string file_uri(const std::string& path, const std::string& query) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    }
+  }
+  return uri + "?" + query;
+}
+
+bool non_empty_file(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) > 0;
+}
+
 }  // namespace
 
 Database::Database(const std::string& path, Mode mode) : path_(path) {
   if (mode == Mode::read_only) {
-    db_ = open_connection(path, SQLITE_OPEN_READONLY);
-    // A process killed mid-run leaves a WAL whose index must be rebuilt
-    // before anyone can read it, which a read-only connection may not do
-    // (SQLITE_READONLY_RECOVERY). A read-write connection that only reads
-    // the schema performs the recovery (it replays committed transactions,
-    // nothing else); then the read-only connection is opened again.
-    if ((touch_schema(db_) & 0xff) == SQLITE_READONLY) {
-      sqlite3_close_v2(db_);
-      db_ = nullptr;
-      sqlite3* recover = open_connection(path, SQLITE_OPEN_READWRITE);
-      touch_schema(recover);
-      sqlite3_close_v2(recover);
-      db_ = open_connection(path, SQLITE_OPEN_READONLY);
+    db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+    if ((touch_schema(db_) & 0xff) != SQLITE_READONLY) return;
+    // A read-only connection to a WAL file must write the shared-memory
+    // index beside it, and rebuild it after a writer was killed
+    // (SQLITE_READONLY_RECOVERY); it cannot do either in a directory it may
+    // not write.
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    if (non_empty_file(path + "-wal")) {
+      // Commits still in the log: a read-write connection that only reads
+      // the schema replays them into the index (nothing else changes);
+      // then the read-only connection is opened again.
+      int rc = SQLITE_CANTOPEN;
+      try {
+        sqlite3* recover = open_connection(path, SQLITE_OPEN_READWRITE, path);
+        rc = touch_schema(recover);
+        sqlite3_close_v2(recover);
+      } catch (const SqlError&) {
+        // The file itself is not writable here: said below.
+      }
+      if ((rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_CANTOPEN)
+        throw SqlError(path + ": cannot read the database: its write-ahead log " + path +
+                           "-wal holds commits that are not in the file yet, and replaying them needs write access "
+                           "to the directory; copy both files to a directory you can write",
+                       rc);
+      db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+      return;
     }
+    const std::string folder = std::filesystem::absolute(path).parent_path().string();
+    if (access(folder.c_str(), W_OK) == 0)
+      throw SqlError(path + ": cannot read the database read-only (the write-ahead log's index beside it is not "
+                     "writable)", SQLITE_READONLY);
+    // A directory nobody here may write, and no log: every commit is in the
+    // file and no writer can be active in that directory, so reading the
+    // file as immutable (no locks, no index) reads exactly what it holds.
+    db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+    immutable_ = true;
     return;
   }
-  db_ = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  // WAL: readers never block the writer; NORMAL sync is durable across a
-  // killed process (only power loss can drop the last commits).
-  exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  db_ = open_connection(path, SQLITE_OPEN_READWRITE | (mode == Mode::read_write_create ? SQLITE_OPEN_CREATE : 0), path);
+  // Connection settings only; neither changes the file.
+  exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+}
+
+void Database::use_wal() {
+  {
+    Statement current(*this, "PRAGMA journal_mode");  // finalized before the switch: no open read
+    if (current.step() && current.column_text(0) == "wal") return;
+  }
+  Statement change(*this, "PRAGMA journal_mode=WAL");
+  if (!change.step() || change.column_text(0) != "wal")
+    throw SqlError(path_ + ": cannot switch the database to write-ahead logging (journal_mode stays '" +
+                   change.column_text(0) + "')");
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }
@@ -59,7 +116,7 @@ Database::~Database() { sqlite3_close_v2(db_); }
 void Database::fail(const std::string& sql, const std::string& what) const {
   std::string message = path_ + ": " + what + ": " + sqlite3_errmsg(db_);
   if (!sql.empty()) message += "\n  in SQL: " + sql;
-  throw SqlError(message);
+  throw SqlError(message, sqlite3_extended_errcode(db_));
 }
 
 void Database::exec(const std::string& sql) {
@@ -67,16 +124,23 @@ void Database::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string message = error ? error : sqlite3_errmsg(db_);
     sqlite3_free(error);
-    throw SqlError(path_ + ": " + message + "\n  in SQL: " + sql);
+    throw SqlError(path_ + ": " + message + "\n  in SQL: " + sql, sqlite3_extended_errcode(db_));
   }
 }
 
 std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
+int Database::changes() const { return sqlite3_changes(db_); }
 
 int Database::user_version() {
   Statement s(*this, "PRAGMA user_version");
   s.step();
   return static_cast<int>(s.column_int64(0));
+}
+
+std::int64_t Database::application_id() {
+  Statement s(*this, "PRAGMA application_id");
+  s.step();
+  return s.column_int64(0);
 }
 
 Statement::Statement(Database& db, const std::string& sql) : db_(&db), sql_(sql) {

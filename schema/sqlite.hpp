@@ -15,6 +15,8 @@ namespace midtune::sql {
 
 struct SqlError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  SqlError(const std::string& message, int sqlite_code) : std::runtime_error(message), code(sqlite_code) {}
+  int code = 0;  // SQLite's extended result code, when SQLite reported the error
 };
 
 class Database;
@@ -71,11 +73,22 @@ class Statement {
   std::string sql_;
 };
 
+// Every connection waits this long for another connection's lock before a
+// statement fails with "database is locked". Transactions are short (one
+// evaluation's rows, one checkpoint, a migration), but many ga-run processes
+// writing into one file queue behind each other and a checkpoint of a large
+// write-ahead log can take seconds: a minute covers that with a wide margin
+// and still fails a lock that is truly stuck.
+inline constexpr int kBusyTimeoutMs = 60000;
+
 class Database {
  public:
-  enum class Mode { read_write_create, read_only };
-  // read_write_create: opens or creates the file, sets WAL mode, foreign
-  // keys and a busy timeout. read_only: SQLITE_OPEN_READONLY, the file must exist.
+  enum class Mode { read_write_create, read_write, read_only };
+  // read_write_create: opens or creates the file; read_write: the file must
+  // exist. Both set foreign keys and leave the file as it is: the journal
+  // mode changes only through use_wal(). read_only: SQLITE_OPEN_READONLY,
+  // the file must exist; in a directory this process cannot write, a WAL
+  // file is read immutable (see sqlite.cpp). Every mode sets kBusyTimeoutMs.
   Database(const std::string& path, Mode mode);
   ~Database();
   Database(const Database&) = delete;
@@ -85,7 +98,16 @@ class Database {
   void exec(const std::string& sql);
   Statement prepare(const std::string& sql) { return Statement(*this, sql); }
   std::int64_t last_insert_rowid() const;
+  // Rows the last INSERT, UPDATE or DELETE changed.
+  int changes() const;
   int user_version();
+  std::int64_t application_id();
+  // Switches the file to write-ahead logging (a no-op when it already is):
+  // readers never block the writer; NORMAL sync is durable across a killed
+  // process (only power loss can drop the last commits).
+  void use_wal();
+  // True when opened read-only with immutable=1 (see the constructor).
+  bool immutable() const { return immutable_; }
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_; }
 
@@ -95,6 +117,7 @@ class Database {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool immutable_ = false;
 };
 
 // BEGIN IMMEDIATE on construction; rolls back unless commit() was called.

@@ -26,6 +26,56 @@ struct Migration {
 const std::vector<Migration>& schema_migrations();
 int latest_schema_version();
 
+// PRAGMA application_id of a midtune results database ("MTUN"), set when the
+// file is created, so a file says whose it is.
+inline constexpr std::int64_t kMidtuneApplicationId = 0x4D54554E;
+
+// A file that is not a midtune results database (another program's SQLite
+// file, or not SQLite at all); it was left exactly as it was.
+struct NotMidtuneDatabase : sql::SqlError {
+  using sql::SqlError::SqlError;
+};
+// A midtune database that fails PRAGMA quick_check / integrity_check; it
+// was not written.
+struct DamagedDatabase : sql::SqlError {
+  using sql::SqlError::SqlError;
+};
+
+// Another live process holds the experiment's lease.
+struct LeaseHeld : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// This process's lease was taken over (--takeover elsewhere) while it ran.
+struct LeaseLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// How a run holds its experiment's lease (schema/migrations/0006_*.sql).
+struct LeasePolicy {
+  // Declared in the lease: a heartbeat older than this means the owner died.
+  // Heartbeats come with every evaluation's commit, so this must exceed the
+  // longest single evaluation (minutes for a large model behind a server).
+  // A dead owner on the same host is recognised at once by its pid.
+  double stale_after_seconds = 900.0;
+  bool takeover = false;  // take the lease even from a live owner
+};
+
+// True when `host` is this machine and no process `pid` exists on it (a
+// process on another host, or one that exists, is not known to be gone).
+bool process_gone_on_this_host(const std::string& host, std::int64_t pid);
+
+struct LeaseRecord {
+  std::string experiment;
+  std::string host;
+  std::int64_t pid = 0;
+  std::string started_at;
+  std::string heartbeat_at;
+  double heartbeat_age_seconds = 0.0;
+  double stale_after_seconds = 0.0;
+  // The heartbeat is fresh and the owner is not known to be dead.
+  bool alive() const;
+};
+
 struct ExperimentRecord {
   std::int64_t id = -1;
   std::string name;
@@ -156,6 +206,8 @@ struct ExperimentStatus {
   std::optional<std::string> last_run;
   // "host pid" of the latest unfinished run.
   std::optional<std::string> unfinished_run;
+  // The lease of the process running it now, if one holds it.
+  std::optional<LeaseRecord> lease;
 };
 
 // One generation's line of `ga-run report`: the checkpoint's best/mean over
@@ -188,12 +240,22 @@ struct PhsChannelRecord {
 
 class Store {
  public:
-  enum class Access { read_write, read_only };
-  // read_write: opens or creates the file and applies every pending
-  // migration; a file from a newer midtune (user_version above latest) is
-  // refused. read_only: the file must exist and is neither migrated nor
+  enum class Access { read_write, read_write_existing, read_only };
+  // What opening checks besides whose file it is: PRAGMA quick_check (cheap:
+  // every page's structure, no index contents) or the full integrity_check.
+  enum class Check { quick, full };
+  // Before anything is written, an existing file is read on its own
+  // read-only connection: one that is not midtune's (NotMidtuneDatabase),
+  // from a newer midtune, or damaged (DamagedDatabase) is refused and left
+  // byte-identical. read_write: opens or creates the file, then switches it
+  // to WAL and creates / migrates the schema in one locked transaction (two
+  // processes opening one new file both see it created once).
+  // read_write_existing: the same, but a missing file is an error (commands
+  // that only read or add to a database never create one at a mistyped
+  // path). read_only: the file must exist and is neither migrated nor
   // written (status, report).
-  explicit Store(const std::string& path, Access access = Access::read_write);
+  explicit Store(const std::string& path, Access access = Access::read_write, Check check = Check::quick);
+  ~Store();
 
   const std::string& path() const { return db_.path(); }
   int schema_version() { return db_.user_version(); }
@@ -204,8 +266,19 @@ class Store {
   std::vector<ExperimentRecord> experiments();
   ExperimentRecord create_experiment(const ExperimentRecord& record);
 
+  // Takes the lease of experiment `name` for this process, in one locked
+  // transaction: throws LeaseHeld (naming pid, host and start) while a live
+  // process holds it, unless policy.takeover. Returns the dead or overridden
+  // lease it replaced, if any. From now on every heartbeat() moves the
+  // lease's heartbeat too, and throws LeaseLost once another process took it.
+  std::optional<LeaseRecord> acquire_lease(const std::string& name, const LeasePolicy& policy);
+  // Drops this process's lease (also done by the destructor).
+  void release_lease();
+  std::optional<LeaseRecord> lease(const std::string& name);
+
   std::int64_t start_run(std::int64_t experiment_id);
-  // Moves the heartbeat and adds to the run's counters.
+  // Moves the heartbeat (the run's, and the lease's when one is held) and
+  // adds to the run's counters.
   void heartbeat(std::int64_t run_id, int evaluations = 0, int prompts = 0, double backend_seconds = 0.0);
   void finish_run(std::int64_t run_id);
 
@@ -215,6 +288,10 @@ class Store {
   // Inserts (or replaces a failed row with the same key) with its samples,
   // in one transaction; returns the id.
   std::int64_t insert_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
+  // The successful evaluation stored under record.cache_key if another
+  // process stored one meanwhile (cache_hit), else `record` inserted with its
+  // samples; one transaction, so two processes never both insert one key.
+  StoredEvaluation cache_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
 
   // One candidate's result, in one transaction: the evaluation stored under
   // `cache_key` if one is there by now (another process may have stored it
@@ -261,8 +338,13 @@ class Store {
 
  private:
   void migrate();
+  bool has_table(const std::string& name);
+  // Moves the held lease's heartbeat (nothing without one); throws LeaseLost
+  // when another process took it.
+  void beat_lease();
   std::int64_t insert_evaluation_rows(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
   sql::Database db_;
+  std::optional<std::string> leased_experiment_;
 };
 
 // `ga-run query`: one read-only statement on its own read-only connection.

@@ -46,7 +46,12 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
   const std::string db = request.db.empty() ? experiment.storage.db.string() : request.db;
   try {
     if (!request.quiet) warn_if_test_double(experiment, err);
-    Store store(db);
+    Store store(db, Store::Access::read_write, request.integrity_check ? Store::Check::full : Store::Check::quick);
+    // Held until `store` closes: the search and its held-out step.
+    if (const auto replaced = store.acquire_lease(prepared->inputs.experiment_name,
+                                                  {request.lease_timeout_seconds, request.takeover}))
+      err << "ga-run: took over the lease of pid " << replaced->pid << " on host " << replaced->host
+          << " (last heartbeat " << replaced->heartbeat_at << ")\n";
     Progress progress(err, Progress::detect(request.quiet));
     progress.message("experiment '" + prepared->inputs.experiment_name + "' -> " + db + " (" +
                      std::to_string(prepared->inputs.items.size()) + " search prompts per evaluation)");
@@ -62,6 +67,9 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
   } catch (const ResumeRefused& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitUsage;
+  } catch (const LeaseHeld& e) {
+    err << "ga-run: " << e.what() << '\n';
+    return kExitBusy;
   } catch (const std::exception& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitFailure;
@@ -108,16 +116,29 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.add_flag("-q,--quiet", run.quiet, "No progress output");
   app.add_option("--new-experiment", run.new_experiment,
                  "Run under this experiment name instead of the file's (a fresh search in the same database)");
+  app.add_flag("--takeover", run.takeover,
+               "Take the experiment over from the process that holds it (after that process died on another host)");
+  app.add_option("--lease-timeout", run.lease_timeout_seconds,
+                 "Seconds without a heartbeat after which another ga-run may take this run's experiment over "
+                 "(default 900; every evaluation's commit is a heartbeat)")
+      ->check(CLI::PositiveNumber);
+  bool integrity_check = false;
+  app.add_flag("--integrity-check", integrity_check,
+               "Check the database with the full PRAGMA integrity_check when opening it (default: quick_check)");
 
   std::string file, db, sql_text, experiment_name, format = "md";
   CLI::App* validate = app.add_subcommand("validate", "Check an experiment file and exit");
   validate->add_option("experiment", file, "Experiment file (YAML)")->required();
   CLI::App* status = app.add_subcommand("status", "Experiments, generations, evaluations, cache savings, prompts/s");
   status->add_option("db", db, "Results database")->required();
+  status->add_flag("--integrity-check", integrity_check, "Full PRAGMA integrity_check (default: quick_check)");
   CLI::App* report = app.add_subcommand("report", "Per-generation best/mean, best genome, its scales and scores");
   report->add_option("db", db, "Results database")->required();
   report->add_option("--experiment", experiment_name, "Experiment name (default: the latest)");
   report->add_option("--format", format, "md | json | csv")->check(CLI::IsMember({"md", "json", "csv"}));
+  std::string svg_path;
+  report->add_option("--svg", svg_path, "Write the held-out plot here (default: <experiment>-heldout.svg beside the database)");
+  report->add_flag("--integrity-check", integrity_check, "Full PRAGMA integrity_check (default: quick_check)");
   CLI::App* query = app.add_subcommand("query", "Run one read-only SQL statement and print the rows");
   query->add_option("db", db, "Results database")->required();
   query->add_option("sql", sql_text, "One SQL statement (read-only)")->required();
@@ -139,8 +160,9 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitFailure;
   }
   if (*validate) return validate_experiment(file, out, err);
-  if (*status) return print_status(db, out, err);
-  if (*report) return print_report(db, experiment_name, format, out, err);
+  const Store::Check check = integrity_check ? Store::Check::full : Store::Check::quick;
+  if (*status) return print_status(db, out, err, check);
+  if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check});
   if (*query) return run_query(db, sql_text, out, err);
   if (*eval) return run_eval(eval_request, out, err);
   if (*phs_search) return run_phs_search(phs_args, out, err);
@@ -149,6 +171,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
     err << app.help() << "\nga-run: an experiment file or a command is required\n";
     return kExitUsage;
   }
+  run.integrity_check = integrity_check;
   return run_experiment(run, out, err);
 }
 

@@ -66,7 +66,10 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
   try {
     const Experiment experiment = load_experiment(request.experiment_file);
     const datasets::Split split = datasets::split_from_string(request.split);
-    Store store(request.db.empty() ? experiment.storage.db.string() : request.db);
+    // An explicit --db names results to read: a mistyped path is an error,
+    // not a new empty database.
+    Store store(request.db.empty() ? experiment.storage.db.string() : request.db,
+                request.db.empty() ? Store::Access::read_write : Store::Access::read_write_existing);
     Intervention intervention;
     std::string label = "baseline";
     if (!request.intervention_file.empty()) {

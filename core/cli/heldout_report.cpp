@@ -160,14 +160,15 @@ void append_heldout_csv_rows(const json& entries, std::vector<Row>& rows) {
   }
 }
 
-std::string write_heldout_svg(const std::string& db_path, const std::string& experiment, const json& entries) {
-  const std::filesystem::path path =
-      std::filesystem::absolute(db_path).parent_path() / (experiment + "-heldout.svg");
+std::string heldout_svg_beside(const std::string& db_path, const std::string& experiment) {
+  return (std::filesystem::absolute(db_path).parent_path() / (experiment + "-heldout.svg")).string();
+}
+
+void write_heldout_svg(const std::string& path, const std::string& experiment, const json& entries) {
   std::ofstream file(path);
-  if (!file) throw std::runtime_error(path.string() + ": cannot write the plot");
+  if (!file) throw std::runtime_error(path + ": cannot write the plot");
   file << heldout_plot_svg(entries, "experiment " + experiment + ": held-out accuracy by gold position");
-  if (!file) throw std::runtime_error(path.string() + ": write failed");
-  return path.string();
+  if (!file) throw std::runtime_error(path + ": write failed");
 }
 
 }  // namespace midtune::cli

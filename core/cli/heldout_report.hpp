@@ -22,9 +22,9 @@ void print_heldout_statistics(const nlohmann::json& statistics, std::ostream& ou
 void append_heldout_statistics_csv_rows(const nlohmann::json& statistics, std::vector<Row>& rows);
 // Long-form CSV rows {section "heldout", role, field, value}.
 void append_heldout_csv_rows(const nlohmann::json& entries, std::vector<Row>& rows);
-// Writes heldout_plot_svg() to `<db folder>/<experiment>-heldout.svg`;
-// returns the path.
-std::string write_heldout_svg(const std::string& db_path, const std::string& experiment,
-                              const nlohmann::json& entries);
+// `<db folder>/<experiment>-heldout.svg`, where `report` puts the plot by default.
+std::string heldout_svg_beside(const std::string& db_path, const std::string& experiment);
+// Writes heldout_plot_svg() to `path`; throws std::runtime_error naming it.
+void write_heldout_svg(const std::string& path, const std::string& experiment, const nlohmann::json& entries);
 
 }  // namespace midtune::cli

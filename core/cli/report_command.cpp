@@ -28,9 +28,9 @@ ExperimentRecord pick_experiment(Store& store, const std::string& name) {
 
 }  // namespace
 
-json build_report(const std::string& db_path, const std::string& experiment) {
+json build_report(const std::string& db_path, const std::string& experiment, Store::Check check) {
   if (!std::filesystem::is_regular_file(db_path)) throw std::runtime_error(db_path + ": no such database file");
-  Store store(db_path, Store::Access::read_only);
+  Store store(db_path, Store::Access::read_only, check);
   const ExperimentRecord experiment_record = pick_experiment(store, experiment);
   const std::string& name = experiment_record.name;
   const std::int64_t id = experiment_record.id;
@@ -135,21 +135,37 @@ void print_long_csv(const json& r, std::ostream& out) {
 }  // namespace
 
 int print_report(const std::string& db_path, const std::string& experiment, const std::string& format,
-                 std::ostream& out, std::ostream& err) {
+                 std::ostream& out, std::ostream& err, const ReportOptions& options) {
   if (format != "md" && format != "json" && format != "csv") {
     err << "ga-run report: --format must be md, json or csv (got '" << format << "')\n";
     return 2;
   }
   try {
-    const json report = build_report(db_path, experiment);
+    const json report = build_report(db_path, experiment, options.check);
     if (format == "json")
       out << report.dump(2) << '\n';
     else if (format == "csv")
       print_long_csv(report, out);
     else
       print_markdown(report, out);
-    if (!report["heldout"].empty())
-      err << "plot: " << write_heldout_svg(db_path, report["experiment"].get<std::string>(), report["heldout"]) << '\n';
+    if (report["heldout"].empty()) {
+      if (!options.svg_path.empty()) err << "plot: none (the experiment has no held-out results yet)\n";
+      return 0;
+    }
+    const std::string svg = options.svg_path.empty()
+                                ? heldout_svg_beside(db_path, report["experiment"].get<std::string>())
+                                : options.svg_path;
+    try {
+      write_heldout_svg(svg, report["experiment"].get<std::string>(), report["heldout"]);
+      err << "plot: " << svg << '\n';
+    } catch (const std::exception& e) {
+      // The report is printed already; a results folder may be read-only.
+      if (!options.svg_path.empty()) {  // asked for: a failure
+        err << "ga-run report: " << e.what() << '\n';
+        return 1;
+      }
+      err << "plot: not written (" << e.what() << "); choose where with --svg PATH\n";
+    }
     return 0;
   } catch (const std::exception& e) {
     err << "ga-run report: " << e.what() << '\n';

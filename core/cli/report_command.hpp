@@ -8,14 +8,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schema/store.hpp"
+
 namespace midtune::cli {
 
 // The report as JSON (the md and csv forms are printed from it). Throws
 // std::runtime_error when the experiment is missing or has no individuals.
-nlohmann::json build_report(const std::string& db_path, const std::string& experiment);
+nlohmann::json build_report(const std::string& db_path, const std::string& experiment,
+                            Store::Check check = Store::Check::quick);
+
+struct ReportOptions {
+  std::string svg_path;  // empty: <experiment>-heldout.svg beside the database
+  Store::Check check = Store::Check::quick;
+};
 
 // Returns the exit status: 0, 1 (database or experiment problem), 2 (bad format).
+// Says on err where the held-out plot went (or why it was not written:
+// the report itself does not depend on it).
 int print_report(const std::string& db_path, const std::string& experiment, const std::string& format,
-                 std::ostream& out, std::ostream& err);
+                 std::ostream& out, std::ostream& err, const ReportOptions& options = {});
 
 }  // namespace midtune::cli

@@ -1,9 +1,5 @@
 #include "core/cli/status_command.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <filesystem>
 
 #include "core/cli/table.hpp"
@@ -17,22 +13,19 @@ namespace {
 // process is gone (killed), so a fresh heartbeat does not read as running.
 bool process_alive(const std::string& host_pid) {
   const auto space = host_pid.rfind(' ');
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  if (space == std::string::npos || host_pid.substr(0, space) != host) return true;  // cannot tell
-  const pid_t pid = static_cast<pid_t>(std::stol(host_pid.substr(space + 1)));
-  return kill(pid, 0) == 0 || errno != ESRCH;
+  if (space == std::string::npos) return true;  // cannot tell
+  return !process_gone_on_this_host(host_pid.substr(0, space), std::stoll(host_pid.substr(space + 1)));
 }
 
 }  // namespace
 
-int print_status(const std::string& db_path, std::ostream& out, std::ostream& err) {
+int print_status(const std::string& db_path, std::ostream& out, std::ostream& err, Store::Check check) {
   if (!std::filesystem::is_regular_file(db_path)) {
     err << "ga-run status: " << db_path << ": no such database file\n";
     return 1;
   }
   try {
-    Store store(db_path, Store::Access::read_only);
+    Store store(db_path, Store::Access::read_only, check);
     const StoreTotals totals = store.totals();
     out << db_path << ": schema v" << store.schema_version() << ", " << totals.evaluations_ok
         << " evaluations cached (" << totals.evaluations_failed << " failed), " << totals.sample_results
@@ -40,7 +33,10 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
     std::vector<Row> rows;
     for (const ExperimentStatus& e : store.experiment_statuses()) {
       std::string last_run = e.last_run.value_or("never run");
-      if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
+      if (e.lease && e.lease->alive())  // the owner's lease, not the run rows, says who runs it now
+        last_run = "running (" + e.lease->host + " pid " + std::to_string(e.lease->pid) + " since " +
+                   e.lease->started_at + ", heartbeat " + e.lease->heartbeat_at + ")";
+      else if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
         last_run.replace(0, 7, "stopped");
       rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
                       std::to_string(e.evaluated), std::to_string(e.from_cache),

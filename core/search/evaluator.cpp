@@ -100,7 +100,11 @@ SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& interventi
   const std::string key = cache_key(intervention);
   if (auto cached = store.find_evaluation(key)) return from_record(*cached, true);
   NewEvaluation fresh = run(intervention, key);
-  fresh.record.id = store.insert_evaluation(fresh.record, fresh.samples);
+  // Another process (a second experiment in the same file) may have stored
+  // the same key while the backend ran: its row is the cached result.
+  const StoredEvaluation stored = store.cache_evaluation(fresh.record, fresh.samples);
+  if (stored.cache_hit) return from_record(*store.evaluation(stored.id), true);
+  fresh.record.id = stored.id;
   return from_record(fresh.record, false);
 }
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "schema/sqlite.hpp"
+#include "tests/cli/results_db.hpp"
 #include "tests/cli/subprocess.hpp"
 
 namespace midtune {
@@ -26,19 +27,8 @@ using testing::Finished;
 using testing::read_file;
 using testing::run_ga_run;
 
-// A small LPES search on the test double; latency_ms makes each evaluation
-// take a little wall time so kills land mid-run.
 std::string experiment_yaml(int generations, double latency_ms) {
-  return "name: resume-check\n"
-         "seed: 77\n"
-         "backend: {kind: synthetic-test-double, layers: 12, heads: 2, noise: 0.05, latency_ms: " +
-         std::to_string(latency_ms) +
-         "}\n"
-         "dataset: {kind: kv, pairs: 6, gold_positions: [0.0, 0.5, 1.0], search_samples: 8, heldout_samples: 8, "
-         "metric: teacher_forced}\n"
-         "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 3}\n"
-         "search:\n  strategy: ga\n  ga: {population: 10, parents: 4, generations: " +
-         std::to_string(generations) + ", mutants: 4, crossovers: 2}\n";
+  return testing::synthetic_lpes_experiment("resume-check", generations, latency_ms);
 }
 
 class GaRunIntegration : public testing::TempDirTest {
@@ -51,17 +41,8 @@ class GaRunIntegration : public testing::TempDirTest {
 
   // Rows of a query on a finished database, one string per row.
   static std::vector<std::string> rows(const std::string& db, const std::string& sql_text) {
-    sql::Database d(db, sql::Database::Mode::read_only);
-    auto s = d.prepare(sql_text);
-    std::vector<std::string> out;
-    while (s.step()) {
-      std::string row;
-      for (int c = 0; c < s.column_count(); ++c) row += (c ? " | " : "") + s.column_text(c);
-      out.push_back(row);
-    }
-    return out;
+    return testing::query_rows(db, sql_text);
   }
-
 };
 
 constexpr const char* kIndividuals =

@@ -24,9 +24,16 @@ inline std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// The uid a test run as root drops to with spawn_ga_run(..., unprivileged),
+// so that file permissions bind it (root ignores them).
+inline constexpr uid_t kUnprivilegedId = 65534;  // nobody
+// The child's exit code when it could not drop to kUnprivilegedId.
+inline constexpr int kCannotDropPrivileges = 126;
+
 // Starts ga-run with `args`; stdout/stderr go to out_file/err_file.
+// `unprivileged`: a root caller's child runs as kUnprivilegedId.
 inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::string& out_file,
-                          const std::string& err_file) {
+                          const std::string& err_file, bool unprivileged = false) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -34,6 +41,8 @@ inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::strin
     const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
+    if (unprivileged && geteuid() == 0 && (setgid(kUnprivilegedId) != 0 || setuid(kUnprivilegedId) != 0))
+      _exit(kCannotDropPrivileges);
     std::vector<std::string> argv_text = {ga_run_path()};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -62,9 +71,9 @@ inline Finished wait_for(pid_t pid, const std::string& out_file, const std::stri
   return f;
 }
 
-inline Finished run_ga_run(const std::vector<std::string>& args, const std::string& dir) {
+inline Finished run_ga_run(const std::vector<std::string>& args, const std::string& dir, bool unprivileged = false) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
-  return wait_for(spawn_ga_run(args, out, err), out, err);
+  return wait_for(spawn_ga_run(args, out, err, unprivileged), out, err);
 }
 
 }  // namespace midtune::testing

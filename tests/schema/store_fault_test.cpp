@@ -1,0 +1,404 @@
+// The results database under faults a user meets: many processes creating
+// one new file at once, two processes on one experiment (the lease), a
+// damaged file, somebody else's SQLite file, and a read-only directory.
+// Everything here runs in-process or in fork()ed children; the ga-run
+// command line over the same faults is tests/cli/store_fault_cli_test.cpp.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "schema/store.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/schema/fault_files.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::file_bytes;
+
+class StoreFaultTest : public testing::TempDirTest {
+ protected:
+  std::string db_path() const { return path("results.db"); }
+};
+
+ExperimentRecord experiment_named(const std::string& name) {
+  ExperimentRecord e;
+  e.name = name;
+  e.config_text = "name: " + name + "\n";
+  e.config_hash = "h";
+  e.search_config = nlohmann::json::object();
+  return e;
+}
+
+EvaluationRecord evaluation_keyed(const std::string& key) {
+  EvaluationRecord r;
+  r.cache_key = key;
+  r.key_hash = "hash-of-" + key;
+  r.intervention = "{}";
+  r.dataset_slice = "{}";
+  r.metric = "exact_match";
+  r.model = "m";
+  r.position_scores = {{0.0, 1.0, 1, 1}};
+  r.fitness_inputs = nlohmann::json::object();
+  return r;
+}
+
+// Waits for a fork()ed child; its exit code, or -signal.
+int wait_child(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+TEST_F(StoreFaultTest, NewFileCarriesTheMidtuneApplicationId) {
+  { Store store(db_path()); }
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  EXPECT_EQ(reader.application_id(), kMidtuneApplicationId);
+  EXPECT_EQ(reader.user_version(), latest_schema_version());
+}
+
+// Creating and migrating is one locked step: 8 processes opening one new
+// file at the same moment all succeed and each finds the schema created once.
+TEST_F(StoreFaultTest, EightProcessesCreateOneNewFileTogether) {
+  constexpr int kProcesses = 8;
+  std::vector<pid_t> children;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(ready[1]);
+      char go;
+      if (read(ready[0], &go, 1) != 0) _exit(3);  // all start when the pipe closes
+      try {
+        Store store(db_path());
+        store.create_experiment(experiment_named("exp-" + std::to_string(p)));
+        for (int k = 0; k < 20; ++k) store.insert_evaluation(evaluation_keyed(std::to_string(p) + "-" + std::to_string(k)), {});
+        // The same key from every process: stored once, the others find it.
+        store.cache_evaluation(evaluation_keyed("shared"), {});
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", p, e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  close(ready[0]);
+  close(ready[1]);
+  for (pid_t pid : children) EXPECT_EQ(wait_child(pid), 0);
+  Store store(db_path(), Store::Access::read_only);
+  EXPECT_EQ(store.experiments().size(), static_cast<size_t>(kProcesses));
+  EXPECT_EQ(store.totals().evaluations_ok, kProcesses * 20 + 1);
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+}
+
+// ---- the experiment lease ----
+
+TEST_F(StoreFaultTest, ASecondProcessIsRefusedWhileTheLeaseIsAlive) {
+  Store owner(db_path());
+  EXPECT_FALSE(owner.acquire_lease("exp", {}));
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      Store second(db_path());
+      second.acquire_lease("exp", {});
+      _exit(1);
+    } catch (const LeaseHeld& e) {
+      const std::string what = e.what();
+      const bool names_owner = what.find("pid " + std::to_string(getppid())) != std::string::npos &&
+                               what.find("on host ") != std::string::npos &&
+                               what.find("since ") != std::string::npos && what.find("--takeover") != std::string::npos;
+      if (!names_owner) std::fprintf(stderr, "message: %s\n", e.what());
+      _exit(names_owner ? 0 : 2);
+    } catch (...) {
+      _exit(3);
+    }
+  }
+  EXPECT_EQ(wait_child(pid), 0) << "the second process must get LeaseHeld naming the owner";
+  const auto lease = owner.lease("exp");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->pid, getpid());
+  EXPECT_TRUE(lease->alive());
+  owner.release_lease();
+  EXPECT_FALSE(owner.lease("exp")) << "released";
+}
+
+// The lease of a process on another host whose heartbeat is older than the
+// age it declared is dead: taken over, and reported as replaced.
+TEST_F(StoreFaultTest, AStaleLeaseIsTakenOver) {
+  { Store store(db_path()); }
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("INSERT INTO experiment_leases (experiment, host, pid, started_at, heartbeat_at, stale_after_seconds) "
+            "VALUES ('exp', 'elsewhere', 4242, '2020-01-01T00:00:00.000Z', '2020-01-01T00:00:00.000Z', 60)");
+  }
+  Store store(db_path());
+  const auto replaced = store.acquire_lease("exp", {});
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->host, "elsewhere");
+  EXPECT_EQ(replaced->pid, 4242);
+  EXPECT_FALSE(replaced->alive());
+  EXPECT_EQ(store.lease("exp")->pid, getpid());
+}
+
+TEST_F(StoreFaultTest, AFreshLeaseElsewhereIsRefusedUnlessTakenOver) {
+  { Store store(db_path()); }
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("INSERT INTO experiment_leases (experiment, host, pid, stale_after_seconds) VALUES ('exp', 'elsewhere', 4242, 600)");
+  }
+  Store store(db_path());
+  try {
+    store.acquire_lease("exp", {});
+    FAIL() << "a live lease on another host must be refused";
+  } catch (const LeaseHeld& e) {
+    EXPECT_NE(std::string(e.what()).find("pid 4242 on host elsewhere since "), std::string::npos) << e.what();
+  }
+  LeasePolicy takeover;
+  takeover.takeover = true;
+  EXPECT_EQ(store.acquire_lease("exp", takeover)->pid, 4242);
+  EXPECT_EQ(store.lease("exp")->pid, getpid());
+}
+
+// A process killed on this host is recognised by its pid at once, whatever
+// its heartbeat says (so a killed run resumes with the same command).
+TEST_F(StoreFaultTest, ALeaseOfADeadProcessOnThisHostIsTakenOverAtOnce) {
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) {
+    Store store(db_path());
+    store.acquire_lease("exp", {});
+    _exit(0);  // no release: as after kill -9
+  }
+  ASSERT_EQ(wait_child(dead), 0);
+  Store store(db_path());
+  const auto before = store.lease("exp");
+  ASSERT_TRUE(before) << "the child's lease stays behind";
+  EXPECT_FALSE(before->alive());
+  const auto replaced = store.acquire_lease("exp", {});
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->pid, dead);
+}
+
+// Once another process took the lease over, the first one's next heartbeat
+// (inside its next commit) fails, so it writes nothing more.
+TEST_F(StoreFaultTest, AHeartbeatAfterATakeoverStopsTheFormerOwner) {
+  Store owner(db_path());
+  owner.acquire_lease("exp", {});
+  const auto experiment = owner.create_experiment(experiment_named("exp"));
+  const std::int64_t run = owner.start_run(experiment.id);
+  owner.heartbeat(run);
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("UPDATE experiment_leases SET host = 'elsewhere', pid = 4242");
+  }
+  EXPECT_THROW(owner.heartbeat(run), LeaseLost);
+}
+
+// Every commit of the run is a heartbeat, the held-out step's included.
+TEST_F(StoreFaultTest, EvaluationAndHeldoutCommitsMoveTheLeasesHeartbeat) {
+  Store store(db_path());
+  store.acquire_lease("exp", {});
+  const auto experiment = store.create_experiment(experiment_named("exp"));
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("UPDATE experiment_leases SET heartbeat_at = '2020-01-01T00:00:00.000Z'");
+  }
+  const StoredEvaluation stored = store.cache_evaluation(evaluation_keyed("heldout-key"), {});
+  EXPECT_LT(store.lease("exp")->heartbeat_age_seconds, 60.0) << "an evaluation's commit";
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("UPDATE experiment_leases SET heartbeat_at = '2020-01-01T00:00:00.000Z'");
+  }
+  store.record_heldout(experiment.id, "baseline", "heldout", stored.id);
+  EXPECT_LT(store.lease("exp")->heartbeat_age_seconds, 60.0) << "a held-out row's commit";
+}
+
+TEST_F(StoreFaultTest, LeaseTimeoutMustBePositive) {
+  Store store(db_path());
+  LeasePolicy policy;
+  policy.stale_after_seconds = 0;
+  EXPECT_THROW(store.acquire_lease("exp", policy), std::invalid_argument);
+}
+
+// ---- damaged files ----
+
+// A results file of a few MB with 4 KB of random bytes over one page in its
+// middle: every way of opening it refuses, naming the file, and the bytes
+// stay as they were.
+TEST_F(StoreFaultTest, ADamagedFileIsRefusedBeforeAnythingIsWritten) {
+  {
+    Store store(db_path());
+    for (int k = 0; k < 3000; ++k)
+      store.insert_evaluation(evaluation_keyed("key-" + std::to_string(k)),
+                              {{"s", 0.5, true, std::string(300, 'x'), -0.5, 100}});
+  }
+  testing::overwrite_middle_page(db_path(), 4096, 20240517);
+  const std::string damaged = file_bytes(db_path());
+  for (const auto access : {Store::Access::read_write, Store::Access::read_write_existing, Store::Access::read_only}) {
+    for (const auto check : {Store::Check::quick, Store::Check::full}) {
+      try {
+        Store store(db_path(), access, check);
+        ADD_FAILURE() << "a damaged file was opened";
+      } catch (const DamagedDatabase& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(db_path() + ": the database is damaged"), std::string::npos) << what;
+        EXPECT_NE(what.find(".recover"), std::string::npos) << what;
+      }
+      EXPECT_EQ(file_bytes(db_path()), damaged);
+    }
+  }
+}
+
+// ---- somebody else's file ----
+
+// Each is refused and left byte-identical: no WAL switch, no tables, no stamp.
+TEST_F(StoreFaultTest, ForeignFilesAreRefusedAndLeftUnchanged) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"users.db", "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'ada');"},
+      {"experiments-only.db",
+       "CREATE TABLE experiments (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO experiments VALUES (1, 'x');"},
+      {"version-99.db", "CREATE TABLE notes (t TEXT); PRAGMA user_version = 99;"},
+      {"other-application.db", "PRAGMA application_id = 1234; CREATE TABLE runs (x);"}};
+  for (const auto& [name, sql_text] : files) {
+    const std::string file = path(name);
+    {
+      sql::Database db(file, sql::Database::Mode::read_write_create);
+      db.exec(sql_text);
+    }
+    const std::string before = file_bytes(file);
+    for (const auto access : {Store::Access::read_write, Store::Access::read_write_existing, Store::Access::read_only}) {
+      try {
+        Store store(file, access);
+        ADD_FAILURE() << name << " was opened";
+      } catch (const NotMidtuneDatabase& e) {
+        EXPECT_NE(std::string(e.what()).find(file + ": not a midtune results database"), std::string::npos)
+            << e.what();
+      }
+      EXPECT_EQ(file_bytes(file), before) << name;
+      EXPECT_FALSE(fs::exists(file + "-wal")) << name;
+    }
+    sql::Database reader(file, sql::Database::Mode::read_only);
+    auto mode = reader.prepare("PRAGMA journal_mode");
+    ASSERT_TRUE(mode.step());
+    EXPECT_EQ(mode.column_text(0), "delete") << name << ": the journal mode is untouched";
+  }
+}
+
+TEST_F(StoreFaultTest, ANonSqliteFileIsRefusedAndLeftUnchanged) {
+  std::ofstream(path("notes.txt")) << std::string(8192, 'n');
+  const std::string before = file_bytes(path("notes.txt"));
+  EXPECT_THROW(Store(path("notes.txt")), NotMidtuneDatabase);
+  EXPECT_EQ(file_bytes(path("notes.txt")), before);
+}
+
+// A midtune file from before application_id (user_version > 0, midtune's
+// tables) is still accepted, stamped at its next write-open, and read as is.
+TEST_F(StoreFaultTest, AnOlderMidtuneFileWithoutApplicationIdIsAcceptedAndStamped) {
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+    for (const Migration& m : schema_migrations())
+      if (m.version <= 5) db.exec(m.sql);
+    db.exec("PRAGMA user_version = 5");
+    ASSERT_EQ(db.application_id(), 0);
+  }
+  { EXPECT_NO_THROW(Store(db_path(), Store::Access::read_only)); }
+  {
+    Store store(db_path());
+    EXPECT_EQ(store.schema_version(), latest_schema_version());
+  }
+  sql::Database reader(db_path(), sql::Database::Mode::read_only);
+  EXPECT_EQ(reader.application_id(), kMidtuneApplicationId);
+}
+
+// midtune's own file from a newer schema: refused unchanged, saying so.
+TEST_F(StoreFaultTest, AFileFromANewerMidtuneIsRefusedUnchanged) {
+  { Store store(db_path()); }
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("PRAGMA user_version = " + std::to_string(latest_schema_version() + 1));
+  }
+  const std::string before = file_bytes(db_path());
+  for (const auto access : {Store::Access::read_write, Store::Access::read_only}) {
+    try {
+      Store store(db_path(), access);
+      ADD_FAILURE() << "a newer file was opened";
+    } catch (const sql::SqlError& e) {
+      EXPECT_NE(std::string(e.what()).find("is newer than this midtune understands"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(file_bytes(db_path()), before);
+  }
+}
+
+// An empty file (a ga-run killed before its first commit) is blank: a run
+// creates the schema in it; a reader refuses it.
+TEST_F(StoreFaultTest, AnEmptyFileIsCreatedIntoByARunAndRefusedByAReader) {
+  std::ofstream(db_path()).close();
+  EXPECT_THROW(Store(db_path(), Store::Access::read_only), NotMidtuneDatabase);
+  Store store(db_path());
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+}
+
+TEST_F(StoreFaultTest, ReadersNeverCreateAFile) {
+  EXPECT_THROW(Store(path("typo.db"), Store::Access::read_only), sql::SqlError);
+  EXPECT_THROW(Store(path("typo.db"), Store::Access::read_write_existing), sql::SqlError);
+  EXPECT_THROW(run_read_only_query(path("typo.db"), "SELECT 1"), sql::SqlError);
+  EXPECT_FALSE(fs::exists(path("typo.db")));
+}
+
+// ---- a read-only directory ----
+
+// A finished WAL-mode file in a directory this process may not write: the
+// read-only connection cannot make the log's index beside it, so it reads
+// the file immutable (every commit is in it: no log is left).
+TEST_F(StoreFaultTest, AWalFileInAReadOnlyDirectoryIsRead) {
+  const fs::path folder = dir_ / "ro";
+  fs::create_directories(folder);
+  const std::string file = (folder / "results.db").string();
+  {
+    Store store(file);
+    store.create_experiment(experiment_named("exp"));
+  }
+  ASSERT_FALSE(fs::exists(file + "-wal")) << "a closed store leaves no log";
+  const std::string before = file_bytes(file);
+  ASSERT_EQ(chmod(folder.c_str(), 0555), 0);
+  const bool root = geteuid() == 0;
+  // root ignores directory permissions: the reader drops to an unprivileged
+  // user in a child process, so the directory really is read-only to it.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (root && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(4);  // nobody
+    if (access(folder.c_str(), W_OK) == 0) _exit(5);  // the directory must not be writable now
+    try {
+      Store store(file, Store::Access::read_only);
+      const bool ok = store.experiments().size() == 1 && run_read_only_query(file, "SELECT name FROM experiments")
+                                                                 .rows.at(0)
+                                                                 .at(0)
+                                                                 .value_or("") == "exp";
+      _exit(ok ? 0 : 2);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "read-only directory: %s\n", e.what());
+      _exit(1);
+    }
+  }
+  const int code = wait_child(pid);
+  chmod(folder.c_str(), 0755);
+  if (code == 4) GTEST_SKIP() << "running as root and cannot switch to uid 65534, so no directory is read-only here";
+  EXPECT_NE(code, 5) << "the directory stayed writable";
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(file_bytes(file), before);
+  EXPECT_FALSE(fs::exists(file + "-shm"));
+}
+
+}  // namespace
+}  // namespace midtune
