@@ -32,6 +32,7 @@
 
 #include "backends/engine/hooks/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
+#include "backends/engine/tokenizer.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace midtune::engine {
@@ -126,6 +127,14 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
   }
   if (name == "qwen2") EXPECT_EQ(c.vocab, 151936u);
   if (name == "llama3") EXPECT_EQ(c.vocab, 128256u);
+}
+
+// BOS as llama.cpp adds it by default: SentencePiece and the Llama-3
+// pre-tokenizer yes (the llama-bpe vocabulary file has no add_bos_token key),
+// qwen2 no. Greedy continuations matched llama-simple's only with this.
+TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
+  const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
+  EXPECT_EQ(tokenizer.add_bos_default(), GetParam() != "qwen2");
 }
 
 TEST_P(ArchModel, LogitsMatchFp64Reference) {
