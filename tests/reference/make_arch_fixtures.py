@@ -138,6 +138,33 @@ def per_head_scales(model):
     return rows
 
 
+# Greedy continuations: "The capital of France is" as each vocabulary's
+# pieces (BOS as llama.cpp adds it by default), fp64 argmax per step. On
+# 2026-11-23 these equalled llama.cpp's llama-simple (the same files) token
+# for token, llama_swa with its window off (llama.cpp ignores it for llama).
+GREEDY_PIECES = {
+    "qwen2": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
+    "llama3": ["<|begin_of_text|>", "The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
+    "gemma": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+    "llama_swa": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+}
+GREEDY_TOKENS = 12
+
+
+def greedy(model, path, name):
+    field = gguf.GGUFReader(path).fields["tokenizer.ggml.tokens"]
+    pieces = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    index = {p: i for i, p in enumerate(pieces)}
+    ids = [index[p] for p in GREEDY_PIECES[name]]
+    prompt, margins = list(ids), []
+    for _ in range(GREEDY_TOKENS):
+        logits = model.forward(ids)
+        order = np.argsort(-logits, kind="stable")
+        margins.append(float(logits[order[0]] - logits[order[1]]))
+        ids.append(int(order[0]))
+    return {"prompt": prompt, "continuation": ids[len(prompt):], "margins": margins}
+
+
 def without(model, feature):
     """A shallow copy of `model` with one architecture feature switched off."""
     m = copy.copy(model)
@@ -200,7 +227,8 @@ def main():
         for feature in FEATURES[name]:
             other = without(model, feature).forward(longest)
             effect[feature] = float(np.max(np.abs(other[top] - ref)))
-        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect}
+        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect,
+                        "greedy": greedy(model, os.path.join(args.dir, name + ".gguf"), name)}
         print(name, "feature effects", effect)
         print(name, model.arch, "top logits", [round(c["top_logits"][0], 3) for c in cases])
     with open(args.out, "w") as f:
