@@ -180,7 +180,22 @@ class GgufFile {
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
 };
 
+// How RoPE pairs a head's dimensions (llama.cpp's rope type of the
+// architecture): ggml NORM rotates adjacent pairs (x[2i], x[2i+1]) (llama:
+// its converter permuted Q/K for that), ggml NEOX rotates the halves
+// (x[i], x[i + rope_dims/2]) (qwen2, gemma).
+enum class RopePairing : std::uint8_t { adjacent, halves };
+
+// The feed-forward block's gate activation: SwiGLU silu(gate) * up (llama,
+// qwen2) or GeGLU gelu(gate) * up with gelu's tanh approximation (gemma).
+enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
+
+// The architectures the engine runs, as `general.architecture` names them.
+inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma";
+
 // Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
+// The fields after tied_output are what an architecture changes; their
+// defaults are plain llama's.
 struct ModelConfig {
   std::string arch;               // general.architecture
   std::uint32_t layers = 0;       // <arch>.block_count
@@ -195,6 +210,11 @@ struct ModelConfig {
   std::uint32_t context_length = 0;  // <arch>.context_length
   std::uint32_t vocab = 0;        // <arch>.vocab_size, else len(tokenizer.ggml.tokens)
   bool tied_output = false;       // true when output.weight is absent
+  RopePairing rope_pairing = RopePairing::adjacent;     // from the architecture
+  FfnActivation ffn_activation = FfnActivation::silu;   // from the architecture
+  float embedding_scale = 1.0f;   // token embeddings times this (gemma: sqrt(hidden))
+  float rope_freq_scale = 1.0f;   // <arch>.rope.scaling.type linear: 1 / rope.scaling.factor
+  std::uint32_t sliding_window = 0;  // <arch>.attention.sliding_window: keys a query sees (0 = all)
   bool operator==(const ModelConfig&) const = default;
 };
 

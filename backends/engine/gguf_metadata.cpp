@@ -133,6 +133,19 @@ ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.arch = file.get_string("general.architecture");
   const std::string p = c.arch + ".";
+  // An architecture is llama's forward pass plus the few things it changes
+  // (docs/design.md, "A model architecture"); anything else is refused here,
+  // before its keys are read.
+  if (c.arch == "qwen2") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+  } else if (c.arch == "gemma") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+    c.ffn_activation = FfnActivation::gelu_tanh;
+  } else if (c.arch != "llama") {
+    const std::string why = c.arch == "mpt" ? " (MPT uses ALiBi and no RoPE: out of scope for the engine)" : "";
+    throw GgufError(file.path().string() + ": metadata key 'general.architecture' = '" + c.arch +
+                    "' is not supported" + why + "; supported: " + kSupportedArchitectures);
+  }
   const auto u32 = [&](const std::string& key, std::optional<std::uint64_t> fallback = std::nullopt) {
     const std::uint64_t v = fallback ? file.get_uint_or(key, *fallback) : file.get_uint(key);
     if (v == 0 || v > std::numeric_limits<std::uint32_t>::max())
@@ -181,6 +194,21 @@ ModelConfig read_model_config(const GgufFile& file) {
       bad("token_embd.weight shape does not match embedding_length x vocab");
   }
   c.tied_output = file.find_tensor("output.weight") == nullptr;
+  // Gemma scales the embeddings by sqrt(hidden) in float, as llama.cpp's
+  // ggml_scale(inpL, sqrtf(n_embd)).
+  if (c.arch == "gemma") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
+  if (file.has(p + "attention.sliding_window")) c.sliding_window = u32(p + "attention.sliding_window");
+  // Linear RoPE scaling (e.g. long-context Vicuna) multiplies every angle by
+  // 1 / factor, as llama.cpp's freq_scale; other scaling types change the
+  // angles per dimension and are refused rather than run wrong.
+  const std::string scaling = file.get_string_or(p + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    const double factor = file.get_float(p + "rope.scaling.factor");
+    if (!(factor > 0.0) || !std::isfinite(factor)) bad("rope.scaling.factor must be positive and finite");
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none") {
+    bad("metadata key '" + p + "rope.scaling.type' = '" + scaling + "' is not supported (supported: none, linear)");
+  }
   return c;
 }
 

@@ -12,6 +12,7 @@
 
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
@@ -71,6 +72,81 @@ std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, 
   return out;
 }
 
+// Q/K/V biases (qwen2), one vector over the packed Q|K|V rows; empty when
+// the file has none (a missing one of the three counts as zeros).
+std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std::uint64_t q_rows,
+                            std::uint64_t kv_rows) {
+  const std::string names[3] = {prefix + "attn_q.bias", prefix + "attn_k.bias", prefix + "attn_v.bias"};
+  const std::uint64_t rows[3] = {q_rows, kv_rows, kv_rows};
+  std::vector<float> bias;
+  for (int i = 0; i < 3; ++i) {
+    if (file.find_tensor(names[i]) == nullptr) continue;
+    bias.assign(q_rows + 2 * kv_rows, 0.0f);
+    break;
+  }
+  if (bias.empty()) return bias;
+  std::size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (file.find_tensor(names[i]) != nullptr) {
+      const std::vector<float> part = vector_tensor(file, names[i], rows[i]);
+      std::copy(part.begin(), part.end(), bias.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    at += rows[i];
+  }
+  return bias;
+}
+
+// Every tensor of the file is one the forward pass reads: a tensor it would
+// silently ignore (an output bias, a QK norm, MoE experts) means a feature it
+// does not run, so the file is refused rather than run wrong.
+void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
+  static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
+                                        "rope_freqs.weight"};
+  static const char* const kPerLayer[] = {"attn_norm.weight", "ffn_norm.weight", "attn_q.weight",
+                                          "attn_k.weight",    "attn_v.weight",   "attn_output.weight",
+                                          "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight",
+                                          "attn_q.bias",      "attn_k.bias",     "attn_v.bias"};
+  for (const GgufTensorInfo& info : file.tensors()) {
+    const std::string_view name = info.name;
+    bool known = std::find(std::begin(kGlobal), std::end(kGlobal), name) != std::end(kGlobal);
+    if (!known && name.starts_with("blk.")) {
+      const std::size_t dot = name.find('.', 4);
+      const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
+      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer);
+    }
+    if (!known) {
+      throw std::invalid_argument(tensor_where(file, info.name) + ": not part of the engine's '" + c.arch +
+                                  "' forward pass (a feature it does not run)");
+    }
+  }
+}
+
+// Per dimension pair i, the angle per unit of position:
+//   base^(-2i / rope_dims) * freq_scale / freq_factor[i]
+// freq_factor: the `rope_freqs.weight` tensor (Llama-3.1 scaling), dividing
+// the angle exactly as llama.cpp's ggml_rope_ext does with freq_factors;
+// freq_scale: linear RoPE scaling. A method's per-(layer, head) scale divides
+// the position on top of these (docs/methods.md, "RoPE of the model").
+std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c) {
+  const int half = static_cast<int>(c.rope_dims / 2);
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
+  if (c.rope_freq_scale != 1.0f) {
+    for (double& v : inv) v *= c.rope_freq_scale;
+  }
+  if (file.find_tensor("rope_freqs.weight") != nullptr) {
+    const std::vector<float> factors = vector_tensor(file, "rope_freqs.weight", static_cast<std::uint64_t>(half));
+    for (int i = 0; i < half; ++i) {
+      if (!(factors[i] > 0.0f)) {
+        throw std::invalid_argument(tensor_where(file, "rope_freqs.weight") + ": factor " + std::to_string(i) +
+                                    " = " + std::to_string(factors[i]) + " must be positive");
+      }
+      inv[i] /= factors[i];
+    }
+  }
+  return inv;
+}
+
 WeightMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
                           const std::string& what) {
   try {
@@ -86,10 +162,6 @@ Model::Model(const std::filesystem::path& path, Isa isa)
     : file_(std::make_unique<GgufFile>(path)), config_(read_model_config(*file_)), isa_(isa) {
   const GgufFile& f = *file_;
   const ModelConfig& c = config_;
-  if (c.arch != "llama") {
-    throw std::invalid_argument(path.string() + ": general.architecture '" + c.arch +
-                                "' is not supported (only llama)");
-  }
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
     throw std::invalid_argument(path.string() + ": rope.dimension_count " + std::to_string(c.rope_dims) +
                                 " must be even and at most the head dimension " + std::to_string(c.head_dim));
@@ -119,12 +191,15 @@ Model::Model(const std::filesystem::path& path, Isa isa)
                                 std::to_string(c.layers) + " but the file holds tensors for " +
                                 std::to_string(present) + " layers");
   }
+  require_known_tensors(f, c);
+  rope_inv_freq_ = rope_inverse_frequencies(f, c);
   layers_.resize(c.layers);
   tbb::parallel_for(0, static_cast<int>(c.layers), [&](int l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& w = layers_[l];
     w.attn_norm = vector_tensor(f, p + "attn_norm.weight", c.hidden);
     w.ffn_norm = vector_tensor(f, p + "ffn_norm.weight", c.hidden);
+    w.qkv_bias = qkv_bias(f, p, q_rows, kv_rows);
     w.qkv = pack_checked(f,
                          {matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
                           matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
@@ -146,6 +221,9 @@ Model::~Model() = default;
 void Model::embed(std::int32_t token, float* out) const {
   dequantize_row(embedding_type_, embedding_data_ + static_cast<std::size_t>(token) * embedding_row_bytes_,
                  out, config_.hidden);
+  if (config_.embedding_scale != 1.0f) {
+    for (std::uint32_t i = 0; i < config_.hidden; ++i) out[i] *= config_.embedding_scale;
+  }
 }
 
 // ---------------------------------------------------------------- sequence
@@ -214,17 +292,18 @@ struct Model::Workspace {
   tbb::enumerable_thread_specific<AlignedBuffer<float>> scratch;
   std::vector<float> key0_factors;  // SIW: this layer's factor per query token (empty = none)
 
-  // The RoPE table of `scale` for this call's positions, built on first use.
-  const float* rope_table(float scale, const double* positions, int T, const ModelConfig& c) {
+  // The RoPE table of `scale` for this call's positions, built on first use:
+  // angle_i = (pos / scale) * inv_freq[i] (the model's frequencies).
+  const float* rope_table(float scale, const double* positions, int T, std::span<const double> inv_freq) {
     for (const auto& t : rope_tables) {
       if (t.scale == scale) return t.cos_sin.data();
     }
-    const int half = static_cast<int>(c.rope_dims / 2);
+    const int half = static_cast<int>(inv_freq.size());
     RopeTable table{scale, AlignedBuffer<float>(static_cast<std::size_t>(T) * half * 2)};
     for (int t = 0; t < T; ++t) {
       const double p = positions[t] / static_cast<double>(scale);
       for (int i = 0; i < half; ++i) {
-        const double angle = p * std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
+        const double angle = p * inv_freq[i];
         table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(angle));
         table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
       }
@@ -323,10 +402,11 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
 
   // RoPE tables, one per distinct scale in use (usually just 1.0).
   ws.rope_tables.clear();
-  for (float s : seq.scales_.scale) ws.rope_table(s, positions, T, c);
+  for (float s : seq.scales_.scale) ws.rope_table(s, positions, T, rope_inv_freq_);
 
   for (int t = 0; t < T; ++t) embed(tokens[t], ws.x.data() + t * hidden);
 
+  const GeluMulFn gelu = gelu_mul_for(isa_);
   // Row-wise ops go parallel only for prefill; a decode step is too small
   // to pay for the task overhead.
   const auto rows_partitioner = [&](int grain) { return tbb::blocked_range<int>(0, T, std::max(grain, T < 16 ? T : 1)); };
@@ -345,6 +425,9 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     // Attention block.
     norm_rows(w.attn_norm);
     project(w.qkv, ws.xn.data(), hidden, ws.qkv.data());
+    if (!w.qkv_bias.empty()) {
+      for (int t = 0; t < T; ++t) add_rows(ws.qkv.data() + t * qkv_width, w.qkv_bias.data(), qkv_width);
+    }
     attention_layer(l, seq, T, positions, ws, hooks);
     if (hooks != nullptr && hooks->scale_qk_channels) {
       const int first_query = seq.length_ == 0 ? T - 1 : 0;
@@ -355,13 +438,17 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
     }
     project(w.attn_out, ws.attn.data(), q_width, ws.proj.data());
     add_rows(ws.x.data(), ws.proj.data(), T * hidden);
-    // SwiGLU feed-forward block.
+    // Gated feed-forward block: SwiGLU, or GeGLU (gemma).
     norm_rows(w.ffn_norm);
     project(w.gate_up, ws.xn.data(), hidden, ws.ffn.data());
     tbb::parallel_for(rows_partitioner(8), [&](const tbb::blocked_range<int>& r) {
       for (int t = r.begin(); t < r.end(); ++t) {
         const float* row = ws.ffn.data() + t * 2 * ffn;
-        silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn, isa_);
+        if (c.ffn_activation == FfnActivation::gelu_tanh) {
+          gelu(row, row + ffn, ws.act.data() + t * ffn, ffn);
+        } else {
+          silu_mul(row, row + ffn, ws.act.data() + t * ffn, ffn, isa_);
+        }
       }
     });
     project(w.down, ws.act.data(), ffn, ws.proj.data());
@@ -439,7 +526,7 @@ void Model::cache_keys(int layer, Sequence& seq, int T, Workspace& ws) const {
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
-  const RopeFn rope = rope_for(isa_);
+  const RopeFn rope = rope_for(isa_, c.rope_pairing);
   tbb::parallel_for(0, lc.key_slots, [&](int slot) {
     float key[512];
     const int g = lc.key_slots == kv_heads ? slot : slot / group;
@@ -459,7 +546,7 @@ void Model::rotate_queries(int layer, const Sequence& seq, int T, int first, Wor
   const int half = static_cast<int>(c.rope_dims / 2);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(c.kv_heads) * hd;
-  const RopeFn rope = rope_for(isa_);
+  const RopeFn rope = rope_for(isa_, c.rope_pairing);
   tbb::parallel_for(0, heads, [&](int h) {
     const float* table = ws.rope_table(seq.scales_.at(layer, h));
     for (int t = first; t < T; ++t) {
@@ -511,6 +598,8 @@ void Model::attend(int layer, Sequence& seq, int T, int first, bool want_key0_we
           tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
           tile.out[r] = ws.attn.data() + t * q_width + h * hd;
           tile.limit[r] = start + t + 1;
+          // A sliding window: the query sees its last `sliding_window` keys.
+          tile.first[r] = c.sliding_window == 0 ? 0 : std::max(0, tile.limit[r] - static_cast<int>(c.sliding_window));
           key0_index[r] = static_cast<std::size_t>(h) * T + t;
           if (want_last_row && t == T - 1) {
             tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
@@ -575,7 +664,7 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, int T, const double
   for (int h = 0; h < heads; ++h) {
     seq.scales_.scale[static_cast<std::size_t>(layer) * heads + h] = scales[h];
     lc.slot_scale[lc.slot_of_head[h]] = scales[h];
-    ws.rope_table(scales[h], positions, T, c);
+    ws.rope_table(scales[h], positions, T, rope_inv_freq_);
   }
 }
 

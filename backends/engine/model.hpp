@@ -1,11 +1,17 @@
 // The Llama forward pass, read top to bottom like llama2.c's
-// run.c: embedding -> per layer [RMSNorm -> QKV -> RoPE -> causal GQA
-// attention -> output projection -> residual -> RMSNorm -> SwiGLU FFN ->
-// residual] -> final RMSNorm -> tied or separate output matrix.
+// run.c: embedding (x embedding_scale) -> per layer [RMSNorm -> QKV (+ bias)
+// -> RoPE -> causal GQA attention (within the sliding window, if any) ->
+// output projection -> residual -> RMSNorm -> SwiGLU or GeGLU FFN ->
+// residual] -> final RMSNorm -> tied or separate output matrix. What an
+// architecture changes (llama, qwen2, gemma) is in ModelConfig
+// (backends/engine/gguf.hpp) and the few lines that read it.
 //
 // Positions are floats (CALIOPE remaps them) and every (layer, head) has its
-// own RoPE scale (PI / LPES / Ms-PoE divide the position by it):
-//   angle_i = (pos / scale[layer][head]) * base^(-2i / rope_dims)
+// own RoPE scale (PI / LPES / Ms-PoE divide the position by it), on top of
+// the model's own frequencies:
+//   angle_i = (pos / scale[layer][head]) * base^(-2i / rope_dims) * freq_scale / freq_factor[i]
+// (freq_factor: Llama-3.1's rope_freqs.weight, else 1; freq_scale: linear
+// RoPE scaling, else 1).
 //
 // KV cache choice: keys are cached already rotated, transposed per "key
 // slot". In a layer where every head of a GQA group shares one scale (the
@@ -36,6 +42,7 @@ struct LayerWeights {
   std::vector<float> attn_norm;
   std::vector<float> ffn_norm;
   WeightMatrix qkv;      // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
+  std::vector<float> qkv_bias;  // over the Q|K|V rows (qwen2); empty = none
   WeightMatrix attn_out;
   WeightMatrix gate_up;  // rows: gate (ffn), up (ffn)
   WeightMatrix down;
@@ -190,6 +197,7 @@ class Model {
   std::size_t embedding_row_bytes_ = 0;
   std::vector<LayerWeights> layers_;
   std::vector<float> output_norm_;
+  std::vector<double> rope_inv_freq_;  // per dimension pair: base^(-2i/d) * freq_scale / freq_factor[i]
   WeightMatrix lm_head_;
 };
 

@@ -104,9 +104,12 @@ Vocabulary read_vocabulary(const GgufFile& file) {
   v.unk = optional_id(file, "tokenizer.ggml.unknown_token_id");
   v.eot = optional_id(file, "tokenizer.ggml.eot_token_id");
   v.pad = optional_id(file, "tokenizer.ggml.padding_token_id");
-  // llama.cpp's defaults: SentencePiece adds BOS and a space prefix, GPT-2 BPE neither.
+  // llama.cpp's defaults: SentencePiece adds BOS and a space prefix, GPT-2 BPE
+  // neither, except the Llama-3 pre-tokenizer, which adds BOS.
   const bool spm = v.model == "llama";
-  v.add_bos = file.has("tokenizer.ggml.add_bos_token") ? file.get_bool("tokenizer.ggml.add_bos_token") : spm;
+  const bool llama3_pre = v.pre == "llama3" || v.pre == "llama-v3" || v.pre == "llama-bpe";
+  v.add_bos = file.has("tokenizer.ggml.add_bos_token") ? file.get_bool("tokenizer.ggml.add_bos_token")
+                                                       : spm || llama3_pre;
   v.add_space_prefix =
       file.has("tokenizer.ggml.add_space_prefix") ? file.get_bool("tokenizer.ggml.add_space_prefix") : spm;
   return v;

@@ -14,6 +14,7 @@
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
@@ -271,6 +272,89 @@ TEST(Attention, ScalarIsSoftmaxWeightedValues) {
   const float p0 = std::exp(2.0f) / (std::exp(2.0f) + 1.0f);
   EXPECT_NEAR(out[0], p0 * 1 + (1 - p0) * 3, 1e-6f);
   EXPECT_NEAR(out[1], p0 * 2 + (1 - p0) * 4, 1e-6f);
+}
+
+TEST(Attention, SlidingWindowGivesKeysBeforeFirstZeroWeightOnEveryIsa) {
+  // 40 keys of head_dim 16 (the SIMD bodies' shape); keys [first, limit) of
+  // a windowed query must give exactly the attention over those keys alone.
+  constexpr int kKeys = 40, kDim = 16, kFirst = 29;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> kt(static_cast<std::size_t>((kKeys + 15) / 16) * 16 * kDim), v(kKeys * kDim), q(kDim);
+  for (int k = 0; k < kKeys; ++k)
+    for (int i = 0; i < kDim; ++i) kt[key_offset(k, i, kDim)] = normal(rng);
+  for (float& x : v) x = normal(rng);
+  for (float& x : q) x = normal(rng);
+  // The same keys moved to the front: the unwindowed reference.
+  const int kept = kKeys - kFirst;
+  std::vector<float> kt_kept(static_cast<std::size_t>((kept + 15) / 16) * 16 * kDim);
+  for (int k = 0; k < kept; ++k)
+    for (int i = 0; i < kDim; ++i) kt_kept[key_offset(k, i, kDim)] = kt[key_offset(kFirst + k, i, kDim)];
+  float expected[kDim], scratch[kAttentionTile * kKeys];
+  AttentionTile plain;
+  plain.count = 1;
+  plain.q[0] = q.data();
+  plain.out[0] = expected;
+  plain.limit[0] = kept;
+  attention_scalar()(plain, KeyValueView{kt_kept.data(), v.data() + kFirst * kDim, kDim, kDim}, 0.25f, scratch);
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512vnni}) {
+    if (!isa_available(isa)) continue;
+    float out[kDim], probs[kKeys];
+    AttentionTile tile;
+    tile.count = 1;
+    tile.q[0] = q.data();
+    tile.out[0] = out;
+    tile.limit[0] = kKeys;
+    tile.first[0] = kFirst;
+    tile.probs_out[0] = probs;
+    attention(attention_for(isa), tile, KeyValueView{kt.data(), v.data(), kDim, kDim}, 0.25f, scratch);
+    for (int i = 0; i < kDim; ++i) EXPECT_NEAR(out[i], expected[i], 1e-5f) << to_string(isa);
+    for (int k = 0; k < kFirst; ++k) EXPECT_EQ(probs[k], 0.0f) << to_string(isa);
+  }
+  AttentionTile bad;
+  bad.count = 1;
+  bad.q[0] = q.data();
+  float out[kDim];
+  bad.out[0] = out;
+  bad.limit[0] = 4;
+  bad.first[0] = 4;
+  EXPECT_THROW(check_attention_args(bad, KeyValueView{kt.data(), v.data(), kDim, kDim}), std::invalid_argument);
+}
+
+TEST(Rope, HalvesPairDimensionIWithIPlusHalf) {
+  // NEOX pairing (qwen2, gemma): pair i is (x[i], x[i + d/2]); dimensions
+  // from rope_dims on stay as they are.
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  const float a = 0.3f, b = 1.1f;
+  const float cos_sin[4] = {std::cos(a), std::sin(a), std::cos(b), std::sin(b)};
+  rope_for(Isa::scalar, RopePairing::halves)(x, cos_sin, 4);
+  EXPECT_FLOAT_EQ(x[0], 1 * std::cos(a) - 3 * std::sin(a));
+  EXPECT_FLOAT_EQ(x[2], 1 * std::sin(a) + 3 * std::cos(a));
+  EXPECT_FLOAT_EQ(x[1], 2 * std::cos(b) - 4 * std::sin(b));
+  EXPECT_FLOAT_EQ(x[3], 2 * std::sin(b) + 4 * std::cos(b));
+  EXPECT_EQ(x[4], 5.0f);
+  EXPECT_EQ(x[5], 6.0f);
+  float y[4] = {1, 2, 3, 4};
+  rope_for(Isa::scalar, RopePairing::adjacent)(y, cos_sin, 4);
+  EXPECT_FLOAT_EQ(y[0], 1 * std::cos(a) - 2 * std::sin(a));
+  EXPECT_FLOAT_EQ(y[1], 1 * std::sin(a) + 2 * std::cos(a));
+}
+
+TEST(Geglu, IsTanhGeluTimesUp) {
+  // ggml_gelu's tanh approximation, in double, at a few points.
+  const float gate[5] = {-3.0f, -1.0f, 0.0f, 0.5f, 2.5f};
+  const float up[5] = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+  float out[5];
+  gelu_mul_for(Isa::scalar)(gate, up, out, 5);
+  for (int i = 0; i < 5; ++i) {
+    const double g = gate[i];
+    const double gelu = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+    EXPECT_NEAR(out[i], gelu * up[i], 1e-6) << g;
+  }
+  // Differs from SwiGLU where it should (negative gates).
+  float silu[5];
+  silu_mul(gate, up, silu, 5);
+  EXPECT_GT(std::fabs(out[1] - silu[1]), 0.1f);
 }
 
 }  // namespace

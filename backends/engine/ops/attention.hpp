@@ -1,5 +1,6 @@
 // Causal attention for a tile of queries that share one key/value head:
-//   p = softmax(scale * q K^T) over keys [0, limit), out = p V.
+//   p = softmax(scale * q K^T) over keys [first, limit), out = p V
+// (first > 0: a sliding attention window; keys before it get weight 0).
 // Keys are stored transposed in blocks of 16 keys (key_offset below): a
 // block's head_dim x 16 floats are contiguous, so 16 keys' scores come from
 // one vector FMA per head-dimension element over one 4 KiB stream; values
@@ -7,7 +8,7 @@
 // Bodies: scalar, AVX2, AVX-512; dispatch as in ops/dispatch.hpp; the SIMD
 // bodies hand a head_dim that is not a multiple of 16 to the scalar body.
 // Arguments checked (check_attention_args): 1 <= count <= kAttentionTile,
-// every q / out set, 1 <= limit, head_dim > 0, keys and values set.
+// every q / out set, 0 <= first < limit, head_dim > 0, keys and values set.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,7 @@ struct AttentionTile {
   const float* q[kAttentionTile] = {};          // head_dim floats each (already rotated)
   float* out[kAttentionTile] = {};              // head_dim floats each
   int limit[kAttentionTile] = {};               // key count visible to each query (causal)
+  int first[kAttentionTile] = {};               // first key visible (sliding window; 0 = all)
   // Readouts, optional: where non-null, each query's softmax row (limit
   // floats: the last query's row for Ms-PoE awareness and SIW density) and
   // its weight on key 0 (count floats: SIW corrects the output with it

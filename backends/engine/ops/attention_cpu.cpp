@@ -21,23 +21,25 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
     float* p = scratch + static_cast<std::size_t>(r) * max_limit;
     const float* q = tile.q[r];
     float best = -std::numeric_limits<float>::infinity();
-    for (int k = 0; k < tile.limit[r]; ++k) {
+    const int first = tile.first[r];
+    std::fill(p, p + first, 0.0f);
+    for (int k = first; k < tile.limit[r]; ++k) {
       float dot = 0.0f;
       for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * kv.kt[key_offset(k, i, kv.head_dim)];
       p[k] = dot * scale;
       best = std::max(best, p[k]);
     }
     float sum = 0.0f;
-    for (int k = 0; k < tile.limit[r]; ++k) {
+    for (int k = first; k < tile.limit[r]; ++k) {
       p[k] = std::exp(p[k] - best);
       sum += p[k];
     }
-    for (int k = 0; k < tile.limit[r]; ++k) p[k] /= sum;
+    for (int k = first; k < tile.limit[r]; ++k) p[k] /= sum;
     if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
     float* out = tile.out[r];
     std::fill(out, out + kv.head_dim, 0.0f);
-    for (int k = 0; k < tile.limit[r]; ++k) {
+    for (int k = first; k < tile.limit[r]; ++k) {
       const float* vk = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
       for (int i = 0; i < kv.head_dim; ++i) out[i] += p[k] * vk[i];
     }
@@ -63,6 +65,11 @@ void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
   for (int r = 0; r < tile.count; ++r) {
     if (tile.q[r] == nullptr || tile.out[r] == nullptr || tile.limit[r] < 1) {
       throw std::invalid_argument("attention: query " + std::to_string(r) + " lacks q, out or a key limit >= 1");
+    }
+    if (tile.first[r] < 0 || tile.first[r] >= tile.limit[r]) {
+      throw std::invalid_argument("attention: query " + std::to_string(r) + " has first key " +
+                                  std::to_string(tile.first[r]) + " outside [0, limit " +
+                                  std::to_string(tile.limit[r]) + ")");
     }
   }
 }

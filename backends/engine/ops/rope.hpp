@@ -1,20 +1,27 @@
-// RoPE in ggml's NORM mode (llama GGUF: the converter permuted Q/K so pairs
-// are adjacent): (x[2i], x[2i+1]) rotated by angle_i, for i < rope_dims / 2.
-// cos_sin holds rope_dims/2 pairs (cos, sin); the caller builds them from the
-// (float, per-head scaled) positions. Bodies: scalar only; dispatch as in
-// ops/dispatch.hpp: rope_for picks the body once, since it runs per row.
-// rope_dims (even, at most the head size) is checked once, when the model
-// loads, not per row.
+// RoPE: each of the rope_dims/2 dimension pairs i of a row rotated by
+// angle_i. cos_sin holds rope_dims/2 pairs (cos, sin); the caller builds them
+// from the (float, per-head scaled) positions and the model's frequencies.
+// Which dimensions form pair i is the architecture's (RopePairing, llama.cpp's
+// rope type):
+//   adjacent (ggml NORM; llama GGUFs, whose converter permuted Q/K for it):
+//            (x[2i], x[2i+1])
+//   halves   (ggml NEOX; qwen2, gemma): (x[i], x[i + rope_dims/2])
+// Dimensions from rope_dims on are left as they are. Bodies: scalar only;
+// dispatch as in ops/dispatch.hpp: rope_for picks the body once, since it
+// runs per row. rope_dims (even, at most the head size) is checked once, when
+// the model loads, not per row.
 #pragma once
 
+#include "backends/engine/gguf.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
 using RopeFn = void (*)(float* x, const float* cos_sin, int rope_dims);
-RopeFn rope_for(Isa isa);
+RopeFn rope_for(Isa isa, RopePairing pairing = RopePairing::adjacent);
 
-// One row with the scalar body.
-void rope_rotate(float* x, const float* cos_sin, int rope_dims);
+// One row with the scalar bodies.
+void rope_rotate(float* x, const float* cos_sin, int rope_dims);         // adjacent pairs
+void rope_rotate_halves(float* x, const float* cos_sin, int rope_dims);  // halves
 
 }  // namespace midtune::engine

@@ -101,7 +101,9 @@ struct AttentionBody {
     scores<R>(tile, r0, kv, scale, scratch, max_limit);
     for (int r = r0; r < r0 + R; ++r) {
       float* p = scratch + static_cast<std::size_t>(r) * max_limit;
-      softmax_row(p, tile.limit[r]);
+      const int first = tile.first[r];
+      softmax_row(p + first, tile.limit[r] - first);
+      std::fill(p, p + first, 0.0f);  // before a sliding window
       std::fill(p + tile.limit[r], p + max_limit, 0.0f);
       if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
       if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);

@@ -1,0 +1,103 @@
+// ga-run end to end on a small random GGUF of each architecture
+// (tests/engine/tiny_arch_gguf.hpp: qwen2, llama3, gemma, with their real
+// vocabularies from MIDTUNE_VOCAB_DIR; skipped without it): `generate` with
+// the chat template, `eval` of the baseline and of one intervention of every
+// method, an LPES search of quickstart size (Bezier degree 1: the models
+// have 2 layers) and its report. The models are random, so accuracy is not
+// the point: every command must run to the end and write its results.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "backends/engine/gguf.hpp"
+#include "tests/cli/subprocess.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_ga_run;
+
+fs::path vocab_dir() {
+  if (const char* env = std::getenv("MIDTUNE_VOCAB_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/llama.cpp-vocab-0.3.36" : fs::path();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+class ArchAcceptance : public testing::TempDirTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(ArchAcceptance, GenerateEvalEveryMethodAndAnLpesSearchRunEndToEnd) {
+  const testing::TinyArchSpec* spec = nullptr;
+  const auto specs = testing::tiny_arch_specs();
+  for (const auto& s : specs) {
+    if (s.name == GetParam()) spec = &s;
+  }
+  ASSERT_NE(spec, nullptr);
+  if (!fs::exists(vocab_dir() / spec->vocab_file)) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  const std::string model = path(spec->name + ".gguf");
+  testing::TinyGgufWriter::write(model, testing::tiny_arch_gguf(*spec, GgufFile(vocab_dir() / spec->vocab_file)));
+
+  const auto generated = run_ga_run({"generate", "--model", model, "--prompt", "The capital of France is", "--chat",
+                                     "--max-tokens", "8", "--threads", "2"},
+                                    dir_.string());
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  EXPECT_FALSE(generated.out.empty());
+
+  write_text(path("exp.yaml"), "name: tiny-" + spec->name + R"(
+seed: 1234
+backend: {kind: engine, model: )" + model + R"(, device: cpu, threads: 2}
+dataset:
+  kind: kv
+  file: null
+  pairs: 5
+  gold_positions: [0.0, 0.5, 1.0]
+  search_samples: 3
+  heldout_samples: 5
+  metric: teacher_forced
+  prime_answer: true
+objective:
+  kind: lpes
+  weights: {beginning: 0.2, middle: 0.3, end: 0.5}
+  lpes: {curve: bezier, degree: 1, x_step: 1, y_min: 1.0, y_max: 1.2, y_step: 0.02}
+search:
+  strategy: ga
+  ga: {population: 6, parents: 3, generations: 2, mutants: 2, crossovers: 1}
+storage: {db: results.db}
+)");
+  const std::map<std::string, std::string> interventions = {
+      {"baseline", "{}"},
+      {"lpes", R"({"rope_scale": [[1.5], [2.0]]})"},
+      {"pi", R"({"rope_scale": [[2.0]]})"},
+      {"mspoe", R"({"mspoe": {"min_ratio": 1.2, "max_ratio": 1.8, "first_layer": 0, "alpha": 3.0,
+                   "order": "awareness", "reference_spacing": false}})"},
+      {"caliope", R"({"position_map": {"kind": "moses", "gap": 40.0}})"},
+      {"siw", R"({"siw": {"alpha_dense": 0.5, "alpha_sparse": 1.5, "sigma": 1.0, "layers": [0, 1]}})"},
+      {"phs", R"({"hidden_channel": {"channel": 3, "scale": 0.0, "layers": [0, 1]}})"},
+  };
+  for (const auto& [method, json] : interventions) {
+    write_text(path(method + ".json"), json);
+    const auto eval = run_ga_run({"eval", path("exp.yaml"), "--intervention", path(method + ".json")}, dir_.string());
+    EXPECT_EQ(eval.exit_code, 0) << method << ": " << eval.err;
+    EXPECT_NE(eval.out.find("15 prompts"), std::string::npos) << method << ": " << eval.out;
+  }
+
+  const auto search = run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string());
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  const auto report = run_ga_run({"report", path("results.db")}, dir_.string());
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("tiny-" + spec->name), std::string::npos) << report.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchAcceptance, ::testing::Values("qwen2", "llama3", "gemma"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace midtune

@@ -1,0 +1,292 @@
+// Every architecture the engine runs (llama with Llama-3.1 frequency factors,
+// linear RoPE scaling and a sliding window; qwen2; gemma), on the small
+// random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
+// vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
+//   - last-position logits against the fp64 numpy reference
+//     (tests/reference/make_arch_fixtures.py), plain, with per-head RoPE
+//     scales and with remapped positions;
+//   - each feature moves the reference by more than twice the engine's
+//     error (GeGLU vs SwiGLU moves gemma's logits by only ~0.2, below the
+//     tolerance but twice the engine's error there; the op itself is checked
+//     in engine_kernels_test);
+//   - one intervention of every method (LPES, PI, Ms-PoE, CALIOPE, SIW, PHS)
+//     runs, stays finite and changes the logits.
+//
+// Tolerance: the models are F32, which the engine keeps at fp32 (float
+// matmul, fp32 accumulation), so logits (of order 10 here) differ from fp64
+// math by float rounding only: measured below 5e-5. kLogitTolerance leaves
+// room for summation order across ISAs, and stays far below the effect of any
+// feature (checked in EachFeatureMovesTheReferenceBeyondTheEnginesError). The
+// test prints the worst error per model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/model.hpp"
+#include "backends/engine/tokenizer.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
+
+namespace midtune::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kLogitTolerance = 1e-3;
+constexpr double kClearMargin = 1.0;  // top-1 must agree above this reference margin
+constexpr double kFeatureEffectFactor = 2;
+constexpr double kNearTie = 1e-3;  // reference top-2 margin under which float rounding may pick the other
+
+fs::path vocab_dir() {
+  if (const char* env = std::getenv("MIDTUNE_VOCAB_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/llama.cpp-vocab-0.3.36" : fs::path();
+}
+
+const nlohmann::json& fixture() {
+  static const nlohmann::json j = [] {
+    std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/arch_logits_fp32.json");
+    if (!in) throw std::runtime_error("missing fixture arch_logits_fp32.json");
+    return nlohmann::json::parse(in);
+  }();
+  return j;
+}
+
+struct Loaded {
+  std::unique_ptr<::midtune::testing::MemoryFile> file;
+  std::unique_ptr<Model> model;
+};
+
+// Each model is written and loaded once per process.
+Model* tiny_model(const std::string& name) {
+  static std::map<std::string, Loaded> cache;
+  if (auto it = cache.find(name); it != cache.end()) return it->second.model.get();
+  for (const auto& spec : ::midtune::testing::tiny_arch_specs()) {
+    if (spec.name != name) continue;
+    const fs::path vocab_path = vocab_dir() / spec.vocab_file;
+    if (!fs::exists(vocab_path)) return nullptr;
+    const GgufFile vocab(vocab_path);
+    Loaded l;
+    l.file = std::make_unique<::midtune::testing::MemoryFile>(::midtune::testing::tiny_arch_gguf(spec, vocab));
+    l.model = std::make_unique<Model>(l.file->path());
+    return cache.emplace(name, std::move(l)).first->second.model.get();
+  }
+  throw std::logic_error("no tiny model " + name);
+}
+
+RopeScales scales_from(const Model& model, const nlohmann::json& rows) {
+  const ModelConfig& c = model.config();
+  RopeScales s = RopeScales::ones(c.layers, c.heads);
+  for (std::size_t l = 0; l < rows.size(); ++l)
+    for (std::size_t h = 0; h < rows[l].size(); ++h) s.scale[l * c.heads + h] = rows[l][h].get<float>();
+  return s;
+}
+
+std::vector<float> last_logits(const Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
+                               std::span<const double> positions = {}, const ForwardHooks* hooks = nullptr) {
+  Sequence seq(model, static_cast<int>(tokens.size()) + 1, scales);
+  const int last = static_cast<int>(tokens.size()) - 1;
+  return model.forward(seq, tokens, positions, std::span<const int>(&last, 1), hooks);
+}
+
+int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+class ArchModel : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    model_ = tiny_model(GetParam());
+    if (model_ == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  }
+  const nlohmann::json& cases() const { return fixture().at("models").at(GetParam()).at("cases"); }
+  Model* model_ = nullptr;
+};
+
+TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
+  const ModelConfig& c = model_->config();
+  const std::string& name = GetParam();
+  EXPECT_EQ(c.arch, fixture()["models"][name]["arch"].get<std::string>());
+  EXPECT_EQ(c.rope_pairing, c.arch == "llama" ? RopePairing::adjacent : RopePairing::halves);
+  EXPECT_EQ(c.ffn_activation, c.arch == "gemma" ? FfnActivation::gelu_tanh : FfnActivation::silu);
+  if (name == "gemma") {
+    EXPECT_EQ(c.head_dim, 256u);
+    EXPECT_EQ(c.hidden, 128u);
+    EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(128.0f));
+    EXPECT_TRUE(c.tied_output);
+  }
+  if (name == "llama_swa") {
+    EXPECT_EQ(c.sliding_window, 8u);
+    EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.5f);
+    EXPECT_FALSE(c.tied_output);
+  }
+  if (name == "qwen2") EXPECT_EQ(c.vocab, 151936u);
+  if (name == "llama3") EXPECT_EQ(c.vocab, 128256u);
+}
+
+// BOS as llama.cpp adds it by default: SentencePiece and the Llama-3
+// pre-tokenizer yes (the llama-bpe vocabulary file has no add_bos_token key),
+// qwen2 no. Greedy continuations matched llama-simple's only with this.
+TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
+  const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
+  EXPECT_EQ(tokenizer.add_bos_default(), GetParam() != "qwen2");
+}
+
+TEST_P(ArchModel, LogitsMatchFp64Reference) {
+  const ModelConfig& c = model_->config();
+  double worst = 0.0;
+  for (const auto& cs : cases()) {
+    const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+    const auto positions = cs.at("positions").get<std::vector<double>>();
+    const auto logits = last_logits(*model_, tokens, scales_from(*model_, cs.at("rope_scale")), positions);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    const auto ids = cs.at("top_ids").get<std::vector<int>>();
+    const auto ref = cs.at("top_logits").get<std::vector<double>>();
+    double err = 0.0;
+    for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+    const std::string label = GetParam() + " " + std::to_string(tokens.size()) + " tokens " + cs.value("name", "");
+    EXPECT_LT(err, kLogitTolerance) << label;
+    if (ref[0] - ref[1] > kClearMargin) EXPECT_EQ(argmax(logits), ids[0]) << label;
+    std::printf("  %-40s max |logit - fp64| = %.1e  top1 %d vs %d (margin %.3f)\n", label.c_str(), err,
+                argmax(logits), ids[0], ref[0] - ref[1]);
+    worst = std::max(worst, err);
+  }
+  std::printf("%s (%s): worst |logit - fp64 reference| %.1e, tolerance %.0e\n", GetParam().c_str(), c.arch.c_str(),
+              worst, kLogitTolerance);
+}
+
+// The reference with one feature switched off (make_arch_fixtures.py) lies
+// more than twice the engine's own error away on the longest prompt, so an
+// engine without that feature would be measurably farther from the reference
+// than this one is.
+TEST_P(ArchModel, EachFeatureMovesTheReferenceBeyondTheEnginesError) {
+  const ModelConfig& c = model_->config();
+  const auto& cs = cases()[2];
+  const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+  const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
+  const auto ids = cs.at("top_ids").get<std::vector<int>>();
+  const auto ref = cs.at("top_logits").get<std::vector<double>>();
+  double err = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  const auto& effects = fixture().at("models").at(GetParam()).at("feature_effect");
+  ASSERT_FALSE(effects.empty());
+  for (const auto& [feature, effect] : effects.items()) {
+    std::printf("  %s: switching off %s moves the reference's top logits by %.3f (engine error %.3f)\n",
+                GetParam().c_str(), feature.c_str(), effect.get<double>(), err);
+    EXPECT_GT(effect.get<double>(), kFeatureEffectFactor * err) << feature;
+  }
+}
+
+TEST_P(ArchModel, ChunkedPrefillAndDecodeAgreeWithOnePass) {
+  const ModelConfig& c = model_->config();
+  const auto tokens = cases()[2].at("tokens").get<std::vector<std::int32_t>>();
+  const RopeScales ones = RopeScales::ones(c.layers, c.heads);
+  const auto whole = last_logits(*model_, tokens, ones);
+  Sequence seq(*model_, static_cast<int>(tokens.size()), ones);
+  std::vector<float> stepwise;
+  const int zero = 0;
+  for (std::int32_t t : tokens) {
+    stepwise = model_->forward(seq, std::span<const std::int32_t>(&t, 1), {}, std::span<const int>(&zero, 1));
+  }
+  double diff = 0.0;
+  for (std::size_t i = 0; i < whole.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(whole[i] - stepwise[i])));
+  EXPECT_LT(diff, 1e-3);
+}
+
+// Teacher-forced on the fp64 reference's greedy continuation (which equals
+// llama.cpp's llama-simple on these files, make_arch_fixtures.py): at every
+// step the engine's argmax is the reference's, except where the reference's
+// own top-2 margin is a near-tie float rounding may flip.
+TEST_P(ArchModel, GreedyStepsMatchTheReferenceExceptAtNearTies) {
+  const ModelConfig& c = model_->config();
+  const auto& greedy = fixture().at("models").at(GetParam()).at("greedy");
+  const auto prompt = greedy.at("prompt").get<std::vector<std::int32_t>>();
+  const auto expected = greedy.at("continuation").get<std::vector<std::int32_t>>();
+  const auto margins = greedy.at("margins").get<std::vector<double>>();
+  Sequence seq(*model_, static_cast<int>(prompt.size() + expected.size()), RopeScales::ones(c.layers, c.heads));
+  const int last = static_cast<int>(prompt.size()) - 1, zero = 0;
+  auto logits = model_->forward(seq, prompt, {}, std::span<const int>(&last, 1));
+  int same = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (argmax(logits) == expected[i]) {
+      ++same;
+    } else {
+      std::printf("  %s step %zu: engine %d, reference %d (reference top-2 margin %.3f)\n", GetParam().c_str(), i,
+                  argmax(logits), expected[i], margins[i]);
+      EXPECT_LT(margins[i], kNearTie) << "step " << i << " is not a near-tie";
+    }
+    logits = model_->forward(seq, std::span<const std::int32_t>(&expected[i], 1), {}, std::span<const int>(&zero, 1));
+  }
+  std::printf("%s: engine argmax = the reference greedy token at %d of %zu steps\n", GetParam().c_str(),
+              same, expected.size());
+}
+
+// One intervention of each method: finite logits that differ from the plain
+// model's (each is strong enough to move a 2-layer model).
+TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
+  const ModelConfig& c = model_->config();
+  const auto tokens = cases()[2].at("tokens").get<std::vector<std::int32_t>>();
+  const int n = static_cast<int>(tokens.size());
+  // The last boundaries fall inside llama_swa's window of 8 keys.
+  const std::vector<hooks::TokenSpan> chunks = {{4, 12}, {12, 20}, {20, 28}, {28, 31}, {31, 34}};
+  const auto plain = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
+  const std::map<std::string, nlohmann::json> methods = {
+      {"lpes", {{"rope_scale", {{1.5}, {3.0}}}}},
+      {"pi", {{"rope_scale", {{2.0}}}}},
+      {"mspoe",
+       {{"mspoe",
+         {{"min_ratio", 1.2}, {"max_ratio", 1.8}, {"first_layer", 0}, {"alpha", 3.0}, {"order", "awareness"},
+          {"reference_spacing", false}}}}},
+      // decay: a gap at every chunk boundary, so llama_swa's window sees some.
+      {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 20.0}, {"lambda", 0.9}}}}},
+      {"siw", {{"siw", {{"alpha_dense", 0.5}, {"alpha_sparse", 1.5}, {"sigma", 1.0}, {"layers", {0, 1}}}}}},
+      {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
+  };
+  for (const auto& [method, json] : methods) {
+    const hooks::EngineIntervention ei(*model_, Intervention::from_json(json), n, chunks);
+    const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());
+    double change = 0.0;
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(logits[i])) << method;
+      change = std::max(change, static_cast<double>(std::fabs(logits[i] - plain[i])));
+    }
+    std::printf("  %s %-8s max |logit change| vs plain %.4f\n", GetParam().c_str(), method.c_str(), change);
+    if (method == "siw" && c.sliding_window != 0 && c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
+      // Key 0 lies outside the window of every query that reaches the last
+      // one within the model's depth, so its weight cannot matter.
+      EXPECT_EQ(change, 0.0) << method;
+    } else {
+      EXPECT_GT(change, 1e-3) << method;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
+  for (const std::string arch : {"mpt", "falcon"}) {
+    ::midtune::testing::TinyGgufWriter w;
+    w.add_string("general.architecture", arch);
+    ::midtune::testing::MemoryFile file(w.bytes());
+    try {
+      Model model(file.path());
+      FAIL() << arch << " loaded";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(file.path().string()), std::string::npos) << what;
+      EXPECT_NE(what.find("'" + arch + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("llama, qwen2, gemma"), std::string::npos) << what;
+      if (arch == "mpt") EXPECT_NE(what.find("ALiBi"), std::string::npos) << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace midtune::engine
