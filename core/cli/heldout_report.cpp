@@ -172,14 +172,28 @@ void append_heldout_csv_rows(const json& entries, std::vector<Row>& rows) {
   }
 }
 
-std::string write_heldout_svg(const std::string& db_path, const std::string& experiment, const json& entries) {
-  const std::filesystem::path path =
-      std::filesystem::absolute(db_path).parent_path() / (experiment + "-heldout.svg");
+namespace {
+
+std::string write_svg(const std::string& db_path, const std::string& file_name, const std::string& svg) {
+  const std::filesystem::path path = std::filesystem::absolute(db_path).parent_path() / file_name;
   std::ofstream file(path);
   if (!file) throw std::runtime_error(path.string() + ": cannot write the plot");
-  file << heldout_plot_svg(entries, "experiment " + experiment + ": held-out accuracy by gold position");
+  file << svg;
   if (!file) throw std::runtime_error(path.string() + ": write failed");
   return path.string();
+}
+
+}  // namespace
+
+std::string write_heldout_svg(const std::string& db_path, const std::string& experiment, const json& entries) {
+  return write_svg(db_path, experiment + "-heldout.svg",
+                   heldout_plot_svg(entries, "experiment " + experiment + ": held-out accuracy by gold position"));
+}
+
+std::string write_front_svg(const std::string& db_path, const std::string& experiment, const json& front,
+                            const std::vector<std::string>& objective_names) {
+  return write_svg(db_path, experiment + "-front.svg",
+                   pareto_front_svg(front, objective_names, "experiment " + experiment + ": final Pareto front"));
 }
 
 }  // namespace midtune::cli

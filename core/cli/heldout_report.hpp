@@ -26,5 +26,8 @@ void append_heldout_csv_rows(const nlohmann::json& entries, std::vector<Row>& ro
 // returns the path.
 std::string write_heldout_svg(const std::string& db_path, const std::string& experiment,
                               const nlohmann::json& entries);
+// Writes pareto_front_svg() to `<db folder>/<experiment>-front.svg`; returns the path.
+std::string write_front_svg(const std::string& db_path, const std::string& experiment, const nlohmann::json& front,
+                            const std::vector<std::string>& objective_names);
 
 }  // namespace midtune::cli

@@ -182,6 +182,13 @@ int print_report(const std::string& db_path, const std::string& experiment, cons
       print_markdown(report, out);
     if (!report["heldout"].empty())
       err << "plot: " << write_heldout_svg(db_path, report["experiment"].get<std::string>(), report["heldout"]) << '\n';
+    if (!report["pareto_front"].empty()) {
+      const json names = report["search_config"].value("search", json::object()).value("objectives", json::array());
+      err << "plot: "
+          << write_front_svg(db_path, report["experiment"].get<std::string>(), report["pareto_front"],
+                             names.get<std::vector<std::string>>())
+          << '\n';
+    }
     return 0;
   } catch (const std::exception& e) {
     err << "ga-run report: " << e.what() << '\n';

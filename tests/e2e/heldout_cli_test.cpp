@@ -124,6 +124,13 @@ TEST_F(HeldoutCliTest, Nsga2ReportListsTheFrontAndHeldoutEvaluatesIt) {
   ASSERT_EQ(md.exit_code, 0) << md.err;
   EXPECT_NE(md.out.find("## Pareto front"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("accuracy_middle"), std::string::npos) << md.out;
+  EXPECT_NE(md.err.find("quickstart-synthetic-front.svg"), std::string::npos) << md.err;
+  {
+    std::ifstream plot(path("quickstart-synthetic-front.svg"));
+    const std::string svg((std::istreambuf_iterator<char>(plot)), {});
+    EXPECT_NE(svg.find("<polyline"), std::string::npos) << svg;
+    EXPECT_NE(svg.find("logprob_end"), std::string::npos) << "axis label";
+  }
   const Finished js = run_ga_run({"report", path("results.db"), "--format", "json"}, dir_.string());
   ASSERT_EQ(js.exit_code, 0) << js.err;
   const auto report = nlohmann::json::parse(js.out);
