@@ -77,18 +77,30 @@ void BucketWeights::validate() const {
   }
 }
 
-double bucket_fitness(const std::vector<PositionAccuracy>& by_position, const BucketWeights& weights) {
+namespace {
+void require_buckets(std::size_t n, const BucketWeights& weights) {
   weights.validate();
-  const std::size_t n = by_position.size();
   if (n < 2 || (n == 2 && weights.middle > 0.0)) {
     throw std::invalid_argument("bucket fitness needs a beginning, a middle and an end position; got " +
                                 std::to_string(n) + " positions");
   }
+}
+}  // namespace
+
+double bucket_weighted(const std::vector<double>& by_position, const BucketWeights& weights) {
+  require_buckets(by_position.size(), weights);
+  const std::size_t n = by_position.size();
   double middle = 0.0;
-  for (std::size_t i = 1; i + 1 < n; ++i) middle += by_position[i].accuracy() / static_cast<double>(n - 2);
-  // LPES fitness: lambda_B acc_B + lambda_M acc_M + lambda_E acc_E.
-  return weights.beginning * by_position.front().accuracy() + weights.middle * middle +
-         weights.end * by_position.back().accuracy();
+  for (std::size_t i = 1; i + 1 < n; ++i) middle += by_position[i] / static_cast<double>(n - 2);
+  // LPES fitness: lambda_B v_B + lambda_M v_M + lambda_E v_E.
+  return weights.beginning * by_position.front() + weights.middle * middle + weights.end * by_position.back();
+}
+
+double bucket_fitness(const std::vector<PositionAccuracy>& by_position, const BucketWeights& weights) {
+  require_buckets(by_position.size(), weights);
+  std::vector<double> accuracy;
+  for (const PositionAccuracy& p : by_position) accuracy.push_back(p.accuracy());
+  return bucket_weighted(accuracy, weights);
 }
 
 }  // namespace midtune::metrics

@@ -53,4 +53,9 @@ struct BucketWeights {
 // positions, or 2 when the middle weight is 0.
 double bucket_fitness(const std::vector<PositionAccuracy>& by_position, const BucketWeights& weights);
 
+// The same λ-weighting of any per-position value (e.g. the mean gold
+// log-probability): λ_B v_first + λ_M mean(v between) + λ_E v_last, with the
+// same position rules as bucket_fitness.
+double bucket_weighted(const std::vector<double>& by_position, const BucketWeights& weights);
+
 }  // namespace midtune::metrics

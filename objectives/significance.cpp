@@ -115,4 +115,25 @@ std::optional<int> mcnemar_items_needed(const Discordance& observed, double powe
   return static_cast<int>(std::ceil(root * root / (difference * difference)));
 }
 
+std::optional<double> pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size())
+    throw std::invalid_argument("pearson: " + std::to_string(x.size()) + " x values but " + std::to_string(y.size()) +
+                                " y values");
+  const auto n = static_cast<double>(x.size());
+  if (x.size() < 2) return std::nullopt;
+  double mx = 0.0, my = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mx += x[i] / n;
+    my += y[i] / n;
+  }
+  double sxy = 0.0, sxx = 0.0, syy = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  if (!(sxx > 0.0) || !(syy > 0.0)) return std::nullopt;
+  return sxy / std::sqrt(sxx * syy);
+}
+
 }  // namespace midtune::stats

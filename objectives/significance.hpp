@@ -65,6 +65,11 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
 // nullopt when the observed difference is zero (nothing to detect).
 std::optional<int> mcnemar_items_needed(const Discordance& observed, double power = 0.8);
 
+// Pearson correlation of paired values (with 0/1 on one side: the
+// point-biserial correlation); nullopt for fewer than two pairs or a
+// constant side. Throws std::invalid_argument on different lengths.
+std::optional<double> pearson(const std::vector<double>& x, const std::vector<double>& y);
+
 // Standard normal quantile: Phi(x) = erfc(-x / sqrt 2) / 2 inverted by
 // Newton steps from a bisection bracket (to ~1e-12 on (0, 1)).
 double normal_quantile(double p);

@@ -565,25 +565,30 @@ std::vector<HeldoutRow> Store::heldout_rows(std::int64_t experiment_id) {
       "FROM heldout_results h JOIN evaluations e ON e.id = h.evaluation_id WHERE h.experiment_id = ? "
       "ORDER BY CASE h.role WHEN 'baseline' THEN 0 WHEN 'pi-mean' THEN 1 WHEN 'paper-default' THEN 2 ELSE 3 END");
   s.bind_all(experiment_id);
-  auto samples = db_.prepare(
-      "SELECT sample_id, gold_position, correct, output, gold_logprob, prompt_tokens FROM sample_results "
-      "WHERE evaluation_id = ? ORDER BY sample_id");
   while (s.step()) {
     HeldoutRow row{s.column_text(0), s.column_text(1), json::parse(s.column_text(2)), json::parse(s.column_text(3)),
                    json::parse(s.column_text(4)), s.column_text(5), {}};
-    samples.reset();
-    samples.bind_all(s.column_int64(6));
-    while (samples.step()) {
-      SampleRecord sample;
-      sample.sample_id = samples.column_text(0);
-      sample.gold_position = samples.column_double(1);
-      sample.correct = samples.column_int64(2) != 0;
-      sample.output = samples.column_text(3);
-      sample.gold_logprob = samples.column_optional_double(4);
-      sample.prompt_tokens = static_cast<int>(samples.column_int64(5));
-      row.samples.push_back(std::move(sample));
-    }
+    row.samples = evaluation_samples(s.column_int64(6));
     out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<SampleRecord> Store::evaluation_samples(std::int64_t evaluation_id) {
+  auto samples = db_.prepare(
+      "SELECT sample_id, gold_position, correct, output, gold_logprob, prompt_tokens FROM sample_results "
+      "WHERE evaluation_id = ? ORDER BY sample_id");
+  samples.bind_all(evaluation_id);
+  std::vector<SampleRecord> out;
+  while (samples.step()) {
+    SampleRecord sample;
+    sample.sample_id = samples.column_text(0);
+    sample.gold_position = samples.column_double(1);
+    sample.correct = samples.column_int64(2) != 0;
+    sample.output = samples.column_text(3);
+    sample.gold_logprob = samples.column_optional_double(4);
+    sample.prompt_tokens = static_cast<int>(samples.column_int64(5));
+    out.push_back(std::move(sample));
   }
   return out;
 }

@@ -285,6 +285,8 @@ class Store {
   // The cache: only successful evaluations are returned.
   std::optional<EvaluationRecord> find_evaluation(const std::string& cache_key);
   std::optional<EvaluationRecord> evaluation(std::int64_t id);
+  // The per-sample results of an evaluation, in sample_id order.
+  std::vector<SampleRecord> evaluation_samples(std::int64_t evaluation_id);
   // Inserts (or replaces a failed row with the same key) with its samples,
   // in one transaction; returns the id.
   std::int64_t insert_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);

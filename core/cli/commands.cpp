@@ -137,7 +137,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   report->add_option("--experiment", experiment_name, "Experiment name (default: the latest)");
   report->add_option("--format", format, "md | json | csv")->check(CLI::IsMember({"md", "json", "csv"}));
   std::string svg_path;
-  report->add_option("--svg", svg_path, "Write the held-out plot here (default: <experiment>-heldout.svg beside the database)");
+  report->add_option("--svg", svg_path, "Write the held-out plot here (default: <experiment>-heldout.svg beside the database); an nsga2 front goes beside it as <stem>-front.svg");
   report->add_flag("--integrity-check", integrity_check, "Full PRAGMA integrity_check (default: quick_check)");
   CLI::App* query = app.add_subcommand("query", "Run one read-only SQL statement and print the rows");
   query->add_option("db", db, "Results database")->required();

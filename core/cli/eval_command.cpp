@@ -9,6 +9,7 @@
 #include "core/cli/run_setup.hpp"
 #include "core/experiment/config_error.hpp"
 #include "core/search/heldout.hpp"
+#include "core/search/heldout_statistics.hpp"
 
 namespace midtune::cli {
 
@@ -57,6 +58,9 @@ CLI::App* add_eval_command(CLI::App& app, EvalRequest& request) {
   auto* file = eval->add_option("--intervention", request.intervention_file, "Intervention JSON file");
   auto* best = eval->add_flag("--best", request.best, "The best individual of the file's experiment in --db");
   file->excludes(best);
+  eval->add_option("--against", request.against,
+                   "baseline | FILE.json: also evaluate this intervention and print the paired statistics "
+                   "(Wilson intervals, exact McNemar, paired bootstrap CI, verdict)");
   eval->add_option("--split", request.split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
   eval->add_option("--db", request.db, "Results database (default: storage.db of the file)");
   return eval;
@@ -85,7 +89,30 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
         << ", " << prepared->inputs.items.size() << " prompts, "
         << (evaluation.cache_hit ? "from the cache" : format_number(evaluation.wall_seconds, 1) + " s")
         << "\nintervention: " << intervention.canonical() << "\n\n";
-    print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
+    if (request.against.empty()) {
+      print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
+      return kExitOk;
+    }
+    const bool against_baseline = request.against == "baseline";
+    const Intervention other = against_baseline ? Intervention{} : read_intervention(request.against);
+    // Distinct role names, so the paired statistics can tell the two apart.
+    const std::string other_label = against_baseline && label != "baseline" ? "baseline" : "against";
+    const SplitEvaluation other_evaluation = Evaluator(prepared->inputs).evaluate(store, other);
+    out << "against: " << other.canonical() << " ("
+        << (other_evaluation.cache_hit ? "from the cache" : format_number(other_evaluation.wall_seconds, 1) + " s")
+        << ")\n\n";
+    print_side_by_side(json::array({entry_json(other_label, other, other_evaluation),
+                                    entry_json(label, intervention, evaluation)}),
+                       out);
+    const auto row = [&](const std::string& role, const SplitEvaluation& e) {
+      return HeldoutRow{role, request.split, {}, {}, {}, prepared->inputs.metric, store.evaluation_samples(e.evaluation_id)};
+    };
+    HeldoutStatisticsOptions options;
+    options.weights = {experiment.objective.weights.beginning, experiment.objective.weights.middle,
+                       experiment.objective.weights.end};
+    options.subject_role = label;
+    print_heldout_statistics(heldout_statistics({row(other_label, other_evaluation), row(label, evaluation)}, options),
+                             out);
     return kExitOk;
   } catch (const ConfigError& e) {
     err << "ga-run eval: " << e.what() << '\n';

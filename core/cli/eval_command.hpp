@@ -1,8 +1,11 @@
 // `ga-run eval EXPERIMENT.yaml [--intervention FILE.json | --best]
-// [--split search|heldout] [--db PATH]`: one Intervention (default: none,
-// the baseline) evaluated on a split of the experiment's data, through the
-// evaluation cache, printed as the per-position table with mean, gap, std,
-// U-shape index and Pearson r. Also the held-out step that ends a search.
+// [--against baseline|FILE.json] [--split search|heldout] [--db PATH]`: one
+// Intervention (default: none, the baseline) evaluated on a split of the
+// experiment's data, through the evaluation cache, printed as the
+// per-position table with mean, gap, std, U-shape index and Pearson r; with
+// --against, the second intervention beside it and the held-out report's
+// paired statistics (Wilson intervals, McNemar, paired bootstrap, verdict).
+// Also the held-out step that ends a search.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@ struct EvalRequest {
   std::string experiment_file;
   std::string intervention_file;  // JSON of an Intervention (backends/intervention.hpp)
   bool best = false;              // the best individual of the file's experiment in --db
+  std::string against;            // empty, "baseline" or a JSON Intervention file
   std::string split = "heldout";  // search | heldout
   std::string db;                 // empty: storage.db of the file
 };

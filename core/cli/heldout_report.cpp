@@ -97,6 +97,14 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   }
   rows.push_back(pooled);
   print_table(out, header, rows);
+  if (statistics.contains("logprob_correlation")) {
+    out << "\n## Accuracy vs gold log-probability (Pearson r of per-item correctness and log-probability)\n\n";
+    rows.clear();
+    for (const json& c : statistics.at("logprob_correlation"))
+      rows.push_back({c.at("role").get<std::string>(), c.at("samples").dump(),
+                      c.at("pearson_r").is_null() ? "-" : format_number(c.at("pearson_r").get<double>(), 3)});
+    print_table(out, {"role", "items", "Pearson r"}, rows);
+  }
   const json& comparisons = statistics.at("comparisons");
   if (comparisons.empty()) return;
   out << "\n## Paired comparisons (same items; exact McNemar, paired bootstrap 95 % CI over "
@@ -134,6 +142,10 @@ void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>
       rows.push_back({"heldout_interval", role, "high" + at, format_number(p.at("high").get<double>(), 6)});
     }
   }
+  for (const json& c : statistics.value("logprob_correlation", json::array()))
+    if (!c.at("pearson_r").is_null())
+      rows.push_back({"heldout_logprob_correlation", c.at("role").get<std::string>(), "pearson_r",
+                      format_number(c.at("pearson_r").get<double>(), 6)});
   for (const json& c : statistics.at("comparisons")) {
     if (!c.contains("middle")) continue;
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
@@ -160,15 +172,28 @@ void append_heldout_csv_rows(const json& entries, std::vector<Row>& rows) {
   }
 }
 
-std::string heldout_svg_beside(const std::string& db_path, const std::string& experiment) {
-  return (std::filesystem::absolute(db_path).parent_path() / (experiment + "-heldout.svg")).string();
+namespace {
+
+void write_svg(const std::string& path, const std::string& svg) {
+  std::ofstream file(path);
+  if (!file) throw std::runtime_error(path + ": cannot write the plot");
+  file << svg;
+  if (!file) throw std::runtime_error(path + ": write failed");
+}
+
+}  // namespace
+
+std::string svg_beside(const std::string& db_path, const std::string& experiment, const std::string& kind) {
+  return (std::filesystem::absolute(db_path).parent_path() / (experiment + "-" + kind + ".svg")).string();
 }
 
 void write_heldout_svg(const std::string& path, const std::string& experiment, const json& entries) {
-  std::ofstream file(path);
-  if (!file) throw std::runtime_error(path + ": cannot write the plot");
-  file << heldout_plot_svg(entries, "experiment " + experiment + ": held-out accuracy by gold position");
-  if (!file) throw std::runtime_error(path + ": write failed");
+  write_svg(path, heldout_plot_svg(entries, "experiment " + experiment + ": held-out accuracy by gold position"));
+}
+
+void write_front_svg(const std::string& path, const std::string& experiment, const json& front,
+                     const std::vector<std::string>& objective_names) {
+  write_svg(path, pareto_front_svg(front, objective_names, "experiment " + experiment + ": final Pareto front"));
 }
 
 }  // namespace midtune::cli

@@ -22,9 +22,13 @@ void print_heldout_statistics(const nlohmann::json& statistics, std::ostream& ou
 void append_heldout_statistics_csv_rows(const nlohmann::json& statistics, std::vector<Row>& rows);
 // Long-form CSV rows {section "heldout", role, field, value}.
 void append_heldout_csv_rows(const nlohmann::json& entries, std::vector<Row>& rows);
-// `<db folder>/<experiment>-heldout.svg`, where `report` puts the plot by default.
-std::string heldout_svg_beside(const std::string& db_path, const std::string& experiment);
+// `<db folder>/<experiment>-<kind>.svg`, where `report` puts a plot by
+// default (kind: heldout, front).
+std::string svg_beside(const std::string& db_path, const std::string& experiment, const std::string& kind);
 // Writes heldout_plot_svg() to `path`; throws std::runtime_error naming it.
 void write_heldout_svg(const std::string& path, const std::string& experiment, const nlohmann::json& entries);
+// Writes pareto_front_svg() to `path`; throws std::runtime_error naming it.
+void write_front_svg(const std::string& path, const std::string& experiment, const nlohmann::json& front,
+                     const std::vector<std::string>& objective_names);
 
 }  // namespace midtune::cli

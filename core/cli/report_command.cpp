@@ -57,6 +57,21 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
                     {"layer_scales", layer_scales(best.intervention)},
                     {"position_scores", best.position_scores},
                     {"fitness_inputs", best.fitness_inputs}};
+  // nsga2: the final Pareto front, each member with its objectives (named
+  // as in search.objectives) and its stored scalar fitness.
+  const json objective_names = experiment_record.search_config.value("search", json::object()).value("objectives", json::array());
+  report["pareto_front"] = json::array();
+  for (const FrontMember& member : pareto_front(store, id)) {
+    const auto individual = store.find_individual(id, member.candidate_id);
+    json objectives = json::object();
+    for (std::size_t k = 0; k < member.objectives.size(); ++k)
+      objectives[k < objective_names.size() ? objective_names[k].get<std::string>() : std::to_string(k)] =
+          member.objectives[k];
+    report["pareto_front"].push_back({{"candidate", member.candidate_id},
+                                      {"objectives", objectives},
+                                      {"fitness", individual ? json(individual->fitness) : json(nullptr)},
+                                      {"genome", individual ? individual->genome : json(nullptr)}});
+  }
   report["heldout"] = heldout_json(store, id);
   if (!report["heldout"].empty()) {
     // The fitness weights the search used (stored with the experiment).
@@ -103,6 +118,20 @@ void print_markdown(const json& r, std::ostream& out) {
     rows.push_back({format_number(p["position"]), format_number(p["accuracy"]), p["correct"].dump(),
                     p["samples"].dump()});
   print_table(out, {"gold position", "accuracy", "correct", "samples"}, rows);
+  if (!r["pareto_front"].empty()) {
+    out << "\n## Pareto front (nsga2; every objective maximised; held-out rows front-<candidate>)\n\n";
+    Row header = {"candidate"};
+    for (const auto& [name, value] : r["pareto_front"][0]["objectives"].items()) header.push_back(name);
+    header.push_back("fitness");
+    rows.clear();
+    for (const json& m : r["pareto_front"]) {
+      Row row = {m["candidate"].dump()};
+      for (const auto& [name, value] : m["objectives"].items()) row.push_back(format_number(value, 4));
+      row.push_back(m["fitness"].is_null() ? "-" : format_number(m["fitness"], 4));
+      rows.push_back(row);
+    }
+    print_table(out, header, rows);
+  }
   if (!r["heldout"].empty()) {
     out << "\n## Held-out accuracy by gold position (%)\n\n";
     print_side_by_side(r["heldout"], out);
@@ -127,6 +156,9 @@ void print_long_csv(const json& r, std::ostream& out) {
                     b["layer_scales"][l].dump()});
   for (const json& p : b["position_scores"])
     rows.push_back({"position", format_number(p["position"]), "accuracy", format_number(p["accuracy"], 6)});
+  for (const json& m : r["pareto_front"])
+    for (const auto& [name, value] : m["objectives"].items())
+      rows.push_back({"pareto_front", m["candidate"].dump(), name, format_number(value, 6)});
   append_heldout_csv_rows(r["heldout"], rows);
   if (r.contains("heldout_statistics")) append_heldout_statistics_csv_rows(r["heldout_statistics"], rows);
   print_csv(out, {"section", "index", "field", "value"}, rows);
@@ -148,23 +180,45 @@ int print_report(const std::string& db_path, const std::string& experiment, cons
       print_long_csv(report, out);
     else
       print_markdown(report, out);
+    const std::string name = report["experiment"].get<std::string>();
+    // The report is printed already. A plot that cannot be written beside the
+    // database (a read-only results folder) is reported, not fatal; one that
+    // cannot be written where --svg asked is a failure.
+    const auto plot = [&](const std::string& beside, const std::string& asked, const auto& write) {
+      const std::string path = asked.empty() ? beside : asked;
+      try {
+        write(path);
+        err << "plot: " << path << '\n';
+        return true;
+      } catch (const std::exception& e) {
+        if (!asked.empty()) {
+          err << "ga-run report: " << e.what() << '\n';
+          return false;
+        }
+        err << "plot: not written (" << e.what() << "); choose where with --svg PATH\n";
+        return true;
+      }
+    };
     if (report["heldout"].empty()) {
       if (!options.svg_path.empty()) err << "plot: none (the experiment has no held-out results yet)\n";
-      return 0;
+    } else if (!plot(svg_beside(db_path, name, "heldout"), options.svg_path,
+                     [&](const std::string& path) { write_heldout_svg(path, name, report["heldout"]); })) {
+      return 1;
     }
-    const std::string svg = options.svg_path.empty()
-                                ? heldout_svg_beside(db_path, report["experiment"].get<std::string>())
-                                : options.svg_path;
-    try {
-      write_heldout_svg(svg, report["experiment"].get<std::string>(), report["heldout"]);
-      err << "plot: " << svg << '\n';
-    } catch (const std::exception& e) {
-      // The report is printed already; a results folder may be read-only.
-      if (!options.svg_path.empty()) {  // asked for: a failure
-        err << "ga-run report: " << e.what() << '\n';
+    if (!report["pareto_front"].empty()) {
+      const json names = report["search_config"].value("search", json::object()).value("objectives", json::array());
+      // With --svg PATH the front goes beside it as <stem>-front.svg.
+      std::string asked;
+      if (!options.svg_path.empty()) {
+        std::filesystem::path front_path(options.svg_path);
+        front_path.replace_filename(front_path.stem().string() + "-front" + front_path.extension().string());
+        asked = front_path.string();
+      }
+      if (!plot(svg_beside(db_path, name, "front"), asked, [&](const std::string& path) {
+            write_front_svg(path, name, report["pareto_front"], names.get<std::vector<std::string>>());
+          })) {
         return 1;
       }
-      err << "plot: not written (" << e.what() << "); choose where with --svg PATH\n";
     }
     return 0;
   } catch (const std::exception& e) {

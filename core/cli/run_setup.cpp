@@ -57,7 +57,7 @@ std::string operator_name(std::string name) {
 json strategy_config(const SearchConfig& search) {
   if (search.strategy == "ga") {
     const GaConfig& ga = search.ga;
-    return {{"kind", "ga"},
+    json config = {{"kind", "ga"},
             {"population_size", ga.population},
             {"parents", ga.parents},
             {"generations", ga.generations},
@@ -69,6 +69,8 @@ json strategy_config(const SearchConfig& search) {
             {"elites", ga.elitism > 0 ? ga.elitism : -1},
             {"mutation", {{"kind", operator_name(ga.mutation)}, {"max_dx", ga.mutation_x}, {"max_dy", ga.mutation_y}}},
             {"crossover", {{"kind", operator_name(ga.crossover)}, {"max_tries", ga.crossover_tries}}}};
+    if (search.unique_children) config["unique_children"] = true;
+    return config;
   }
   if (search.strategy == "grid") {
     json values = json::object();
@@ -80,11 +82,23 @@ json strategy_config(const SearchConfig& search) {
     return {{"kind", "grid"}, {"values", values}};
   }
   if (search.strategy == "random") return {{"kind", "random"}, {"count", search.random_samples}};
+  if (search.strategy == "nsga2") {
+    const Nsga2SearchConfig& n = search.nsga2;
+    json config = {{"kind", "nsga2"},
+                   {"population_size", n.population},
+                   {"generations", n.generations},
+                   {"objectives", static_cast<int>(search.objectives.size())},
+                   {"mutation", {{"kind", operator_name(n.mutation)}}},
+                   {"crossover", {{"kind", operator_name(n.crossover)}, {"max_tries", n.crossover_tries}}}};
+    if (search.unique_children) config["unique_children"] = true;
+    return config;
+  }
   throw std::invalid_argument("search.strategy: unknown strategy '" + search.strategy + "'");
 }
 
 int planned_generations(const SearchConfig& search) {
   if (search.strategy == "ga") return search.ga.generations + 1;  // generation 0 is the initial population
+  if (search.strategy == "nsga2") return search.nsga2.generations + 1;
   return 0;
 }
 
@@ -204,11 +218,15 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   in.source_path = e.file.string();
   in.search_config = e.search_fingerprint();
   in.objective = p->objective.get();
+  in.scoring.fitness = fitness_kind_from_string(e.objective.fitness);
+  in.scoring.weights = {e.objective.weights.beginning, e.objective.weights.middle, e.objective.weights.end};
+  in.scoring.objectives = e.search.objectives;
   const json strategy = strategy_config(e.search);
   const GenomeSpace* space = &p->objective->space();
   const std::uint64_t seed = e.seed;
   in.make_strategy = [space, strategy, seed] { return make_strategy(*space, strategy, seed); };
   in.make_strategy();  // a bad search section fails here, as a configuration error
+  in.unique_children = e.search.unique_children;
   in.planned_generations = planned_generations(e.search);
   return p;
 }

@@ -73,6 +73,7 @@ const char* colour_of(const std::string& role) {
   if (role == "baseline") return "#555555";
   if (role == "pi-mean") return "#1f77b4";
   if (role == "paper-default") return "#2ca02c";
+  if (role.rfind("front-", 0) == 0) return "#ff7f0e";  // nsga2 front members
   return "#d62728";  // best
 }
 
@@ -130,6 +131,41 @@ std::string heldout_plot_svg(const json& heldout, const std::string& title) {
   std::vector<std::pair<double, double>> points;
   for (std::size_t l = 0; l < scales.size(); ++l) points.emplace_back(static_cast<double>(l), scales[l]);
   if (!points.empty()) polyline(svg, curve, points, colour_of("best"));
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string pareto_front_svg(const json& front, const std::vector<std::string>& objective_names,
+                             const std::string& title) {
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"400\" font-family=\"sans-serif\" "
+         "font-size=\"12\">\n<rect width=\"520\" height=\"400\" fill=\"white\"/>\n";
+  text(svg, 260, 22, title);
+  std::vector<std::pair<double, double>> points;
+  if (objective_names.size() >= 2)
+    for (const json& member : front) {
+      const json& o = member.at("objectives");
+      if (o.contains(objective_names[0]) && o.contains(objective_names[1]))
+        points.emplace_back(o.at(objective_names[0]).get<double>(), o.at(objective_names[1]).get<double>());
+    }
+  std::sort(points.begin(), points.end());
+  // Ranges padded by 5 % (a single point gets a unit range around it).
+  const auto range = [&](auto get) {
+    double low = INFINITY, high = -INFINITY;
+    for (const auto& p : points) {
+      low = std::min(low, get(p));
+      high = std::max(high, get(p));
+    }
+    if (points.empty()) return std::pair{0.0, 1.0};
+    const double pad = high > low ? 0.05 * (high - low) : 0.5;
+    return std::pair{low - pad, high + pad};
+  };
+  const auto [x_min, x_max] = range([](const auto& p) { return p.first; });
+  const auto [y_min, y_max] = range([](const auto& p) { return p.second; });
+  const Panel panel{90, 50, 390, 290, x_min, x_max, y_min, y_max};
+  axes(svg, panel, {x_min, (x_min + x_max) / 2, x_max}, {y_min, (y_min + y_max) / 2, y_max},
+       objective_names.size() >= 1 ? objective_names[0] : "", objective_names.size() >= 2 ? objective_names[1] : "");
+  if (!points.empty()) polyline(svg, panel, points, colour_of("front-"));
   svg << "</svg>\n";
   return svg.str();
 }

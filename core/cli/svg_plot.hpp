@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,5 +14,12 @@ namespace midtune::cli {
 // position scores are skipped; a best without per-layer scales draws the
 // right panel empty.
 std::string heldout_plot_svg(const nlohmann::json& heldout, const std::string& title);
+
+// The final Pareto front of an nsga2 search (build_report()'s
+// "pareto_front"): its members in the plane of the first two objectives
+// (in `objective_names` order), joined in order of the first; a third
+// objective is left to the report's table.
+std::string pareto_front_svg(const nlohmann::json& front, const std::vector<std::string>& objective_names,
+                             const std::string& title);
 
 }  // namespace midtune::cli

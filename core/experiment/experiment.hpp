@@ -92,6 +92,9 @@ struct PiConfig {
 struct ObjectiveConfig {
   std::string kind;  // lpes | pi | mspoe | siw | caliope | phs | combo
   FitnessWeights weights;
+  // What the search maximises (core/search/fitness.hpp): accuracy |
+  // gold_logprob | blend; the log-probability kinds need teacher forcing.
+  std::string fitness = "accuracy";
   LpesConfig lpes;
   PiConfig pi;
   // Gene tables of mspoe / siw / caliope / phs: every method the objective
@@ -129,11 +132,27 @@ struct GridAxis {
   bool operator==(const GridAxis&) const = default;
 };
 
+struct Nsga2SearchConfig {  // NSGA-II (Deb et al. 2002)
+  int population = 24;
+  int generations = 10;                 // offspring generations after the initial one
+  std::string mutation = "polynomial";  // polynomial | gaussian | uniform
+  std::string crossover = "sbx";        // sbx | one-point | uniform
+  int crossover_tries = 4;
+  bool operator==(const Nsga2SearchConfig&) const = default;
+};
+
 struct SearchConfig {
-  std::string strategy = "ga";  // ga | grid | random
+  std::string strategy = "ga";  // ga | grid | random | nsga2
   GaConfig ga;
+  Nsga2SearchConfig nsga2;
+  // nsga2: the two or three objectives maximised (search_objectives()).
+  std::vector<std::string> objectives;
   std::vector<GridAxis> grid;   // search.grid.values, sorted by gene name
   int random_samples = 64;      // search.random.samples
+  // ga, nsga2: a child whose decoded intervention this experiment evaluated before
+  // (or that repeats one in its generation) is redrawn, so each generation
+  // evaluates its configured number of new candidates.
+  bool unique_children = false;
   bool operator==(const SearchConfig&) const = default;
 };
 
@@ -183,5 +202,7 @@ const std::vector<std::string>& backend_kinds();
 const std::vector<std::string>& dataset_kinds();
 const std::vector<std::string>& objective_kinds();
 const std::vector<std::string>& search_strategies();
+// search.objectives names (core/search/fitness.hpp defines each).
+const std::vector<std::string>& search_objectives();
 
 }  // namespace midtune

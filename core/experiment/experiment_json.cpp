@@ -74,6 +74,8 @@ json objective_json(const ObjectiveConfig& objective, bool fingerprint) {
              {{"beginning", objective.weights.beginning},
               {"middle", objective.weights.middle},
               {"end", objective.weights.end}}}};
+  // Absent for the default, so experiments stored before the key resume as they began.
+  if (objective.fitness != "accuracy") j["fitness"] = objective.fitness;
   if (in_use("lpes")) {
     const LpesConfig& lpes = objective.lpes;
     j["lpes"] = {{"curve", lpes.curve},   {"degree", lpes.degree}, {"x_step", lpes.x_step},
@@ -122,6 +124,16 @@ json search_json(const SearchConfig& search, bool fingerprint) {
     j["grid"] = grid_json(search.grid);
   }
   if (!fingerprint || search.strategy == "random") j["random"] = {{"samples", search.random_samples}};
+  // Only for nsga2, so the fingerprints and JSON of other strategies stay as they were.
+  if (search.strategy == "nsga2") {
+    const Nsga2SearchConfig& n = search.nsga2;
+    j["nsga2"] = {{"population", n.population},      {"generations", n.generations},
+                  {"mutation", n.mutation},          {"crossover", n.crossover},
+                  {"crossover_tries", n.crossover_tries}};
+    j["objectives"] = search.objectives;
+  }
+  // Absent when off, so experiments stored before the key resume as they began.
+  if (search.unique_children) j["unique_children"] = true;
   return j;
 }
 

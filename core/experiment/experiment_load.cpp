@@ -223,7 +223,7 @@ Experiment parse_experiment(const std::string& text, const std::filesystem::path
   experiment.backend = load::parse_backend(root, base_dir);
   experiment.dataset = load::parse_dataset(root, base_dir);
   experiment.objective = load::parse_objective(root, experiment.dataset);
-  experiment.search = load::parse_search(root, experiment.objective);
+  experiment.search = load::parse_search(root, experiment.objective, experiment.dataset);
 
   const MapReader storage = root.map("storage", {"db"});
   experiment.storage.db = storage.has("db") ? load::resolve_path(storage.field("db"), base_dir)
@@ -275,8 +275,15 @@ const std::vector<std::string>& objective_kinds() {
 }
 
 const std::vector<std::string>& search_strategies() {
-  static const std::vector<std::string> strategies = {"ga", "grid", "random"};
+  static const std::vector<std::string> strategies = {"ga", "grid", "random", "nsga2"};
   return strategies;
+}
+
+const std::vector<std::string>& search_objectives() {
+  static const std::vector<std::string> names = {
+      "accuracy_beginning", "accuracy_middle", "accuracy_end", "accuracy_mean", "neg_gap",
+      "logprob_beginning",  "logprob_middle",  "logprob_end",  "logprob_mean",  "logprob_neg_gap"};
+  return names;
 }
 
 }  // namespace midtune

@@ -22,7 +22,7 @@ std::filesystem::path resolve_path(const Field& field, const std::filesystem::pa
 BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& base_dir);
 DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& base_dir);
 ObjectiveConfig parse_objective(const MapReader& root, const DatasetConfig& dataset);
-SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective);
+SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective, const DatasetConfig& dataset);
 MethodGenes parse_method_genes(const MapReader& objective, const std::string& method);
 
 // The gene names a grid may list for this objective (combo: method.gene);

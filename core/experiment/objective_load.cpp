@@ -111,13 +111,18 @@ std::vector<std::string> parse_combo(const MapReader& objective) {
 
 ObjectiveConfig parse_objective(const MapReader& root, const DatasetConfig& dataset) {
   if (!root.has("objective")) root.required("objective");
-  std::vector<std::string> valid = {"kind", "weights", "lpes", "pi", "combo"};
+  std::vector<std::string> valid = {"kind", "weights", "fitness", "lpes", "pi", "combo"};
   valid.insert(valid.end(), gene_table_methods().begin(), gene_table_methods().end());
   const MapReader section = root.map("objective", valid, {{"lpes", kLpesKeys}});
 
   ObjectiveConfig objective;
   objective.kind = section.required("kind").choice(objective_kinds());
   objective.weights = parse_weights(section, dataset);
+  objective.fitness = section.choice_or("fitness", objective.fitness, {"accuracy", "gold_logprob", "blend"});
+  if (objective.fitness != "accuracy" && dataset.metric != "teacher_forced") {
+    section.field("fitness").fail(objective.fitness + " reads the teacher-forced gold log-probability; dataset.metric is " +
+                                  dataset.metric + " (use teacher_forced, or fitness: accuracy)");
+  }
   objective.lpes = parse_lpes(section);
   objective.pi = parse_pi(section);
   if (objective.kind == "combo") {

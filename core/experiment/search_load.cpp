@@ -13,6 +13,7 @@ const std::vector<std::string> kGaKeys = {
     "population", "parents",  "generations", "mutants",   "crossovers",      "crossover_tries",
     "mutation_x", "mutation_y", "mutation",  "crossover", "selection",       "tournament_size",
     "elitism"};
+const std::vector<std::string> kNsga2Keys = {"population", "generations", "mutation", "crossover", "crossover_tries"};
 
 int count_or(const MapReader& section, const std::string& key, int fallback, std::int64_t min,
              std::int64_t max) {
@@ -52,6 +53,35 @@ GaConfig parse_ga(const MapReader& search) {
                               ga.selection == "tournament" ? ga.population : kMaxCount);
   ga.elitism = count_or(section, "elitism", ga.elitism, 0, ga.parents);
   return ga;
+}
+
+Nsga2SearchConfig parse_nsga2(const MapReader& search) {
+  const MapReader section = search.map("nsga2", kNsga2Keys);
+  Nsga2SearchConfig nsga2;
+  nsga2.population = count_or(section, "population", nsga2.population, 2, kMaxCount);
+  nsga2.generations = count_or(section, "generations", nsga2.generations, 1, kMaxCount);
+  nsga2.mutation = section.choice_or("mutation", nsga2.mutation, {"polynomial", "gaussian", "uniform"});
+  nsga2.crossover = section.choice_or("crossover", nsga2.crossover, {"sbx", "one-point", "uniform"});
+  nsga2.crossover_tries = count_or(section, "crossover_tries", nsga2.crossover_tries, 1, 1000);
+  return nsga2;
+}
+
+std::vector<std::string> parse_objectives(const MapReader& search, const DatasetConfig& dataset) {
+  const Field field = search.required("objectives");
+  const std::vector<Field> items = field.list_of_min_size(2);
+  if (items.size() > 3) field.fail("list two or three objectives, not " + std::to_string(items.size()));
+  std::vector<std::string> names;
+  for (const Field& item : items) {
+    const std::string name = item.choice(search_objectives());
+    if (std::find(names.begin(), names.end(), name) != names.end()) item.fail(name + " is listed twice");
+    if (name.rfind("logprob_", 0) == 0 && dataset.metric != "teacher_forced")
+      item.fail(name + " reads the teacher-forced gold log-probability; dataset.metric is " + dataset.metric);
+    if (name.find("_middle") != std::string::npos && dataset.gold_positions.size() < 3)
+      item.fail(name + " needs a middle position; dataset.gold_positions has " +
+                std::to_string(dataset.gold_positions.size()));
+    names.push_back(name);
+  }
+  return names;
 }
 
 // A grid value of a gene without a schema: a number, or text when it is not one.
@@ -103,15 +133,24 @@ std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig&
 
 }  // namespace
 
-SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective) {
-  const MapReader section = root.map("search", {"strategy", "ga", "grid", "random"},
-                                     {{"ga", kGaKeys}, {"random", {"samples"}}});
+SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective, const DatasetConfig& dataset) {
+  const MapReader section =
+      root.map("search", {"strategy", "ga", "grid", "random", "nsga2", "objectives", "unique_children"},
+               {{"ga", kGaKeys}, {"random", {"samples"}}, {"nsga2", kNsga2Keys}});
   SearchConfig search;
   search.strategy = section.choice_or("strategy", search.strategy, search_strategies());
   search.ga = parse_ga(section);
   search.grid = parse_grid(section, objective, search.strategy == "grid");
   const MapReader random = section.map("random", {"samples"});
   search.random_samples = count_or(random, "samples", search.random_samples, 1, kMaxCount);
+  search.nsga2 = parse_nsga2(section);
+  // Like a grid, objectives may sit in a file another strategy runs (checked, not used).
+  if (search.strategy == "nsga2" || section.has("objectives")) search.objectives = parse_objectives(section, dataset);
+  search.unique_children = section.choice_or("unique_children", "false", {"true", "false"}) == "true";
+  if (search.unique_children && search.strategy != "ga" && search.strategy != "nsga2") {
+    section.field("unique_children")
+        .fail("applies to strategies ga and nsga2 (grid never repeats; random draws independently)");
+  }
   return search;
 }
 

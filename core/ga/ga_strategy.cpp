@@ -63,6 +63,8 @@ void to_json(nlohmann::json& out, const GaStrategyConfig& config) {
          {"mutation", config.mutation},
          {"crossover", config.crossover}};
   out["initial_genome"] = config.initial_genome ? *config.initial_genome : nlohmann::json(nullptr);
+  // Absent when off, so checkpoints saved before the option still load.
+  if (config.unique_children) out["unique_children"] = true;
 }
 
 void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
@@ -97,6 +99,9 @@ void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
       config.init = init_kind_from_string(value.get<std::string>());
     } else if (key == "initial_genome") {
       config.initial_genome = value.is_null() ? std::nullopt : std::optional(value);
+    } else if (key == "unique_children") {
+      if (!value.is_boolean()) fail(key, "must be true or false");
+      config.unique_children = value.get<bool>();
     } else if (key == "mutation") {
       value.get_to(config.mutation);
     } else if (key == "crossover") {
@@ -104,7 +109,7 @@ void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
     } else {
       fail(key, "is not a field (expected population_size|N_ps, parents|N_pa, generations|T, "
                 "mutants|N_mu, crossovers|N_cr, N_ct, M_x, M_y, selection, tournament_size, "
-                "elites, init, initial_genome, mutation, crossover)");
+                "elites, init, initial_genome, unique_children, mutation, crossover)");
     }
   }
   config.validate();
@@ -133,19 +138,26 @@ Candidate GaStrategy::new_candidate(Genome genome, Origin origin, std::vector<st
 
 Genome GaStrategy::mutant_of(const Genome& parent) { return mutate(space_, parent, config_.mutation, rng_); }
 
+GaStrategy::Proposal GaStrategy::draw_proposal(std::function<Proposal()> draw) {
+  return draw_unique<Proposal>(config_.unique_children, draw, [](const Proposal& p) { return p.genomes; });
+}
+
 void GaStrategy::make_initial_batch() {
   const auto size = static_cast<std::size_t>(config_.population_size);
   if (config_.init == InitKind::random) {
     for (std::size_t n = 0; n < size; ++n) {
-      pending_.push_back({new_candidate(space_.random_genome(rng_), Origin::init, {}), -1});
+      Proposal drawn = draw_proposal([&] { return Proposal{{space_.random_genome(rng_)}, Origin::init, {}}; });
+      pending_.push_back({new_candidate(drawn.genomes.front(), Origin::init, {}), -1});
     }
     return;
   }
   // LPES: the eq. 8 individual, then mutants of it up to N_ps.
   const Candidate seed = new_candidate(*space_.seed(), Origin::init, {});
+  draw_proposal([&] { return Proposal{{seed.genome}, Origin::init, {}}; });  // the memory learns the seed
   pending_.push_back({seed, -1});
   while (pending_.size() < size) {
-    pending_.push_back({new_candidate(mutant_of(seed.genome), Origin::mutation, {seed.id}), -1});
+    Proposal drawn = draw_proposal([&] { return Proposal{{mutant_of(seed.genome)}, Origin::mutation, {seed.id}}; });
+    pending_.push_back({new_candidate(drawn.genomes.front(), Origin::mutation, {seed.id}), -1});
   }
 }
 
@@ -172,7 +184,7 @@ void GaStrategy::make_offspring_batch() {
   }
 
   // Algorithm 1 line 5: N_cr crossovers of two distinct random parents.
-  for (int pair = 0; pair < config_.crossovers; ++pair) {
+  const auto draw_crossover = [&] {
     const std::size_t first = rng_.index(pool.size());
     std::size_t second = first;
     if (pool.size() > 1) {
@@ -181,20 +193,27 @@ void GaStrategy::make_offspring_batch() {
     }
     const Candidate& a = pool[first]->candidate;
     const Candidate& b = pool[second]->candidate;
-    const std::vector<Genome> children = crossover(space_, a.genome, b.genome, config_.crossover, rng_);
+    std::vector<Genome> children = crossover(space_, a.genome, b.genome, config_.crossover, rng_);
     if (children.empty()) {  // no valid child in N_ct tries: a mutant keeps the size
-      pending_.push_back({new_candidate(mutant_of(a.genome), Origin::mutation, {a.id}), -1});
-      continue;
+      return Proposal{{mutant_of(a.genome)}, Origin::mutation, {a.id}};
     }
-    for (const Genome& child : children) {
-      pending_.push_back({new_candidate(child, Origin::crossover, {a.id, b.id}),
-                          config_.crossover.keep_fitter ? pair : -1});
+    return Proposal{std::move(children), Origin::crossover, {a.id, b.id}};
+  };
+  for (int pair = 0; pair < config_.crossovers; ++pair) {
+    const Proposal drawn = draw_proposal(draw_crossover);
+    for (const Genome& child : drawn.genomes) {
+      const bool paired = drawn.origin == Origin::crossover && config_.crossover.keep_fitter;
+      pending_.push_back({new_candidate(child, drawn.origin, drawn.parents), paired ? pair : -1});
     }
   }
   // Algorithm 1 line 6: N_mu mutants of random parents.
-  for (int n = 0; n < config_.mutants; ++n) {
+  const auto draw_mutant = [&] {
     const Candidate& parent = pool[rng_.index(pool.size())]->candidate;
-    pending_.push_back({new_candidate(mutant_of(parent.genome), Origin::mutation, {parent.id}), -1});
+    return Proposal{{mutant_of(parent.genome)}, Origin::mutation, {parent.id}};
+  };
+  for (int n = 0; n < config_.mutants; ++n) {
+    const Proposal drawn = draw_proposal(draw_mutant);
+    pending_.push_back({new_candidate(drawn.genomes.front(), drawn.origin, drawn.parents), -1});
   }
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct GaStrategyConfig {
   std::optional<nlohmann::json> initial_genome;
   MutationConfig mutation;    // defaults: lpes, M_x 2, M_y 0.2
   CrossoverConfig crossover;  // defaults: one_point, N_ct 4, keep the fitter
+  // Redraw a child (mutant or crossover pair) whose decoded intervention the
+  // proposal memory knows, up to kMaxProposalDraws draws. Off by default:
+  // Algorithm 1 as published, and the results of existing experiments.
+  bool unique_children = false;
 
   // Throws std::invalid_argument naming the field and the reason.
   void validate() const;
@@ -96,6 +101,14 @@ class GaStrategy final : public Strategy {
     Candidate candidate;
     int pair = -1;  // crossover pair number, -1 for non-crossover candidates
   };
+  // One crossover pair (or the mutant that replaces a pair without a valid
+  // child), or one mutant: what a unique-children redraw draws again.
+  struct Proposal {
+    std::vector<Genome> genomes;
+    Origin origin = Origin::mutation;
+    std::vector<std::int64_t> parents;
+  };
+  Proposal draw_proposal(std::function<Proposal()> draw);
   void make_initial_batch();
   void make_offspring_batch();
   Candidate new_candidate(Genome genome, Origin origin, std::vector<std::int64_t> parents);

@@ -54,6 +54,7 @@ void to_json(nlohmann::json& out, const Nsga2Config& config) {
          {"objectives", config.objectives},
          {"mutation", config.mutation},
          {"crossover", config.crossover}};
+  if (config.unique_children) out["unique_children"] = true;  // absent when off, like ga
 }
 
 void from_json(const nlohmann::json& in, Nsga2Config& config) {
@@ -66,7 +67,12 @@ void from_json(const nlohmann::json& in, Nsga2Config& config) {
     else if (key == "objectives") config.objectives = int_field(key, it.value());
     else if (key == "mutation") it.value().get_to(config.mutation);
     else if (key == "crossover") it.value().get_to(config.crossover);
-    else fail(key, "is not a field (expected population_size, generations, objectives, mutation, crossover)");
+    else if (key == "unique_children") {
+      if (!it.value().is_boolean()) fail(key, "must be true or false");
+      config.unique_children = it.value().get<bool>();
+    } else
+      fail(key, "is not a field (expected population_size, generations, objectives, mutation, crossover, "
+                "unique_children)");
   }
   config.validate();
 }
@@ -168,20 +174,32 @@ std::vector<Candidate> Nsga2Strategy::ask() {
   if (!has_pending_) {
     pending_.clear();
     const auto size = static_cast<std::size_t>(config_.population_size);
+    const auto genomes_of = [](const Candidate& c) { return std::vector<Genome>{c.genome}; };
     if (generation_ == 0) {
-      if (space_.seed()) pending_.push_back(next_candidate(next_id_, *space_.seed(), Origin::init, {}));
-      while (pending_.size() < size) pending_.push_back(next_candidate(next_id_, space_.random_genome(rng_), Origin::init, {}));
-    } else {
+      if (space_.seed()) {
+        pending_.push_back(draw_unique<Candidate>(
+            config_.unique_children, [&] { return Candidate{*space_.seed(), Origin::init, {}}; }, genomes_of));
+      }
       while (pending_.size() < size) {
+        pending_.push_back(draw_unique<Candidate>(
+            config_.unique_children, [&] { return Candidate{space_.random_genome(rng_), Origin::init, {}}; },
+            genomes_of));
+      }
+    } else {
+      const auto draw_offspring = [&] {
         const Candidate a = tournament().candidate;
         const Candidate b = tournament().candidate;
         const std::vector<Genome> children = crossover(space_, a.genome, b.genome, config_.crossover, rng_);
         const bool crossed = !children.empty();
         const Genome child = mutate(space_, crossed ? children.front() : a.genome, config_.mutation, rng_);
-        pending_.push_back(crossed ? next_candidate(next_id_, child, Origin::crossover, {a.id, b.id})
-                                   : next_candidate(next_id_, child, Origin::mutation, {a.id}));
+        return crossed ? Candidate{child, Origin::crossover, {a.id, b.id}} : Candidate{child, Origin::mutation, {a.id}};
+      };
+      while (pending_.size() < size) {
+        pending_.push_back(draw_unique<Candidate>(config_.unique_children, draw_offspring, genomes_of));
       }
     }
+    // Ids in proposal order, after the redraws (a redrawn proposal takes none).
+    for (Candidate& c : pending_) c.id = next_id_++;
     has_pending_ = true;
   }
   return pending_;

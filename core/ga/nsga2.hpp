@@ -37,6 +37,9 @@ struct Nsga2Config {
   int objectives = 2;        // 2 or 3
   MutationConfig mutation = [] { MutationConfig m; m.kind = MutationKind::polynomial; return m; }();
   CrossoverConfig crossover = [] { CrossoverConfig c; c.kind = CrossoverKind::sbx; return c; }();
+  // Redraw an offspring whose decoded intervention the proposal memory knows
+  // (Strategy::draw_unique).
+  bool unique_children = false;
   // Throws std::invalid_argument naming the field and the reason.
   void validate() const;
   bool operator==(const Nsga2Config&) const = default;

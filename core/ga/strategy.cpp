@@ -35,6 +35,15 @@ Candidate next_candidate(std::int64_t& next_id, Genome genome, Origin origin, st
   return candidate;
 }
 
+bool Strategy::all_new(const std::vector<Genome>& genomes) const {
+  for (std::size_t i = 0; i < genomes.size(); ++i) {
+    if (memory_->known(genomes[i])) return false;
+    for (std::size_t j = 0; j < i; ++j)
+      if (genomes[j] == genomes[i]) return false;
+  }
+  return true;
+}
+
 void Strategy::tell_objectives(const std::vector<std::vector<double>>& values) {
   std::vector<double> fitness;
   fitness.reserve(values.size());

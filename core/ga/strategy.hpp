@@ -40,6 +40,22 @@ struct Candidate {
 // within a search and never reused).
 Candidate next_candidate(std::int64_t& next_id, Genome genome, Origin origin, std::vector<std::int64_t> parents = {});
 
+// What the run loop knows about earlier proposals: a genome is "known" when
+// its decoded intervention was evaluated before in this experiment or is
+// already in the batch being built. Strategies configured with unique
+// children consult it so every generation evaluates new candidates (equal
+// interventions would only be served from the cache).
+class ProposalMemory {
+ public:
+  virtual ~ProposalMemory() = default;
+  virtual bool known(const Genome& genome) const = 0;
+  virtual void remember(const Genome& genome) = 0;
+};
+
+// Draws a proposal is redrawn at most, when unique children are on, before
+// the last draw is kept although it is known (a small or exhausted space).
+inline constexpr int kMaxProposalDraws = 20;
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -61,6 +77,30 @@ class Strategy {
   virtual std::vector<std::int64_t> population() const = 0;
   virtual nlohmann::json save_state() const = 0;
   virtual void load_state(const nlohmann::json& state) = 0;
+  // The run loop sets it before each ask(); nullptr (the default) or a
+  // strategy without unique children never redraws. Not part of the state:
+  // the run loop rebuilds it from the stored individuals, so a resumed run
+  // sees the same memory.
+  void set_proposal_memory(ProposalMemory* memory) { memory_ = memory; }
+
+ protected:
+  // Draws a proposal (one or more genomes) until every genome is new to the
+  // memory and to the others in it, at most kMaxProposalDraws times (the last
+  // draw is kept when none is), and remembers the kept genomes. With unique
+  // = false or no memory it draws exactly once, so the RNG stream is the one
+  // of a strategy without the option.
+  template <class Proposal, class Draw, class GenomesOf>
+  Proposal draw_unique(bool unique, Draw draw, GenomesOf genomes_of) {
+    Proposal proposal = draw();
+    if (!unique || memory_ == nullptr) return proposal;
+    for (int tries = 1; tries < kMaxProposalDraws && !all_new(genomes_of(proposal)); ++tries) proposal = draw();
+    for (const Genome& genome : genomes_of(proposal)) memory_->remember(genome);
+    return proposal;
+  }
+
+ private:
+  bool all_new(const std::vector<Genome>& genomes) const;
+  ProposalMemory* memory_ = nullptr;
 };
 
 }  // namespace midtune

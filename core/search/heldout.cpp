@@ -1,5 +1,7 @@
 #include "core/search/heldout.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "objectives/objective.hpp"
@@ -35,6 +37,25 @@ Intervention pi_at_mean_scale(const Intervention& best) {
   return pi;
 }
 
+std::vector<FrontMember> pareto_front(Store& store, std::int64_t experiment_id) {
+  std::vector<FrontMember> front;
+  const auto checkpoint = store.latest_generation(experiment_id);
+  if (!checkpoint || checkpoint->strategy_state.value("strategy", "") != "nsga2") return front;
+  // Objective values are numbers, or "inf"/"-inf" (core/ga/state_json.hpp).
+  const auto value = [](const json& v) {
+    if (v.is_number()) return v.get<double>();
+    return v == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  };
+  for (const json& member : checkpoint->strategy_state.at("population")) {
+    if (member.at("rank").get<int>() != 0) continue;
+    FrontMember m{member.at("id").get<std::int64_t>(), {}};
+    for (const json& v : member.at("objectives")) m.objectives.push_back(value(v));
+    front.push_back(std::move(m));
+  }
+  std::sort(front.begin(), front.end(), [](const FrontMember& a, const FrontMember& b) { return a.candidate_id < b.candidate_id; });
+  return front;
+}
+
 std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, const EvaluationInputs& heldout_inputs,
                                       const Objective* objective, const std::function<void(const std::string&)>& note) {
   const Intervention best = best_intervention(store, experiment_id);
@@ -52,6 +73,15 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
         if (note) note("no paper-default row (" + std::string(error.what()) + ")");
       }
     }
+  }
+  const auto best_id = store.best_individual(experiment_id)->individual.candidate_id;
+  for (const FrontMember& member : pareto_front(store, experiment_id)) {
+    if (member.candidate_id == best_id) continue;  // already the best row
+    const auto individual = store.find_individual(experiment_id, member.candidate_id);
+    const auto evaluation = individual ? store.evaluation(individual->evaluation_id) : std::nullopt;
+    if (!evaluation) throw std::runtime_error("front member " + std::to_string(member.candidate_id) + " is not stored");
+    entries.push_back({"front-" + std::to_string(member.candidate_id),
+                       Intervention::from_json(json::parse(evaluation->intervention)), {}});
   }
   const Evaluator evaluator(heldout_inputs);
   for (HeldoutEntry& entry : entries) {

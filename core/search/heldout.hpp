@@ -25,15 +25,27 @@ Intervention best_intervention(Store& store, std::int64_t experiment_id);
 // PI at the mean of every RoPE scale `best` sets (1 when it sets none).
 Intervention pi_at_mean_scale(const Intervention& best);
 
+// A member of an nsga2 experiment's final Pareto front.
+struct FrontMember {
+  std::int64_t candidate_id = -1;
+  std::vector<double> objectives;  // in search.objectives order, all maximised
+};
+
+// The first front of the population in the experiment's latest checkpoint
+// (nsga2 keeps each member's rank there); empty for the other strategies.
+std::vector<FrontMember> pareto_front(Store& store, std::int64_t experiment_id);
+
 struct HeldoutEntry {
-  std::string role;  // best | baseline | pi-mean (LPES, PI) | paper-default (Ms-PoE, SIW, CALIOPE, PHS)
+  // best | baseline | pi-mean (LPES, PI) | paper-default (Ms-PoE, SIW,
+  // CALIOPE, PHS) | front-<candidate id> (nsga2: every other front member)
+  std::string role;
   Intervention intervention;
   SplitEvaluation evaluation;
 };
 
 // Evaluates the best, the baseline, PI at the best's mean scale (when the best
 // sets RoPE scales) and the objective's paper default (when `objective` has
-// one) on `heldout_inputs` (the held-out split, on the search's backend) and
+// one), and for nsga2 every member of the final front, on `heldout_inputs` (the held-out split, on the search's backend) and
 // records them in heldout_results for `experiment_id`. `note` hears why a
 // row is left out.
 std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, const EvaluationInputs& heldout_inputs,

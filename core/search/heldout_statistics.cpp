@@ -176,6 +176,19 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   return out;
 }
 
+// Pearson r between per-sample correctness (0/1) and teacher-forced gold
+// log-probability: how well the continuous fitness tracks the accuracy one.
+json logprob_correlation(const std::string& role, const std::vector<const SampleRecord*>& samples) {
+  std::vector<double> correct, logprob;
+  for (const SampleRecord* s : samples) {
+    if (!s->gold_logprob || !std::isfinite(*s->gold_logprob)) continue;
+    correct.push_back(s->correct ? 1.0 : 0.0);
+    logprob.push_back(*s->gold_logprob);
+  }
+  const auto r = stats::pearson(correct, logprob);
+  return {{"role", role}, {"samples", correct.size()}, {"pearson_r", r ? json(*r) : json(nullptr)}};
+}
+
 }  // namespace
 
 json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatisticsOptions& options) {
@@ -186,11 +199,26 @@ json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatis
   const HeldoutRow* best = nullptr;
   for (const HeldoutRow& row : rows) {
     out["intervals"].push_back(role_intervals(row));
-    if (row.role == "best") best = &row;
+    if (row.role == options.subject_role) best = &row;
   }
   if (best)
     for (const HeldoutRow& row : rows)
       if (&row != best && row.split == best->split) out["comparisons"].push_back(compare(*best, row, options));
+  // Only teacher-forced evaluations record a log-probability.
+  std::vector<const SampleRecord*> all;
+  json correlations = json::array();
+  for (const HeldoutRow& row : rows) {
+    std::vector<const SampleRecord*> samples;
+    for (const SampleRecord& s : row.samples) samples.push_back(&s);
+    json c = logprob_correlation(row.role, samples);
+    if (c["samples"].get<std::size_t>() == 0) continue;
+    correlations.push_back(std::move(c));
+    all.insert(all.end(), samples.begin(), samples.end());
+  }
+  if (!correlations.empty()) {
+    correlations.push_back(logprob_correlation("all roles", all));
+    out["logprob_correlation"] = correlations;
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,8 @@ struct HeldoutStatisticsOptions {
   int bootstrap_replicates = 2000;
   std::uint64_t bootstrap_seed = 1;  // fixed: a report reads the same every time
   double power = 0.8;
+  // The role compared against every other role on the same split.
+  std::string subject_role = "best";
 };
 
 // {"confidence", "bootstrap_replicates", "intervals": [{role, positions:
@@ -29,7 +32,9 @@ struct HeldoutStatisticsOptions {
 // "comparisons": [{role, against, paired_items, positions: [{position,
 // difference_points, ci_points, best_only, other_only, mcnemar_p}], middle,
 // fitness: {difference_points, ci_points}, items_needed_per_position,
-// detected, verdict}]}. Accuracies and intervals in [0, 1], differences in
+// detected, verdict}], "logprob_correlation": [{role, samples, pearson_r}]
+// (per role and "all roles"; absent without teacher-forced
+// log-probabilities)}. Accuracies and intervals in [0, 1], differences in
 // percentage points (best minus the other role).
 nlohmann::json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatisticsOptions& options);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "core/experiment/experiment.hpp"
 
@@ -14,6 +15,24 @@ using nlohmann::json;
 namespace {
 
 json genome_json(const Genome& genome) { return json(genome); }
+
+// A genome is known when its decoded intervention has the cache key of one
+// this experiment evaluated in an earlier generation, or of one already
+// proposed into the batch. Built from the stored individuals of earlier
+// generations only, so a resumed run (which may hold part of the current
+// generation) rebuilds exactly the memory the uninterrupted run had.
+class ExperimentMemory final : public ProposalMemory {
+ public:
+  ExperimentMemory(const Objective& objective, const Evaluator& evaluator) : objective_(objective), evaluator_(evaluator) {}
+  bool known(const Genome& genome) const override { return keys_.count(key(genome)) > 0; }
+  void remember(const Genome& genome) override { keys_.insert(key(genome)); }
+
+ private:
+  std::string key(const Genome& genome) const { return evaluator_.cache_key(objective_.decode(genome)); }
+  const Objective& objective_;
+  const Evaluator& evaluator_;
+  std::set<std::string> keys_;
+};
 
 class SearchRun {
  public:
@@ -33,22 +52,36 @@ class SearchRun {
     summary_.already_complete = strategy->done();
     while (!strategy->done()) {
       const int generation = strategy->generation();
+      std::optional<ExperimentMemory> memory;
+      if (in_.unique_children) {
+        memory.emplace(*in_.objective, evaluator_);
+        for (const IndividualRecord& stored : store_.individuals(experiment.id))
+          if (stored.generation < generation) memory->remember(stored.genome.get<Genome>());
+        strategy->set_proposal_memory(&*memory);
+      }
       const std::vector<Candidate> batch = strategy->ask();
+      strategy->set_proposal_memory(nullptr);
       // Re-estimated every batch: a GA asks fewer candidates after the
       // initial population (parents are carried, not re-evaluated).
       progress_.set_total(done_candidates_ +
                           static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
       std::vector<double> fitness;
+      std::vector<std::vector<double>> objectives;
       int evaluated = 0, cached = 0;
       for (const Candidate& candidate : batch) {
-        const auto [value, hit, fresh] = fitness_of(experiment.id, generation, candidate);
-        fitness.push_back(value);
-        evaluated += fresh;
-        cached += hit;
-        best_ = std::max(best_, value);
-        progress_.candidate_done(++done_candidates_, hit, best_);
+        const Outcome outcome = fitness_of(experiment.id, generation, candidate);
+        fitness.push_back(outcome.fitness);
+        objectives.push_back(outcome.objectives);
+        evaluated += outcome.fresh;
+        cached += outcome.cache_hit;
+        best_ = std::max(best_, outcome.fitness);
+        progress_.candidate_done(++done_candidates_, outcome.cache_hit, best_);
       }
-      strategy->tell(fitness);
+      if (strategy->objectives() > 1) {
+        strategy->tell_objectives(objectives);
+      } else {
+        strategy->tell(fitness);
+      }
       const auto [best, mean] = checkpoint(experiment.id, generation, *strategy, fitness);
       ++summary_.generations_done;
       progress_.generation_done(generation, generation_total(*strategy), best, mean, evaluated, cached);
@@ -104,7 +137,19 @@ class SearchRun {
     double fitness;
     bool cache_hit;
     bool fresh;
+    std::vector<double> objectives;  // nsga2's, empty for a scalar search
   };
+
+  // Per-position outcomes of a stored evaluation; the samples are read only
+  // when a log-probability fitness or objective needs them.
+  PositionOutcomes outcomes_of(std::int64_t evaluation_id, const std::vector<PositionScore>& scores) {
+    return position_outcomes(scores, in_.scoring.needs_samples() ? store_.evaluation_samples(evaluation_id)
+                                                                 : std::vector<SampleRecord>{});
+  }
+
+  std::vector<double> objectives_of(const PositionOutcomes& outcomes) const {
+    return in_.scoring.objectives.empty() ? std::vector<double>{} : pareto_objectives(in_.scoring, outcomes);
+  }
 
   Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
     if (auto stored = store_.find_individual(experiment_id, candidate.id)) {
@@ -114,7 +159,15 @@ class SearchRun {
                                  " was stored with genome " + stored->genome.dump() + " but the strategy now proposes " +
                                  genome_json(candidate.genome).dump() + "; the checkpoint does not match this build");
       ++summary_.resumed_individuals;
-      return {stored->fitness, false, false};
+      std::vector<double> objectives;
+      if (!in_.scoring.objectives.empty()) {  // recomputed from the stored evaluation, as first computed
+        const auto evaluation = store_.evaluation(stored->evaluation_id);
+        if (!evaluation)
+          throw std::runtime_error(store_.path() + ": candidate " + std::to_string(candidate.id) +
+                                   " points at a missing evaluation");
+        objectives = objectives_of(outcomes_of(evaluation->id, evaluation->position_scores));
+      }
+      return {stored->fitness, false, false, objectives};
     }
     const Intervention intervention = in_.objective->decode(candidate.genome);
     const std::string key = evaluator_.cache_key(intervention);
@@ -139,6 +192,7 @@ class SearchRun {
                           const Intervention& intervention, const std::string& key) {
     std::optional<NewEvaluation> fresh;
     if (!store_.find_evaluation(key)) fresh = evaluator_.run(intervention, key);
+    std::vector<double> objectives;
     const IndividualRecord record = store_.record_individual(
         run_id_, key,
         [&] {
@@ -154,14 +208,16 @@ class SearchRun {
           r.genome_hash = fnv1a_hex(r.genome.dump());
           r.origin = to_string(candidate.origin);
           r.parents = candidate.parents;
-          r.fitness = in_.objective->fitness(position_tallies(e.position_scores));
+          const PositionOutcomes outcomes = outcomes_of(e.id, e.position_scores);
+          r.fitness = search_fitness(in_.scoring, *in_.objective, outcomes);
+          objectives = objectives_of(outcomes);
           r.evaluation_id = e.id;
           r.cache_hit = e.cache_hit;
           r.run_id = run_id_;
           return r;
         });
     (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
-    return {record.fitness, record.cache_hit, !record.cache_hit};
+    return {record.fitness, record.cache_hit, !record.cache_hit, objectives};
   }
 
   // Saves the strategy state after tell(); best/mean are over the population

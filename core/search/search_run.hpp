@@ -15,6 +15,7 @@
 
 #include "core/ga/strategy.hpp"
 #include "core/search/evaluator.hpp"
+#include "core/search/fitness.hpp"
 #include "core/search/progress.hpp"
 #include "objectives/objective.hpp"
 #include "schema/store.hpp"
@@ -35,8 +36,13 @@ struct SearchInputs : EvaluationInputs {
   // a resume with a different one is refused, naming search_differences().
   nlohmann::json search_config;
   const Objective* objective = nullptr;
+  // The stored fitness (and, for nsga2, the objectives told to the strategy).
+  SearchScoring scoring;
   std::function<std::unique_ptr<Strategy>()> make_strategy;
   int planned_generations = 0;  // for progress and ETA only; 0 = unknown
+  // The strategy redraws known children: give it the experiment's proposal
+  // memory (the cache keys of the individuals of earlier generations).
+  bool unique_children = false;
 };
 
 struct RunSummary {

@@ -8,6 +8,7 @@
 #include "tests/cli/temp_dir.hpp"
 
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -17,6 +18,8 @@
 #include "core/cli/query_command.hpp"
 #include "core/cli/report_command.hpp"
 #include "core/cli/status_command.hpp"
+#include "core/ga/factory.hpp"
+#include "core/search/heldout.hpp"
 
 namespace midtune {
 namespace {
@@ -69,6 +72,7 @@ class FixtureStrategy : public Strategy {
 
 class UniformScale : public Objective {
  public:
+  explicit UniformScale(double step = 0.1) : space_{{FloatGene{"scale", 1.0, 2.0, step}}} {}
   std::string name() const override { return "fixture"; }
   const GenomeSpace& space() const override { return space_; }
   Intervention decode(const Genome& g) const override {
@@ -81,7 +85,7 @@ class UniformScale : public Objective {
   }
 
  private:
-  GenomeSpace space_{{FloatGene{"scale", 1.0, 2.0, 0.1}}};
+  GenomeSpace space_;
 };
 
 // Fails (as a crashed model would) once it has run `budget` evaluations.
@@ -133,6 +137,21 @@ class RunLoopTest : public testing::TempDirTest {
   }
 
   std::string db(const std::string& file = "results.db") const { return path(file); }
+
+  // Restarts the search with a backend that crashes after one evaluation, as
+  // a process killed and started again would, until the search completes.
+  template <class MakeInputs>
+  void run_crashing_after_each_evaluation(Store& store, MakeInputs make_inputs) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      FailingAfter backend(1);
+      try {
+        run_search(store, make_inputs(backend), quiet_);
+        return;
+      } catch (const BackendError&) {
+      }
+    }
+    FAIL() << "the search did not complete in 100 restarts";
+  }
   UniformScale objective_;
   std::ostringstream log_;
   cli::Progress quiet_{log_, cli::Progress::Style::quiet};
@@ -175,14 +194,7 @@ TEST_F(RunLoopTest, ResumeAfterFailureMatchesAnUninterruptedRun) {
     reference = individuals(store, run_search(store, inputs(backend), quiet_).experiment_id);
   }
   Store store(db());
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    FailingAfter backend(1);  // one evaluation per "process", then a crash
-    try {
-      run_search(store, inputs(backend), quiet_);
-      break;
-    } catch (const BackendError&) {
-    }
-  }
+  run_crashing_after_each_evaluation(store, [&](Backend& backend) { return inputs(backend); });
   const auto experiment = store.find_experiment("fixture-exp");
   ASSERT_TRUE(experiment);
   EXPECT_EQ(individuals(store, experiment->id), reference);
@@ -203,6 +215,128 @@ TEST_F(RunLoopTest, EditedSearchIsRefusedNamingTheChange) {
     EXPECT_NE(what.find("search.generations: 3 -> 5"), std::string::npos) << what;
     EXPECT_NE(what.find("--new-experiment"), std::string::npos) << what;
   }
+}
+
+// The ga strategy on a 101-value scale with gaussian mutants (which collide
+// often): unique children make every individual a new evaluation, and the
+// memory rebuilt from the store after each crash resumes exactly.
+TEST_F(RunLoopTest, UniqueChildrenEvaluateOnlyNewInterventionsAndResumeExactly) {
+  UniformScale fine(0.01);
+  const auto ga_inputs = [&](Backend& backend, bool unique) {
+    SearchInputs in = inputs(backend);
+    in.objective = &fine;
+    in.unique_children = unique;
+    json config = {{"kind", "ga"},      {"init", "random"}, {"population_size", 6}, {"parents", 2},
+                   {"generations", 3},  {"mutants", 4},     {"crossovers", 0},
+                   {"mutation", {{"kind", "gaussian"}, {"sigma", 0.02}}}};
+    if (unique) config["unique_children"] = true;
+    const GenomeSpace* space = &fine.space();
+    in.make_strategy = [space, config] { return make_strategy(*space, config, 12); };
+    return in;
+  };
+  const auto distinct_genomes = [](const json& rows) {
+    std::set<std::string> distinct;
+    for (const auto& row : rows) distinct.insert(row[2].dump());
+    return distinct.size();
+  };
+  json plain, reference;
+  {
+    Store store(db("plain.db"));
+    FailingAfter backend(1000);
+    const RunSummary s = run_search(store, ga_inputs(backend, false), quiet_);
+    plain = individuals(store, s.experiment_id);
+    EXPECT_GT(s.cache_hits, 0) << "this seed re-proposes without the option";
+  }
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(1000);
+    const RunSummary s = run_search(store, ga_inputs(backend, true), quiet_);
+    reference = individuals(store, s.experiment_id);
+    EXPECT_EQ(s.cache_hits, 0);
+    EXPECT_EQ(s.evaluated, 6 + 3 * 4) << "each generation evaluates its configured number of new candidates";
+  }
+  ASSERT_EQ(reference.size(), plain.size());
+  EXPECT_EQ(distinct_genomes(reference), reference.size());
+  EXPECT_LT(distinct_genomes(plain), plain.size());
+
+  Store store(db());
+  run_crashing_after_each_evaluation(store, [&](Backend& backend) { return ga_inputs(backend, true); });
+  const auto experiment = store.find_experiment("fixture-exp");
+  ASSERT_TRUE(experiment);
+  EXPECT_EQ(individuals(store, experiment->id), reference);
+}
+
+// objective.fitness gold_logprob: every stored fitness is the λ-weighted
+// (0.2, 0.3, 0.5) mean gold log-probability of the stored samples, from the
+// cache as from the backend; accuracy stays the objective's own fitness.
+TEST_F(RunLoopTest, GoldLogprobFitnessWeighsTheStoredSamples) {
+  Store store(db());
+  FailingAfter backend(1000);
+  SearchInputs in = inputs(backend);
+  in.scoring.fitness = FitnessKind::gold_logprob;
+  const RunSummary s = run_search(store, in, quiet_);
+  // A second experiment on the same data takes every evaluation from the cache.
+  SearchInputs cached = inputs(backend, "second");
+  cached.scoring.fitness = FitnessKind::gold_logprob;
+  const RunSummary second = run_search(store, cached, quiet_);
+  ASSERT_EQ(second.cache_hits, 6);
+  std::vector<IndividualRecord> all = store.individuals(s.experiment_id);
+  for (const IndividualRecord& i : store.individuals(second.experiment_id)) all.push_back(i);
+  for (const IndividualRecord& individual : all) {
+    std::map<double, std::pair<double, int>> by_position;
+    for (const SampleRecord& sample : store.evaluation_samples(individual.evaluation_id)) {
+      ASSERT_TRUE(sample.gold_logprob.has_value());
+      by_position[sample.gold_position].first += *sample.gold_logprob;
+      ++by_position[sample.gold_position].second;
+    }
+    ASSERT_EQ(by_position.size(), 3u);
+    const auto mean = [&](double p) { return by_position[p].first / by_position[p].second; };
+    EXPECT_NEAR(individual.fitness, 0.2 * mean(0.0) + 0.3 * mean(0.5) + 0.5 * mean(1.0), 1e-12);
+    EXPECT_LT(individual.fitness, 0.0);
+  }
+}
+
+// nsga2 through the run loop: two objectives per candidate, recomputed from
+// the stored evaluation on resume, so a run that crashes after every
+// evaluation ends with the same individuals and the same front.
+TEST_F(RunLoopTest, Nsga2ResumeAfterFailureMatchesAnUninterruptedRun) {
+  UniformScale fine(0.01);
+  const auto nsga2_inputs = [&](Backend& backend) {
+    SearchInputs in = inputs(backend);
+    in.objective = &fine;
+    in.unique_children = true;
+    in.scoring.objectives = {"accuracy_beginning", "logprob_end"};
+    const json config = {{"kind", "nsga2"},       {"population_size", 5},
+                         {"generations", 3},      {"objectives", 2},
+                         {"unique_children", true}, {"mutation", {{"kind", "gaussian"}, {"sigma", 0.05}}}};
+    const GenomeSpace* space = &fine.space();
+    in.make_strategy = [space, config] { return make_strategy(*space, config, 13); };
+    return in;
+  };
+  const auto front_ids = [](Store& store, std::int64_t experiment) {
+    std::vector<std::int64_t> ids;
+    for (const FrontMember& m : pareto_front(store, experiment)) ids.push_back(m.candidate_id);
+    return ids;
+  };
+  json reference;
+  std::vector<std::int64_t> reference_front;
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(1000);
+    const RunSummary s = run_search(store, nsga2_inputs(backend), quiet_);
+    EXPECT_EQ(s.generations_done, 4);
+    reference = individuals(store, s.experiment_id);
+    EXPECT_EQ(reference.size(), 5u * 4u);
+    reference_front = front_ids(store, s.experiment_id);
+    EXPECT_FALSE(reference_front.empty());
+    for (const FrontMember& m : pareto_front(store, s.experiment_id)) EXPECT_EQ(m.objectives.size(), 2u);
+  }
+  Store store(db());
+  run_crashing_after_each_evaluation(store, [&](Backend& backend) { return nsga2_inputs(backend); });
+  const auto experiment = store.find_experiment("fixture-exp");
+  ASSERT_TRUE(experiment);
+  EXPECT_EQ(individuals(store, experiment->id), reference);
+  EXPECT_EQ(front_ids(store, experiment->id), reference_front);
 }
 
 // A server's model is known only at run time: resuming against another one

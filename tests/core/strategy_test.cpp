@@ -239,6 +239,105 @@ TEST(GaStrategy, GenericGenomesWithConfigurableOperators) {
   expect_exact_resume(make, mixed_fitness);
 }
 
+// The run loop's proposal memory with genomes as keys: everything asked in
+// earlier batches (rebuilt from the history, as the run loop rebuilds it
+// from the store) plus what the batch being built has proposed.
+class GenomeMemory final : public ProposalMemory {
+ public:
+  explicit GenomeMemory(const std::vector<Step>& history) {
+    for (const Step& step : history)
+      for (const Candidate& c : step.batch) seen_.insert(c.genome);
+  }
+  bool known(const Genome& genome) const override { return seen_.count(genome) > 0; }
+  void remember(const Genome& genome) override { seen_.insert(genome); }
+
+ private:
+  std::set<Genome> seen_;
+};
+
+template <class Fitness>
+std::vector<Step> run_with_memory(Strategy& strategy, Fitness fitness, std::vector<Step> history = {},
+                                  std::size_t max_steps = 1000) {
+  std::vector<Step> steps;
+  while (!strategy.done() && steps.size() < max_steps) {
+    std::vector<Step> seen = history;
+    seen.insert(seen.end(), steps.begin(), steps.end());
+    GenomeMemory memory(seen);
+    strategy.set_proposal_memory(&memory);
+    Step step;
+    step.batch = strategy.ask();
+    strategy.set_proposal_memory(nullptr);
+    for (const Candidate& candidate : step.batch) step.fitness.push_back(fitness(candidate.genome));
+    strategy.tell(step.fitness);
+    step.population = strategy.population();
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+// Genomes asked more than once over the whole history.
+std::size_t repeated_genomes(const std::vector<Step>& steps) {
+  std::set<Genome> seen;
+  std::size_t repeats = 0;
+  for (const Step& step : steps)
+    for (const Candidate& c : step.batch) repeats += seen.insert(c.genome).second ? 0 : 1;
+  return repeats;
+}
+
+TEST(GaStrategy, UniqueChildrenNeverRepeatAnEvaluatedGenomeWhereTheSpaceAllows) {
+  const GenomeSpace space = lpes_genome_space(LpesSpec{});
+  GaStrategyConfig plain = small_lpes_config();
+  GaStrategyConfig unique = plain;
+  unique.unique_children = true;
+  // Off: Algorithm 1 as published re-proposes curves (mutants of the seed
+  // collide at M_y 0.2), and a memory changes nothing.
+  GaStrategy off(space, plain, 8), off_with_memory(space, plain, 8);
+  const auto off_steps = run(off, lpes_fitness);
+  EXPECT_GT(repeated_genomes(off_steps), 0u);
+  EXPECT_TRUE(same_steps(off_steps, run_with_memory(off_with_memory, lpes_fitness)));
+  // On: no genome twice, in a generation or across them, and every
+  // generation still asks its configured number of candidates.
+  GaStrategy on(space, unique, 8);
+  const auto on_steps = run_with_memory(on, lpes_fitness);
+  ASSERT_EQ(on_steps.size(), off_steps.size());
+  EXPECT_EQ(repeated_genomes(on_steps), 0u);
+  for (std::size_t g = 0; g < on_steps.size(); ++g) EXPECT_EQ(on_steps[g].batch.size(), off_steps[g].batch.size());
+  // The option is part of the saved config: a checkpoint of one does not load into the other.
+  EXPECT_THROW(GaStrategy(space, plain, 8).load_state(on.save_state()), std::invalid_argument);
+}
+
+TEST(GaStrategy, UniqueChildrenKeepTheLastDrawWhenTheSpaceIsExhausted) {
+  // Two genomes in all: after generation 0 every child is known, so each is
+  // drawn kMaxProposalDraws times and the last draw kept; sizes never shrink.
+  const GenomeSpace space({IntGene{"bit", 0, 1}});
+  const nlohmann::json config = {{"kind", "ga"},     {"init", "random"}, {"population_size", 4},
+                                 {"parents", 2},     {"generations", 3}, {"mutants", 2},
+                                 {"crossovers", 0},  {"unique_children", true},
+                                 {"mutation", {{"kind", "uniform"}}}};
+  auto strategy = make_strategy(space, config, 9);
+  const auto steps = run_with_memory(*strategy, [](const Genome& g) { return g[0]; });
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[0].batch.size(), 4u);
+  for (std::size_t g = 1; g < steps.size(); ++g) EXPECT_EQ(steps[g].batch.size(), 2u);
+}
+
+TEST(GaStrategy, UniqueChildrenResumeExactlyWithTheRebuiltMemory) {
+  const GenomeSpace space = lpes_genome_space(LpesSpec{});
+  GaStrategyConfig config = small_lpes_config();
+  config.unique_children = true;
+  GaStrategy reference(space, config, 10);
+  const auto expected = run_with_memory(reference, lpes_fitness);
+  for (std::size_t stop = 1; stop < expected.size(); ++stop) {
+    GaStrategy first(space, config, 10);
+    auto head = run_with_memory(first, lpes_fitness, {}, stop);
+    GaStrategy resumed(space, config, 10);
+    resumed.load_state(nlohmann::json::parse(first.save_state().dump()));
+    auto tail = run_with_memory(resumed, lpes_fitness, head);
+    head.insert(head.end(), tail.begin(), tail.end());
+    EXPECT_TRUE(same_steps(head, expected)) << "resumed after step " << stop;
+  }
+}
+
 TEST(GaStrategy, TellChecksItsInput) {
   GaStrategy ga(lpes_genome_space(LpesSpec{}), small_lpes_config(), 7);
   EXPECT_THROW(ga.tell({}), std::logic_error);

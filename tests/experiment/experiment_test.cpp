@@ -564,5 +564,66 @@ TEST_F(ExperimentFile, SearchDifferencesNameExactlyTheChangedPaths) {
   EXPECT_EQ(switched[2], R"(search.strategy: "ga" -> "random")");
 }
 
+TEST_F(ExperimentFile, UniqueChildrenIsStoredOnlyWhenOnAndOnlyForGa) {
+  const Experiment plain = load(kValid);
+  EXPECT_FALSE(plain.search.unique_children);
+  EXPECT_FALSE(plain.search_fingerprint()["search"].contains("unique_children"))
+      << "experiments stored before the key keep their fingerprint";
+  const Experiment unique = load(edited("  strategy: ga", "  strategy: ga\n  unique_children: true"));
+  EXPECT_TRUE(unique.search.unique_children);
+  EXPECT_EQ(search_differences(plain, unique),
+            (std::vector<std::string>{"search.unique_children: (absent) -> true"}));
+  EXPECT_EQ(parse_experiment(unique.text, unique.file).search, unique.search);
+  expect_error(edited("  strategy: ga", "  strategy: random\n  unique_children: true"), 23, 20,
+               "search.unique_children", "applies to strategies ga and nsga2");
+  expect_error(edited("  strategy: ga", "  strategy: ga\n  unique_children: maybe"), 23, 20,
+               "search.unique_children", "true");
+}
+
+TEST_F(ExperimentFile, FitnessKindIsStoredOnlyWhenNotAccuracyAndNeedsTeacherForcing) {
+  const Experiment plain = load(kValid);
+  EXPECT_EQ(plain.objective.fitness, "accuracy");
+  EXPECT_FALSE(plain.search_fingerprint()["objective"].contains("fitness"));
+  const Experiment blend = load(edited("  kind: lpes\n", "  kind: lpes\n  fitness: blend\n"));
+  EXPECT_EQ(blend.objective.fitness, "blend");
+  EXPECT_EQ(search_differences(plain, blend),
+            (std::vector<std::string>{R"(objective.fitness: (absent) -> "blend")"}));
+  EXPECT_EQ(parse_experiment(blend.text, blend.file).objective, blend.objective);
+  expect_error(edited("  kind: lpes\n", "  kind: lpes\n  fitness: loss\n"), 17, 12, "objective.fitness",
+               "gold_logprob");
+  std::string generated = edited("  kind: lpes\n", "  kind: lpes\n  fitness: gold_logprob\n");
+  generated.replace(generated.find("metric: teacher_forced"), 22, "metric: generate");
+  expect_error(generated, 17, 12, "objective.fitness", "dataset.metric is generate");
+}
+
+TEST_F(ExperimentFile, Nsga2TakesTwoOrThreeObjectives) {
+  const Experiment pareto = load(edited("  strategy: ga", "  strategy: nsga2\n  objectives: [accuracy_middle, neg_gap]\n"
+                                                       "  nsga2: {population: 8, generations: 3}"));
+  EXPECT_EQ(pareto.search.strategy, "nsga2");
+  EXPECT_EQ(pareto.search.objectives, (std::vector<std::string>{"accuracy_middle", "neg_gap"}));
+  EXPECT_EQ(pareto.search.nsga2.population, 8);
+  EXPECT_EQ(pareto.search.nsga2.mutation, "polynomial");
+  const nlohmann::json fingerprint = pareto.search_fingerprint()["search"];
+  EXPECT_EQ(fingerprint["objectives"], nlohmann::json({"accuracy_middle", "neg_gap"}));
+  EXPECT_EQ(fingerprint["nsga2"]["generations"], 3);
+  EXPECT_FALSE(fingerprint.contains("ga"));
+  EXPECT_FALSE(load(kValid).search_fingerprint()["search"].contains("nsga2")) << "other strategies unchanged";
+  EXPECT_EQ(parse_experiment(pareto.text, pareto.file).search, pareto.search);
+
+  expect_error(edited("  strategy: ga", "  strategy: nsga2\n  objectives: [accuracy_middle]"), 23, 15,
+               "search.objectives", "at least 2");
+  expect_error(edited("  strategy: ga", "  strategy: nsga2\n  objectives: [neg_gap, middle]"), 23, 25,
+               "search.objectives[1]", "accuracy_middle");
+  expect_error(edited("  strategy: ga", "  strategy: nsga2\n  objectives: [neg_gap, neg_gap]"), 23, 25,
+               "search.objectives[1]", "listed twice");
+  const Experiment ga = load(edited("  strategy: ga", "  strategy: ga\n  objectives: [neg_gap, accuracy_end]"));
+  EXPECT_FALSE(ga.search_fingerprint()["search"].contains("objectives")) << "read by nsga2 only";
+  EXPECT_TRUE(search_differences(load(kValid), ga).empty());
+  expect_error(edited("  strategy: ga", "  strategy: nsga2"), 22, 3, "search.objectives", "missing");
+  std::string generated = edited("  strategy: ga", "  strategy: nsga2\n  objectives: [neg_gap, logprob_end]");
+  generated.replace(generated.find("metric: teacher_forced"), 22, "metric: generate");
+  expect_error(generated, 23, 25, "search.objectives[1]", "dataset.metric is generate");
+}
+
 }  // namespace
 }  // namespace midtune

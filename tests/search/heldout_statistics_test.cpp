@@ -3,6 +3,8 @@
 // says "detected" only when the paired test and the interval agree.
 #include "core/search/heldout_statistics.hpp"
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -80,6 +82,42 @@ TEST(HeldoutStatistics, NoBestMeansIntervalsOnly) {
   const nlohmann::json stats = heldout_statistics({role("baseline", 5, [](int, double) { return true; })}, {});
   EXPECT_EQ(stats["intervals"].size(), 1u);
   EXPECT_TRUE(stats["comparisons"].empty());
+}
+
+TEST(HeldoutStatistics, CorrelationOfAccuracyAndGoldLogprob) {
+  // Without log-probabilities (generate metric) there is no correlation entry.
+  const HeldoutRow plain = role("best", 4, [](int i, double) { return i < 2; });
+  EXPECT_FALSE(heldout_statistics({plain}, {}).contains("logprob_correlation"));
+  // Correct items at −1, wrong ones at −3 everywhere: r = 1 exactly. A second
+  // role with the log-probabilities reversed in one item lowers the pooled r.
+  HeldoutRow best = plain;
+  for (SampleRecord& s : best.samples) s.gold_logprob = s.correct ? -1.0 : -3.0;
+  HeldoutRow baseline = best;
+  baseline.role = "baseline";
+  baseline.samples[0].gold_logprob = -3.0;  // a correct item with a wrong item's log-probability
+  const nlohmann::json stats = heldout_statistics({baseline, best}, {});
+  const nlohmann::json& c = stats.at("logprob_correlation");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[1]["role"], "best");
+  EXPECT_EQ(c[1]["samples"], 12);
+  EXPECT_DOUBLE_EQ(c[1]["pearson_r"].get<double>(), 1.0);
+  // baseline by hand: x has six 1s and six 0s; y over the 1s: five −1 and one
+  // −3, over the 0s: six −3. sxy = ½(−8) − ½(−18) = 5, sxx = 3,
+  // syy = 68 − 12 (13/6)² = 35/3, so r = 5 / sqrt(35) = sqrt(5/7).
+  EXPECT_DOUBLE_EQ(c[0]["pearson_r"].get<double>(), std::sqrt(5.0 / 7.0));
+  EXPECT_LT(c[0]["pearson_r"].get<double>(), 1.0);
+  EXPECT_EQ(c[2]["role"], "all roles");
+  EXPECT_EQ(c[2]["samples"], 24);
+}
+
+TEST(Pearson, KnownValuesAndDegenerateInputs) {
+  EXPECT_DOUBLE_EQ(*stats::pearson({1, 2, 3}, {2, 4, 6}), 1.0);
+  EXPECT_DOUBLE_EQ(*stats::pearson({1, 2, 3}, {3, 2, 1}), -1.0);
+  // x = (0, 0, 1, 1), y = (1, 2, 2, 3): sxy = 1, sxx = 1, syy = 2 -> r = 1/sqrt 2.
+  EXPECT_DOUBLE_EQ(*stats::pearson({0, 0, 1, 1}, {1, 2, 2, 3}), 1.0 / std::sqrt(2.0));
+  EXPECT_FALSE(stats::pearson({1, 1, 1}, {1, 2, 3}).has_value());
+  EXPECT_FALSE(stats::pearson({1}, {1}).has_value());
+  EXPECT_THROW(stats::pearson({1, 2}, {1}), std::invalid_argument);
 }
 
 }  // namespace
