@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 
 namespace midtune {
 

@@ -20,7 +20,7 @@
 #include <tbb/task_arena.h>
 
 #include "backends/engine/engine_backend.hpp"
-#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/model_bench.hpp"
 

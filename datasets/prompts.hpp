@@ -35,7 +35,7 @@ struct WrappedPrompt {
 };
 
 // How prompts reach the model. `render` is typically the chat template of
-// backends/engine/chat_template.hpp; `answer_lead` is what precedes the gold
+// backends/engine/gguf/chat_template.hpp; `answer_lead` is what precedes the gold
 // answer in the teacher-forced continuation: after a chat template's
 // assistant header the answer starts the turn (""), while a base model
 // continues "Corresponding value:" / "Answer:" with a space (" "). The gold is
@@ -71,7 +71,7 @@ AnswerStart kv_answer_start(const std::string& key, const std::string& value, bo
 AnswerStart babilong_answer_start(const std::string& question, const std::string& target, bool prime);
 
 // Adapts a chat template whose render result has `.text` and `.content_begin`
-// (backends/engine/chat_template.hpp: ChatTemplate::render_user), without
+// (backends/engine/gguf/chat_template.hpp: ChatTemplate::render_user), without
 // datasets depending on the engine:
 //   chat_wrapper("chatml", [&](std::string_view m) { return tmpl.render_user(m); })
 // ChatML's assistant turn starts the answer directly (answer_lead ""); for

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "objectives/objective.hpp"
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune {
 

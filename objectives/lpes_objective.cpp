@@ -1,11 +1,11 @@
 // The LPES objective (docs/methods.md "LPES", paper 000; the method's module is
-// objectives/lpes.hpp): the genome is the D + 1 Bézier control points on the
+// methods/lpes.hpp): the genome is the D + 1 Bézier control points on the
 // ControlGrid; decode samples one RoPE scale per layer (LPES eqs. 5-6) and
 // every head of layer h uses s_h.
 #include <stdexcept>
 
 #include "core/ga/lpes_space.hpp"
-#include "objectives/lpes.hpp"
+#include "methods/lpes.hpp"
 #include "objectives/objective.hpp"
 
 namespace midtune {

@@ -2,7 +2,7 @@
 // (with its starting genome), the pure decode genome -> Intervention, and the
 // fitness of per-position scores. Objectives never see a model. A method's
 // facts live in its module (objectives/<method>.hpp, listed by
-// objectives/registry.hpp); make_objective() picks the objective.
+// methods/registry.hpp); make_objective() picks the objective.
 #pragma once
 
 #include <memory>
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 #include "core/experiment/experiment.hpp"  // ObjectiveConfig
 #include "core/ga/genome.hpp"
 #include "objectives/metrics.hpp"

@@ -1,9 +1,9 @@
 // The PI objective (the LPES paper's uniform baseline; the method's module is
-// objectives/pi.hpp): one gene, one RoPE scale applied to every layer and head.
+// methods/pi.hpp): one gene, one RoPE scale applied to every layer and head.
 #include <stdexcept>
 
 #include "objectives/objective.hpp"
-#include "objectives/pi.hpp"
+#include "methods/pi.hpp"
 
 namespace midtune {
 namespace {

@@ -1,7 +1,7 @@
 #include "backends/engine/engine_backend.hpp"
 
-#include "backends/engine/chat_template.hpp"
-#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
+#include "backends/engine/engine_hooks.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,7 @@
 //                   "emitted first" when the argmax equals the gold token at
 //                   every answer position; gold_logprob = sum of log-softmax.
 // Ms-PoE, CALIOPE, SIW and PHS go through hooks::EngineIntervention
-// (backends/engine/hooks/engine_hooks.hpp): with any of them the prompt is
+// (backends/engine/engine_hooks.hpp): with any of them the prompt is
 // prefilled alone (the hooks read its last query) and the teacher-forced gold
 // tokens follow in one call, equal to one decode step per gold token as
 // generate runs it (under PHS every gold row counts as its step's last token).
@@ -22,7 +22,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/engine/model.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 
 namespace midtune::engine {
 

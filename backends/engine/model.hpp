@@ -4,7 +4,7 @@
 // output projection -> residual -> RMSNorm -> SwiGLU or GeGLU FFN ->
 // residual] -> final RMSNorm -> tied or separate output matrix. What an
 // architecture changes (llama, qwen2, gemma) is in ModelConfig
-// (backends/engine/gguf.hpp) and the few lines that read it.
+// (backends/engine/gguf/gguf.hpp) and the few lines that read it.
 //
 // Positions are floats (CALIOPE remaps them) and every (layer, head) has its
 // own RoPE scale (PI / LPES / Ms-PoE divide the position by it), on top of
@@ -30,7 +30,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
@@ -67,7 +67,7 @@ struct RopeScales {
 
 // Optional per-call hooks, named by the mechanism they act through and the
 // stage of the layer where they run (all off by default; built from an
-// Intervention by backends/engine/hooks/engine_hooks.hpp). Float positions
+// Intervention by backends/engine/engine_hooks.hpp). Float positions
 // are Model::forward's `positions` argument, per-head key slots a Sequence
 // option.
 struct ForwardHooks {

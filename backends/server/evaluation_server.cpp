@@ -11,7 +11,7 @@
 
 #include <httplib.h>
 
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::server {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/chat_template.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/endpoint_client.hpp"
 #include "backends/server/evaluation_server.hpp"

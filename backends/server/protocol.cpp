@@ -4,7 +4,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::server {
 namespace {

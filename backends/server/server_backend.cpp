@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::server {
 namespace {

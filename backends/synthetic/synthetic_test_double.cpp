@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune {
 namespace {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/engine/chat_template.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model_bench.hpp"

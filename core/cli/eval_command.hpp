@@ -22,7 +22,7 @@ namespace midtune::cli {
 
 struct EvalRequest {
   std::string experiment_file;
-  std::string intervention_file;  // JSON of an Intervention (backends/intervention.hpp)
+  std::string intervention_file;  // JSON of an Intervention (methods/intervention.hpp)
   bool best = false;              // the best individual of the file's experiment in --db
   std::string against;            // empty, "baseline" or a JSON Intervention file
   std::string split = "heldout";  // search | heldout

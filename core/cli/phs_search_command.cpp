@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/engine_backend.hpp"
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/tools/phs_capture.hpp"
 #include "core/cli/commands.hpp"
 #include "core/cli/table.hpp"
 #include "core/search/prompt_wrapper.hpp"
-#include "objectives/phs_channel_search.hpp"
+#include "backends/engine/tools/phs_channel_search.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {

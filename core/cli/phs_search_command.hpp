@@ -26,7 +26,7 @@ struct PhsSearchArgs {
   int strings = 64;
   int tokens = 512;
   std::uint64_t seed = 1;
-  // Analysis (objectives/phs_channel_search.hpp).
+  // Analysis (backends/engine/tools/phs_channel_search.hpp).
   int skip_tokens = 30;                 // paper 30, reference code 300
   std::string smoothing = "moving-average";  // paper; savgol = reference code
   int smooth_window = 0;                // 0: 100 (paper) for moving-average, 11 for savgol

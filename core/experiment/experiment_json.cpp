@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 #include "core/experiment/experiment.hpp"
 
 namespace midtune {

@@ -11,7 +11,7 @@
 #include "core/experiment/experiment.hpp"
 #include "core/experiment/load_sections.hpp"
 #include "core/experiment/nearest_name.hpp"
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune {
 namespace load {

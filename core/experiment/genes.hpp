@@ -1,7 +1,7 @@
 // Searchable knobs of the methods that have no bespoke section in the
 // experiment file (mspoe, siw, caliope, phs): each method declares its genes
 // in its module (objectives/<method>.cpp: name, type, hard bounds, paper
-// default; listed by objectives/registry.hpp), and the file sets each gene's
+// default; listed by methods/registry.hpp), and the file sets each gene's
 // search range under `objective.<method>.genes`, starting from the paper
 // default.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "objectives/method_types.hpp"  // GeneSchema, GeneValue, GeneType
+#include "methods/method_types.hpp"  // GeneSchema, GeneValue, GeneType
 
 namespace midtune {
 

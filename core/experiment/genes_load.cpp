@@ -6,7 +6,7 @@
 
 #include "core/experiment/load_sections.hpp"
 #include "core/experiment/nearest_name.hpp"
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::load {
 namespace {

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/experiment/load_sections.hpp"
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::load {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 #include "core/search/evaluator.hpp"
 #include "objectives/objective.hpp"
 #include "schema/store.hpp"

@@ -1,7 +1,7 @@
 // The Intervention JSON is what the results database stores and what
 // ga-serve receives: it must round-trip, canonicalise, and reject bad fields
 // with a message naming the field.
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 
 #include <gtest/gtest.h>
 

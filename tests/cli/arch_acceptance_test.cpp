@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"

@@ -80,7 +80,7 @@ TEST(Wrapping, AffixesShiftSpans) {
 }
 
 TEST(Wrapping, ChatTemplateAdapter) {
-  // Shaped like backends/engine/chat_template.hpp's RenderedPrompt.
+  // Shaped like backends/engine/gguf/chat_template.hpp's RenderedPrompt.
   struct Rendered {
     std::string text;
     std::size_t content_begin = 0;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/chat_template.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
 
 namespace midtune {
 namespace {

@@ -30,9 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace midtune::engine {

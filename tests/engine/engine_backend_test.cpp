@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "backends/engine/engine_backend.hpp"
-#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/engine_hooks.hpp"
 #include "tests/engine/model_path.hpp"
 
 namespace midtune::engine {

@@ -1,7 +1,7 @@
 // The GGUF reader on the real SmolLM2-135M-Instruct Q4_1 file.
 #include <gtest/gtest.h>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "tests/engine/model_path.hpp"
 
 namespace midtune {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/model.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
 
 namespace midtune::testing {

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
 
 namespace midtune {

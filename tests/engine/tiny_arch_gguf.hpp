@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
 
 namespace midtune::testing {

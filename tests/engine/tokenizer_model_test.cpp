@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/chat_template.hpp"
-#include "backends/engine/gguf.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
+#include "backends/engine/gguf/gguf.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/model_path.hpp"
 
 namespace midtune {

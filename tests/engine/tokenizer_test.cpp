@@ -9,8 +9,8 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/gguf.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/gguf.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
 
 namespace midtune {

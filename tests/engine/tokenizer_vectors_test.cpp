@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/engine/gguf.hpp"
-#include "backends/engine/tokenizer.hpp"
+#include "backends/engine/gguf/gguf.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
 
 namespace midtune {
 namespace {

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/hooks/engine_hooks.hpp"
+#include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/engine/model_path.hpp"
 

@@ -1,4 +1,4 @@
-// The method registry (objectives/registry.hpp): every method is listed once,
+// The method registry (methods/registry.hpp): every method is listed once,
 // each method's part of the Intervention round-trips through JSON with the
 // canonical text pinned (it is the evaluation cache key, so it must never
 // drift), and each method's validation names its field and the reason.
@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "objectives/pi.hpp"
-#include "objectives/registry.hpp"
+#include "methods/pi.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune {
 namespace {

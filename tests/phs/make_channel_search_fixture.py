@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent numpy oracle for the PHS channel-search analysis
-(objectives/phs_channel_search.hpp), written from the paper's text (001 §3.2,
+(backends/engine/tools/phs_channel_search.hpp), written from the paper's text (001 §3.2,
 Alg. 1, App. C.1) and the reference code's options, not from the C++.
 
 Curves come from a closed form with integer-hash noise that the C++ test

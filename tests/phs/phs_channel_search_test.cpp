@@ -1,5 +1,5 @@
 // The PHS channel-search analysis on synthetic curves whose answer is known
-// (objectives/phs_channel_search.hpp): monotone smooth channels are found,
+// (backends/engine/tools/phs_channel_search.hpp): monotone smooth channels are found,
 // noisy or non-monotone ones are not, smoother ranks first, the > L/4 rule,
 // the skipped prefix, and the options that follow the reference code.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "objectives/phs_channel_search.hpp"
+#include "backends/engine/tools/phs_channel_search.hpp"
 
 namespace midtune::phs {
 namespace {

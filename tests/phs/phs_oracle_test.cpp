@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "objectives/phs_channel_search.hpp"
+#include "backends/engine/tools/phs_channel_search.hpp"
 
 namespace midtune::phs {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/engine/chat_template.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
 #include "tests/server/loopback.hpp"

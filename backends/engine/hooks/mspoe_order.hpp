@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 
 namespace midtune::engine::hooks {
 

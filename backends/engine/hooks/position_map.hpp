@@ -7,14 +7,14 @@
 //   hourglass  c(m) = sum_{k=1}^{m-1} [dmin + 4 k/(d-1) (1 - k/(d-1)) (dmax - dmin)]  (eq. 4)
 //   decay      c(m) = sum_{k=1}^{m-1} delta0 lambda^k                     (eq. 5)
 // Phi must be strictly increasing (the paper's constraint); parameters that
-// could break it are rejected by validate_position_map (objectives/caliope.hpp).
+// could break it are rejected by validate_position_map (methods/caliope.hpp).
 #pragma once
 
 #include <span>
 #include <vector>
 
 #include "backends/engine/hooks/token_span.hpp"
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 
 namespace midtune::engine::hooks {
 

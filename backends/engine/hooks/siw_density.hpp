@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/engine/hooks/token_span.hpp"
-#include "backends/intervention.hpp"
+#include "methods/intervention.hpp"
 
 namespace midtune::engine::hooks {
 

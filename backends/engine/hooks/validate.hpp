@@ -4,4 +4,4 @@
 // ModelShape), visible here for the engine's hooks.
 #pragma once
 
-#include "objectives/registry.hpp"
+#include "methods/registry.hpp"

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 
 namespace midtune::engine {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 
 namespace midtune::engine {

@@ -12,7 +12,7 @@
 // the model loads, not per row.
 #pragma once
 
-#include "backends/engine/gguf.hpp"
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {

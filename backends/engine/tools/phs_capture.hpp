@@ -3,7 +3,7 @@
 // the in-tree engine's ForwardHooks::on_layer_output (engine-only, hence
 // here), and the loss on a generated KV validation set under one
 // Intervention (teacher_forced gold log-probability). The analysis between
-// them is objectives/phs_channel_search.hpp; the command is core/cli.
+// them is backends/engine/tools/phs_channel_search.hpp; the command is core/cli.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "backends/backend.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "datasets/prompts.hpp"
-#include "objectives/phs_channel_search.hpp"
+#include "backends/engine/tools/phs_channel_search.hpp"
 
 namespace midtune::engine::tools {
 

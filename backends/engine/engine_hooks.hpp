@@ -1,0 +1,80 @@
+// An Intervention turned into what Model::forward takes:
+// the Sequence's RoPE scales, the prompt's positions and the ForwardHooks.
+//   Ms-PoE  per-head scales from first_layer on, assigned in the prefill call
+//           from the last query's Q.K before RoPE (ForwardHooks::
+//           head_rope_scales, mspoe_order.hpp); the Sequence keeps a key slot
+//           per query head there (RopeScales::per_head_key_slots), so GQA
+//           keys are rotated per head.
+//   CALIOPE prompt positions Phi(t) (position_map.hpp); later calls continue
+//           from the last remapped position + 1 (Model::forward's default).
+//   SIW     factors on key 0's weight per query token in the chosen layers
+//           (ForwardHooks::key0_weight_factors), dense chunks found from the
+//           prefill's last row (last_query_row; siw_density.hpp).
+//   PHS     channel c of the normed input to Q and K scaled by s in the
+//           chosen layers; the call's keys are re-cached scaled and the last
+//           token's row recomputed (PHS eq. 2-3; every row of a later call,
+//           ForwardHooks::scale_qk_channels). Linear, so the scaled rows
+//           are K + (s - 1) x_c W_K[:, c] and Q + (s - 1) x_c W_Q[:, c].
+// Ms-PoE overrides rope_scale in its layers; the others compose freely.
+// The first forward call must hold the whole prompt (prompt_tokens tokens)
+// and nothing else: "the last query" is the prompt's last token.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/engine/hooks/siw_density.hpp"
+#include "backends/engine/hooks/token_span.hpp"
+#include "backends/engine/hooks/validate.hpp"
+#include "backends/engine/model.hpp"
+#include "methods/intervention.hpp"
+
+namespace midtune::engine::hooks {
+
+ModelShape shape_of(const Model& model);
+
+class EngineIntervention {
+ public:
+  // Validates against the model and the prompt; throws std::invalid_argument
+  // naming the field and the reason.
+  EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
+                     std::vector<TokenSpan> chunks);
+  EngineIntervention(const EngineIntervention&) = delete;  // the hooks point into this object
+  EngineIntervention& operator=(const EngineIntervention&) = delete;
+
+  const RopeScales& sequence_scales() const { return scales_; }
+  // Positions of the prompt's tokens; empty = plain 0..n-1.
+  const std::vector<double>& prompt_positions() const { return positions_; }
+  // nullptr when the Intervention needs no hook (plain path untouched).
+  const ForwardHooks* hooks() const { return any_hook_ ? &hooks_ : nullptr; }
+
+  // What the prefill decided, for tests and logs.
+  const std::map<int, std::vector<float>>& mspoe_scales() const { return mspoe_scales_; }
+  // Ms-PoE eq. 1 awareness score per head (whatever the order used).
+  const std::map<int, std::vector<double>>& mspoe_awareness() const { return mspoe_awareness_; }
+  const std::map<int, DenseChunks>& siw_dense() const { return siw_dense_; }
+
+ private:
+  std::vector<float> assign_mspoe(int layer, std::span<const float> qkv, int tokens);
+  void read_siw_density(int layer, std::span<const float> rows, int keys, int start, int tokens);
+  std::vector<float> siw_factors(int layer, int start, int tokens) const;
+  bool scale_qk_channels(int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
+                         int first_query) const;
+
+  const Model& model_;
+  Intervention intervention_;
+  int prompt_tokens_ = 0;
+  std::vector<TokenSpan> chunks_;
+  RopeScales scales_;
+  std::vector<double> positions_;
+  ForwardHooks hooks_;
+  bool any_hook_ = false;
+  std::map<int, std::vector<float>> mspoe_scales_;
+  std::map<int, std::vector<double>> mspoe_awareness_;
+  std::map<int, DenseChunks> siw_dense_;
+  // PHS: column `channel` of W_Q (heads*head_dim) and W_K (kv_heads*head_dim) per layer.
+  std::map<int, std::vector<float>> phs_q_column_, phs_k_column_;
+};
+
+}  // namespace midtune::engine::hooks

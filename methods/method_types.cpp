@@ -1,0 +1,141 @@
+#include "methods/method_types.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+
+#include "methods/method_checks.hpp"
+
+namespace midtune {
+
+nlohmann::json gene_number_to_json(double number) {
+  // Integral values print as integers, so integer genes load back as integers.
+  constexpr double kLimit = 9.0e15;  // exactly representable as int64 and double
+  if (std::trunc(number) == number && std::abs(number) < kLimit) {
+    return static_cast<std::int64_t>(number);
+  }
+  return number;
+}
+
+nlohmann::json gene_value_to_json(const GeneValue& value) {
+  if (const auto* number = std::get_if<double>(&value)) return gene_number_to_json(*number);
+  return std::get<std::string>(value);
+}
+
+std::string gene_value_to_string(const GeneValue& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return *text;
+  std::ostringstream out;
+  out << std::get<double>(value);
+  return out.str();
+}
+
+const char* to_string(GeneType type) {
+  switch (type) {
+    case GeneType::integer: return "integer";
+    case GeneType::real: return "real";
+    case GeneType::categorical: return "categorical";
+  }
+  return "?";
+}
+
+const GeneValue& GeneValues::at(const std::string& name) const {
+  const auto found = values_.find(name);
+  if (found == values_.end()) throw std::logic_error(method_ + ": no value for gene '" + name + "'");
+  return found->second;
+}
+
+double GeneValues::number(const std::string& name) const {
+  const auto* d = std::get_if<double>(&at(name));
+  if (d == nullptr) throw std::logic_error(method_ + "." + name + ": expected a number");
+  return *d;
+}
+
+int GeneValues::integer(const std::string& name) const { return static_cast<int>(std::lround(number(name))); }
+
+const std::string& GeneValues::text(const std::string& name) const {
+  const auto* s = std::get_if<std::string>(&at(name));
+  if (s == nullptr) throw std::logic_error(method_ + "." + name + ": expected a text value");
+  return *s;
+}
+
+namespace method_checks {
+namespace {
+
+using nlohmann::json;
+
+constexpr long long kMaxLayerIndex = 1000000;  // the model's real count is checked by validate()
+
+std::string key_of(const std::string& field) { return field.substr(field.rfind('.') + 1); }
+
+}  // namespace
+
+void bad(const std::string& field, const std::string& reason) {
+  throw std::invalid_argument("intervention." + field + ": " + reason);
+}
+
+void reject_unknown(const json& j, const std::string& where, std::initializer_list<const char*> known) {
+  if (!j.is_object()) bad(where, "must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || it.key() == k;
+    if (!ok) bad(where.empty() ? it.key() : where + "." + it.key(), "unknown field");
+  }
+}
+
+double number(const json& section, const std::string& field, double fallback) {
+  if (!section.contains(key_of(field))) return fallback;
+  const json& v = section.at(key_of(field));
+  if (!v.is_number()) bad(field, "must be a number");
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) bad(field, "must be finite");
+  return d;
+}
+
+int layer_index(const json& section, const std::string& field, int fallback) {
+  if (!section.contains(key_of(field))) return fallback;
+  const json& v = section.at(key_of(field));
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > kMaxLayerIndex)
+    bad(field, "must be an integer layer index >= 0");
+  return v.get<int>();
+}
+
+std::vector<int> layer_list(const json& section, const std::string& field) {
+  std::vector<int> out;
+  if (!section.contains(key_of(field))) return out;
+  const json& list = section.at(key_of(field));
+  if (!list.is_array()) bad(field, "must be a list of layer indices");
+  for (const json& v : list) {
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > kMaxLayerIndex)
+      bad(field, "entries must be integer layer indices >= 0");
+    out.push_back(v.get<int>());
+  }
+  return out;
+}
+
+void check_layer(int layer, const std::string& field, const ModelShape& model) {
+  if (layer < 0 || layer >= model.layers) {
+    bad(field, std::to_string(layer) + " is outside the model's layers 0.." + std::to_string(model.layers - 1));
+  }
+}
+
+void check_layer_list(const std::vector<int>& layers, const std::string& field, const ModelShape& model) {
+  if (layers.empty()) bad(field, "must name at least one layer");
+  for (int l : layers) {
+    if (l < 0 || l >= model.layers) {
+      bad(field, "layer " + std::to_string(l) + " is outside the model's layers 0.." +
+                     std::to_string(model.layers - 1));
+    }
+  }
+}
+
+void check_at_least(double value, double lowest, const std::string& field) {
+  if (!std::isfinite(value) || value < lowest) {
+    std::ostringstream text;
+    text << "must be finite and >= " << lowest;
+    bad(field, text.str());
+  }
+}
+
+}  // namespace method_checks
+}  // namespace midtune
