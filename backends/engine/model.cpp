@@ -12,6 +12,7 @@
 
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
@@ -301,11 +302,9 @@ struct Model::Workspace {
     const int half = static_cast<int>(inv_freq.size());
     RopeTable table{scale, AlignedBuffer<float>(static_cast<std::size_t>(T) * half * 2)};
     for (int t = 0; t < T; ++t) {
-      const double p = positions[t] / static_cast<double>(scale);
       for (int i = 0; i < half; ++i) {
-        const double angle = p * inv_freq[i];
-        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2] = static_cast<float>(std::cos(angle));
-        table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+        float* entry = &table.cos_sin[(static_cast<std::size_t>(t) * half + i) * 2];
+        elementwise::rope_cos_sin(positions[t], scale, inv_freq[i], entry, entry + 1);
       }
     }
     rope_tables.push_back(std::move(table));

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/engine/gguf/rope_pairing.hpp"
+
 namespace midtune {
 
 struct GgufError : std::runtime_error {
@@ -180,11 +182,6 @@ class GgufFile {
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
 };
 
-// How RoPE pairs a head's dimensions (llama.cpp's rope type of the
-// architecture): ggml NORM rotates adjacent pairs (x[2i], x[2i+1]) (llama:
-// its converter permuted Q/K for that), ggml NEOX rotates the halves
-// (x[i], x[i + rope_dims/2]) (qwen2, gemma).
-enum class RopePairing : std::uint8_t { adjacent, halves };
 
 // The feed-forward block's gate activation: SwiGLU silu(gate) * up (llama,
 // qwen2) or GeGLU gelu(gate) * up with gelu's tanh approximation (gemma).

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/engine/ops/elementwise.hpp"
+
 namespace midtune::engine {
 
 namespace {
@@ -18,8 +20,8 @@ void rms_norm_reference(const float* x, std::size_t ld_x, const float* weight, i
     float* yr = y + r * ld_y;
     double sum = 0.0;
     for (int i = 0; i < width; ++i) sum += static_cast<double>(xr[i]) * xr[i];
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum / width + eps));
-    for (int i = 0; i < width; ++i) yr[i] = xr[i] * inv * weight[i];
+    const float inv = elementwise::rms_inverse(sum, width, eps);
+    for (int i = 0; i < width; ++i) yr[i] = elementwise::rms_scale(xr[i], inv, weight[i]);
   }
 }
 

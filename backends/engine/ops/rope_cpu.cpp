@@ -1,13 +1,13 @@
 #include "backends/engine/ops/rope.hpp"
 
+#include "backends/engine/ops/elementwise.hpp"
+
 namespace midtune::engine {
 
 void rope_rotate(float* x, const float* cos_sin, int rope_dims) {
   for (int i = 0; i < rope_dims / 2; ++i) {
     const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-    const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c - x1 * s;
-    x[2 * i + 1] = x0 * s + x1 * c;
+    elementwise::rope_rotate_pair(x[2 * i], x[2 * i + 1], c, s, &x[2 * i], &x[2 * i + 1]);
   }
 }
 
@@ -15,9 +15,7 @@ void rope_rotate_halves(float* x, const float* cos_sin, int rope_dims) {
   const int half = rope_dims / 2;
   for (int i = 0; i < half; ++i) {
     const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-    const float x0 = x[i], x1 = x[i + half];
-    x[i] = x0 * c - x1 * s;
-    x[i + half] = x0 * s + x1 * c;
+    elementwise::rope_rotate_pair(x[i], x[i + half], c, s, &x[i], &x[i + half]);
   }
 }
 

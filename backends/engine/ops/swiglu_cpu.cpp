@@ -1,15 +1,14 @@
 #include "backends/engine/ops/swiglu.hpp"
 
-#include <cmath>
-
 #include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine {
 
 namespace {
 
 void silu_mul_reference(const float* gate, const float* up, float* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::silu_mul(gate[i], up[i]);
 }
 
 }  // namespace

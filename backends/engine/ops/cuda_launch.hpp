@@ -1,0 +1,30 @@
+// Shared by the CUDA bodies (<op>_cuda.cu): the launch-error check and the
+// grid size of a one-thread-per-element launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace midtune::engine::cuda {
+
+// Throws naming the op when the launch just made (or the stream before it) failed.
+inline void check_launch(const char* op) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(op) + " (cuda): " + cudaGetErrorName(status) + ": " +
+                             cudaGetErrorString(status));
+  }
+}
+
+inline cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+constexpr int kThreadsPerBlock = 256;
+
+inline unsigned blocks_for(std::size_t elements) {
+  return static_cast<unsigned>((elements + kThreadsPerBlock - 1) / kThreadsPerBlock);
+}
+
+}  // namespace midtune::engine::cuda

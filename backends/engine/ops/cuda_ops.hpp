@@ -1,0 +1,50 @@
+// The CUDA bodies of the element-wise ops, on device pointers: the same
+// contracts as the CPU ops (rmsnorm.hpp, rope.hpp, swiglu.hpp, geglu.hpp),
+// batched over whole token matrices as the GPU engine feeds them. Each kernel
+// evaluates the per-element functions of elementwise.hpp that the CPU
+// reference bodies evaluate, so the two differ only in summation order and in
+// the device's math library; tests/engine/cuda_ops_test.cpp checks every one
+// against its CPU reference (and reports itself skipped where there is no
+// device).
+//
+// Declared only in builds with CUDA (MIDTUNE_WITH_CUDA). Arguments are checked
+// as the CPU ops check them (std::invalid_argument); a failed launch throws
+// std::runtime_error naming the op and the CUDA error. `stream` is a
+// cudaStream_t (nullptr: the default stream); the calls are asynchronous.
+#pragma once
+
+#if defined(MIDTUNE_WITH_CUDA)
+
+#include <cstddef>
+
+#include "backends/engine/gguf/rope_pairing.hpp"
+
+namespace midtune::engine::cuda {
+
+// RMSNorm of `rows` rows of `width`: y = x / sqrt(mean(x^2) + eps) * weight,
+// the sum of squares in double. One thread block per row.
+void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
+                   std::size_t ld_y, void* stream = nullptr);
+
+// The RoPE tables of `tables` scales for `tokens` positions:
+// cos_sin[table][token][pair] = (cos, sin) of (position / scales[table]) *
+// inverse_frequencies[pair], `pairs` = rope_dims / 2 (positions, frequencies
+// in double as on the CPU).
+void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                 const double* inverse_frequencies, int pairs, float* cos_sin, void* stream = nullptr);
+
+// RoPE in place on `tokens` rows of x (row stride ld_x), each holding `heads`
+// heads of `head_dim` values; dimensions from rope_dims on are left as they
+// are. Head h of token t reads the table cos_sin + h * head_table_stride
+// (0: one table for every head; per-head scales give each head its own) at
+// entry t * rope_dims / 2. Pairing as rope.hpp states it.
+void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
+               const float* cos_sin, std::size_t head_table_stride, void* stream = nullptr);
+
+// SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
+void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
+
+}  // namespace midtune::engine::cuda
+
+#endif  // MIDTUNE_WITH_CUDA
