@@ -1,7 +1,9 @@
 // GGUF files that lie: hundreds of deterministic mutants of a tiny valid
 // model (fast enough for the sanitizer build), each refused with a message
 // naming the file or loaded into a model whose forward pass is finite.
+#include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "tests/engine/gguf_mutation.hpp"
 #include "tests/engine/tiny_llama_gguf.hpp"
@@ -92,6 +94,52 @@ TEST(GgufMutation, NonFiniteActivationIsAnErrorNotUndefinedBehaviour) {
   std::fill(row.begin(), row.end(), 1e-39f);
   engine::quantize_rows(row.data(), 1, 64, 64, out);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(out.row_q(0)[i], 0);
+}
+
+// Every quantised type's fp16 scale fields (offsets in ggml's block structs)
+// are checked at load: an infinite one in the second block is refused naming
+// the tensor, the type and the block; the all-zero file loads.
+TEST(GgufMutation, EveryQuantisedTypesScaleFieldsAreCheckedForNonFiniteValues) {
+  struct TypeCase {
+    std::uint32_t type_id;
+    const char* name;
+    std::uint64_t block_elems, block_bytes;
+    std::vector<std::size_t> scale_fields;  // byte offsets of the fp16 d / min / dmin in a block
+  };
+  const std::vector<TypeCase> cases = {
+      {2, "Q4_0", 32, 18, {0}},      {3, "Q4_1", 32, 20, {0, 2}},    {6, "Q5_0", 32, 22, {0}},
+      {7, "Q5_1", 32, 24, {0, 2}},   {8, "Q8_0", 32, 34, {0}},       {10, "Q2_K", 256, 84, {80, 82}},
+      {11, "Q3_K", 256, 110, {108}}, {12, "Q4_K", 256, 144, {0, 2}}, {13, "Q5_K", 256, 176, {0, 2}},
+      {14, "Q6_K", 256, 210, {208}}, {20, "IQ4_NL", 32, 18, {0}},    {23, "IQ4_XS", 256, 136, {0}},
+  };
+  for (const TypeCase& c : cases) {
+    for (std::optional<std::size_t> field : std::vector<std::optional<std::size_t>>{std::nullopt, 0, 1}) {
+      if (field && *field >= c.scale_fields.size()) continue;
+      std::vector<std::uint8_t> data(2 * c.block_bytes, 0);
+      if (field) {
+        const std::uint16_t infinity = 0x7C00;  // fp16 +inf
+        std::memcpy(&data[c.block_bytes + c.scale_fields[*field]], &infinity, sizeof infinity);
+      }
+      TinyGgufWriter writer;
+      writer.add_tensor("weights", {2 * c.block_elems}, c.type_id, data);
+      const MemoryFile file(writer.bytes());
+      const GgufFile gguf(file.path());
+      const GgufTensorInfo& info = gguf.tensor("weights");
+      if (!field) {
+        EXPECT_NO_THROW(gguf.require_finite(info)) << c.name;
+        continue;
+      }
+      const std::string block = "in the " + std::string(c.name) + " block of elements " +
+                                std::to_string(c.block_elems) + ".." + std::to_string(2 * c.block_elems - 1);
+      try {
+        gguf.require_finite(info);
+        ADD_FAILURE() << c.name << ": an infinite scale field at byte " << c.scale_fields[*field] << " was accepted";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("tensor 'weights' has a non-finite value"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(block), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 TEST(GgufMutation, UnmutatedTinyModelLoads) {

@@ -459,10 +459,18 @@ std::size_t first_non_finite_block(GgmlType type, const std::byte* data, std::ui
     case GgmlType::F16: return scan(f16_is_finite);
     case GgmlType::BF16: return scan(bf16_is_finite);
     case GgmlType::Q4_0:
-    case GgmlType::Q8_0: return scan(f16_is_finite);  // d at byte 0
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS: return scan(f16_is_finite);  // d at byte 0
     case GgmlType::Q4_1:
-    case GgmlType::Q4_K:  // d, then min (Q4_1) / dmin (Q4_K) at byte 2
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:  // d, then min (Q4_1, Q5_1) / dmin (Q4_K, Q5_K) at byte 2
       return scan([](const std::byte* p) { return f16_is_finite(p) && f16_is_finite(p + 2); });
+    case GgmlType::Q2_K:  // d, dmin after scales[16] and qs[64]
+      return scan([](const std::byte* p) { return f16_is_finite(p + 80) && f16_is_finite(p + 82); });
+    case GgmlType::Q3_K: return scan([](const std::byte* p) { return f16_is_finite(p + 108); });  // d after hmask, qs, scales
     case GgmlType::Q6_K: return scan([](const std::byte* p) { return f16_is_finite(p + 208); });  // d after ql, qh, scales
   }
   return std::string::npos;
