@@ -41,6 +41,25 @@ void rope_tables(const double* positions, int tokens, const float* scales, int t
 void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
                const float* cos_sin, std::size_t head_table_stride, void* stream = nullptr);
 
+// Causal attention (attention.hpp's contract, for a whole call at once):
+// `tokens` queries of `heads` heads over a cache of `past + tokens` keys of
+// `kv_heads` heads (query head h reads cache head h / (heads / kv_heads)).
+//   q: [tokens][q_ld], head h at h * head_dim (already rotated)
+//   keys, values: [past + tokens][kv_ld], head g at g * head_dim (row-major:
+//     the GPU cache needs no blocked layout)
+//   out: [tokens][out_ld]
+// Query t sees keys [first, limit): limit = past + t + 1, first = max(0,
+// limit - window) for a sliding window (window > 0), else 0;
+// p = softmax(scale * q K^T), out = p V, accumulated in float with a running
+// maximum over chunks of keys. Readouts, optional (nullptr: none):
+// key0_weight [heads][tokens] each query's weight on key 0 (SIW's correction
+// out += (alpha - 1) p0 v0 is applied by the caller), last_row
+// [heads][past + tokens] the last query's softmax row per head (zero before
+// `first`). One thread block per (query, head); head_dim at most 256.
+void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
+               std::size_t out_ld, float* key0_weight = nullptr, float* last_row = nullptr, void* stream = nullptr);
+
 // SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);

@@ -1,0 +1,132 @@
+// CUDA body of attention.hpp (contract: cuda_ops.hpp). One thread block per
+// (query, head): the query in shared memory, the visible keys taken in
+// chunks; per chunk each thread scores some keys, the block finds the chunk's
+// maximum, rescales the running sum and output (the running-maximum softmax
+// of FlashAttention, here without tiling over queries: simple first), and
+// thread d accumulates output dimension d. The CPU bodies take the exact
+// maximum first; the results agree to float rounding.
+#include <cfloat>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/cuda_launch.hpp"
+#include "backends/engine/ops/cuda_ops.hpp"
+
+namespace midtune::engine::cuda {
+
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+constexpr int kKeyChunk = 1024;
+constexpr int kAttentionThreads = 256;  // >= kMaxHeadDim: thread d owns output dimension d
+
+__device__ float block_max(float value, float* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+__device__ float block_sum(float value, float* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+__global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
+                                 std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
+                                 int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
+                                 float* last_row) {
+  __shared__ float query[kMaxHeadDim];
+  __shared__ float scores[kKeyChunk];
+  __shared__ float reduce[kAttentionThreads];
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int kv_head = h / group;
+  const int limit = past + t + 1;
+  const int first = window > 0 ? max(0, limit - window) : 0;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
+  __syncthreads();
+
+  const float* key_base = keys + static_cast<std::size_t>(kv_head) * head_dim;
+  const float* value_base = values + static_cast<std::size_t>(kv_head) * head_dim;
+  float running_max = -FLT_MAX, running_sum = 0.0f, accumulated = 0.0f;  // accumulated: dimension threadIdx.x
+  float score0 = 0.0f;
+  const bool keep_row = last_row != nullptr && t == tokens - 1;
+  for (int chunk = first; chunk < limit; chunk += kKeyChunk) {
+    const int n = min(kKeyChunk, limit - chunk);
+    float chunk_max = -FLT_MAX;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      const float* key = key_base + static_cast<std::size_t>(chunk + j) * kv_ld;
+      float dot = 0.0f;
+      for (int d = 0; d < head_dim; ++d) dot += query[d] * key[d];
+      scores[j] = scale * dot;
+      chunk_max = fmaxf(chunk_max, scores[j]);
+    }
+    chunk_max = block_max(chunk_max, reduce);  // also makes scores[] visible to every thread
+    if (chunk == 0) score0 = scores[0];
+    if (keep_row) {
+      for (int j = threadIdx.x; j < n; j += blockDim.x) last_row[static_cast<std::size_t>(h) * limit + chunk + j] = scores[j];
+    }
+    const float new_max = fmaxf(running_max, chunk_max);
+    const float rescale = expf(running_max - new_max);
+    float partial = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) partial += expf(scores[j] - new_max);
+    running_sum = running_sum * rescale + block_sum(partial, reduce);
+    if (threadIdx.x < head_dim) {
+      float sum = 0.0f;
+      for (int j = 0; j < n; ++j) {
+        sum += expf(scores[j] - new_max) * value_base[static_cast<std::size_t>(chunk + j) * kv_ld + threadIdx.x];
+      }
+      accumulated = accumulated * rescale + sum;
+    }
+    running_max = new_max;
+    __syncthreads();  // scores[] is rewritten by the next chunk
+  }
+  const float inverse = 1.0f / running_sum;
+  if (threadIdx.x < head_dim) out[t * out_ld + static_cast<std::size_t>(h) * head_dim + threadIdx.x] = accumulated * inverse;
+  if (key0_weight != nullptr && threadIdx.x == 0) {
+    key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? expf(score0 - running_max) * inverse : 0.0f;
+  }
+  if (keep_row) {
+    float* row = last_row + static_cast<std::size_t>(h) * limit;
+    for (int j = threadIdx.x; j < limit; j += blockDim.x) row[j] = j < first ? 0.0f : expf(row[j] - running_max) * inverse;
+  }
+}
+
+}  // namespace
+
+void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
+               std::size_t out_ld, float* key0_weight, float* last_row, void* stream) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("attention (cuda): " + why + " (tokens " + std::to_string(tokens) + ", past " +
+                                std::to_string(past) + ", heads " + std::to_string(heads) + "/" +
+                                std::to_string(kv_heads) + ", head_dim " + std::to_string(head_dim) + ")");
+  };
+  if (tokens < 0 || past < 0 || window < 0) fail("negative count");
+  if (head_dim <= 0 || head_dim > kMaxHeadDim) fail("head_dim must be 1.." + std::to_string(kMaxHeadDim));
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) fail("heads must be a multiple of kv_heads");
+  if (q_ld < static_cast<std::size_t>(heads) * head_dim || out_ld < static_cast<std::size_t>(heads) * head_dim ||
+      kv_ld < static_cast<std::size_t>(kv_heads) * head_dim) {
+    fail("a row stride is narrower than its heads");
+  }
+  if (tokens == 0) return;
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
+  attention_kernel<<<grid, kAttentionThreads, 0, as_stream(stream)>>>(q, q_ld, keys, values, kv_ld, tokens, past,
+                                                                     heads, heads / kv_heads, head_dim, window, scale,
+                                                                     out, out_ld, key0_weight, last_row);
+  check_launch("attention");
+}
+
+}  // namespace midtune::engine::cuda
