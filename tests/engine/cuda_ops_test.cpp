@@ -6,11 +6,14 @@
 // Tolerances (relative to the output's magnitude, float32 data): RMSNorm and
 // RoPE 1e-6 (the same float expressions; only the double-precision sum's order
 // and the device's cos/sin differ), SwiGLU and GeGLU 1e-6 (the device's expf
-// and tanhf are within 2 ulp of the host's), attention 1e-5 (float sums over
+// and tanhf are within 2 ulp of the host's), the bf16 matrix product 1e-5 of
+// the largest output against a double sum of the same bf16 values (fp32
+// accumulation), attention 1e-5 (float sums over
 // up to 1300 keys in another order, a running maximum instead of the exact one).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstddef>
 #include <random>
@@ -19,6 +22,8 @@
 
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
@@ -82,6 +87,28 @@ class DeviceVector {
 };
 
 #endif
+
+// Host side of the GPU's bf16 rounding (no device needed): nearest, ties to
+// even, NaN kept a NaN, infinities kept.
+TEST(Bf16Rounding, NearestTiesToEvenAndSpecialValues) {
+  const auto bits_of = [](std::uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return elementwise::bf16_bits(f);
+  };
+  EXPECT_EQ(bits_of(0x3F800000u), 0x3F80);  // 1.0
+  EXPECT_EQ(bits_of(0x3F808000u), 0x3F80);  // halfway, lower neighbour even: down
+  EXPECT_EQ(bits_of(0x3F818000u), 0x3F82);  // halfway, lower neighbour odd: up
+  EXPECT_EQ(bits_of(0x3F808001u), 0x3F81);  // above halfway: up
+  EXPECT_EQ(bits_of(0xBF807FFFu), 0xBF80);  // below halfway, negative: down in magnitude
+  EXPECT_EQ(bits_of(0x7F800000u), 0x7F80);  // +inf
+  EXPECT_EQ(bits_of(0x7F800001u), 0x7FC0);  // a NaN whose payload would round away stays a NaN
+  EXPECT_EQ(bits_of(0x7F7FFFFFu), 0x7F80);  // the largest float rounds to +inf, as in ggml
+  for (float v : {0.0f, -2.5f, 3.140625f, 1e-20f}) {
+    EXPECT_EQ(bf16_to_float(elementwise::bf16_bits(bf16_to_float(elementwise::bf16_bits(v)))),
+              bf16_to_float(elementwise::bf16_bits(v)));
+  }
+}
 
 class CudaOps : public ::testing::Test {
  protected:
@@ -206,6 +233,43 @@ TEST_F(CudaOps, AttentionMatchesTheCpuReferenceWithReadouts) {
   DeviceVector<float> dummy(std::vector<float>(1, 0.0f));
   EXPECT_THROW(cuda::attention(dummy.get(), 8, dummy.get(), dummy.get(), 8, 1, 0, 3, 2, 4, 0, 1.0f, dummy.get(), 8),
                std::invalid_argument);  // 3 query heads over 2 cache heads
+#endif
+}
+
+// The bf16 product as the GPU engine will run every projection: weights and
+// activations rounded to bf16 (the same rounding on both sides), fp32 sums.
+TEST_F(CudaOps, Bf16MatmulMatchesADoubleSumOfTheSameBf16Values) {
+#if defined(MIDTUNE_WITH_CUDA)
+  const int rows = 5, inputs = 576, outputs = 72, ld_y = 80;
+  const std::vector<float> x = random_floats(static_cast<std::size_t>(rows) * inputs, 1.0f, 9);
+  const std::vector<float> w = random_floats(static_cast<std::size_t>(outputs) * inputs, 0.05f, 10);
+  std::vector<std::uint16_t> w_bf16(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) w_bf16[i] = elementwise::bf16_bits(w[i]);
+  std::vector<float> expected(static_cast<std::size_t>(rows) * ld_y, 0.0f);
+  double largest = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < outputs; ++o) {
+      double sum = 0.0;
+      for (int i = 0; i < inputs; ++i) {
+        sum += static_cast<double>(bf16_to_float(elementwise::bf16_bits(x[r * inputs + i]))) *
+               bf16_to_float(w_bf16[static_cast<std::size_t>(o) * inputs + i]);
+      }
+      expected[static_cast<std::size_t>(r) * ld_y + o] = static_cast<float>(sum);
+      largest = std::max(largest, std::fabs(sum));
+    }
+  }
+  const cuda::CublasContext cublas;
+  DeviceVector<float> dx(x), dy(std::vector<float>(expected.size(), 0.0f));
+  DeviceVector<std::uint16_t> dx16(std::vector<std::uint16_t>(x.size(), 0)), dw(w_bf16);
+  cuda::to_bf16(dx.get(), x.size(), dx16.get());
+  const std::vector<std::uint16_t> x16 = dx16.to_host();
+  for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x16[i], elementwise::bf16_bits(x[i])) << "element " << i;
+  cuda::matmul_bf16(cublas, dx16.get(), inputs, rows, inputs, dw.get(), outputs, dy.get(), ld_y);
+  const std::vector<float> y = dy.to_host();
+  double worst = 0.0;
+  for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(double(y[i]) - expected[i]) / largest);
+  std::printf("bf16 matmul: worst difference %.3g of the largest output %.3g\n", worst, largest);
+  EXPECT_LT(worst, 1e-5);
 #endif
 }
 

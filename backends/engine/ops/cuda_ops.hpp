@@ -16,6 +16,7 @@
 #if defined(MIDTUNE_WITH_CUDA)
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/engine/gguf/rope_pairing.hpp"
 
@@ -59,6 +60,30 @@ void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, 
 void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
                std::size_t out_ld, float* key0_weight = nullptr, float* last_row = nullptr, void* stream = nullptr);
+
+// cuBLAS for the matrix products: one per thread of work (not thread-safe),
+// bound to the device current when it is made.
+class CublasContext {
+ public:
+  CublasContext();  // throws std::runtime_error with cuBLAS's status
+  ~CublasContext();
+  CublasContext(const CublasContext&) = delete;
+  CublasContext& operator=(const CublasContext&) = delete;
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_ = nullptr;
+};
+
+// bf16 bits of `count` floats (elementwise::bf16_bits): activations before a
+// product, weights once at upload.
+void to_bf16(const float* x, std::size_t count, std::uint16_t* out, void* stream = nullptr);
+
+// y[rows][ld_y] = x[rows][inputs] . w^T with x and w in bf16 (w: [outputs]
+// [inputs], row-major, as ggml stores a weight matrix) and fp32 accumulation
+// and output (cublasGemmEx, CUBLAS_COMPUTE_32F); runs on the context's stream.
+void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_t ld_x, int rows, int inputs,
+                 const std::uint16_t* w, int outputs, float* y, std::size_t ld_y, void* stream = nullptr);
 
 // SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define MIDTUNE_HOST_DEVICE __host__ __device__
@@ -51,6 +53,16 @@ MIDTUNE_HOST_DEVICE inline float gelu_tanh_mul(float gate, float up) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCubic = 0.044715f;
   return 0.5f * gate * (1.0f + ::tanhf(kSqrt2OverPi * gate * (1.0f + kCubic * gate * gate))) * up;
+}
+
+// float -> bf16 bits, rounded to nearest even (NaN stays a quiet NaN): how
+// weights and activations enter the GPU's bf16 matrix products.
+MIDTUNE_HOST_DEVICE inline std::uint16_t bf16_bits(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) return 0x7FC0;
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
 }
 
 }  // namespace midtune::engine::elementwise
