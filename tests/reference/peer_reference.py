@@ -15,9 +15,13 @@ SEQUENCES: one sequence a line, token ids separated by spaces. OUT: for each
 line, vocab float64 values (little-endian), the logits after its last token.
 """
 import argparse
+import os
 import sys
 
-import numpy as np
+# One BLAS thread: these matmuls are small, and OpenBLAS's spinning threads
+# beside the test's own made each forward pass ~40x slower on 2 busy cores.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
 
 
 def read_sequences(path):
