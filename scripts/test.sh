@@ -3,7 +3,8 @@
 # integration and model tests on the release build (build/), which
 # scripts/setup.sh made. Model-backed tests find the model in the cache that
 # scripts/fetch_model.sh fills, tokenizer-vector tests the vocabularies that
-# scripts/fetch_vocabs.sh fills.
+# scripts/fetch_vocabs.sh fills, peer tests (label `peer`) what
+# scripts/fetch_peers.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
@@ -14,4 +15,15 @@ cmake --build build-asan -j"$(nproc)"
 (cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)")
 
 cmake --build build -j"$(nproc)"
+# The peers of the `peer` tests (llama.cpp's tools, the numpy reference's
+# Python, re-quantised models). Under CI=true a failure here is a failure;
+# elsewhere the peer tests then skip, saying what is missing.
+if peers=$(scripts/fetch_peers.sh); then
+  export MIDTUNE_PEERS_DIR="$peers"
+elif [ "${CI:-}" = true ]; then
+  echo "test: scripts/fetch_peers.sh failed (CI=true)" >&2
+  exit 1
+else
+  echo "test: scripts/fetch_peers.sh failed; the peer tests will skip" >&2
+fi
 (cd build && ctest --output-on-failure -LE unit)

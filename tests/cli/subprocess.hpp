@@ -1,5 +1,5 @@
-// Runs build/ga-run as a child process (fork/exec) for the integration tests,
-// capturing stdout and stderr in files.
+// Runs build/ga-run (the integration tests) or another program (the peer
+// tests) as a child process (fork/exec), capturing stdout and stderr in files.
 #pragma once
 
 #include <fcntl.h>
@@ -30,10 +30,11 @@ inline constexpr uid_t kUnprivilegedId = 65534;  // nobody
 // The child's exit code when it could not drop to kUnprivilegedId.
 inline constexpr int kCannotDropPrivileges = 126;
 
-// Starts ga-run with `args`; stdout/stderr go to out_file/err_file.
-// `unprivileged`: a root caller's child runs as kUnprivilegedId.
-inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::string& out_file,
-                          const std::string& err_file, bool unprivileged = false) {
+// Starts the program argv_text[0] (a path) with argv_text; stdout/stderr go
+// to out_file/err_file. `unprivileged`: a root caller's child runs as
+// kUnprivilegedId.
+inline pid_t spawn_process(std::vector<std::string> argv_text, const std::string& out_file,
+                           const std::string& err_file, bool unprivileged = false) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -43,8 +44,6 @@ inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::strin
     dup2(err, STDERR_FILENO);
     if (unprivileged && geteuid() == 0 && (setgid(kUnprivilegedId) != 0 || setuid(kUnprivilegedId) != 0))
       _exit(kCannotDropPrivileges);
-    std::vector<std::string> argv_text = {ga_run_path()};
-    argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_text) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -52,6 +51,14 @@ inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::strin
     _exit(127);
   }
   return pid;
+}
+
+// Starts ga-run with `args` (see spawn_process).
+inline pid_t spawn_ga_run(const std::vector<std::string>& args, const std::string& out_file,
+                          const std::string& err_file, bool unprivileged = false) {
+  std::vector<std::string> argv_text = {ga_run_path()};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  return spawn_process(std::move(argv_text), out_file, err_file, unprivileged);
 }
 
 struct Finished {
@@ -74,6 +81,12 @@ inline Finished wait_for(pid_t pid, const std::string& out_file, const std::stri
 inline Finished run_ga_run(const std::vector<std::string>& args, const std::string& dir, bool unprivileged = false) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
   return wait_for(spawn_ga_run(args, out, err, unprivileged), out, err);
+}
+
+// Runs argv_text to its end; its output is kept in dir/stdout.txt and dir/stderr.txt.
+inline Finished run_process(const std::vector<std::string>& argv_text, const std::string& dir) {
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  return wait_for(spawn_process(argv_text, out, err), out, err);
 }
 
 }  // namespace midtune::testing
