@@ -480,11 +480,17 @@ IndividualRecord Store::record_individual(std::int64_t run_id, const std::string
 
 ExtendedEvaluation Store::add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
                                      const std::vector<SampleRecord>& fresh,
-                                     const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise) {
+                                     const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
+                                     const IndividualOf& individual) {
   sql::Transaction tx(db_);
   ExtendedEvaluation out;
+  const auto insert_individual_of = [&] {
+    if (!individual) return;
+    if (const std::optional<IndividualRecord> r = individual(out)) insert_individual(*r);
+  };
   if (auto done = find_evaluation(record.cache_key)) {
     out = {done->id, evaluation_samples(done->id), true, true};
+    insert_individual_of();
     if (run_id) heartbeat(*run_id);
     tx.commit();
     return out;
@@ -515,6 +521,7 @@ ExtendedEvaluation Store::add_samples(std::optional<std::int64_t> run_id, const 
   update.bind_all(to_json(summary.position_scores).dump(), summary.fitness_inputs.dump(), record.wall_seconds,
                   summary.complete ? 1 : 0, out.id);
   update.run();
+  insert_individual_of();
   if (run_id) {
     heartbeat(*run_id, fresh.empty() ? 0 : 1, static_cast<int>(fresh.size()), record.wall_seconds);
   } else {
@@ -534,12 +541,6 @@ void Store::insert_individual(const IndividualRecord& r) {
   s.run();
 }
 
-void Store::insert_individual(const IndividualRecord& record, std::int64_t run_id) {
-  sql::Transaction tx(db_);
-  insert_individual(record);
-  heartbeat(run_id);
-  tx.commit();
-}
 
 std::optional<IndividualRecord> Store::find_individual(std::int64_t experiment_id, std::int64_t candidate_id) {
   auto s = db_.prepare(individual_columns() + "WHERE experiment_id = ? AND candidate_id = ?");

@@ -344,14 +344,17 @@ class Store {
   // row's scores from summarise(all its samples), adds record.wall_seconds
   // and marks it complete when the summary says so. With a run_id the run's
   // heartbeat counts one evaluation and fresh.size() prompts (when fresh is
-  // not empty); without, only the lease's heartbeat moves.
+  // not empty); without, only the lease's heartbeat moves. Then the
+  // individual that `individual(the extended evaluation)` returns, if any,
+  // is inserted in the same transaction (so a kill never leaves a finished
+  // race without its individual).
+  using IndividualOf = std::function<std::optional<IndividualRecord>(const ExtendedEvaluation&)>;
   ExtendedEvaluation add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
                                  const std::vector<SampleRecord>& fresh,
-                                 const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise);
+                                 const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
+                                 const IndividualOf& individual = {});
 
   void insert_individual(const IndividualRecord& record);
-  // The individual and the run's heartbeat, in one transaction.
-  void insert_individual(const IndividualRecord& record, std::int64_t run_id);
   std::optional<IndividualRecord> find_individual(std::int64_t experiment_id, std::int64_t candidate_id);
   std::vector<IndividualRecord> individuals(std::int64_t experiment_id);
   std::optional<BestIndividual> best_individual(std::int64_t experiment_id);

@@ -109,7 +109,8 @@ SampleSummary Evaluator::summarise(const std::vector<SampleRecord>& samples) con
 
 ExtendedEvaluation Evaluator::complete_partial(Store& store, std::optional<std::int64_t> run_id,
                                                const Intervention& intervention, const std::string& key,
-                                               const std::vector<SampleRecord>& samples) const {
+                                               const std::vector<SampleRecord>& samples,
+                                               const Store::IndividualOf& individual) const {
   std::vector<bool> have(in_.items.size(), false);
   for (const SampleRecord& s : samples) have[item_index(s.sample_id)] = true;
   std::vector<std::size_t> missing;
@@ -117,7 +118,8 @@ ExtendedEvaluation Evaluator::complete_partial(Store& store, std::optional<std::
     if (!have[i]) missing.push_back(i);
   EvaluationRecord record = describe(intervention, key);
   const std::vector<SampleRecord> fresh = run_items(intervention, missing, record.wall_seconds);
-  return store.add_samples(run_id, record, fresh, [this](const std::vector<SampleRecord>& all) { return summarise(all); });
+  return store.add_samples(
+      run_id, record, fresh, [this](const std::vector<SampleRecord>& all) { return summarise(all); }, individual);
 }
 
 std::string Evaluator::cache_key(const Intervention& intervention) const {

@@ -85,11 +85,12 @@ class Evaluator {
   // Index of the split's item with this id; throws std::invalid_argument for
   // an id the split does not have.
   std::size_t item_index(const std::string& sample_id) const;
-  // The samples, stored or fresh, of the split's items that `samples` lacks:
-  // runs them (none when complete) and stores them with add_samples.
+  // Runs the split's items that `samples` (a partial row's) lacks and stores
+  // them with Store::add_samples (with `individual`, in one transaction).
   ExtendedEvaluation complete_partial(Store& store, std::optional<std::int64_t> run_id,
                                       const Intervention& intervention, const std::string& key,
-                                      const std::vector<SampleRecord>& samples) const;
+                                      const std::vector<SampleRecord>& samples,
+                                      const Store::IndividualOf& individual = {}) const;
 
  private:
   SampleRecord sample_record(std::size_t index, const SampleOutput& output) const;

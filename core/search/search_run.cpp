@@ -207,20 +207,19 @@ class SearchRun {
     try {
       if (!cutoff.empty() && !store_.find_evaluation(key))
         return race_candidate(experiment_id, generation, candidate, intervention, key, cutoff);
-      if (auto partial = store_.find_partial_evaluation(key)) {
-        // A race of this intervention stopped early: run only its missing samples.
-        const std::vector<SampleRecord> samples = store_.evaluation_samples(partial->id);
-        const ExtendedEvaluation done = evaluator_.complete_partial(store_, run_id_, intervention, key, samples);
-        return record_exact(experiment_id, generation, candidate, done.id, done.samples.size() == samples.size());
-      }
+      if (auto partial = store_.find_partial_evaluation(key))
+        return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial);
       return store_candidate(experiment_id, generation, candidate, intervention, key);
     } catch (const BackendError& error) {
       // The transaction above rolled back; keep a visible record of the
       // failure (never a score: failed rows are not served from the cache).
-      EvaluationRecord failed = evaluator_.describe(intervention, key);
-      failed.status = "failed";
-      failed.error = error.what();
-      store_.insert_evaluation(failed, {});
+      // A race's partial row keeps the key and the samples stored so far.
+      if (!store_.find_partial_evaluation(key)) {
+        EvaluationRecord failed = evaluator_.describe(intervention, key);
+        failed.status = "failed";
+        failed.error = error.what();
+        store_.insert_evaluation(failed, {});
+      }
       throw;
     }
   }
@@ -268,35 +267,82 @@ class SearchRun {
     return r;
   }
 
-  // The individual of a complete evaluation that was assembled from stored
-  // and fresh samples (racing, or a partial row completed).
-  Outcome record_exact(std::int64_t experiment_id, int generation, const Candidate& candidate,
-                       std::int64_t evaluation_id, bool cache_hit) {
-    const auto evaluation = store_.evaluation(evaluation_id);
-    IndividualRecord r = individual_of(experiment_id, generation, candidate, evaluation_id, cache_hit);
-    const PositionOutcomes outcomes = outcomes_of(evaluation_id, evaluation->position_scores);
+  // What a race does after a slice: go on, drop the child, or score it on
+  // the whole split.
+  enum class RaceStep { next, drop, whole };
+
+  RaceStep race_step(const std::vector<SampleRecord>& samples, std::size_t m,
+                     const std::vector<const SampleRecord*>& cutoff) const {
+    if (m >= units_.size() || evaluator_.summarise(samples).complete) return RaceStep::whole;
+    if (m < 2) return RaceStep::next;  // one unit has no spread to bound
+    const RaceBound bound = race_bound(
+        race_differences(units_, m, weights_, in_.position_index, by_item(samples), cutoff, in_.scoring.fitness),
+        units_.size(), in_.racing->confidence, looks_, race_margin(in_.scoring.fitness));
+    return bound.drop ? RaceStep::drop : RaceStep::next;
+  }
+
+  // The individual of a race that ended (or of a partial row completed): on
+  // the whole split its exact fitness; dropped after the first m units, the
+  // estimate on their samples, marked raced (the strategy is told
+  // -infinity, so it never becomes a parent).
+  std::pair<IndividualRecord, Outcome> race_result(RaceStep step, std::int64_t experiment_id, int generation,
+                                                   const Candidate& candidate, const ExtendedEvaluation& stored,
+                                                   std::size_t m, bool cache_hit) const {
+    std::vector<SampleRecord> seen = stored.samples;
+    if (step == RaceStep::drop) {
+      std::vector<bool> in_slice(in_.items.size(), false);
+      for (std::size_t k = 0; k < m; ++k)
+        for (std::size_t item : units_[k]) in_slice[item] = true;
+      seen.clear();
+      for (const SampleRecord& s : stored.samples)
+        if (in_slice[evaluator_.item_index(s.sample_id)]) seen.push_back(s);
+    }
+    const SampleSummary summary = evaluator_.summarise(seen);
+    const PositionOutcomes outcomes =
+        position_outcomes(summary.position_scores, in_.scoring.needs_samples() ? seen : std::vector<SampleRecord>{});
+    IndividualRecord r = individual_of(experiment_id, generation, candidate, stored.id, cache_hit);
     r.fitness = search_fitness(in_.scoring, *in_.objective, outcomes);
-    store_.insert_individual(r, run_id_);
-    (cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
-    return {r.fitness, cache_hit, !cache_hit, objectives_of(outcomes)};
+    if (step == RaceStep::drop) {
+      r.raced_samples = static_cast<int>(seen.size());
+      return {r, {-INFINITY, cache_hit, !cache_hit, {}, true}};
+    }
+    return {r, {r.fitness, cache_hit, !cache_hit, objectives_of(outcomes)}};
+  }
+
+  void count(const Outcome& outcome) {
+    (outcome.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
+    summary_.raced += outcome.raced;
+  }
+
+  // A partial row of this intervention (a race stopped early): only its
+  // missing samples run; the completed row and the individual are one
+  // transaction.
+  Outcome complete_and_record(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                              const Intervention& intervention, const std::string& key,
+                              const EvaluationRecord& partial) {
+    const std::vector<SampleRecord> samples = store_.evaluation_samples(partial.id);
+    std::optional<Outcome> outcome;
+    evaluator_.complete_partial(store_, run_id_, intervention, key, samples, [&](const ExtendedEvaluation& e) {
+      auto [record, result] = race_result(RaceStep::whole, experiment_id, generation, candidate, e, 0,
+                                          e.was_complete || e.samples.size() == samples.size());
+      outcome = result;
+      return std::optional<IndividualRecord>(record);
+    });
+    count(*outcome);
+    return *outcome;
   }
 
   // Racing (core/search/racing.hpp): the candidate's samples grow slice by
-  // slice (each slice's new samples and the run's counters committed
-  // together, so a kill loses at most the slice in flight and a resume
-  // decides again from the same stored samples); after each slice but the
-  // last the paired bound against the cut-off may drop it.
+  // slice; each slice's new samples, the run's counters and, when the race
+  // ends there, the individual are one transaction, so a kill loses at most
+  // the slice in flight and a resume decides again from the same stored
+  // samples. cache_hit: no sample had to run for this candidate.
   Outcome race_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
                          const Intervention& intervention, const std::string& key,
                          const std::vector<const SampleRecord*>& cutoff) {
     std::vector<SampleRecord> samples;
-    std::optional<std::int64_t> evaluation_id;
-    if (auto partial = store_.find_partial_evaluation(key)) {
-      samples = store_.evaluation_samples(partial->id);
-      evaluation_id = partial->id;
-    }
-    const std::size_t n = units_.size();
-    bool ran = false, complete = false;
+    if (auto partial = store_.find_partial_evaluation(key)) samples = store_.evaluation_samples(partial->id);
+    bool ran = false;
     for (const std::size_t m : schedule_) {
       std::vector<bool> have(in_.items.size(), false);
       for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
@@ -304,46 +350,27 @@ class SearchRun {
       for (std::size_t k = 0; k < m; ++k)
         for (std::size_t item : units_[k])
           if (!have[item]) missing.push_back(item);
-      if (!missing.empty() || m == n) {
-        EvaluationRecord record = evaluator_.describe(intervention, key);
-        const std::vector<SampleRecord> fresh = evaluator_.run_items(intervention, missing, record.wall_seconds);
-        const ExtendedEvaluation stored = store_.add_samples(
-            run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); });
-        samples = stored.samples;
-        evaluation_id = stored.id;
-        ran = ran || !fresh.empty();
-        complete = stored.complete;
+      if (missing.empty() && race_step(samples, m, cutoff) == RaceStep::next) continue;
+      EvaluationRecord record = evaluator_.describe(intervention, key);
+      const std::vector<SampleRecord> fresh = evaluator_.run_items(intervention, missing, record.wall_seconds);
+      ran = ran || !fresh.empty();
+      std::optional<Outcome> outcome;
+      const ExtendedEvaluation stored = store_.add_samples(
+          run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
+          [&](const ExtendedEvaluation& e) -> std::optional<IndividualRecord> {
+            const RaceStep step = e.complete ? RaceStep::whole : race_step(e.samples, m, cutoff);
+            if (step == RaceStep::next) return std::nullopt;
+            auto [r, result] = race_result(step, experiment_id, generation, candidate, e, m, !ran);
+            outcome = result;
+            return r;
+          });
+      if (outcome) {
+        count(*outcome);
+        return *outcome;
       }
-      if (complete || m >= n) break;
-      if (m < 2) continue;
-      const RaceBound bound =
-          race_bound(race_differences(units_, m, weights_, in_.position_index, by_item(samples), cutoff,
-                                      in_.scoring.fitness),
-                     n, in_.racing->confidence, looks_, race_margin(in_.scoring.fitness));
-      if (bound.drop) return record_raced(experiment_id, generation, candidate, *evaluation_id, samples, m, ran);
+      samples = stored.samples;
     }
-    return record_exact(experiment_id, generation, candidate, *evaluation_id, !ran);
-  }
-
-  // A child racing dropped after the first m units: its stored fitness is
-  // the estimate on those units' samples (marked raced); the strategy is
-  // told -infinity so it never becomes a parent.
-  Outcome record_raced(std::int64_t experiment_id, int generation, const Candidate& candidate,
-                       std::int64_t evaluation_id, const std::vector<SampleRecord>& samples, std::size_t m, bool ran) {
-    std::vector<bool> seen(in_.items.size(), false);
-    for (std::size_t k = 0; k < m; ++k)
-      for (std::size_t item : units_[k]) seen[item] = true;
-    std::vector<SampleRecord> slice;
-    for (const SampleRecord& s : samples)
-      if (seen[evaluator_.item_index(s.sample_id)]) slice.push_back(s);
-    const SampleSummary summary = evaluator_.summarise(slice);
-    IndividualRecord r = individual_of(experiment_id, generation, candidate, evaluation_id, !ran);
-    r.fitness = search_fitness(in_.scoring, *in_.objective, position_outcomes(summary.position_scores, slice));
-    r.raced_samples = static_cast<int>(slice.size());
-    store_.insert_individual(r, run_id_);
-    (ran ? summary_.evaluated : summary_.cache_hits) += 1;
-    ++summary_.raced;
-    return {-INFINITY, !ran, ran, {}, true};
+    throw std::logic_error("racing: the schedule ended before the whole split");
   }
 
   // Saves the strategy state after tell(); best/mean are over the population
