@@ -89,6 +89,8 @@ int validate_experiment(const std::string& file, std::ostream& out, std::ostream
       extra = ", " + std::to_string(prepared->inputs.items.size()) + " search prompts, " +
               std::to_string(prepared->objective->space().size()) + " genes";
     }
+    if (e.search.racing)
+      extra += ", racing " + e.to_json()["search"]["racing"].dump();
     out << file << ": ok (experiment '" << e.name << "', backend " << e.backend.kind << ", dataset "
         << e.dataset.kind << ", objective " << e.objective.kind << ", search " << e.search.strategy << extra
         << ", db " << e.storage.db.string() << ")\n";
