@@ -1,5 +1,6 @@
 #include "core/cli/status_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/cli/table.hpp"
@@ -43,8 +44,11 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
       // every individual on the whole split would cost individuals x split;
       // racing saved what its dropped children did not see, the cache the rest
       // of what no run had to make.
+      // A race in flight has stored (and counted) slices before its individual
+      // exists; until it does, the difference would read negative.
       const auto run = static_cast<std::int64_t>(e.prompts);
-      const std::int64_t saved_by_cache = e.individuals * e.split_samples - run - e.saved_by_racing;
+      const std::int64_t saved_by_cache =
+          std::max<std::int64_t>(0, e.individuals * e.split_samples - run - e.saved_by_racing);
       rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
                       std::to_string(e.evaluated), std::to_string(e.from_cache), std::to_string(e.raced),
                       std::to_string(run), std::to_string(saved_by_cache), std::to_string(e.saved_by_racing),
