@@ -3,13 +3,14 @@
 -- or with the sqlite3 shell. Each query below is one statement ending in ';'
 -- and is exercised by tests/schema (query_examples_test).
 
--- Best individual per generation (ties: lowest candidate id).
+-- Best individual per generation (ties: lowest candidate id; children
+-- racing dropped hold an estimate on part of the split and are left out).
 SELECT e.name AS experiment, i.generation, i.candidate_id, i.fitness, i.genome
 FROM individuals i
 JOIN experiments e ON e.id = i.experiment_id
 WHERE i.candidate_id = (
   SELECT j.candidate_id FROM individuals j
-  WHERE j.experiment_id = i.experiment_id AND j.generation = i.generation
+  WHERE j.experiment_id = i.experiment_id AND j.generation = i.generation AND j.raced_samples IS NULL
   ORDER BY j.fitness DESC, j.candidate_id LIMIT 1)
 ORDER BY e.name, i.generation;
 
@@ -33,9 +34,16 @@ SELECT e.name AS experiment, COUNT(*) AS individuals,
 FROM individuals i JOIN experiments e ON e.id = i.experiment_id
 GROUP BY e.name ORDER BY e.name;
 
--- Mean and best fitness per generation.
+-- Mean and best fitness per generation (whole-split fitness only).
 SELECT e.name AS experiment, i.generation, MAX(i.fitness) AS best, AVG(i.fitness) AS mean
 FROM individuals i JOIN experiments e ON e.id = i.experiment_id
+WHERE i.raced_samples IS NULL
+GROUP BY e.name, i.generation ORDER BY e.name, i.generation;
+
+-- Children racing dropped per generation, and the samples they saw.
+SELECT e.name AS experiment, i.generation, COUNT(*) AS raced, SUM(i.raced_samples) AS samples_seen
+FROM individuals i JOIN experiments e ON e.id = i.experiment_id
+WHERE i.raced_samples IS NOT NULL
 GROUP BY e.name, i.generation ORDER BY e.name, i.generation;
 
 -- PHS channel candidates of each model's latest `ga-run phs-search`, best first.

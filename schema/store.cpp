@@ -142,7 +142,10 @@ sql::Database::Mode database_mode(Store::Access access) {
 
 Store::Store(const std::string& path, Access access, Check check)
     : db_(checked(path, access, check), database_mode(access)) {
-  if (access == Access::read_only) return;
+  if (access == Access::read_only) {
+    racing_columns_ = has_column("individuals", "raced_samples");
+    return;
+  }
   db_.use_wal();
   migrate();
 }
@@ -177,6 +180,32 @@ bool Store::has_table(const std::string& name) {
   auto s = db_.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
   s.bind_all(name);
   return s.step();
+}
+
+bool Store::has_column(const std::string& table, const std::string& column) {
+  auto s = db_.prepare("SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+  s.bind_all(table, column);
+  return s.step();
+}
+
+std::string Store::evaluation_columns() const {
+  return std::string(
+             "SELECT id, cache_key, key_hash, intervention, dataset_slice, metric, model, position_scores, "
+             "fitness_inputs, coalesce(wall_seconds, 0), status, coalesce(error, ''), ") +
+         (racing_columns_ ? "complete" : "1") + " FROM evaluations ";
+}
+
+std::string Store::individual_columns() const {
+  return std::string(
+             "SELECT experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, fitness, "
+             "evaluation_id, cache_hit, run_id, ") +
+         (racing_columns_ ? "raced_samples" : "NULL") + " FROM individuals ";
+}
+
+std::string Store::complete_only() const { return racing_columns_ ? " AND complete = 1" : ""; }
+
+std::string Store::exact_only(const std::string& alias) const {
+  return racing_columns_ ? " AND " + alias + "raced_samples IS NULL" : "";
 }
 
 bool process_gone_on_this_host(const std::string& host, std::int64_t pid) {
@@ -251,11 +280,9 @@ EvaluationRecord read_evaluation(sql::Statement& s) {
   r.wall_seconds = s.column_double(9);
   r.status = s.column_text(10);
   r.error = s.column_text(11);
+  r.complete = s.column_int64(12) != 0;
   return r;
 }
-constexpr const char* kEvaluationColumns =
-    "SELECT id, cache_key, key_hash, intervention, dataset_slice, metric, model, position_scores, "
-    "fitness_inputs, coalesce(wall_seconds, 0), status, coalesce(error, '') FROM evaluations ";
 
 IndividualRecord read_individual(sql::Statement& s) {
   IndividualRecord r;
@@ -270,11 +297,9 @@ IndividualRecord read_individual(sql::Statement& s) {
   r.evaluation_id = s.column_int64(8);
   r.cache_hit = s.column_int64(9) != 0;
   if (!s.is_null(10)) r.run_id = s.column_int64(10);
+  if (!s.is_null(11)) r.raced_samples = static_cast<int>(s.column_int64(11));
   return r;
 }
-constexpr const char* kIndividualColumns =
-    "SELECT experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, fitness, "
-    "evaluation_id, cache_hit, run_id FROM individuals ";
 
 GenerationRecord read_generation(sql::Statement& s) {
   GenerationRecord r;
@@ -361,14 +386,22 @@ void Store::finish_run(std::int64_t run_id) {
 }
 
 std::optional<EvaluationRecord> Store::find_evaluation(const std::string& cache_key) {
-  auto s = db_.prepare(std::string(kEvaluationColumns) + "WHERE cache_key = ? AND status = 'ok'");
+  auto s = db_.prepare(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok'" + complete_only());
+  s.bind_all(cache_key);
+  if (!s.step()) return std::nullopt;
+  return read_evaluation(s);
+}
+
+std::optional<EvaluationRecord> Store::find_partial_evaluation(const std::string& cache_key) {
+  if (!racing_columns_) return std::nullopt;
+  auto s = db_.prepare(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok' AND complete = 0");
   s.bind_all(cache_key);
   if (!s.step()) return std::nullopt;
   return read_evaluation(s);
 }
 
 std::optional<EvaluationRecord> Store::evaluation(std::int64_t id) {
-  auto s = db_.prepare(std::string(kEvaluationColumns) + "WHERE id = ?");
+  auto s = db_.prepare(evaluation_columns() + "WHERE id = ?");
   s.bind_all(id);
   if (!s.step()) return std::nullopt;
   return read_evaluation(s);
@@ -404,10 +437,11 @@ std::int64_t Store::insert_evaluation_rows(const EvaluationRecord& r, const std:
 
   auto s = db_.prepare(
       "INSERT INTO evaluations (cache_key, key_hash, intervention, dataset_slice, metric, model, position_scores, "
-      "fitness_inputs, wall_seconds, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "fitness_inputs, wall_seconds, status, error, complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   const std::optional<std::string> error = r.error.empty() ? std::nullopt : std::optional(r.error);
   s.bind_all(r.cache_key, r.key_hash, r.intervention, r.dataset_slice, r.metric, r.model,
-             to_json(r.position_scores).dump(), r.fitness_inputs.dump(), r.wall_seconds, r.status, error);
+             to_json(r.position_scores).dump(), r.fitness_inputs.dump(), r.wall_seconds, r.status, error,
+             r.complete ? 1 : 0);
   s.run();
   const std::int64_t id = db_.last_insert_rowid();
   auto sample = db_.prepare(
@@ -444,24 +478,79 @@ IndividualRecord Store::record_individual(std::int64_t run_id, const std::string
   return record;
 }
 
+ExtendedEvaluation Store::add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
+                                     const std::vector<SampleRecord>& fresh,
+                                     const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
+                                     const IndividualOf& individual) {
+  sql::Transaction tx(db_);
+  ExtendedEvaluation out;
+  const auto insert_individual_of = [&] {
+    if (!individual) return;
+    if (const std::optional<IndividualRecord> r = individual(out)) insert_individual(*r);
+  };
+  if (auto done = find_evaluation(record.cache_key)) {
+    out = {done->id, evaluation_samples(done->id), true, true};
+    insert_individual_of();
+    if (run_id) heartbeat(*run_id);
+    tx.commit();
+    return out;
+  }
+  if (auto partial = find_partial_evaluation(record.cache_key)) {
+    out.id = partial->id;
+  } else {
+    EvaluationRecord empty = record;
+    empty.complete = false;
+    empty.wall_seconds = 0.0;
+    out.id = insert_evaluation_rows(empty, {});
+  }
+  auto sample = db_.prepare(
+      "INSERT OR IGNORE INTO sample_results (evaluation_id, sample_id, gold_position, correct, output, gold_logprob, "
+      "prompt_tokens) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  for (const SampleRecord& x : fresh) {
+    sample.reset();
+    sample.bind_all(out.id, x.sample_id, x.gold_position, x.correct ? 1 : 0, x.output, x.gold_logprob,
+                    x.prompt_tokens);
+    sample.run();
+  }
+  out.samples = evaluation_samples(out.id);
+  const SampleSummary summary = summarise(out.samples);
+  out.complete = summary.complete;
+  auto update = db_.prepare(
+      "UPDATE evaluations SET position_scores = ?, fitness_inputs = ?, wall_seconds = coalesce(wall_seconds, 0) + ?, "
+      "complete = ? WHERE id = ?");
+  update.bind_all(to_json(summary.position_scores).dump(), summary.fitness_inputs.dump(), record.wall_seconds,
+                  summary.complete ? 1 : 0, out.id);
+  update.run();
+  insert_individual_of();
+  if (run_id) {
+    heartbeat(*run_id, fresh.empty() ? 0 : 1, static_cast<int>(fresh.size()), record.wall_seconds);
+  } else {
+    beat_lease();
+  }
+  tx.commit();
+  return out;
+}
+
 void Store::insert_individual(const IndividualRecord& r) {
   auto s = db_.prepare(
       "INSERT INTO individuals (experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, "
-      "fitness, evaluation_id, cache_hit, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "fitness, evaluation_id, cache_hit, run_id, raced_samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind_all(r.experiment_id, r.candidate_id, r.generation, r.genome.dump(), r.genome_hash, r.origin,
-             r.parents.dump(), r.fitness, r.evaluation_id, r.cache_hit ? 1 : 0, r.run_id);
+             r.parents.dump(), r.fitness, r.evaluation_id, r.cache_hit ? 1 : 0, r.run_id,
+             r.raced_samples ? std::optional<std::int64_t>(*r.raced_samples) : std::nullopt);
   s.run();
 }
 
+
 std::optional<IndividualRecord> Store::find_individual(std::int64_t experiment_id, std::int64_t candidate_id) {
-  auto s = db_.prepare(std::string(kIndividualColumns) + "WHERE experiment_id = ? AND candidate_id = ?");
+  auto s = db_.prepare(individual_columns() + "WHERE experiment_id = ? AND candidate_id = ?");
   s.bind_all(experiment_id, candidate_id);
   if (!s.step()) return std::nullopt;
   return read_individual(s);
 }
 
 std::vector<IndividualRecord> Store::individuals(std::int64_t experiment_id) {
-  auto s = db_.prepare(std::string(kIndividualColumns) + "WHERE experiment_id = ? ORDER BY candidate_id");
+  auto s = db_.prepare(individual_columns() + "WHERE experiment_id = ? ORDER BY candidate_id");
   s.bind_all(experiment_id);
   std::vector<IndividualRecord> out;
   while (s.step()) out.push_back(read_individual(s));
@@ -470,15 +559,16 @@ std::vector<IndividualRecord> Store::individuals(std::int64_t experiment_id) {
 
 std::optional<BestIndividual> Store::best_individual(std::int64_t experiment_id) {
   auto s = db_.prepare(
-      "SELECT i.experiment_id, i.candidate_id, i.generation, i.genome, i.genome_hash, i.origin, i.parents, "
-      "i.fitness, i.evaluation_id, i.cache_hit, i.run_id, e.intervention, e.position_scores, e.fitness_inputs "
-      "FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id "
-      "WHERE i.experiment_id = ? ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
+      std::string("SELECT i.experiment_id, i.candidate_id, i.generation, i.genome, i.genome_hash, i.origin, "
+                  "i.parents, i.fitness, i.evaluation_id, i.cache_hit, i.run_id, NULL, e.intervention, "
+                  "e.position_scores, e.fitness_inputs "
+                  "FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id WHERE i.experiment_id = ?") +
+      exact_only("i.") + " ORDER BY i.fitness DESC, i.candidate_id LIMIT 1");
   s.bind_all(experiment_id);
   if (!s.step()) return std::nullopt;
   // The scores are only read by reports; a NULL (never written by midtune) reads as null.
   auto optional_json = [&s](int column) { return s.is_null(column) ? json() : json::parse(s.column_text(column)); };
-  return BestIndividual{read_individual(s), json::parse(s.column_text(11)), optional_json(12), optional_json(13)};
+  return BestIndividual{read_individual(s), json::parse(s.column_text(12)), optional_json(13), optional_json(14)};
 }
 
 std::optional<std::string> Store::other_model(std::int64_t experiment_id, const std::string& model_key) {
@@ -493,7 +583,7 @@ std::optional<std::string> Store::other_model(std::int64_t experiment_id, const 
 std::optional<FitnessStats> Store::fitness_of_candidates(std::int64_t experiment_id, const json& candidate_ids) {
   auto s = db_.prepare(
       "SELECT max(fitness), avg(fitness) FROM individuals WHERE experiment_id = ? AND candidate_id IN "
-      "(SELECT value FROM json_each(?))");
+      "(SELECT value FROM json_each(?))" + exact_only(""));
   s.bind_all(experiment_id, candidate_ids.dump());
   if (!s.step() || s.is_null(0)) return std::nullopt;
   return FitnessStats{s.column_double(0), s.column_double(1)};
@@ -595,20 +685,27 @@ std::vector<SampleRecord> Store::evaluation_samples(std::int64_t evaluation_id) 
 
 StoreTotals Store::totals() {
   auto s = db_.prepare(
-      "SELECT (SELECT count(*) FROM evaluations WHERE status = 'ok'), "
-      "(SELECT count(*) FROM evaluations WHERE status = 'failed'), (SELECT count(*) FROM sample_results)");
+      "SELECT (SELECT count(*) FROM evaluations WHERE status = 'ok'" + complete_only() +
+      "), (SELECT count(*) FROM evaluations WHERE status = 'failed'), " +
+      (racing_columns_ ? "(SELECT count(*) FROM evaluations WHERE status = 'ok' AND complete = 0)" : "0") +
+      ", (SELECT count(*) FROM sample_results)");
   s.step();
-  return {s.column_int64(0), s.column_int64(1), s.column_int64(2)};
+  return {s.column_int64(0), s.column_int64(1), s.column_int64(2), s.column_int64(3)};
 }
 
 std::vector<ExperimentStatus> Store::experiment_statuses() {
+  // Racing columns (schema 8): the dropped individuals, the samples they
+  // saw, and the split's size (the sample count of the first individual
+  // with the whole split's fitness; generation 0 is never raced).
+  const std::string raced = racing_columns_ ? "i.raced_samples IS NOT NULL" : "0";
+  const std::string exact = racing_columns_ ? "i.raced_samples IS NULL" : "1";
   auto s = db_.prepare(R"sql(
       SELECT e.name,
         (SELECT count(*) FROM generations g WHERE g.experiment_id = e.id),
         (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id),
         (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 0),
         (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND i.cache_hit = 1),
-        (SELECT max(fitness) FROM individuals i WHERE i.experiment_id = e.id),
+        (SELECT max(fitness) FROM individuals i WHERE i.experiment_id = e.id AND )sql" + exact + R"sql(),
         (SELECT sum(prompts) FROM runs r WHERE r.experiment_id = e.id),
         (SELECT sum(backend_seconds) FROM runs r WHERE r.experiment_id = e.id),
         (SELECT count(*) FROM runs r WHERE r.experiment_id = e.id),
@@ -617,7 +714,13 @@ std::vector<ExperimentStatus> Store::experiment_statuses() {
                      ELSE 'stopped' END || ' (' || r.host || ' pid ' || r.pid || ', heartbeat ' || r.heartbeat_at || ')'
          FROM runs r WHERE r.experiment_id = e.id ORDER BY r.id DESC LIMIT 1),
         (SELECT r.host || ' ' || r.pid FROM runs r WHERE r.experiment_id = e.id AND r.finished_at IS NULL
-         ORDER BY r.id DESC LIMIT 1)
+         ORDER BY r.id DESC LIMIT 1),
+        (SELECT count(*) FROM individuals i WHERE i.experiment_id = e.id AND )sql" + raced + R"sql(),
+        (SELECT coalesce(sum()sql" + (racing_columns_ ? "i.raced_samples" : "0") + R"sql(), 0) FROM individuals i
+         WHERE i.experiment_id = e.id AND )sql" + raced + R"sql(),
+        (SELECT count(*) FROM sample_results s WHERE s.evaluation_id =
+          (SELECT i.evaluation_id FROM individuals i WHERE i.experiment_id = e.id AND )sql" + exact + R"sql(
+           ORDER BY i.candidate_id LIMIT 1))
       FROM experiments e ORDER BY e.id)sql");
   std::vector<ExperimentStatus> out;
   auto optional_text = [&s](int column) {
@@ -636,6 +739,9 @@ std::vector<ExperimentStatus> Store::experiment_statuses() {
     e.runs = s.column_int64(8);
     e.last_run = optional_text(9);
     e.unfinished_run = optional_text(10);
+    e.raced = s.column_int64(11);
+    e.split_samples = s.column_int64(13);
+    e.saved_by_racing = e.raced * e.split_samples - s.column_int64(12);
     out.push_back(std::move(e));
   }
   for (ExperimentStatus& e : out) e.lease = lease(e.name);

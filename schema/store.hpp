@@ -118,6 +118,9 @@ struct EvaluationRecord {
   double wall_seconds = 0.0;
   std::string status = "ok";  // ok | failed
   std::string error;
+  // False while the row holds only the first slices of a race (schema 8):
+  // never served by the cache; a later evaluation completes it.
+  bool complete = true;
 };
 
 struct IndividualRecord {
@@ -132,6 +135,9 @@ struct IndividualRecord {
   std::int64_t evaluation_id = -1;
   bool cache_hit = false;
   std::optional<std::int64_t> run_id;
+  // Racing dropped it after this many samples: `fitness` is the estimate on
+  // them, not the whole split's (never a parent's; left out of bests).
+  std::optional<int> raced_samples;
 };
 
 struct GenerationRecord {
@@ -154,6 +160,23 @@ struct StoredEvaluation {
   std::int64_t id = -1;
   std::vector<PositionScore> position_scores;
   bool cache_hit = false;
+};
+
+// What an evaluation's stored samples add up to (racing): the per-position
+// tallies and their summary, and whether every item of the split is there.
+struct SampleSummary {
+  std::vector<PositionScore> position_scores;
+  nlohmann::json fitness_inputs;
+  bool complete = false;
+};
+
+// An evaluation after add_samples(): every sample stored under its key.
+struct ExtendedEvaluation {
+  std::int64_t id = -1;
+  std::vector<SampleRecord> samples;  // in sample_id order
+  bool complete = false;
+  // The row was already complete (another process finished it): nothing was added.
+  bool was_complete = false;
 };
 
 // Best and mean fitness over a set of candidates.
@@ -187,6 +210,7 @@ struct HeldoutRow {
 struct StoreTotals {
   std::int64_t evaluations_ok = 0;
   std::int64_t evaluations_failed = 0;
+  std::int64_t evaluations_partial = 0;  // races' rows holding part of a split
   std::int64_t sample_results = 0;
 };
 
@@ -197,7 +221,14 @@ struct ExperimentStatus {
   std::int64_t individuals = 0;
   std::int64_t evaluated = 0;    // individuals whose evaluation ran (cache_hit = 0)
   std::int64_t from_cache = 0;
-  std::optional<double> best_fitness;
+  std::int64_t raced = 0;        // individuals racing dropped before the whole split
+  // Samples (prompts) of the search split: what one unraced, uncached
+  // individual costs; 0 before any individual.
+  std::int64_t split_samples = 0;
+  // Prompts racing did not run: the split's samples minus those each
+  // dropped individual saw.
+  std::int64_t saved_by_racing = 0;
+  std::optional<double> best_fitness;  // over individuals with the whole split's fitness
   double prompts = 0.0;          // over every run
   double backend_seconds = 0.0;  // over every run
   std::int64_t runs = 0;
@@ -282,8 +313,10 @@ class Store {
   void heartbeat(std::int64_t run_id, int evaluations = 0, int prompts = 0, double backend_seconds = 0.0);
   void finish_run(std::int64_t run_id);
 
-  // The cache: only successful evaluations are returned.
+  // The cache: only successful, complete evaluations are returned.
   std::optional<EvaluationRecord> find_evaluation(const std::string& cache_key);
+  // A race's partial row under the key (complete = 0), if any.
+  std::optional<EvaluationRecord> find_partial_evaluation(const std::string& cache_key);
   std::optional<EvaluationRecord> evaluation(std::int64_t id);
   // The per-sample results of an evaluation, in sample_id order.
   std::vector<SampleRecord> evaluation_samples(std::int64_t evaluation_id);
@@ -303,6 +336,23 @@ class Store {
   IndividualRecord record_individual(std::int64_t run_id, const std::string& cache_key,
                                      const std::function<NewEvaluation()>& evaluate,
                                      const std::function<IndividualRecord(const StoredEvaluation&)>& individual);
+
+  // Racing and completing partial rows, in one transaction: when the row
+  // under record.cache_key is complete, adds nothing (was_complete);
+  // otherwise inserts `fresh` into the partial row (a new one when there is
+  // none; samples another process stored meanwhile are kept), rewrites the
+  // row's scores from summarise(all its samples), adds record.wall_seconds
+  // and marks it complete when the summary says so. With a run_id the run's
+  // heartbeat counts one evaluation and fresh.size() prompts (when fresh is
+  // not empty); without, only the lease's heartbeat moves. Then the
+  // individual that `individual(the extended evaluation)` returns, if any,
+  // is inserted in the same transaction (so a kill never leaves a finished
+  // race without its individual).
+  using IndividualOf = std::function<std::optional<IndividualRecord>(const ExtendedEvaluation&)>;
+  ExtendedEvaluation add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
+                                 const std::vector<SampleRecord>& fresh,
+                                 const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
+                                 const IndividualOf& individual = {});
 
   void insert_individual(const IndividualRecord& record);
   std::optional<IndividualRecord> find_individual(std::int64_t experiment_id, std::int64_t candidate_id);
@@ -341,12 +391,20 @@ class Store {
  private:
   void migrate();
   bool has_table(const std::string& name);
+  bool has_column(const std::string& table, const std::string& column);
+  // Read-only files may predate schema 8 (no racing columns): the column
+  // lists and filters below read them as "complete" and "not raced".
+  std::string evaluation_columns() const;
+  std::string individual_columns() const;
+  std::string complete_only() const;
+  std::string exact_only(const std::string& alias) const;
   // Moves the held lease's heartbeat (nothing without one); throws LeaseLost
   // when another process took it.
   void beat_lease();
   std::int64_t insert_evaluation_rows(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
   sql::Database db_;
   std::optional<std::string> leased_experiment_;
+  bool racing_columns_ = true;
 };
 
 // `ga-run query`: one read-only statement on its own read-only connection.

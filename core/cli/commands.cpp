@@ -58,7 +58,9 @@ int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& e
     const RunSummary s = run_search(store, prepared->inputs, progress);
     if (s.already_complete) out << "experiment '" << prepared->inputs.experiment_name << "' is already complete\n";
     out << "done: " << s.generations_done << " generations this run, " << s.evaluated << " evaluated, "
-        << s.cache_hits << " from cache, " << s.resumed_individuals << " resumed; best fitness "
+        << s.cache_hits << " from cache, "
+        << (s.raced > 0 ? std::to_string(s.raced) + " dropped by racing, " : std::string())
+        << s.resumed_individuals << " resumed; best fitness "
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
     progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
@@ -89,6 +91,8 @@ int validate_experiment(const std::string& file, std::ostream& out, std::ostream
       extra = ", " + std::to_string(prepared->inputs.items.size()) + " search prompts, " +
               std::to_string(prepared->objective->space().size()) + " genes";
     }
+    if (e.search.racing)
+      extra += ", racing " + e.to_json()["search"]["racing"].dump();
     out << file << ": ok (experiment '" << e.name << "', backend " << e.backend.kind << ", dataset "
         << e.dataset.kind << ", objective " << e.objective.kind << ", search " << e.search.strategy << extra
         << ", db " << e.storage.db.string() << ")\n";

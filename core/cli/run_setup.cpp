@@ -227,6 +227,10 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   in.make_strategy = [space, strategy, seed] { return make_strategy(*space, strategy, seed); };
   in.make_strategy();  // a bad search section fails here, as a configuration error
   in.unique_children = e.search.unique_children;
+  if (e.search.racing) {
+    in.racing = RaceSettings{e.search.racing->first, e.search.racing->step, e.search.racing->confidence};
+    for (const datasets::EvalSample& s : p->slice.samples) in.race_keys.push_back(s.base_id);
+  }
   in.planned_generations = planned_generations(e.search);
   return p;
 }

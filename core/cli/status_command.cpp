@@ -1,5 +1,6 @@
 #include "core/cli/status_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/cli/table.hpp"
@@ -28,8 +29,9 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
     Store store(db_path, Store::Access::read_only, check);
     const StoreTotals totals = store.totals();
     out << db_path << ": schema v" << store.schema_version() << ", " << totals.evaluations_ok
-        << " evaluations cached (" << totals.evaluations_failed << " failed), " << totals.sample_results
-        << " sample results\n";
+        << " evaluations cached (" << totals.evaluations_failed << " failed"
+        << (totals.evaluations_partial > 0 ? ", " + std::to_string(totals.evaluations_partial) + " partial (raced)" : "")
+        << "), " << totals.sample_results << " sample results\n";
     std::vector<Row> rows;
     for (const ExperimentStatus& e : store.experiment_statuses()) {
       std::string last_run = e.last_run.value_or("never run");
@@ -38,15 +40,25 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
                    e.lease->started_at + ", heartbeat " + e.lease->heartbeat_at + ")";
       else if (e.unfinished_run && last_run.rfind("running", 0) == 0 && !process_alive(*e.unfinished_run))
         last_run.replace(0, 7, "stopped");
+      // Forward passes (prompts; one forward pass each under teacher forcing):
+      // every individual on the whole split would cost individuals x split;
+      // racing saved what its dropped children did not see, the cache the rest
+      // of what no run had to make.
+      // A race in flight has stored (and counted) slices before its individual
+      // exists; until it does, the difference would read negative.
+      const auto run = static_cast<std::int64_t>(e.prompts);
+      const std::int64_t saved_by_cache =
+          std::max<std::int64_t>(0, e.individuals * e.split_samples - run - e.saved_by_racing);
       rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
-                      std::to_string(e.evaluated), std::to_string(e.from_cache),
+                      std::to_string(e.evaluated), std::to_string(e.from_cache), std::to_string(e.raced),
+                      std::to_string(run), std::to_string(saved_by_cache), std::to_string(e.saved_by_racing),
                       e.best_fitness ? format_number(*e.best_fitness) : "-",
                       e.backend_seconds > 0 ? format_number(e.prompts / e.backend_seconds, 1) : "-",
                       std::to_string(e.runs), last_run});
     }
     print_table(out,
-                {"experiment", "generations done", "individuals", "evaluated", "saved by cache", "best fitness",
-                 "prompts/s", "runs", "last run"},
+                {"experiment", "generations done", "individuals", "evaluated", "from cache", "raced", "passes run",
+                 "passes saved by cache", "passes saved by racing", "best fitness", "prompts/s", "runs", "last run"},
                 rows);
     return 0;
   } catch (const std::exception& e) {

@@ -141,6 +141,17 @@ struct Nsga2SearchConfig {  // NSGA-II (Deb et al. 2002)
   bool operator==(const Nsga2SearchConfig&) const = default;
 };
 
+// search.racing (ga with truncation selection and the whole parent pool
+// carried): children are scored on growing slices of the search split and
+// dropped once a paired bound says they cannot exceed the parent cut-off
+// (core/search/racing.hpp).
+struct RacingConfig {
+  int first = 0;             // items per gold position in the first slice, >= 1, < search_samples
+  int step = 0;              // items per gold position each later slice adds, >= 1
+  double confidence = 0.95;  // in (0.5, 1): one minus the chance of wrongly dropping a child
+  bool operator==(const RacingConfig&) const = default;
+};
+
 struct SearchConfig {
   std::string strategy = "ga";  // ga | grid | random | nsga2
   GaConfig ga;
@@ -153,6 +164,7 @@ struct SearchConfig {
   // (or that repeats one in its generation) is redrawn, so each generation
   // evaluates its configured number of new candidates.
   bool unique_children = false;
+  std::optional<RacingConfig> racing;  // absent: every candidate gets the whole split
   bool operator==(const SearchConfig&) const = default;
 };
 

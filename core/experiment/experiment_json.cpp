@@ -134,6 +134,11 @@ json search_json(const SearchConfig& search, bool fingerprint) {
   }
   // Absent when off, so experiments stored before the key resume as they began.
   if (search.unique_children) j["unique_children"] = true;
+  // Absent when off, so experiments stored before the key resume as they began.
+  if (search.racing)
+    j["racing"] = {{"first", search.racing->first},
+                   {"step", search.racing->step},
+                   {"confidence", search.racing->confidence}};
   return j;
 }
 

@@ -131,12 +131,44 @@ std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig&
   return grid;
 }
 
+// Racing needs a cut-off a child must exceed to become a parent: ga with
+// truncation selection carrying its whole parent pool (elitism 0).
+std::optional<RacingConfig> parse_racing(const MapReader& search, const SearchConfig& config,
+                                         const DatasetConfig& dataset) {
+  if (!search.has("racing")) return std::nullopt;
+  const MapReader section = search.map("racing", {"first", "step", "confidence"});
+  if (config.strategy != "ga")
+    section.self().fail("applies to strategy ga only (a child races against the worst parent the next generation "
+                        "keeps; " + config.strategy + " has no such cut-off)");
+  if (config.ga.selection != "truncation")
+    section.self().fail("needs search.ga.selection: truncation (a tournament may pick any member as a parent, so "
+                        "there is no cut-off to race against)");
+  if (config.ga.elitism != 0)
+    section.self().fail("needs search.ga.elitism: 0 (Algorithm 1 carries the whole parent pool; with elitism a "
+                        "child need not beat a carried parent to become one)");
+  RacingConfig racing;
+  racing.first = static_cast<int>(section.required("first").integer_in(1, kMaxCount));
+  if (racing.first >= dataset.search_samples)
+    section.field("first").fail("must be below dataset.search_samples (" + std::to_string(dataset.search_samples) +
+                                "): a first slice of the whole split races nothing");
+  racing.step = static_cast<int>(section.required("step").integer_in(1, kMaxCount));
+  if (section.has("confidence")) {
+    const Field field = section.field("confidence");
+    racing.confidence = field.number();
+    if (!(racing.confidence > 0.5 && racing.confidence < 1.0))
+      field.fail("must lie strictly between 0.5 and 1 (one minus the chance of wrongly dropping a child), got " +
+                 field.text());
+  }
+  return racing;
+}
+
 }  // namespace
 
 SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objective, const DatasetConfig& dataset) {
   const MapReader section =
-      root.map("search", {"strategy", "ga", "grid", "random", "nsga2", "objectives", "unique_children"},
-               {{"ga", kGaKeys}, {"random", {"samples"}}, {"nsga2", kNsga2Keys}});
+      root.map("search", {"strategy", "ga", "grid", "random", "nsga2", "objectives", "unique_children", "racing"},
+               {{"ga", kGaKeys}, {"random", {"samples"}}, {"nsga2", kNsga2Keys},
+                {"racing", {"first", "step", "confidence"}}});
   SearchConfig search;
   search.strategy = section.choice_or("strategy", search.strategy, search_strategies());
   search.ga = parse_ga(section);
@@ -151,6 +183,7 @@ SearchConfig parse_search(const MapReader& root, const ObjectiveConfig& objectiv
     section.field("unique_children")
         .fail("applies to strategies ga and nsga2 (grid never repeats; random draws independently)");
   }
+  search.racing = parse_racing(section, search, dataset);
   return search;
 }
 

@@ -269,6 +269,13 @@ void GaStrategy::tell(const std::vector<double>& fitness) {
 
 bool GaStrategy::done() const { return generation_ > config_.generations; }
 
+std::optional<std::int64_t> GaStrategy::race_cutoff() const {
+  if (!has_pending_ || generation_ == 0 || carried_.empty()) return std::nullopt;
+  if (config_.selection != SelectionKind::truncation || config_.elites >= 0) return std::nullopt;
+  // carried_ is the truncation pick, best first.
+  return carried_.back().candidate.id;
+}
+
 std::vector<std::int64_t> GaStrategy::population() const {
   std::vector<std::int64_t> ids;
   for (const Individual& individual : population_) ids.push_back(individual.candidate.id);

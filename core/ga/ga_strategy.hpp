@@ -88,6 +88,11 @@ class GaStrategy final : public Strategy {
   // Throws std::invalid_argument if the state is malformed or was saved by
   // a strategy with another kind, config or genome size.
   void load_state(const nlohmann::json& state) override;
+  // With truncation selection and the whole parent pool carried (elites =
+  // -1), the worst carried parent: every parent of the next generation ranks
+  // above it or is it (ties go to the older member), so a child that does
+  // not exceed it never becomes a parent.
+  std::optional<std::int64_t> race_cutoff() const override;
 
   // Current population with fitness (empty before the first tell()).
   const std::vector<Individual>& members() const { return population_; }

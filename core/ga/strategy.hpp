@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,11 @@ class Strategy {
   virtual std::vector<std::int64_t> population() const = 0;
   virtual nlohmann::json save_state() const = 0;
   virtual void load_state(const nlohmann::json& state) = 0;
+  // Racing: the candidate (id) whose fitness a candidate of the pending
+  // batch must exceed to become a parent of the next generation; nullopt
+  // when no such cut-off exists (the first batch, or a strategy where any
+  // member may be picked).
+  virtual std::optional<std::int64_t> race_cutoff() const { return std::nullopt; }
   // The run loop sets it before each ask(); nullptr (the default) or a
   // strategy without unique children never redraws. Not part of the state:
   // the run loop rebuilds it from the stored individuals, so a resumed run

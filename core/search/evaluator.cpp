@@ -1,5 +1,6 @@
 #include "core/search/evaluator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -53,7 +54,73 @@ std::vector<metrics::PositionAccuracy> position_tallies(const std::vector<Positi
 
 json position_summary_json(const std::vector<PositionScore>& scores) { return summary_json(position_tallies(scores)); }
 
-Evaluator::Evaluator(const EvaluationInputs& inputs) : in_(inputs), model_(inputs.backend->identity()) {}
+Evaluator::Evaluator(const EvaluationInputs& inputs) : in_(inputs), model_(inputs.backend->identity()) {
+  for (std::size_t i = 0; i < in_.items.size(); ++i) index_of_.emplace(in_.items[i].id, i);
+}
+
+std::size_t Evaluator::item_index(const std::string& sample_id) const {
+  const auto found = index_of_.find(sample_id);
+  if (found == index_of_.end())
+    throw std::invalid_argument("stored sample '" + sample_id + "' is not an item of this split");
+  return found->second;
+}
+
+SampleRecord Evaluator::sample_record(std::size_t index, const SampleOutput& output) const {
+  const BatchItem& item = in_.items[index];
+  const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
+  return {item.id,
+          item.gold_depth,
+          in_.score(index, output),
+          output.output_text,
+          teacher_forced ? std::optional(output.gold_logprob) : std::nullopt,
+          output.prompt_tokens};
+}
+
+std::vector<SampleRecord> Evaluator::run_items(const Intervention& intervention, const std::vector<std::size_t>& indices,
+                                               double& seconds) const {
+  if (indices.empty()) return {};
+  in_.backend->validate(intervention);
+  std::vector<BatchItem> batch;
+  for (std::size_t i : indices) batch.push_back(in_.items.at(i));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<SampleOutput> outputs = in_.backend->run(intervention, batch, in_.run_options);
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (outputs.size() != batch.size())
+    throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
+                       std::to_string(batch.size()) + " prompts");
+  std::vector<SampleRecord> samples;
+  for (std::size_t k = 0; k < indices.size(); ++k) samples.push_back(sample_record(indices[k], outputs[k]));
+  return samples;
+}
+
+SampleSummary Evaluator::summarise(const std::vector<SampleRecord>& samples) const {
+  std::vector<std::size_t> positions;
+  std::vector<bool> correct;
+  std::vector<bool> seen(in_.items.size(), false);
+  for (const SampleRecord& s : samples) {
+    const std::size_t i = item_index(s.sample_id);
+    seen[i] = true;
+    positions.push_back(in_.position_index[i]);
+    correct.push_back(s.correct);
+  }
+  const auto tally = metrics::tally_by_position(in_.gold_positions, positions, correct);
+  return {stored_scores(tally), summary_json(tally), std::all_of(seen.begin(), seen.end(), [](bool b) { return b; })};
+}
+
+ExtendedEvaluation Evaluator::complete_partial(Store& store, std::optional<std::int64_t> run_id,
+                                               const Intervention& intervention, const std::string& key,
+                                               const std::vector<SampleRecord>& samples,
+                                               const Store::IndividualOf& individual) const {
+  std::vector<bool> have(in_.items.size(), false);
+  for (const SampleRecord& s : samples) have[item_index(s.sample_id)] = true;
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < have.size(); ++i)
+    if (!have[i]) missing.push_back(i);
+  EvaluationRecord record = describe(intervention, key);
+  const std::vector<SampleRecord> fresh = run_items(intervention, missing, record.wall_seconds);
+  return store.add_samples(
+      run_id, record, fresh, [this](const std::vector<SampleRecord>& all) { return summarise(all); }, individual);
+}
 
 std::string Evaluator::cache_key(const Intervention& intervention) const {
   return evaluation_cache_key(intervention, in_.dataset_slice, in_.metric, model_);
@@ -80,14 +147,9 @@ NewEvaluation Evaluator::run(const Intervention& intervention, const std::string
                        std::to_string(in_.items.size()) + " prompts");
   NewEvaluation fresh{describe(intervention, key), {}};
   std::vector<bool> correct;
-  const bool teacher_forced = in_.run_options.mode == Mode::teacher_forced;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const BatchItem& item = in_.items[i];
-    const bool ok = in_.score(i, outputs[i]);
-    correct.push_back(ok);
-    fresh.samples.push_back({item.id, item.gold_depth, ok, outputs[i].output_text,
-                             teacher_forced ? std::optional(outputs[i].gold_logprob) : std::nullopt,
-                             outputs[i].prompt_tokens});
+    fresh.samples.push_back(sample_record(i, outputs[i]));
+    correct.push_back(fresh.samples.back().correct);
   }
   const auto tally = metrics::tally_by_position(in_.gold_positions, in_.position_index, correct);
   fresh.record.position_scores = stored_scores(tally);
@@ -99,6 +161,11 @@ NewEvaluation Evaluator::run(const Intervention& intervention, const std::string
 SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& intervention) const {
   const std::string key = cache_key(intervention);
   if (auto cached = store.find_evaluation(key)) return from_record(*cached, true);
+  if (auto partial = store.find_partial_evaluation(key)) {
+    const ExtendedEvaluation done =
+        complete_partial(store, std::nullopt, intervention, key, store.evaluation_samples(partial->id));
+    return from_record(*store.evaluation(done.id), done.was_complete);
+  }
   NewEvaluation fresh = run(intervention, key);
   // Another process (a second experiment in the same file) may have stored
   // the same key while the backend ran: its row is the cached result.

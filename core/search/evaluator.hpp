@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,12 +70,33 @@ class Evaluator {
   // number of outputs) and std::invalid_argument (an Intervention the model
   // refuses).
   NewEvaluation run(const Intervention& intervention, const std::string& key) const;
-  // The stored evaluation with the same cache key, or run() and store it.
+  // The stored evaluation with the same cache key, or run() and store it. A
+  // race's partial row under the key is completed: only its missing samples
+  // run.
   SplitEvaluation evaluate(Store& store, const Intervention& intervention) const;
 
+  // Runs and scores the items at `indices` only (racing's slices); adds the
+  // backend's wall time to `seconds`. Throws as run() does.
+  std::vector<SampleRecord> run_items(const Intervention& intervention, const std::vector<std::size_t>& indices,
+                                      double& seconds) const;
+  // The per-position tallies of whichever items `samples` hold (by
+  // sample_id), and whether they are all the split's items.
+  SampleSummary summarise(const std::vector<SampleRecord>& samples) const;
+  // Index of the split's item with this id; throws std::invalid_argument for
+  // an id the split does not have.
+  std::size_t item_index(const std::string& sample_id) const;
+  // Runs the split's items that `samples` (a partial row's) lacks and stores
+  // them with Store::add_samples (with `individual`, in one transaction).
+  ExtendedEvaluation complete_partial(Store& store, std::optional<std::int64_t> run_id,
+                                      const Intervention& intervention, const std::string& key,
+                                      const std::vector<SampleRecord>& samples,
+                                      const Store::IndividualOf& individual = {}) const;
+
  private:
+  SampleRecord sample_record(std::size_t index, const SampleOutput& output) const;
   const EvaluationInputs& in_;
   ModelIdentity model_;
+  std::map<std::string, std::size_t> index_of_;
 };
 
 // Evaluator(inputs).evaluate(store, intervention).

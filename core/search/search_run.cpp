@@ -37,7 +37,14 @@ class ExperimentMemory final : public ProposalMemory {
 class SearchRun {
  public:
   SearchRun(Store& store, const SearchInputs& inputs, SearchProgress& progress)
-      : store_(store), in_(inputs), progress_(progress), evaluator_(inputs) {}
+      : store_(store), in_(inputs), progress_(progress), evaluator_(inputs) {
+    if (in_.racing) {
+      units_ = race_units(in_.position_index, in_.gold_positions.size(), in_.race_keys);
+      schedule_ = race_schedule(*in_.racing, units_.size());
+      looks_ = race_looks(schedule_, units_.size());
+      weights_ = position_weights(in_.scoring.weights, in_.gold_positions.size());
+    }
+  }
 
   RunSummary run() {
     const ExperimentRecord experiment = open_experiment();
@@ -68,13 +75,14 @@ class SearchRun {
       std::vector<double> fitness;
       std::vector<std::vector<double>> objectives;
       int evaluated = 0, cached = 0;
+      const std::vector<const SampleRecord*> cutoff = race_cutoff_samples(experiment.id, *strategy);
       for (const Candidate& candidate : batch) {
-        const Outcome outcome = fitness_of(experiment.id, generation, candidate);
+        const Outcome outcome = fitness_of(experiment.id, generation, candidate, cutoff);
         fitness.push_back(outcome.fitness);
         objectives.push_back(outcome.objectives);
         evaluated += outcome.fresh;
         cached += outcome.cache_hit;
-        best_ = std::max(best_, outcome.fitness);
+        if (!outcome.raced) best_ = std::max(best_, outcome.fitness);
         progress_.candidate_done(++done_candidates_, outcome.cache_hit, best_);
       }
       if (strategy->objectives() > 1) {
@@ -134,11 +142,34 @@ class SearchRun {
   }
 
   struct Outcome {
-    double fitness;
+    double fitness;  // what the strategy is told: -infinity for a child racing dropped
     bool cache_hit;
     bool fresh;
     std::vector<double> objectives;  // nsga2's, empty for a scalar search
+    bool raced = false;
   };
+
+  // The per-item samples of the strategy's race cut-off (the parent a child
+  // must exceed), indexed by item; empty when racing is off or there is no
+  // cut-off for this batch. The samples stay in cutoff_samples_.
+  std::vector<const SampleRecord*> race_cutoff_samples(std::int64_t experiment_id, const Strategy& strategy) {
+    cutoff_samples_.clear();
+    if (!in_.racing) return {};
+    const std::optional<std::int64_t> cutoff = strategy.race_cutoff();
+    if (!cutoff) return {};
+    const auto parent = store_.find_individual(experiment_id, *cutoff);
+    if (!parent || parent->raced_samples)
+      throw std::runtime_error(store_.path() + ": the race cut-off, candidate " + std::to_string(*cutoff) +
+                               ", has no stored whole-split evaluation");
+    cutoff_samples_ = store_.evaluation_samples(parent->evaluation_id);
+    return by_item(cutoff_samples_);
+  }
+
+  std::vector<const SampleRecord*> by_item(const std::vector<SampleRecord>& samples) const {
+    std::vector<const SampleRecord*> out(in_.items.size(), nullptr);
+    for (const SampleRecord& s : samples) out[evaluator_.item_index(s.sample_id)] = &s;
+    return out;
+  }
 
   // Per-position outcomes of a stored evaluation; the samples are read only
   // when a log-probability fitness or objective needs them.
@@ -151,7 +182,8 @@ class SearchRun {
     return in_.scoring.objectives.empty() ? std::vector<double>{} : pareto_objectives(in_.scoring, outcomes);
   }
 
-  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
+  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                     const std::vector<const SampleRecord*>& cutoff) {
     if (auto stored = store_.find_individual(experiment_id, candidate.id)) {
       // Resume: this candidate was finished before the process stopped.
       if (stored->genome != genome_json(candidate.genome))
@@ -167,19 +199,27 @@ class SearchRun {
                                    " points at a missing evaluation");
         objectives = objectives_of(outcomes_of(evaluation->id, evaluation->position_scores));
       }
+      if (stored->raced_samples) return {-INFINITY, false, false, objectives, true};
       return {stored->fitness, false, false, objectives};
     }
     const Intervention intervention = in_.objective->decode(candidate.genome);
     const std::string key = evaluator_.cache_key(intervention);
     try {
+      if (!cutoff.empty() && !store_.find_evaluation(key))
+        return race_candidate(experiment_id, generation, candidate, intervention, key, cutoff);
+      if (auto partial = store_.find_partial_evaluation(key))
+        return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial);
       return store_candidate(experiment_id, generation, candidate, intervention, key);
     } catch (const BackendError& error) {
       // The transaction above rolled back; keep a visible record of the
       // failure (never a score: failed rows are not served from the cache).
-      EvaluationRecord failed = evaluator_.describe(intervention, key);
-      failed.status = "failed";
-      failed.error = error.what();
-      store_.insert_evaluation(failed, {});
+      // A race's partial row keeps the key and the samples stored so far.
+      if (!store_.find_partial_evaluation(key)) {
+        EvaluationRecord failed = evaluator_.describe(intervention, key);
+        failed.status = "failed";
+        failed.error = error.what();
+        store_.insert_evaluation(failed, {});
+      }
       throw;
     }
   }
@@ -200,24 +240,137 @@ class SearchRun {
           return *fresh;
         },
         [&](const StoredEvaluation& e) {
-          IndividualRecord r;
-          r.experiment_id = experiment_id;
-          r.candidate_id = candidate.id;
-          r.generation = generation;
-          r.genome = genome_json(candidate.genome);
-          r.genome_hash = fnv1a_hex(r.genome.dump());
-          r.origin = to_string(candidate.origin);
-          r.parents = candidate.parents;
+          IndividualRecord r = individual_of(experiment_id, generation, candidate, e.id, e.cache_hit);
           const PositionOutcomes outcomes = outcomes_of(e.id, e.position_scores);
           r.fitness = search_fitness(in_.scoring, *in_.objective, outcomes);
           objectives = objectives_of(outcomes);
-          r.evaluation_id = e.id;
-          r.cache_hit = e.cache_hit;
-          r.run_id = run_id_;
           return r;
         });
     (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
     return {record.fitness, record.cache_hit, !record.cache_hit, objectives};
+  }
+
+  // An individual row without its fitness.
+  IndividualRecord individual_of(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                                 std::int64_t evaluation_id, bool cache_hit) const {
+    IndividualRecord r;
+    r.experiment_id = experiment_id;
+    r.candidate_id = candidate.id;
+    r.generation = generation;
+    r.genome = genome_json(candidate.genome);
+    r.genome_hash = fnv1a_hex(r.genome.dump());
+    r.origin = to_string(candidate.origin);
+    r.parents = candidate.parents;
+    r.evaluation_id = evaluation_id;
+    r.cache_hit = cache_hit;
+    r.run_id = run_id_;
+    return r;
+  }
+
+  // What a race does after a slice: go on, drop the child, or score it on
+  // the whole split.
+  enum class RaceStep { next, drop, whole };
+
+  RaceStep race_step(const std::vector<SampleRecord>& samples, std::size_t m,
+                     const std::vector<const SampleRecord*>& cutoff) const {
+    if (m >= units_.size() || evaluator_.summarise(samples).complete) return RaceStep::whole;
+    if (m < 2) return RaceStep::next;  // one unit has no spread to bound
+    const RaceBound bound = race_bound(
+        race_differences(units_, m, weights_, in_.position_index, by_item(samples), cutoff, in_.scoring.fitness),
+        units_.size(), in_.racing->confidence, looks_, race_margin(in_.scoring.fitness));
+    return bound.drop ? RaceStep::drop : RaceStep::next;
+  }
+
+  // The individual of a race that ended (or of a partial row completed): on
+  // the whole split its exact fitness; dropped after the first m units, the
+  // estimate on their samples, marked raced (the strategy is told
+  // -infinity, so it never becomes a parent).
+  std::pair<IndividualRecord, Outcome> race_result(RaceStep step, std::int64_t experiment_id, int generation,
+                                                   const Candidate& candidate, const ExtendedEvaluation& stored,
+                                                   std::size_t m, bool cache_hit) const {
+    std::vector<SampleRecord> seen = stored.samples;
+    if (step == RaceStep::drop) {
+      std::vector<bool> in_slice(in_.items.size(), false);
+      for (std::size_t k = 0; k < m; ++k)
+        for (std::size_t item : units_[k]) in_slice[item] = true;
+      seen.clear();
+      for (const SampleRecord& s : stored.samples)
+        if (in_slice[evaluator_.item_index(s.sample_id)]) seen.push_back(s);
+    }
+    const SampleSummary summary = evaluator_.summarise(seen);
+    const PositionOutcomes outcomes =
+        position_outcomes(summary.position_scores, in_.scoring.needs_samples() ? seen : std::vector<SampleRecord>{});
+    IndividualRecord r = individual_of(experiment_id, generation, candidate, stored.id, cache_hit);
+    r.fitness = search_fitness(in_.scoring, *in_.objective, outcomes);
+    if (step == RaceStep::drop) {
+      r.raced_samples = static_cast<int>(seen.size());
+      return {r, {-INFINITY, cache_hit, !cache_hit, {}, true}};
+    }
+    return {r, {r.fitness, cache_hit, !cache_hit, objectives_of(outcomes)}};
+  }
+
+  void count(const Outcome& outcome) {
+    (outcome.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
+    summary_.raced += outcome.raced;
+  }
+
+  // A partial row of this intervention (a race stopped early): only its
+  // missing samples run; the completed row and the individual are one
+  // transaction.
+  Outcome complete_and_record(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                              const Intervention& intervention, const std::string& key,
+                              const EvaluationRecord& partial) {
+    const std::vector<SampleRecord> samples = store_.evaluation_samples(partial.id);
+    std::optional<Outcome> outcome;
+    evaluator_.complete_partial(store_, run_id_, intervention, key, samples, [&](const ExtendedEvaluation& e) {
+      auto [record, result] = race_result(RaceStep::whole, experiment_id, generation, candidate, e, 0,
+                                          e.was_complete || e.samples.size() == samples.size());
+      outcome = result;
+      return std::optional<IndividualRecord>(record);
+    });
+    count(*outcome);
+    return *outcome;
+  }
+
+  // Racing (core/search/racing.hpp): the candidate's samples grow slice by
+  // slice; each slice's new samples, the run's counters and, when the race
+  // ends there, the individual are one transaction, so a kill loses at most
+  // the slice in flight and a resume decides again from the same stored
+  // samples. cache_hit: no sample had to run for this candidate.
+  Outcome race_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                         const Intervention& intervention, const std::string& key,
+                         const std::vector<const SampleRecord*>& cutoff) {
+    std::vector<SampleRecord> samples;
+    if (auto partial = store_.find_partial_evaluation(key)) samples = store_.evaluation_samples(partial->id);
+    bool ran = false;
+    for (const std::size_t m : schedule_) {
+      std::vector<bool> have(in_.items.size(), false);
+      for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
+      std::vector<std::size_t> missing;
+      for (std::size_t k = 0; k < m; ++k)
+        for (std::size_t item : units_[k])
+          if (!have[item]) missing.push_back(item);
+      if (missing.empty() && race_step(samples, m, cutoff) == RaceStep::next) continue;
+      EvaluationRecord record = evaluator_.describe(intervention, key);
+      const std::vector<SampleRecord> fresh = evaluator_.run_items(intervention, missing, record.wall_seconds);
+      ran = ran || !fresh.empty();
+      std::optional<Outcome> outcome;
+      const ExtendedEvaluation stored = store_.add_samples(
+          run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
+          [&](const ExtendedEvaluation& e) -> std::optional<IndividualRecord> {
+            const RaceStep step = e.complete ? RaceStep::whole : race_step(e.samples, m, cutoff);
+            if (step == RaceStep::next) return std::nullopt;
+            auto [r, result] = race_result(step, experiment_id, generation, candidate, e, m, !ran);
+            outcome = result;
+            return r;
+          });
+      if (outcome) {
+        count(*outcome);
+        return *outcome;
+      }
+      samples = stored.samples;
+    }
+    throw std::logic_error("racing: the schedule ended before the whole split");
   }
 
   // Saves the strategy state after tell(); best/mean are over the population
@@ -254,6 +407,13 @@ class SearchRun {
   Evaluator evaluator_;
   std::int64_t run_id_ = -1;
   RunSummary summary_;
+  // Racing: units in racing order, slice ends, looks, per-position weights,
+  // and the current batch's cut-off samples.
+  std::vector<std::vector<std::size_t>> units_;
+  std::vector<std::size_t> schedule_;
+  std::size_t looks_ = 0;
+  std::vector<double> weights_;
+  std::vector<SampleRecord> cutoff_samples_;
   int done_candidates_ = 0;
   double best_ = -INFINITY;
 };

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "core/search/evaluator.hpp"
 #include "core/search/fitness.hpp"
 #include "core/search/progress.hpp"
+#include "core/search/racing.hpp"
 #include "objectives/objective.hpp"
 #include "schema/store.hpp"
 
@@ -43,6 +45,11 @@ struct SearchInputs : EvaluationInputs {
   // The strategy redraws known children: give it the experiment's proposal
   // memory (the cache keys of the individuals of earlier generations).
   bool unique_children = false;
+  // search.racing (ga only): children race against the strategy's cut-off.
+  std::optional<RaceSettings> racing;
+  // Per item, the key that pairs items across gold positions into racing
+  // units (the base item); empty: each item's own index.
+  std::vector<std::string> race_keys;
 };
 
 struct RunSummary {
@@ -50,6 +57,7 @@ struct RunSummary {
   int generations_done = 0;
   int evaluated = 0;            // backend evaluations this process made
   int cache_hits = 0;           // candidates served from the cache this process
+  int raced = 0;                // candidates racing dropped this process
   int resumed_individuals = 0;  // candidates found already stored (resume)
   bool already_complete = false;
   std::int64_t best_candidate = -1;

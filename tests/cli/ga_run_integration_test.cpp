@@ -43,6 +43,10 @@ class GaRunIntegration : public testing::TempDirTest {
   static std::vector<std::string> rows(const std::string& db, const std::string& sql_text) {
     return testing::query_rows(db, sql_text);
   }
+  // Runs `yaml` uninterrupted (reference.db), then kills it at random
+  // moments and resumes it until it completes (killed.db); both must hold
+  // the same individuals, best, checkpoints and committed work.
+  void kill_and_resume_matches_uninterrupted(const std::string& yaml);
 };
 
 constexpr const char* kIndividuals =
@@ -51,11 +55,31 @@ constexpr const char* kIndividuals =
     "ORDER BY candidate_id";
 constexpr const char* kBest =
     "SELECT genome, printf('%.17g', fitness) FROM individuals ORDER BY fitness DESC, candidate_id LIMIT 1";
+constexpr const char* kRaced =
+    "SELECT candidate_id, raced_samples, e.complete, (SELECT count(*) FROM sample_results s WHERE s.evaluation_id = "
+    "e.id) FROM individuals i JOIN evaluations e ON e.id = i.evaluation_id ORDER BY candidate_id";
 constexpr const char* kGenerations =
     "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY generation";
 
 TEST_F(GaRunIntegration, KilledAtRandomMomentsResumesToTheSameResult) {
-  write("exp.yaml", experiment_yaml(6, 4.0));
+  kill_and_resume_matches_uninterrupted(experiment_yaml(6, 4.0));
+}
+
+// Racing stores every slice's samples as it goes: kill -9 mid-race and the
+// resumed run decides again from the same stored samples.
+TEST_F(GaRunIntegration, RacingKilledAtRandomMomentsResumesToTheSameResult) {
+  kill_and_resume_matches_uninterrupted(experiment_yaml(6, 4.0) + "  racing: {first: 2, step: 2, confidence: 0.8}\n");
+  EXPECT_GT(std::stoi(rows(path("reference.db"), "SELECT count(*) FROM individuals WHERE raced_samples IS NOT NULL")[0]),
+            0)
+      << "the experiment races some children";
+  EXPECT_EQ(rows(path("killed.db"), kRaced), rows(path("reference.db"), kRaced));
+  const Finished status = run_ga_run({"status", path("killed.db")}, dir_.string());
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("passes saved by racing"), std::string::npos) << status.out;
+}
+
+void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& yaml) {
+  write("exp.yaml", yaml);
   const auto start = std::chrono::steady_clock::now();
   const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
   const double reference_ms =

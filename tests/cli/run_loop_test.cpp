@@ -20,6 +20,7 @@
 #include "core/cli/status_command.hpp"
 #include "core/ga/factory.hpp"
 #include "core/search/heldout.hpp"
+#include "core/search/racing.hpp"
 
 namespace midtune {
 namespace {
@@ -142,7 +143,7 @@ class RunLoopTest : public testing::TempDirTest {
   // a process killed and started again would, until the search completes.
   template <class MakeInputs>
   void run_crashing_after_each_evaluation(Store& store, MakeInputs make_inputs) {
-    for (int attempt = 0; attempt < 100; ++attempt) {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
       FailingAfter backend(1);
       try {
         run_search(store, make_inputs(backend), quiet_);
@@ -150,7 +151,7 @@ class RunLoopTest : public testing::TempDirTest {
       } catch (const BackendError&) {
       }
     }
-    FAIL() << "the search did not complete in 100 restarts";
+    FAIL() << "the search did not complete in 1000 restarts";
   }
   UniformScale objective_;
   std::ostringstream log_;
@@ -264,6 +265,152 @@ TEST_F(RunLoopTest, UniqueChildrenEvaluateOnlyNewInterventionsAndResumeExactly) 
   const auto experiment = store.find_experiment("fixture-exp");
   ASSERT_TRUE(experiment);
   EXPECT_EQ(individuals(store, experiment->id), reference);
+}
+
+// Racing on the ga strategy: wide gaussian mutants of a 101-value scale
+// (many far from the synthetic optimum) race the worst carried parent on
+// slices of 3, 5, 7, 9 then 10 units (3 positions each).
+class RacingRunTest : public RunLoopTest {
+ protected:
+  SearchInputs racing_inputs(Backend& backend, bool racing) {
+    SearchInputs in = inputs(backend);
+    in.objective = &fine_;
+    for (std::size_t i = 0; i < in.items.size(); ++i) in.race_keys.push_back("base-" + std::to_string(i % 10));
+    if (racing) in.racing = RaceSettings{3, 2, 0.9};
+    const json config = {{"kind", "ga"},     {"init", "random"}, {"population_size", 8}, {"parents", 3},
+                         {"generations", 5}, {"mutants", 5},     {"crossovers", 0},
+                         {"mutation", {{"kind", "gaussian"}, {"sigma", 0.35}}}};
+    const GenomeSpace* space = &fine_.space();
+    in.make_strategy = [space, config] { return make_strategy(*space, config, 21); };
+    return in;
+  }
+  // Every stored fact of an individual, cache hit and raced sample count included.
+  json raced_individuals(Store& store, std::int64_t experiment_id) {
+    json out = json::array();
+    for (const auto& i : store.individuals(experiment_id))
+      out.push_back({i.candidate_id, i.generation, i.genome, i.fitness, i.origin, i.parents, i.cache_hit,
+                     i.raced_samples ? json(*i.raced_samples) : json(nullptr)});
+    return out;
+  }
+  json checkpoints(Store& store, std::int64_t experiment_id) {
+    json out = json::array();
+    for (const auto& g : store.generations(experiment_id))
+      out.push_back({g.generation, g.population, g.strategy_state, g.best_fitness.value_or(-1.0)});
+    return out;
+  }
+  UniformScale fine_{0.01};
+};
+
+TEST_F(RacingRunTest, DropsChildrenAndKeepsEveryParentsFitnessExact) {
+  Store store(db());
+  FailingAfter backend(100000);
+  const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
+  EXPECT_GT(s.raced, 0) << "wide mutants lose to the parents";
+  std::set<std::int64_t> parents;
+  const auto all = store.individuals(s.experiment_id);
+  for (const IndividualRecord& i : all)
+    for (const json& p : i.parents) parents.insert(p.get<std::int64_t>());
+  int raced = 0;
+  for (const IndividualRecord& i : all) {
+    const auto evaluation = store.evaluation(i.evaluation_id);
+    ASSERT_TRUE(evaluation);
+    if (i.raced_samples) {
+      ++raced;
+      EXPECT_GT(i.generation, 0) << "the first population has no cut-off";
+      EXPECT_EQ(*i.raced_samples % 3, 0) << "a slice covers every position evenly";
+      EXPECT_TRUE(*i.raced_samples == 9 || *i.raced_samples == 15 || *i.raced_samples == 21 || *i.raced_samples == 27)
+          << "slices of 3, 5, 7, 9 units: " << *i.raced_samples;
+      EXPECT_EQ(parents.count(i.candidate_id), 0u) << "a dropped child is never a parent";
+      continue;
+    }
+    // Whole split, exact: the stored fitness is the complete evaluation's.
+    EXPECT_TRUE(evaluation->complete);
+    EXPECT_EQ(store.evaluation_samples(i.evaluation_id).size(), 30u);
+    EXPECT_DOUBLE_EQ(i.fitness, fine_.fitness(position_tallies(evaluation->position_scores)));
+  }
+  EXPECT_EQ(raced, s.raced);
+
+  // A partial row is never served as a whole evaluation; evaluating its
+  // intervention on the split runs only the missing samples and completes it.
+  const auto dropped = std::find_if(all.begin(), all.end(), [&](const IndividualRecord& i) {
+    return i.raced_samples && !store.evaluation(i.evaluation_id)->complete;
+  });
+  ASSERT_NE(dropped, all.end());
+  const auto partial = store.evaluation(dropped->evaluation_id);
+  EXPECT_FALSE(store.find_evaluation(partial->cache_key));
+  const std::size_t stored = store.evaluation_samples(partial->id).size();
+  SearchInputs plain = racing_inputs(backend, false);
+  const int runs_before = backend.runs;
+  const SplitEvaluation completed =
+      evaluate_on_split(store, plain, Intervention::from_json(json::parse(partial->intervention)));
+  EXPECT_EQ(completed.evaluation_id, partial->id);
+  EXPECT_EQ(backend.runs, runs_before + 1);
+  EXPECT_EQ(store.evaluation_samples(partial->id).size(), 30u);
+  EXPECT_GT(30u, stored);
+  Store fresh_store(db("fresh.db"));
+  FailingAfter fresh_backend(1000);
+  SearchInputs fresh_inputs = racing_inputs(fresh_backend, false);
+  const SplitEvaluation from_scratch =
+      evaluate_on_split(fresh_store, fresh_inputs, Intervention::from_json(json::parse(partial->intervention)));
+  EXPECT_EQ(completed.scores, from_scratch.scores) << "completed from stored samples = evaluated at once";
+
+  // Status: passes saved by racing beside those saved by the cache.
+  const auto status = store.experiment_statuses().front();
+  EXPECT_EQ(status.raced, s.raced);
+  EXPECT_EQ(status.split_samples, 30);
+  EXPECT_GT(status.saved_by_racing, 0);
+  EXPECT_GE(status.individuals * 30 - static_cast<std::int64_t>(status.prompts) - status.saved_by_racing, 0);
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::print_status(db(), out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("passes saved by racing"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("| " + std::to_string(status.saved_by_racing) + " "), std::string::npos) << out.str();
+}
+
+TEST_F(RacingRunTest, RunsFewerPromptsThanTheSameSearchWithoutRacing) {
+  std::int64_t raced_prompts = 0, plain_prompts = 0;
+  {
+    Store store(db("raced.db"));
+    FailingAfter backend(100000);
+    run_search(store, racing_inputs(backend, true), quiet_);
+    raced_prompts = static_cast<std::int64_t>(store.experiment_statuses().front().prompts);
+  }
+  {
+    Store store(db("plain.db"));
+    FailingAfter backend(100000);
+    const RunSummary s = run_search(store, racing_inputs(backend, false), quiet_);
+    EXPECT_EQ(s.raced, 0);
+    const auto status = store.experiment_statuses().front();
+    plain_prompts = static_cast<std::int64_t>(status.prompts);
+    EXPECT_EQ(status.saved_by_racing, 0);
+    EXPECT_EQ(status.raced, 0);
+  }
+  EXPECT_LT(raced_prompts, plain_prompts);
+}
+
+// A backend that crashes after every slice, restarted until the search
+// completes, ends with the uninterrupted run's individuals (raced sample
+// counts included), checkpoints and committed work.
+TEST_F(RacingRunTest, ResumeAfterEverySliceMatchesAnUninterruptedRun) {
+  json reference, reference_generations;
+  std::string reference_prompts;
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(100000);
+    const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
+    ASSERT_GT(s.raced, 0);
+    reference = raced_individuals(store, s.experiment_id);
+    reference_generations = checkpoints(store, s.experiment_id);
+    reference_prompts = std::to_string(store.experiment_statuses().front().prompts);
+  }
+  Store store(db());
+  run_crashing_after_each_evaluation(store, [&](Backend& backend) { return racing_inputs(backend, true); });
+  const auto experiment = store.find_experiment("fixture-exp");
+  ASSERT_TRUE(experiment);
+  EXPECT_EQ(raced_individuals(store, experiment->id), reference);
+  EXPECT_EQ(checkpoints(store, experiment->id), reference_generations);
+  EXPECT_EQ(std::to_string(store.experiment_statuses().front().prompts), reference_prompts)
+      << "only the slice in flight at each crash was lost and redone";
+  EXPECT_EQ(store.totals().evaluations_failed, 0);
 }
 
 // objective.fitness gold_logprob: every stored fitness is the λ-weighted

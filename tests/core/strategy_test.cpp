@@ -338,6 +338,36 @@ TEST(GaStrategy, UniqueChildrenResumeExactlyWithTheRebuiltMemory) {
   }
 }
 
+// Racing's cut-off: the worst parent Algorithm 1 carries, the fitness a
+// child must exceed to become a parent; none in the first generation, with
+// tournament selection or with elitism.
+TEST(GaStrategy, RaceCutoffIsTheWorstCarriedParent) {
+  const GenomeSpace space = lpes_genome_space(LpesSpec{});
+  const auto cutoff_after_first_tell = [&](GaStrategyConfig config) {
+    GaStrategy ga(space, config, 5);
+    const std::vector<Candidate> first = ga.ask();
+    EXPECT_FALSE(ga.race_cutoff()) << "no parents yet";
+    std::vector<double> fitness;
+    for (std::size_t i = 0; i < first.size(); ++i) fitness.push_back(static_cast<double>((i * 7) % first.size()));
+    ga.tell(fitness);
+    ga.ask();
+    std::optional<std::int64_t> expected;
+    const std::vector<std::size_t> best = truncation_select(fitness, static_cast<std::size_t>(config.parents));
+    expected = first[best.back()].id;
+    return std::make_pair(ga.race_cutoff(), expected);
+  };
+  GaStrategyConfig config = small_lpes_config();
+  const auto [cutoff, worst_parent] = cutoff_after_first_tell(config);
+  ASSERT_TRUE(cutoff);
+  EXPECT_EQ(*cutoff, *worst_parent);
+  GaStrategyConfig tournament = config;
+  tournament.selection = SelectionKind::tournament;
+  EXPECT_FALSE(cutoff_after_first_tell(tournament).first);
+  GaStrategyConfig elites = config;
+  elites.elites = 2;
+  EXPECT_FALSE(cutoff_after_first_tell(elites).first);
+}
+
 TEST(GaStrategy, TellChecksItsInput) {
   GaStrategy ga(lpes_genome_space(LpesSpec{}), small_lpes_config(), 7);
   EXPECT_THROW(ga.tell({}), std::logic_error);

@@ -580,6 +580,41 @@ TEST_F(ExperimentFile, UniqueChildrenIsStoredOnlyWhenOnAndOnlyForGa) {
                "search.unique_children", "true");
 }
 
+TEST_F(ExperimentFile, RacingIsStoredOnlyWhenSetAndOnlyWhereAParentCutOffExists) {
+  const Experiment plain = load(kValid);
+  EXPECT_FALSE(plain.search.racing);
+  EXPECT_FALSE(plain.search_fingerprint()["search"].contains("racing"))
+      << "experiments stored before the key keep their fingerprint";
+  const Experiment raced = load(edited("  strategy: ga", "  strategy: ga\n  racing: {first: 4, step: 2}"));
+  ASSERT_TRUE(raced.search.racing);
+  EXPECT_EQ(raced.search.racing->first, 4);
+  EXPECT_EQ(raced.search.racing->step, 2);
+  EXPECT_EQ(raced.search.racing->confidence, 0.95);
+  EXPECT_EQ(search_differences(plain, raced),
+            (std::vector<std::string>{R"(search.racing: (absent) -> {"confidence":0.95,"first":4,"step":2})"}));
+  EXPECT_EQ(raced.to_json()["search"]["racing"]["first"], 4) << "ga-run validate prints it";
+  EXPECT_EQ(parse_experiment(raced.text, raced.file).search, raced.search);
+  const auto racing = [](const std::string& section) {
+    return edited("  strategy: ga", "  strategy: ga\n  racing: " + section);
+  };
+  expect_error(racing("{first: 0, step: 2}"), 23, 19, "search.racing.first", "1");
+  expect_error(racing("{first: 20, step: 2}"), 23, 19, "search.racing.first", "below dataset.search_samples (20)");
+  expect_error(racing("{first: 4, step: 0}"), 23, 28, "search.racing.step", "1");
+  expect_error(racing("{first: 4}"), 23, 11, "search.racing.step", "missing");
+  expect_error(racing("{first: 4, step: 2, confidence: 0.5}"), 23, 43, "search.racing.confidence",
+               "strictly between 0.5 and 1");
+  expect_error(racing("{first: 4, step: 2, confidence: 1}"), 23, 43, "search.racing.confidence",
+               "strictly between 0.5 and 1");
+  expect_error(racing("{first: 4, step: 2, confdence: 0.9}"), 23, 31, "search.racing.confdence",
+               "did you mean 'confidence'?");
+  expect_error(edited("  strategy: ga", "  strategy: random\n  racing: {first: 4, step: 2}"), 23, 11,
+               "search.racing", "applies to strategy ga only");
+  expect_error(edited("    mutation_y: 0.2", "    mutation_y: 0.2\n    selection: tournament\n  racing: {first: 4, step: 2}"),
+               28, 11, "search.racing", "selection: truncation");
+  expect_error(edited("    mutation_y: 0.2", "    mutation_y: 0.2\n    elitism: 2\n  racing: {first: 4, step: 2}"), 28,
+               11, "search.racing", "elitism: 0");
+}
+
 TEST_F(ExperimentFile, FitnessKindIsStoredOnlyWhenNotAccuracyAndNeedsTeacherForcing) {
   const Experiment plain = load(kValid);
   EXPECT_EQ(plain.objective.fitness, "accuracy");

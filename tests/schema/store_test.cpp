@@ -185,6 +185,110 @@ TEST_F(StoreTest, ExperimentsIndividualsGenerationsAndRuns) {
   EXPECT_EQ(r.column_int64(2), 1);
 }
 
+// Racing's rows (schema 8): a partial evaluation grows sample by sample,
+// is never served by the cache until complete, and a dropped individual's
+// estimate is never the experiment's best.
+TEST_F(StoreTest, PartialEvaluationsAreNeverServedAsWhole) {
+  Store store(db_path());
+  const ExperimentRecord e = store.create_experiment({-1, "exp", "name: exp\n", "h", {{"seed", 1}}, "", ""});
+  const std::int64_t run = store.start_run(e.id);
+  const auto sample = [](const std::string& id, bool correct) {
+    SampleRecord s;
+    s.sample_id = id;
+    s.correct = correct;
+    s.output = correct ? "gold" : "other";
+    return s;
+  };
+  // The split is items a, b, c: complete once all three are stored.
+  const auto summarise = [](const std::vector<SampleRecord>& all) {
+    int correct = 0;
+    for (const SampleRecord& s : all) correct += s.correct;
+    return SampleSummary{{{0.0, static_cast<double>(correct) / all.size(), correct, static_cast<int>(all.size())}},
+                         nlohmann::json::object(), all.size() == 3};
+  };
+  EvaluationRecord record = sample_evaluation("race");
+  const ExtendedEvaluation first = store.add_samples(run, record, {sample("a", true), sample("b", false)}, summarise);
+  EXPECT_FALSE(first.complete);
+  EXPECT_EQ(first.samples.size(), 2u);
+  EXPECT_FALSE(store.find_evaluation("race")) << "a partial row is not a cache hit";
+  ASSERT_TRUE(store.find_partial_evaluation("race"));
+  EXPECT_EQ(store.find_partial_evaluation("race")->position_scores.front().samples, 2);
+  EXPECT_EQ(store.totals().evaluations_partial, 1);
+  EXPECT_EQ(store.totals().evaluations_ok, 0);
+
+  IndividualRecord dropped;
+  dropped.experiment_id = e.id;
+  dropped.candidate_id = 1;
+  dropped.genome = {1.0};
+  dropped.genome_hash = "g1";
+  dropped.origin = "mutation";
+  dropped.fitness = 0.99;  // an estimate on 2 samples, above any exact fitness here
+  dropped.raced_samples = 2;
+  IndividualRecord exact = dropped;
+  exact.candidate_id = 0;
+  exact.origin = "init";
+  exact.fitness = 0.5;
+  exact.raced_samples.reset();
+  // Sample "b" again (another process stored it meanwhile) is kept once; the
+  // individual lands in the same transaction.
+  const ExtendedEvaluation second =
+      store.add_samples(run, record, {sample("b", false), sample("c", true)}, summarise,
+                        [&](const ExtendedEvaluation& now) -> std::optional<IndividualRecord> {
+                          EXPECT_TRUE(now.complete);
+                          exact.evaluation_id = dropped.evaluation_id = now.id;
+                          return exact;
+                        });
+  EXPECT_EQ(second.id, first.id);
+  EXPECT_TRUE(second.complete);
+  EXPECT_EQ(store.evaluation_samples(second.id).size(), 3u);
+  ASSERT_TRUE(store.find_evaluation("race"));
+  EXPECT_TRUE(store.find_evaluation("race")->complete);
+  EXPECT_FALSE(store.find_partial_evaluation("race"));
+  EXPECT_TRUE(store.find_individual(e.id, 0));
+  // A completed row adds nothing more.
+  const ExtendedEvaluation third = store.add_samples(run, record, {sample("a", false)}, summarise);
+  EXPECT_TRUE(third.was_complete);
+  EXPECT_TRUE(store.evaluation_samples(third.id).front().correct) << "the stored sample is kept";
+
+  store.insert_individual(dropped);
+  EXPECT_EQ(store.find_individual(e.id, 1)->raced_samples, 2);
+  EXPECT_EQ(store.best_individual(e.id)->individual.candidate_id, 0) << "a raced estimate is never the best";
+  EXPECT_DOUBLE_EQ(store.fitness_of_candidates(e.id, {0, 1})->best, 0.5);
+  const ExperimentStatus status = store.experiment_statuses().front();
+  EXPECT_EQ(status.raced, 1);
+  EXPECT_EQ(status.split_samples, 3);
+  EXPECT_EQ(status.saved_by_racing, 1);
+  EXPECT_EQ(status.best_fitness, 0.5);
+  EXPECT_EQ(status.prompts, 4.0) << "a, b, then b and c";
+}
+
+// `ga-run status` and `report` open a file read-only, unmigrated: one from
+// before racing reads as "every evaluation complete, nothing raced".
+TEST_F(StoreTest, ReadOnlyFileFromBeforeRacingStillReads) {
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+    for (int v = 0; v < 7; ++v) db.exec(schema_migrations()[v].sql);
+    db.exec("PRAGMA user_version = 7");
+    db.exec("PRAGMA application_id = " + std::to_string(kMidtuneApplicationId));
+    db.exec("INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('old', '', 'h', '{}')");
+    db.exec(
+        "INSERT INTO evaluations (cache_key, key_hash, intervention, dataset_slice, metric, model, position_scores, "
+        "fitness_inputs, status) VALUES ('k', 'h', '{}', '{}', 'tf', 'm', '[]', '{}', 'ok')");
+    db.exec(
+        "INSERT INTO individuals (experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, "
+        "fitness, evaluation_id, cache_hit) VALUES (1, 0, 0, '[1]', 'g', 'init', '[]', 0.5, 1, 0)");
+  }
+  Store store(db_path(), Store::Access::read_only);
+  EXPECT_EQ(store.schema_version(), 7);
+  EXPECT_EQ(store.totals().evaluations_ok, 1);
+  EXPECT_TRUE(store.find_evaluation("k"));
+  EXPECT_EQ(store.best_individual(1)->individual.fitness, 0.5);
+  EXPECT_FALSE(store.find_individual(1, 0)->raced_samples);
+  const ExperimentStatus status = store.experiment_statuses().front();
+  EXPECT_EQ(status.raced, 0);
+  EXPECT_EQ(status.saved_by_racing, 0);
+}
+
 TEST_F(StoreTest, ReadOnlyConnectionRefusesWrites) {
   { Store store(db_path()); }
   sql::Database ro(db_path(), sql::Database::Mode::read_only);
@@ -243,6 +347,7 @@ TEST_F(StoreTest, ExampleQueriesRun) {
     ind.fitness = 0.1 * c;
     ind.evaluation_id = eval;
     ind.cache_hit = c > 0;
+    if (c == 3) ind.raced_samples = 1;  // racing dropped the last (schema v8)
     store.insert_individual(ind);
   }
   // One `ga-run phs-search` candidate (schema v5) for the phs_channels example.
