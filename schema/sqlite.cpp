@@ -3,8 +3,11 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 namespace midtune::sql {
 
@@ -101,14 +104,27 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
 }
 
 void Database::use_wal() {
-  {
-    Statement current(*this, "PRAGMA journal_mode");  // finalized before the switch: no open read
-    if (current.step() && current.column_text(0) == "wal") return;
+  // The switch needs the file to itself. When another process holds a lock
+  // SQLite may answer SQLITE_BUSY at once instead of calling the busy
+  // handler (escalating a read lock could deadlock), so many processes that
+  // open one new file together retry here, up to the busy timeout.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      {
+        Statement current(*this, "PRAGMA journal_mode");  // finalized before the switch: no open read
+        if (current.step() && current.column_text(0) == "wal") return;
+      }
+      Statement change(*this, "PRAGMA journal_mode=WAL");
+      if (!change.step() || change.column_text(0) != "wal")
+        throw SqlError(path_ + ": cannot switch the database to write-ahead logging (journal_mode stays '" +
+                       change.column_text(0) + "')");
+      return;
+    } catch (const SqlError& e) {
+      if ((e.code & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5 * (attempt + 1), 100)));
+    }
   }
-  Statement change(*this, "PRAGMA journal_mode=WAL");
-  if (!change.step() || change.column_text(0) != "wal")
-    throw SqlError(path_ + ": cannot switch the database to write-ahead logging (journal_mode stays '" +
-                   change.column_text(0) + "')");
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }
