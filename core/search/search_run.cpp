@@ -246,8 +246,9 @@ class SearchRun {
           objectives = objectives_of(outcomes);
           return r;
         });
-    (record.cache_hit ? summary_.cache_hits : summary_.evaluated) += 1;
-    return {record.fitness, record.cache_hit, !record.cache_hit, objectives};
+    const Outcome outcome{record.fitness, record.cache_hit, !record.cache_hit, objectives};
+    count(outcome);
+    return outcome;
   }
 
   // An individual row without its fitness.
