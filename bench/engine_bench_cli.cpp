@@ -18,14 +18,11 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", options.decode_tokens, "tokens decoded after the prompt");
   app.add_option("--threads", options.threads, "threads");
   app.add_option("--repeats", options.repeats, "prefill repeats (best is reported)");
-  app.add_option("--isa", isa, "scalar | avx2 | avx512 (default: best available)");
+  app.add_option("--isa", isa, "scalar | avx2 | avx512 | avx512bf16 (default: best available)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!isa.empty()) {
-      options.isa = isa == "scalar" ? midtune::engine::Isa::scalar
-                    : isa == "avx2" ? midtune::engine::Isa::avx2
-                    : isa == "avx512" ? midtune::engine::Isa::avx512vnni
-                                      : throw std::invalid_argument("--isa: unknown value '" + isa + "'");
+      options.isa = midtune::engine::parse_isa(isa, "--isa");
     }
     const auto result = midtune::engine::bench_model(model, options);
     std::printf("%s\n", result.to_json(options).dump().c_str());

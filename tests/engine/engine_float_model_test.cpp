@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -195,7 +196,7 @@ TEST_P(FloatModel, LastLogitsMatchTheFp32ReferenceOfTheSameWeightsOnEveryIsa) {
   const std::vector<std::int32_t> tokens = {1, 5, 7, 44, 0, 12, 3, 3, 8, 21, 30, 17, 40, 2, 9};
   const Vec want = reference_forward(model.w, tokens);
   int ran = 0;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512vnni}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_available(isa)) continue;
     ++ran;
     const Model engine(file.path(), isa);
@@ -214,8 +215,14 @@ TEST_P(FloatModel, LastLogitsMatchTheFp32ReferenceOfTheSameWeightsOnEveryIsa) {
     }
     ASSERT_EQ(prefill.size(), static_cast<std::size_t>(kVocab));
     // fp32 throughout: a few ulps of error per op, far below the 1e-4 an
-    // int8 path misses by (about 1e-2 here).
-    EXPECT_LT(worst_relative_difference(prefill, want), 1e-5) << to_string(isa) << " prefill";
+    // int8 path misses by (about 1e-2 here). BF16 weights under avx512bf16
+    // round every matmul's activations to bf16 (ops/float_matmul.hpp):
+    // measured 2.7e-3 (the other paths 2-5e-7), stated bound 1e-2.
+    const bool bf16_products = GetParam() == kBF16 && isa == Isa::avx512bf16;
+    const double difference = worst_relative_difference(prefill, want);
+    std::printf("%s %s: worst logit difference %.2e of the largest logit\n", to_string(isa),
+                GetParam() == kF32 ? "F32" : GetParam() == kF16 ? "F16" : "BF16", difference);
+    EXPECT_LT(difference, bf16_products ? 1e-2 : 1e-5) << to_string(isa) << " prefill";
     // Rows are independent in the float kernels, as in the int8 ones.
     EXPECT_EQ(decode, prefill) << to_string(isa) << ": decode differs from the one-pass prefill";
   }

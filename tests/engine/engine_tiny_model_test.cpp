@@ -32,7 +32,7 @@ TEST(TinyModel, LoadsAndGivesFiniteLogitsOnEveryIsa) {
   testing::MemoryFile file(TinyModel{}.bytes());
   const std::vector<std::int32_t> tokens = {1, 5, 7, 39, 0, 12, 3, 3, 8, 21, 30};
   std::vector<float> reference;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512vnni}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_available(isa)) continue;
     const Model model(file.path(), isa);
     EXPECT_EQ(model.config().layers, static_cast<std::uint32_t>(kLayers));

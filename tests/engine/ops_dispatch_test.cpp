@@ -20,15 +20,13 @@
 namespace midtune::engine {
 namespace {
 
-constexpr std::array<Isa, kIsaCount> kAllIsas = {Isa::scalar, Isa::avx2, Isa::avx512vnni};
-
 int one() { return 1; }
 int two() { return 2; }
 
 TEST(DispatchRule, FallsToTheHighestBodyAtOrBelowTheIsaAskedFor) {
   using Fn = int (*)();
   // Rule 2 on a synthetic op with scalar and AVX-512 bodies only.
-  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two};
+  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two, nullptr};
   EXPECT_EQ(select_body<Fn>("test op", Isa::scalar, bodies)(), 1);
   if (isa_available(Isa::avx2)) {
     EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
@@ -36,6 +34,22 @@ TEST(DispatchRule, FallsToTheHighestBodyAtOrBelowTheIsaAskedFor) {
   if (isa_available(Isa::avx512vnni)) {
     EXPECT_EQ(select_body<Fn>("test op", Isa::avx512vnni, bodies)(), 2);
   }
+  if (isa_available(Isa::avx512bf16)) {
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avx512bf16, bodies)(), 2);
+  }
+}
+
+TEST(DispatchRule, TheFamiliesFormALadder) {
+  // Each family needs the one below it, so "the highest body at or below"
+  // never picks instructions the CPU lacks.
+  for (int i = 1; i < kIsaCount; ++i) {
+    if (isa_available(kAllIsas[i])) {
+      EXPECT_TRUE(isa_available(kAllIsas[i - 1])) << to_string(kAllIsas[i]);
+    }
+  }
+  std::printf("ISAs here:");
+  for (Isa isa : kAllIsas) std::printf(" %s%s", to_string(isa), isa_available(isa) ? "" : " (absent)");
+  std::printf("\n");
 }
 
 TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
@@ -45,7 +59,7 @@ TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
     QuantizedRows q;
     const std::vector<std::function<void()>> ops = {
         [&] { packed_tile_for(isa); },
-        [&] { float_tile_for(isa); },
+        [&] { float_tile_for(isa, FloatFormat::bf16); },
         [&] { attention_for(isa); },
         [&] { quantize_rows(x.data(), 1, 64, 64, q, isa); },
         [&] { rms_norm_rows(x.data(), 64, w.data(), 1, 64, 1e-5f, y.data(), 64, isa); },

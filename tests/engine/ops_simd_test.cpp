@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/float_matmul.hpp"
 #include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/matmul.hpp"
@@ -84,8 +85,12 @@ TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
             float magnitude = 0.0f;
             for (int j = 0; j < k; ++j) magnitude += std::fabs(w.weight(r, j) * x[t * k + j]);
             // Same fp32 products; only the summation order differs: each
-            // side's rounding error is below k * 2^-24 of the magnitude.
-            ASSERT_NEAR(got[t * n + r], ref[t * n + r], 2.0f * k * 0x1p-24f * magnitude)
+            // side's rounding error is below k * 2^-24 of the magnitude. BF16
+            // weights under avx512bf16 also round the activations to bf16
+            // (relative 2^-8 each: 8 significant bits).
+            const bool bf16_products = type == GgmlType::BF16 && GetParam() == Isa::avx512bf16;
+            const float tolerance = (bf16_products ? 0x1p-8f : 0.0f) + 2.0f * k * 0x1p-24f;
+            ASSERT_NEAR(got[t * n + r], ref[t * n + r], tolerance * magnitude)
                 << ggml_type_info(type).name << " n " << n << " k " << k << " m " << m << " t " << t << " r " << r;
           }
         }
@@ -162,7 +167,42 @@ TEST_P(OpsSimd, RmsnormAndRopeMatchScalar) {
   EXPECT_EQ(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryIsa, OpsSimd, ::testing::Values(Isa::avx2, Isa::avx512vnni),
+TEST(Bf16Products, AreTheProductsOfBf16RoundedActivationsSummedInFp32) {
+  if (!isa_available(Isa::avx512bf16)) GTEST_SKIP() << "avx512bf16 is not on this CPU: its body is not run";
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // Odd and even column counts (a padded last pair), a partial row group,
+  // decode (1 token), a prefill remainder (13 = 12 + 1) and many tokens.
+  for (const auto& [n, k] : {std::pair{37, 96}, std::pair{16, 71}, std::pair{5, 3}, std::pair{130, 40}}) {
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(n) * k);
+    for (auto& b : bits) b = elementwise::bf16_bits(normal(rng));
+    const FloatMatrix w = float_matrices({{GgmlType::BF16, bits.data(), n}}, k);
+    for (int m : {1, 13, 70}) {
+      std::vector<float> x(static_cast<std::size_t>(m) * (k + 1));  // stride above the width
+      for (float& v : x) v = normal(rng);
+      std::vector<float> got(static_cast<std::size_t>(m) * n), one(static_cast<std::size_t>(n));
+      float_matmul(w, x.data(), m, k + 1, got.data(), n, Isa::avx512bf16, m > 13);
+      for (int t = 0; t < m; ++t) {
+        for (int r = 0; r < n; ++r) {
+          double want = 0.0, magnitude = 0.0;
+          for (int j = 0; j < k; ++j) {
+            const double product = static_cast<double>(bf16_to_float(bits[r * k + j])) *
+                                   bf16_to_float(elementwise::bf16_bits(x[t * (k + 1) + j]));
+            want += product;
+            magnitude += std::fabs(product);
+          }
+          // Exact products (bf16 x bf16 fits fp32), fp32 sums only.
+          ASSERT_NEAR(got[t * n + r], want, 2.0 * k * 0x1p-24 * magnitude) << "n " << n << " k " << k << " t " << t;
+        }
+        // A token alone (the decode kernel) gives the same bits as in a batch.
+        float_matmul(w, x.data() + t * (k + 1), 1, k + 1, one.data(), n, Isa::avx512bf16, false);
+        for (int r = 0; r < n; ++r) ASSERT_EQ(one[r], got[t * n + r]) << "token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryIsa, OpsSimd, ::testing::Values(Isa::avx2, Isa::avx512vnni, Isa::avx512bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 }  // namespace

@@ -20,6 +20,7 @@ CpuFeatures detect() {
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avxvnni = __builtin_cpu_supports("avxvnni");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
 #endif
   return f;
 }
@@ -36,6 +37,7 @@ bool isa_available(Isa isa) {
     case Isa::scalar: return true;
     case Isa::avx2: return f.avx2 && f.fma && f.f16c;
     case Isa::avx512vnni: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.f16c;
+    case Isa::avx512bf16: return isa_available(Isa::avx512vnni) && f.avx512bf16;
   }
   return false;
 }
@@ -45,8 +47,18 @@ const char* to_string(Isa isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512vnni: return "avx512vnni";
+    case Isa::avx512bf16: return "avx512bf16";
   }
   return "?";
+}
+
+Isa parse_isa(const std::string& value, const std::string& what) {
+  if (value == "avx512") return Isa::avx512vnni;
+  for (Isa isa : kAllIsas) {
+    if (value == to_string(isa)) return isa;
+  }
+  throw std::invalid_argument(what + ": unknown value '" + value +
+                              "' (expected scalar, avx2, avx512 (= avx512vnni) or avx512bf16)");
 }
 
 void require_isa(const char* op, Isa isa) {
@@ -57,14 +69,9 @@ void require_isa(const char* op, Isa isa) {
 }
 
 Isa best_isa() {
-  Isa cap = Isa::avx512vnni;
+  Isa cap = Isa::avx512bf16;
   if (const char* env = std::getenv("MIDTUNE_ISA"); env != nullptr && *env != '\0') {
-    const std::string value = env;
-    if (value == "scalar") cap = Isa::scalar;
-    else if (value == "avx2") cap = Isa::avx2;
-    else if (value == "avx512" || value == "avx512vnni") cap = Isa::avx512vnni;
-    else throw std::invalid_argument("MIDTUNE_ISA: unknown value '" + value +
-                                     "' (expected scalar, avx2 or avx512)");
+    cap = parse_isa(env, "MIDTUNE_ISA");
   }
   for (int i = static_cast<int>(cap); i > 0; --i) {
     if (isa_available(static_cast<Isa>(i))) return static_cast<Isa>(i);

@@ -1,7 +1,13 @@
 // Runtime CPU dispatch: which instruction sets this machine (and OS) offers,
 // which family the engine uses, and the one rule every op picks its body by.
-// MIDTUNE_ISA=scalar|avx2|avx512 caps the choice (tests and benchmarks compare
-// the paths that way).
+// MIDTUNE_ISA=scalar|avx2|avx512|avx512bf16 caps the choice (tests and
+// benchmarks compare the paths that way).
+//
+// The families form a ladder, each one the one below plus instructions:
+// scalar < avx2 (AVX2, FMA, F16C) < avx512vnni (AVX-512 F/BW/VL/VNNI) <
+// avx512bf16 (also AVX512-BF16: the bf16 dot product vdpbf16ps, which only
+// the float matmul of BF16 weights uses; every other op runs its avx512vnni
+// body there).
 //
 // Every op (ops/<op>.hpp) has a scalar reference body and may have SIMD
 // bodies (ops/cpu/, compiled with that ISA's flags only). The dispatch rule,
@@ -22,7 +28,7 @@
 
 namespace midtune::engine {
 
-enum class Isa { scalar = 0, avx2 = 1, avx512vnni = 2 };
+enum class Isa { scalar = 0, avx2 = 1, avx512vnni = 2, avx512bf16 = 3 };
 
 struct CpuFeatures {
   bool avx2 = false;
@@ -33,6 +39,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avxvnni = false;
+  bool avx512bf16 = false;
 };
 
 const CpuFeatures& cpu_features();
@@ -42,15 +49,21 @@ bool isa_available(Isa isa);
 // std::invalid_argument for an unknown value).
 Isa best_isa();
 const char* to_string(Isa isa);
+// scalar, avx2, avx512 (= avx512vnni), avx512vnni, avx512bf16; throws
+// std::invalid_argument naming `what` and the accepted values otherwise.
+Isa parse_isa(const std::string& value, const std::string& what);
 
-inline constexpr int kIsaCount = 3;
+inline constexpr int kIsaCount = 4;
+// Every family, lowest first (tests loop over the available ones).
+inline constexpr Isa kAllIsas[kIsaCount] = {Isa::scalar, Isa::avx2, Isa::avx512vnni, Isa::avx512bf16};
 
 // Rule 1: throws std::invalid_argument "<op>: ISA <isa> is not available ..."
 // unless isa_available(isa).
 void require_isa(const char* op, Isa isa);
 
 // Rules 1 and 2: `bodies[i]` is the op's body for Isa i (nullptr = none in
-// this build); bodies[scalar] must exist.
+// this build; an initialiser list that stops early leaves the higher ones
+// nullptr); bodies[scalar] must exist.
 template <typename Fn>
 Fn select_body(const char* op, Isa isa, const std::array<Fn, kIsaCount>& bodies) {
   require_isa(op, isa);

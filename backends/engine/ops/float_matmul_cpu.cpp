@@ -28,9 +28,10 @@ void tile_scalar(const FloatMatrix& w, int g0, int g1, const float* x, std::size
 
 FloatTileFn float_tile_scalar() { return &tile_scalar; }
 
-FloatTileFn float_tile_for(Isa isa) {
+FloatTileFn float_tile_for(Isa isa, FloatFormat format) {
   return select_body<FloatTileFn>("float_matmul", isa,
-                                  {float_tile_scalar(), cpu::float_tile_avx2(), cpu::float_tile_avx512()});
+                                  {float_tile_scalar(), cpu::float_tile_avx2(), cpu::float_tile_avx512(),
+                                   format == FloatFormat::bf16 ? cpu::float_tile_avx512bf16() : nullptr});
 }
 
 void float_matmul(const FloatMatrix& w, const float* x, int tokens, std::size_t ldx, float* y, std::size_t ldy,
@@ -43,7 +44,7 @@ void float_matmul(const FloatMatrix& w, const float* x, int tokens, std::size_t 
     throw std::invalid_argument("float_matmul: output row stride " + std::to_string(ldy) + " below the " +
                                 std::to_string(w.rows) + " outputs");
   }
-  const FloatTileFn fn = float_tile_for(isa);
+  const FloatTileFn fn = float_tile_for(isa, w.format);
   for_each_tile(tokens, w.groups, parallel, [&](int t0, int t1, int g0, int g1) {
     fn(w, g0, g1, x, ldx, t0, t1, y, ldy);
   });

@@ -14,15 +14,14 @@ bool is_float_type(GgmlType type) {
 }
 
 float FloatMatrix::weight(int row, int col) const {
-  const std::size_t at = static_cast<std::size_t>(col) * kPackRows + row % kPackRows;
-  const std::uint8_t* g = group(row / kPackRows);
+  const std::uint8_t* at = group(row / kPackRows) + offset_in_group(row % kPackRows, col);
   if (format == FloatFormat::f32) {
     float v;
-    std::memcpy(&v, g + at * 4, sizeof v);
+    std::memcpy(&v, at, sizeof v);
     return v;
   }
   std::uint16_t h;
-  std::memcpy(&h, g + at * 2, sizeof h);
+  std::memcpy(&h, at, sizeof h);
   return format == FloatFormat::f16 ? fp16_to_float(h) : bf16_to_float(h);
 }
 
@@ -46,20 +45,19 @@ FloatMatrix float_matrices(const std::vector<MatrixPart>& parts, int cols) {
                                                  : FloatFormat::bf16;
   m.groups = (m.rows + kPackRows - 1) / kPackRows;
   m.data.resize(static_cast<std::size_t>(m.groups) * m.group_bytes());
-  const std::size_t elem = m.element_bytes();
   std::vector<float> row(static_cast<std::size_t>(cols));
   int out_row = 0;
   for (const MatrixPart& part : parts) {
     const std::size_t src_row_bytes = static_cast<std::size_t>(cols) * ggml_type_info(part.type).block_bytes;
     for (int r = 0; r < part.rows; ++r, ++out_row) {
       const auto* src = static_cast<const std::uint8_t*>(part.data) + static_cast<std::size_t>(r) * src_row_bytes;
-      std::uint8_t* dst = m.group(out_row / kPackRows) + static_cast<std::size_t>(out_row % kPackRows) * elem;
-      const std::size_t dst_stride = kPackRows * elem;
+      std::uint8_t* dst = m.group(out_row / kPackRows);
+      const int in_group = out_row % kPackRows;
       if (m.format == FloatFormat::f32) {
         dequantize_row(part.type, src, row.data(), static_cast<std::size_t>(cols));
-        for (int k = 0; k < cols; ++k) std::memcpy(dst + k * dst_stride, &row[k], 4);
+        for (int k = 0; k < cols; ++k) std::memcpy(dst + m.offset_in_group(in_group, k), &row[k], 4);
       } else {  // the stored 16-bit values, bit for bit
-        for (int k = 0; k < cols; ++k) std::memcpy(dst + k * dst_stride, src + 2 * k, 2);
+        for (int k = 0; k < cols; ++k) std::memcpy(dst + m.offset_in_group(in_group, k), src + 2 * k, 2);
       }
     }
   }

@@ -8,6 +8,12 @@
 // (one zmm, two ymm), so a kernel broadcasts x[t][k] and multiplies it into 16
 // output rows at once. Rows past the end of the matrix are zero. Element size:
 // 4 bytes (fp32) or 2 (fp16, bf16: converted to fp32 in the kernel).
+//
+// bf16 goes by column pairs instead: for row group g and columns 2j, 2j+1 the
+// 32 values row 0 col 2j, row 0 col 2j+1, row 1 col 2j, ... are contiguous,
+// so that one 32-bit lane holds one row's pair, the operand layout of the
+// AVX512-BF16 dot product (vdpbf16ps); the fp32 kernels split a pair with a
+// shift and a mask. An odd column count is padded with a zero column.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +36,16 @@ struct FloatMatrix {
   AlignedBuffer<std::uint8_t> data;  // [group][col][16] elements
 
   std::size_t element_bytes() const { return format == FloatFormat::f32 ? 4 : 2; }
-  std::size_t group_bytes() const { return static_cast<std::size_t>(cols) * kPackRows * element_bytes(); }
+  // Columns as stored: bf16 rounds up to whole pairs.
+  int stored_cols() const { return format == FloatFormat::bf16 ? (cols + 1) / 2 * 2 : cols; }
+  std::size_t group_bytes() const { return static_cast<std::size_t>(stored_cols()) * kPackRows * element_bytes(); }
+  // Byte offset of (row within its group, col) inside a group.
+  std::size_t offset_in_group(int row_in_group, int col) const {
+    const std::size_t at = format == FloatFormat::bf16
+                               ? static_cast<std::size_t>(col / 2) * 2 * kPackRows + row_in_group * 2 + col % 2
+                               : static_cast<std::size_t>(col) * kPackRows + row_in_group;
+    return at * element_bytes();
+  }
   const std::uint8_t* group(int g) const { return data.data() + static_cast<std::size_t>(g) * group_bytes(); }
   std::uint8_t* group(int g) { return data.data() + static_cast<std::size_t>(g) * group_bytes(); }
   // One weight as a float (the scalar reference reads weights through this).

@@ -17,6 +17,8 @@ PackedTileFn matmul_tile_avx2();
 PackedTileFn matmul_tile_avx512vnni();
 FloatTileFn float_tile_avx2();
 FloatTileFn float_tile_avx512();
+// BF16 weights only (the other formats run float_tile_avx512 there).
+FloatTileFn float_tile_avx512bf16();
 AttentionFn attention_avx2();
 AttentionFn attention_avx512();
 QuantizeRowFn quantize_row_avx2();

@@ -6,6 +6,7 @@ PackedTileFn matmul_tile_avx2() { return nullptr; }
 PackedTileFn matmul_tile_avx512vnni() { return nullptr; }
 FloatTileFn float_tile_avx2() { return nullptr; }
 FloatTileFn float_tile_avx512() { return nullptr; }
+FloatTileFn float_tile_avx512bf16() { return nullptr; }
 AttentionFn attention_avx2() { return nullptr; }
 AttentionFn attention_avx512() { return nullptr; }
 QuantizeRowFn quantize_row_avx2() { return nullptr; }
