@@ -626,13 +626,15 @@ std::vector<GenerationSummary> Store::generation_summaries(std::int64_t experime
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
       "AND i.cache_hit = 0), "
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
-      "AND i.cache_hit = 1) "
+      "AND i.cache_hit = 1), "
+      "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
+      "AND i.raced_samples IS NOT NULL) "
       "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
   s.bind_all(experiment_id);
   std::vector<GenerationSummary> out;
   while (s.step())
     out.push_back({s.column_int64(0), s.column_double(1), s.column_double(2), s.column_int64(3), s.column_int64(4),
-                   s.column_int64(5)});
+                   s.column_int64(5), s.column_int64(6)});
   return out;
 }
 

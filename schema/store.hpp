@@ -251,6 +251,9 @@ struct GenerationSummary {
   std::int64_t population = 0;
   std::int64_t evaluated = 0;
   std::int64_t from_cache = 0;
+  // Dropped by racing before the whole split (a child that took a partial
+  // row from the cache counts in from_cache too).
+  std::int64_t raced = 0;
 };
 
 // A candidate channel of `ga-run phs-search` (table phs_channels).

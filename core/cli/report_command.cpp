@@ -44,7 +44,8 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
                                      {"mean", g.mean},
                                      {"population", g.population},
                                      {"evaluated", g.evaluated},
-                                     {"from_cache", g.from_cache}});
+                                     {"from_cache", g.from_cache},
+                                     {"raced", g.raced}});
   if (report["generations"].empty()) throw std::runtime_error(db_path + ": experiment '" + name + "' has no completed generation yet");
 
   const BestIndividual best = *store.best_individual(id);
@@ -96,8 +97,9 @@ void print_markdown(const json& r, std::ostream& out) {
   std::vector<Row> rows;
   for (const json& g : r["generations"])
     rows.push_back({g["generation"].dump(), format_number(g["best"]), format_number(g["mean"]),
-                    g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump()});
-  print_table(out, {"generation", "best", "mean", "population", "evaluated", "from cache"}, rows);
+                    g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump(), g["raced"].dump()});
+  print_table(out, {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing"},
+              rows);
   const json& b = r["best"];
   out << "\n## Best individual\n\ncandidate " << b["candidate"] << " (generation " << b["generation"] << ", "
       << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"]) << "\n\ngenome: "
@@ -143,7 +145,7 @@ void print_markdown(const json& r, std::ostream& out) {
 void print_long_csv(const json& r, std::ostream& out) {
   std::vector<Row> rows;
   for (const json& g : r["generations"])
-    for (const char* field : {"best", "mean", "population", "evaluated", "from_cache"})
+    for (const char* field : {"best", "mean", "population", "evaluated", "from_cache", "raced"})
       rows.push_back({"generation", g["generation"].dump(), field,
                       g[field].is_number_float() ? format_number(g[field], 6) : g[field].dump()});
   const json& b = r["best"];

@@ -329,6 +329,10 @@ TEST_F(RacingRunTest, DropsChildrenAndKeepsEveryParentsFitnessExact) {
     EXPECT_DOUBLE_EQ(i.fitness, fine_.fitness(position_tallies(evaluation->position_scores)));
   }
   EXPECT_EQ(raced, s.raced);
+  // The report's generation table counts them per generation.
+  std::int64_t raced_in_summaries = 0;
+  for (const GenerationSummary& g : store.generation_summaries(s.experiment_id)) raced_in_summaries += g.raced;
+  EXPECT_EQ(raced_in_summaries, s.raced);
 
   // A partial row is never served as a whole evaluation; evaluating its
   // intervention on the split runs only the missing samples and completes it.
