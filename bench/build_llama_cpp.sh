@@ -5,6 +5,10 @@
 # llama-simple (greedy text) and llama-quantize (every GGUF format from one
 # file). Cached; prints the folder holding the binaries. Only the benchmarks
 # and peer comparisons use it, so the set-up does not build it.
+#   usage: bench/build_llama_cpp.sh [native|avx2]
+# avx2 builds llama-bench alone with GGML_NATIVE off and AVX2/FMA/F16C on,
+# AVX-512 off (build-avx2/), so that an AVX-512 machine can compare the
+# engine's forced AVX2 path (MIDTUNE_ISA=avx2) with llama.cpp's AVX2 code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE_DIR="${MIDTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/midtune}"
@@ -12,8 +16,22 @@ VERSION=0.3.36
 SRC="$CACHE_DIR/llama.cpp-$VERSION"
 BIN="$SRC/build/bin"
 TOOLS=(llama-bench llama-simple llama-quantize)
+VARIANT="${1:-native}"
+ISA_FLAGS=(-DGGML_NATIVE=ON)
+case "$VARIANT" in
+  native) ;;
+  avx2)
+    BIN="$SRC/build-avx2/bin"
+    TOOLS=(llama-bench)
+    ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+      -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
+    ;;
+  *) echo "build_llama_cpp: unknown variant '$VARIANT' (native or avx2)" >&2; exit 2 ;;
+esac
 
-if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-simple" ] && [ -x "$BIN/llama-quantize" ]; then
+complete=1
+for tool in "${TOOLS[@]}"; do [ -x "$BIN/$tool" ] || complete=0; done
+if [ "$complete" = 1 ]; then
   echo "$BIN"
   exit 0
 fi
@@ -26,8 +44,9 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
   rm -rf "$SRC"
   mv "$SRC.part" "$SRC"
 fi
-echo "build_llama_cpp: building ${TOOLS[*]} (takes a while the first time)" >&2
-cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+echo "build_llama_cpp: building ${TOOLS[*]} ($VARIANT; takes a while the first time)" >&2
+BUILD="$(dirname "$BIN")"
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >&2
-cmake --build "$SRC/build" --target "${TOOLS[@]}" -j"$(nproc)" >&2
+cmake --build "$BUILD" --target "${TOOLS[@]}" -j"$(nproc)" >&2
 echo "$BIN"

@@ -9,6 +9,10 @@ ratios (ours / llama.cpp). Prefill is the best of --repeats runs for us and
 llama-bench's mean over its repetitions; decode runs after the prompt on
 both sides (llama-bench's -d, the context depth).
 
+--isa caps our engine's instruction set (scalar, avx2, avx512, avx512bf16);
+to compare the AVX2 paths on an AVX-512 machine, pair --isa avx2 with the
+llama-bench that `bench/build_llama_cpp.sh avx2` builds (AVX-512 off).
+
 llama-bench runs with --repack 0 (ggml's extra buffer types off): some of
 these virtual CPUs report AMX, which the hypervisor does not enable, and the
 repacked path dies on its first AMX instruction.
@@ -38,9 +42,9 @@ def run_llama(binary, model, n, decode, threads, repeats):
     return {"prefill_tok_s": prefill, "decode_tok_s": decode_ts}
 
 
-def run_engine(cli, model, n, decode, threads, repeats):
+def run_engine(cli, model, n, decode, threads, repeats, isa):
     out = subprocess.run([cli, "--model", model, "--prompt-tokens", str(n), "--decode-tokens", str(decode),
-                          "--threads", str(threads), "--repeats", str(repeats)],
+                          "--threads", str(threads), "--repeats", str(repeats)] + (["--isa", isa] if isa else []),
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -55,15 +59,16 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--llama-bench", required=True, help="llama.cpp's llama-bench binary")
+    ap.add_argument("--isa", default="", help="cap our engine's ISA (default: the best this CPU has)")
     args = ap.parse_args()
 
     rows = []
     for n in args.lengths:
-        ours = run_engine(args.cli, args.model, n, args.decode, args.threads, args.repeats)
+        ours = run_engine(args.cli, args.model, n, args.decode, args.threads, args.repeats, args.isa)
         theirs = run_llama(args.llama_bench, args.model, n, args.decode, args.threads, args.repeats)
         rows.append((n, ours, theirs))
     print(f"model {os.path.basename(args.model)}, {args.threads} threads, {args.decode} decoded tokens, "
-          f"isa {rows[0][1]['isa']}")
+          f"midtune isa {rows[0][1]['isa']}, llama-bench {args.llama_bench}")
     print(f"{'prompt':>6} | {'midtune prefill':>15} {'llama.cpp prefill':>17} {'ratio':>6} | "
           f"{'midtune decode':>14} {'llama.cpp decode':>16} {'ratio':>6}")
     for n, ours, theirs in rows:

@@ -276,6 +276,12 @@ std::optional<std::int64_t> GaStrategy::race_cutoff() const {
   return carried_.back().candidate.id;
 }
 
+std::optional<int> GaStrategy::race_within_batch() const {
+  if (!has_pending_ || generation_ != 0) return std::nullopt;
+  if (config_.selection != SelectionKind::truncation || config_.elites >= 0) return std::nullopt;
+  return config_.parents;
+}
+
 std::vector<std::int64_t> GaStrategy::population() const {
   std::vector<std::int64_t> ids;
   for (const Individual& individual : population_) ids.push_back(individual.candidate.id);

@@ -93,6 +93,8 @@ class GaStrategy final : public Strategy {
   // above it or is it (ties go to the older member), so a child that does
   // not exceed it never becomes a parent.
   std::optional<std::int64_t> race_cutoff() const override;
+  // The initial population under the same conditions: N_pa.
+  std::optional<int> race_within_batch() const override;
 
   // Current population with fitness (empty before the first tell()).
   const std::vector<Individual>& members() const { return population_; }

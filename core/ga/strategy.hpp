@@ -83,6 +83,12 @@ class Strategy {
   // when no such cut-off exists (the first batch, or a strategy where any
   // member may be picked).
   virtual std::optional<std::int64_t> race_cutoff() const { return std::nullopt; }
+  // Racing inside the pending batch (the first population, which has no
+  // earlier parents): the number k of its members that become parents when
+  // the batch's best k are picked, ties to the earlier member. A member that
+  // cannot beat the k-th best of those scored before it is never one of
+  // them. nullopt: the batch does not race within itself.
+  virtual std::optional<int> race_within_batch() const { return std::nullopt; }
   // The run loop sets it before each ask(); nullptr (the default) or a
   // strategy without unique children never redraws. Not part of the state:
   // the run loop rebuilds it from the stored individuals, so a resumed run

@@ -2,8 +2,10 @@
 // search split and dropped as soon as the upper confidence bound of its
 // fitness minus the parent cut-off's (the worst parent carried into the next
 // population, the fitness a child must beat to become a parent), paired on
-// the same items, falls below zero. Survivors get the whole split, so every
-// parent's fitness is exact.
+// the same items, falls below zero. The first population, which has no
+// parents yet, races within itself: against the N_pa-th best of its members
+// scored in full before (Strategy::race_within_batch). Survivors get the
+// whole split, so every parent's fitness is exact.
 //
 // Units. Unit k holds the k-th item of every gold position in the racing
 // order: a position's items sorted by the FNV-1a hash of their key (the base

@@ -75,9 +75,14 @@ class SearchRun {
       std::vector<double> fitness;
       std::vector<std::vector<double>> objectives;
       int evaluated = 0, cached = 0;
-      const std::vector<const SampleRecord*> cutoff = race_cutoff_samples(experiment.id, *strategy);
+      std::vector<const SampleRecord*> cutoff = race_cutoff_samples(experiment.id, *strategy);
+      const std::optional<int> batch_parents = in_.racing ? strategy->race_within_batch() : std::nullopt;
+      std::vector<std::pair<double, std::int64_t>> scored_in_batch;  // (fitness, evaluation id), batch order
       for (const Candidate& candidate : batch) {
+        if (batch_parents) cutoff = batch_cutoff_samples(scored_in_batch, *batch_parents);
         const Outcome outcome = fitness_of(experiment.id, generation, candidate, cutoff);
+        if (batch_parents && !outcome.raced)
+          scored_in_batch.emplace_back(outcome.fitness, store_.find_individual(experiment.id, candidate.id)->evaluation_id);
         fitness.push_back(outcome.fitness);
         objectives.push_back(outcome.objectives);
         evaluated += outcome.fresh;
@@ -162,6 +167,22 @@ class SearchRun {
       throw std::runtime_error(store_.path() + ": the race cut-off, candidate " + std::to_string(*cutoff) +
                                ", has no stored whole-split evaluation");
     cutoff_samples_ = store_.evaluation_samples(parent->evaluation_id);
+    return by_item(cutoff_samples_);
+  }
+
+  // Racing inside a batch (Strategy::race_within_batch): the samples of the
+  // k-th best of the members scored so far on the whole split (ties to the
+  // earlier one), or none while fewer than k are. Only rises as the batch
+  // goes on, so a member dropped against it is below the final k-th best.
+  std::vector<const SampleRecord*> batch_cutoff_samples(const std::vector<std::pair<double, std::int64_t>>& scored,
+                                                        int parents) {
+    cutoff_samples_.clear();
+    if (parents <= 0 || scored.size() < static_cast<std::size_t>(parents)) return {};
+    std::vector<std::size_t> order(scored.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return scored[a].first > scored[b].first; });
+    cutoff_samples_ = store_.evaluation_samples(scored[order[static_cast<std::size_t>(parents) - 1]].second);
     return by_item(cutoff_samples_);
   }
 

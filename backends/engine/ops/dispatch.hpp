@@ -45,8 +45,9 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 // Is this kernel family runnable here?
 bool isa_available(Isa isa);
-// Best available family, capped by MIDTUNE_ISA when set (throws
-// std::invalid_argument for an unknown value).
+// Best available family up to avx512vnni, or up to MIDTUNE_ISA when set
+// (avx512bf16 runs only when asked for; throws std::invalid_argument for an
+// unknown value).
 Isa best_isa();
 const char* to_string(Isa isa);
 // scalar, avx2, avx512 (= avx512vnni), avx512vnni, avx512bf16; throws
