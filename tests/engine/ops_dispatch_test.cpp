@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <string>
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
 #include <vector>
@@ -76,6 +78,29 @@ TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
     missing += isa_available(isa) ? 0 : 1;
   }
   if (missing == 0) std::printf("every ISA is available here: the throwing half of the rule was not exercised\n");
+}
+
+TEST(DispatchRule, Avx512Bf16RunsOnlyWhenAskedFor) {
+  // Its body rounds activations to bf16 and measured slower than the fp32
+  // AVX-512 one, so the default stops below it.
+  const char* saved = std::getenv("MIDTUNE_ISA");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("MIDTUNE_ISA");
+  EXPECT_NE(best_isa(), Isa::avx512bf16);
+  setenv("MIDTUNE_ISA", "avx512bf16", 1);
+  EXPECT_EQ(best_isa(), isa_available(Isa::avx512bf16) ? Isa::avx512bf16 : best_isa());
+  setenv("MIDTUNE_ISA", "avx512", 1);
+  EXPECT_LE(static_cast<int>(best_isa()), static_cast<int>(Isa::avx512vnni));
+  setenv("MIDTUNE_ISA", "avx1024", 1);
+  try {
+    best_isa();
+    ADD_FAILURE() << "an unknown MIDTUNE_ISA was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("MIDTUNE_ISA: unknown value 'avx1024'"), std::string::npos) << e.what();
+  }
+  if (saved != nullptr) setenv("MIDTUNE_ISA", restore.c_str(), 1); else unsetenv("MIDTUNE_ISA");
+  EXPECT_EQ(parse_isa("avx512", "--isa"), Isa::avx512vnni);
+  EXPECT_EQ(parse_isa("avx512bf16", "--isa"), Isa::avx512bf16);
 }
 
 TEST(OpContracts, BadArgumentsAreRejected) {
