@@ -19,7 +19,19 @@ TOOLS=(llama-bench llama-simple llama-quantize)
 VARIANT="${1:-native}"
 ISA_FLAGS=(-DGGML_NATIVE=ON)
 case "$VARIANT" in
-  native) ;;
+  native)
+    # Some virtual CPUs report AMX that the hypervisor does not enable:
+    # -march=native then builds ggml's AMX repacking, and llama-simple dies
+    # on its first AMX instruction (SIGSEGV while loading a Q8_0 / K-quant
+    # file). Where cpuinfo names AMX, build for the AVX-512 set such CPUs
+    # all have instead, AMX off, in a folder of its own.
+    if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+      BIN="$SRC/build-no-amx/bin"
+      ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+        -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+        -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+    fi
+    ;;
   avx2)
     BIN="$SRC/build-avx2/bin"
     TOOLS=(llama-bench)
