@@ -5,8 +5,11 @@
 namespace midtune {
 
 nlohmann::json ModelIdentity::to_json() const {
-  return {{"name", name}, {"architecture", architecture}, {"layers", layers}, {"heads", heads},
-          {"kv_heads", kv_heads}, {"hidden", hidden}, {"tokenizer_hash", tokenizer_hash}};
+  nlohmann::json out = {{"name", name}, {"architecture", architecture}, {"layers", layers}, {"heads", heads},
+                        {"kv_heads", kv_heads}, {"hidden", hidden}, {"tokenizer_hash", tokenizer_hash}};
+  // Absent for the CPU engine, so the cache keys it has always written stay valid.
+  if (!precision.empty()) out["precision"] = precision;
+  return out;
 }
 
 std::string ModelIdentity::key() const { return to_json().dump(); }

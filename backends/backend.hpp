@@ -61,6 +61,9 @@ struct ModelIdentity {
   int kv_heads = 0;
   int hidden = 0;
   std::string tokenizer_hash;
+  // How the backend computes, where it differs from the CPU engine's default
+  // (empty): "bf16" for the batched GPU engine's bf16 products.
+  std::string precision;
   nlohmann::json to_json() const;
   // The part that decides results (used in cache keys).
   std::string key() const;

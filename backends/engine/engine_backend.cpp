@@ -2,6 +2,7 @@
 
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/engine_hooks.hpp"
+#include "backends/engine/ops/scoring.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,20 +11,6 @@
 #include <string>
 
 namespace midtune::engine {
-
-namespace {
-
-int argmax(const float* row, int n) { return static_cast<int>(std::max_element(row, row + n) - row); }
-
-// log softmax(row)[index], computed stably in double.
-double log_softmax_at(const float* row, int n, int index) {
-  const float best = *std::max_element(row, row + n);
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - best);
-  return static_cast<double>(row[index]) - best - std::log(sum);
-}
-
-}  // namespace
 
 EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
     : options_(options),
@@ -37,18 +24,19 @@ EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOpti
   }
 }
 
-ModelIdentity EngineBackend::identity() const {
-  const ModelConfig& c = model_->config();
+ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const Tokenizer& tokenizer) {
   ModelIdentity id;
-  id.name = model_->file().get_string_or("general.name", model_->file().path().filename().string());
+  id.name = file.get_string_or("general.name", file.path().filename().string());
   id.architecture = c.arch;
   id.layers = static_cast<int>(c.layers);
   id.heads = static_cast<int>(c.heads);
   id.kv_heads = static_cast<int>(c.kv_heads);
   id.hidden = static_cast<int>(c.hidden);
-  id.tokenizer_hash = tokenizer_.hash();
+  id.tokenizer_hash = tokenizer.hash();
   return id;
 }
+
+ModelIdentity EngineBackend::identity() const { return engine_identity(model_->file(), model_->config(), tokenizer_); }
 
 void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
@@ -63,9 +51,9 @@ RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
   return s;
 }
 
-PreparedPrompt EngineBackend::prepare(const BatchItem& item) const {
+PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item) {
   PreparedPrompt out;
-  const auto with_offsets = tokenizer_.encode_with_offsets(item.prompt_text, tokenizer_.add_bos_default(), true);
+  const auto with_offsets = tokenizer.encode_with_offsets(item.prompt_text, tokenizer.add_bos_default(), true);
   out.tokens.reserve(with_offsets.size());
   for (const auto& t : with_offsets) out.tokens.push_back(t.id);
   for (const ByteSpan& chunk : item.chunks) {
@@ -78,6 +66,8 @@ PreparedPrompt EngineBackend::prepare(const BatchItem& item) const {
   }
   return out;
 }
+
+PreparedPrompt EngineBackend::prepare(const BatchItem& item) const { return prepare_prompt(tokenizer_, item); }
 
 std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::int32_t>& prompt,
                                                          const RopeScales& scales, int max_new_tokens,
@@ -97,7 +87,7 @@ std::vector<std::int32_t> EngineBackend::generate_on(Sequence& seq, std::span<co
   std::vector<float> logits = model_->forward(seq, rest, positions, std::span<const int>(&last, 1), hooks);
   const int zero = 0;
   for (int i = 0; i < max_new_tokens; ++i) {
-    const std::int32_t next = argmax(logits.data(), model_->vocab());
+    const std::int32_t next = argmax_row(logits.data(), model_->vocab());
     if (tokenizer_.is_end_of_generation(next)) break;
     out.push_back(next);
     if (i + 1 == max_new_tokens) break;
@@ -117,10 +107,6 @@ struct EngineBackend::SharedPrefix {
 };
 
 namespace {
-
-bool reads_whole_prompt(const Intervention& iv) {
-  return iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel;
-}
 
 // Shared leading tokens, kept one short of the shortest prompt so every item
 // still computes the logits of its own last prompt token.
@@ -146,12 +132,10 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
   out.id = item.id;
   if (prompt.tokens.empty()) throw InvalidInputError("item '" + item.id + "': empty prompt");
   out.prompt_tokens = static_cast<int>(prompt.tokens.size());
-  // Issue-5 interventions depend on the prompt (chunks, last query).
+  // Interventions that read the whole prompt (its chunks, its last query).
   std::unique_ptr<hooks::EngineIntervention> hooked;
-  if (intervention.mspoe || intervention.position_map || intervention.siw || intervention.hidden_channel) {
-    std::vector<hooks::TokenSpan> spans;
-    for (const TokenSpan& c : prompt.chunk_tokens) spans.push_back({static_cast<int>(c.begin), static_cast<int>(c.end)});
-    hooked = std::make_unique<hooks::EngineIntervention>(*model_, intervention, out.prompt_tokens, std::move(spans));
+  if (reads_whole_prompt(intervention)) {
+    hooked = std::make_unique<hooks::EngineIntervention>(*model_, intervention, out.prompt_tokens, hook_spans(prompt));
   }
   const RopeScales& scales = hooked ? hooked->sequence_scales() : plain_scales;
   const std::span<const double> positions = hooked ? std::span<const double>(hooked->prompt_positions()) : std::span<const double>();
@@ -217,7 +201,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
     out.gold_logprob = 0.0;
     for (std::size_t i = 0; i < gold.size(); ++i) {
       const float* row = logits.data() + i * vocab;
-      out.gold_emitted_first = out.gold_emitted_first && argmax(row, vocab) == gold[i];
+      out.gold_emitted_first = out.gold_emitted_first && argmax_row(row, vocab) == gold[i];
       out.gold_logprob += log_softmax_at(row, vocab, gold[i]);
     }
   }
@@ -280,12 +264,22 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
   return outputs;
 }
 
-std::optional<ChatWrapper> EngineBackend::chat_wrapper() const {
-  const ChatTemplate chat = ChatTemplate::from_gguf(model().file());
-  return ChatWrapper{chat_template_name(identity()), [chat](const std::string& message) {
+ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& identity) {
+  const ChatTemplate chat = ChatTemplate::from_gguf(file);
+  return ChatWrapper{chat_template_name(identity), [chat](const std::string& message) {
                        const RenderedPrompt r = chat.render_user(message);
                        return WrappedUserMessage{r.text, r.content_begin};
                      }};
+}
+
+std::optional<ChatWrapper> EngineBackend::chat_wrapper() const { return engine_chat_wrapper(model_->file(), identity()); }
+
+bool reads_whole_prompt(const Intervention& iv) { return iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel; }
+
+std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt) {
+  std::vector<hooks::TokenSpan> spans;
+  for (const TokenSpan& c : prompt.chunk_tokens) spans.push_back({static_cast<int>(c.begin), static_cast<int>(c.end)});
+  return spans;
 }
 
 }  // namespace midtune::engine

@@ -23,6 +23,7 @@
 #include "backends/backend.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
+#include "backends/engine/hooks/token_span.hpp"
 
 namespace midtune::engine {
 
@@ -46,6 +47,16 @@ struct RunStats {
   std::size_t prefix_tokens = 0;    // prefilled once and shared by every item (0 = no reuse)
   std::size_t forward_tokens = 0;   // tokens that went through the layers
 };
+
+// What every device's engine backend shares: the model's identity (cache
+// keys), a BatchItem tokenised with its chunks, the GGUF's chat template, and
+// which interventions read the whole prompt (Ms-PoE, CALIOPE, SIW, PHS: the
+// prompt is prefilled alone and hooks::EngineIntervention drives the pass).
+ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& config, const Tokenizer& tokenizer);
+PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item);
+ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& identity);
+bool reads_whole_prompt(const Intervention& intervention);
+std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt);
 
 class EngineBackend : public Backend {
  public:

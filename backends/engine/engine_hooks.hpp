@@ -13,8 +13,7 @@
 //   PHS     channel c of the normed input to Q and K scaled by s in the
 //           chosen layers; the call's keys are re-cached scaled and the last
 //           token's row recomputed (PHS eq. 2-3; every row of a later call,
-//           ForwardHooks::scale_qk_channels). Linear, so the scaled rows
-//           are K + (s - 1) x_c W_K[:, c] and Q + (s - 1) x_c W_Q[:, c].
+//           ForwardHooks::qk_channel_scaling).
 // Ms-PoE overrides rope_scale in its layers; the others compose freely.
 // The first forward call must hold the whole prompt (prompt_tokens tokens)
 // and nothing else: "the last query" is the prompt's last token.
@@ -33,6 +32,7 @@
 namespace midtune::engine::hooks {
 
 ModelShape shape_of(const Model& model);
+ModelShape shape_of(const ModelConfig& config);
 
 class EngineIntervention {
  public:
@@ -40,6 +40,10 @@ class EngineIntervention {
   // naming the field and the reason.
   EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
                      std::vector<TokenSpan> chunks);
+  // The same for any device's model: its metadata and file (PHS reads
+  // weight columns from it).
+  EngineIntervention(const ModelConfig& config, const GgufFile& file, const Intervention& intervention,
+                     int prompt_tokens, std::vector<TokenSpan> chunks);
   EngineIntervention(const EngineIntervention&) = delete;  // the hooks point into this object
   EngineIntervention& operator=(const EngineIntervention&) = delete;
 
@@ -56,13 +60,11 @@ class EngineIntervention {
   const std::map<int, DenseChunks>& siw_dense() const { return siw_dense_; }
 
  private:
-  std::vector<float> assign_mspoe(int layer, std::span<const float> qkv, int tokens);
+  std::vector<float> assign_mspoe(int layer, std::span<const float> rows, int tokens);
   void read_siw_density(int layer, std::span<const float> rows, int keys, int start, int tokens);
   std::vector<float> siw_factors(int layer, int start, int tokens) const;
-  bool scale_qk_channels(int layer, std::span<const float> normed, std::span<float> qkv, int tokens,
-                         int first_query) const;
 
-  const Model& model_;
+  ModelConfig config_;
   Intervention intervention_;
   int prompt_tokens_ = 0;
   std::vector<TokenSpan> chunks_;
@@ -73,8 +75,8 @@ class EngineIntervention {
   std::map<int, std::vector<float>> mspoe_scales_;
   std::map<int, std::vector<double>> mspoe_awareness_;
   std::map<int, DenseChunks> siw_dense_;
-  // PHS: column `channel` of W_Q (heads*head_dim) and W_K (kv_heads*head_dim) per layer.
-  std::map<int, std::vector<float>> phs_q_column_, phs_k_column_;
+  // PHS per layer: column `channel` of W_Q (heads*head_dim) and W_K (kv_heads*head_dim).
+  std::map<int, QkChannelScaling> phs_scaling_;
 };
 
 }  // namespace midtune::engine::hooks

@@ -10,10 +10,12 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#include "backends/engine/model_loading.hpp"
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
@@ -39,113 +41,10 @@ bool RopeScales::all_ones() const {
 
 namespace {
 
-std::string tensor_where(const GgufFile& file, const std::string& name) {
-  return file.path().string() + ": tensor '" + name + "'";
-}
-
-// The tensor `name` with its dims checked: dims[0] == cols, dims[1] == rows.
-const GgufTensorInfo& matrix_tensor(const GgufFile& file, const std::string& name, std::uint64_t cols,
-                                    std::uint64_t rows) {
-  const GgufTensorInfo& info = file.tensor(name);
-  const std::uint64_t got_rows = info.dims.size() > 1 ? info.dims[1] : 1;
-  if (info.dims.empty() || info.dims[0] != cols || got_rows != rows || info.n_elements != cols * rows) {
-    throw std::invalid_argument(tensor_where(file, name) + ": expected shape [" + std::to_string(cols) +
-                                ", " + std::to_string(rows) + "] from the model metadata");
-  }
-  if (info.type == nullptr) {
-    throw std::invalid_argument(tensor_where(file, name) + ": unsupported ggml type " +
-                                ggml_type_name(info.type_id));
-  }
-  file.require_finite(info);  // the forward pass must never meet a NaN weight
-  return info;
-}
-
 MatrixPart matrix_part(const GgufFile& file, const std::string& name, std::uint64_t cols,
                        std::uint64_t rows) {
   const GgufTensorInfo& info = matrix_tensor(file, name, cols, rows);
   return MatrixPart{info.type->type, file.tensor_data(info).data(), static_cast<int>(rows)};
-}
-
-std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, std::uint64_t size) {
-  const GgufTensorInfo& info = matrix_tensor(file, name, size, 1);
-  std::vector<float> out(size);
-  dequantize_row(info.type->type, file.tensor_data(info).data(), out.data(), size);
-  return out;
-}
-
-// Q/K/V biases (qwen2), one vector over the packed Q|K|V rows; empty when
-// the file has none (a missing one of the three counts as zeros).
-std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std::uint64_t q_rows,
-                            std::uint64_t kv_rows) {
-  const std::string names[3] = {prefix + "attn_q.bias", prefix + "attn_k.bias", prefix + "attn_v.bias"};
-  const std::uint64_t rows[3] = {q_rows, kv_rows, kv_rows};
-  std::vector<float> bias;
-  for (int i = 0; i < 3; ++i) {
-    if (file.find_tensor(names[i]) == nullptr) continue;
-    bias.assign(q_rows + 2 * kv_rows, 0.0f);
-    break;
-  }
-  if (bias.empty()) return bias;
-  std::size_t at = 0;
-  for (int i = 0; i < 3; ++i) {
-    if (file.find_tensor(names[i]) != nullptr) {
-      const std::vector<float> part = vector_tensor(file, names[i], rows[i]);
-      std::copy(part.begin(), part.end(), bias.begin() + static_cast<std::ptrdiff_t>(at));
-    }
-    at += rows[i];
-  }
-  return bias;
-}
-
-// Every tensor of the file is one the forward pass reads: a tensor it would
-// silently ignore (an output bias, a QK norm, MoE experts) means a feature it
-// does not run, so the file is refused rather than run wrong.
-void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
-  static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
-                                        "rope_freqs.weight"};
-  static const char* const kPerLayer[] = {"attn_norm.weight", "ffn_norm.weight", "attn_q.weight",
-                                          "attn_k.weight",    "attn_v.weight",   "attn_output.weight",
-                                          "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight",
-                                          "attn_q.bias",      "attn_k.bias",     "attn_v.bias"};
-  for (const GgufTensorInfo& info : file.tensors()) {
-    const std::string_view name = info.name;
-    bool known = std::find(std::begin(kGlobal), std::end(kGlobal), name) != std::end(kGlobal);
-    if (!known && name.starts_with("blk.")) {
-      const std::size_t dot = name.find('.', 4);
-      const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer);
-    }
-    if (!known) {
-      throw std::invalid_argument(tensor_where(file, info.name) + ": not part of the engine's '" + c.arch +
-                                  "' forward pass (a feature it does not run)");
-    }
-  }
-}
-
-// Per dimension pair i, the angle per unit of position:
-//   base^(-2i / rope_dims) * freq_scale / freq_factor[i]
-// freq_factor: the `rope_freqs.weight` tensor (Llama-3.1 scaling), dividing
-// the angle exactly as llama.cpp's ggml_rope_ext does with freq_factors;
-// freq_scale: linear RoPE scaling. A method's per-(layer, head) scale divides
-// the position on top of these (docs/methods.md, "RoPE of the model").
-std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c) {
-  const int half = static_cast<int>(c.rope_dims / 2);
-  std::vector<double> inv(half);
-  for (int i = 0; i < half; ++i) inv[i] = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
-  if (c.rope_freq_scale != 1.0f) {
-    for (double& v : inv) v *= c.rope_freq_scale;
-  }
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    const std::vector<float> factors = vector_tensor(file, "rope_freqs.weight", static_cast<std::uint64_t>(half));
-    for (int i = 0; i < half; ++i) {
-      if (!(factors[i] > 0.0f)) {
-        throw std::invalid_argument(tensor_where(file, "rope_freqs.weight") + ": factor " + std::to_string(i) +
-                                    " = " + std::to_string(factors[i]) + " must be positive");
-      }
-      inv[i] /= factors[i];
-    }
-  }
-  return inv;
 }
 
 WeightMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
@@ -163,14 +62,8 @@ Model::Model(const std::filesystem::path& path, Isa isa)
     : file_(std::make_unique<GgufFile>(path)), config_(read_model_config(*file_)), isa_(isa) {
   const GgufFile& f = *file_;
   const ModelConfig& c = config_;
-  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
-    throw std::invalid_argument(path.string() + ": rope.dimension_count " + std::to_string(c.rope_dims) +
-                                " must be even and at most the head dimension " + std::to_string(c.head_dim));
-  }
-  if (c.head_dim > 512 || c.head_dim % 2 != 0) {
-    throw std::invalid_argument(path.string() + ": head dimension " + std::to_string(c.head_dim) +
-                                " unsupported (even, at most 512)");
-  }
+  // The CPU attention bodies take head dimensions up to 512.
+  check_model_shape(f, c, 512);
   if (!isa_available(isa_)) {
     throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
   }
@@ -185,14 +78,6 @@ Model::Model(const std::filesystem::path& path, Isa isa)
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
   lm_head_ = pack_checked(f, {matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
 
-  // Checked before block_count sizes anything: a lying count must not
-  // allocate billions of layers.
-  if (const std::uint64_t present = count_layer_blocks(f); present != c.layers) {
-    throw std::invalid_argument(path.string() + ": metadata key '" + c.arch + ".block_count' = " +
-                                std::to_string(c.layers) + " but the file holds tensors for " +
-                                std::to_string(present) + " layers");
-  }
-  require_known_tensors(f, c);
   rope_inv_freq_ = rope_inverse_frequencies(f, c);
   layers_.resize(c.layers);
   tbb::parallel_for(0, static_cast<int>(c.layers), [&](int l) {
@@ -428,12 +313,11 @@ void Model::forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, c
       for (int t = 0; t < T; ++t) add_rows(ws.qkv.data() + t * qkv_width, w.qkv_bias.data(), qkv_width);
     }
     attention_layer(l, seq, T, positions, ws, hooks);
-    if (hooks != nullptr && hooks->scale_qk_channels) {
+    const QkChannelScaling* phs = hooks != nullptr && hooks->qk_channel_scaling ? hooks->qk_channel_scaling(l) : nullptr;
+    if (phs != nullptr) {
       const int first_query = seq.length_ == 0 ? T - 1 : 0;
-      if (hooks->scale_qk_channels(l, std::span<const float>(ws.xn.data(), T * hidden),
-                            std::span<float>(ws.qkv.data(), T * qkv_width), T, first_query)) {
-        recompute_last_rows(l, seq, T, first_query, ws);  // PHS eq. 3
-      }
+      scale_qk_channel(*phs, T, first_query, ws);
+      recompute_last_rows(l, seq, T, first_query, ws);  // PHS eq. 3
     }
     project(w.attn_out, ws.attn.data(), q_width, ws.proj.data());
     add_rows(ws.x.data(), ws.proj.data(), T * hidden);
@@ -646,8 +530,11 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, int T, const double
   const ModelConfig& c = config_;
   const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
   const std::size_t qkv_width = (static_cast<std::size_t>(heads) + 2 * kv_heads) * c.head_dim;
+  ws.last_rows.ensure(static_cast<std::size_t>(heads) * T);
+  last_query_rows_before_rope(ws.qkv.data(), qkv_width, T, heads, kv_heads, static_cast<int>(c.head_dim),
+                              static_cast<std::size_t>(heads) * c.head_dim, ws.last_rows.data());
   const std::vector<float> scales =
-      hooks.head_rope_scales(layer, std::span<const float>(ws.qkv.data(), T * qkv_width), T);
+      hooks.head_rope_scales(layer, std::span<const float>(ws.last_rows.data(), static_cast<std::size_t>(heads) * T), T);
   if (scales.empty()) return;
   if (scales.size() != static_cast<std::size_t>(heads)) {
     throw std::invalid_argument("forward: head_rope_scales must give one scale per head");
@@ -664,6 +551,28 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, int T, const double
     seq.scales_.scale[static_cast<std::size_t>(layer) * heads + h] = scales[h];
     lc.slot_scale[lc.slot_of_head[h]] = scales[h];
     ws.rope_table(scales[h], positions, T, rope_inv_freq_);
+  }
+}
+
+// PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
+// K row and to the Q rows from `first_query` on.
+void Model::scale_qk_channel(const QkChannelScaling& phs, int T, int first_query, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const std::size_t hidden = c.hidden;
+  const std::size_t q_width = static_cast<std::size_t>(c.heads) * c.head_dim;
+  const std::size_t k_width = static_cast<std::size_t>(c.kv_heads) * c.head_dim;
+  if (phs.q_column.size() != q_width || phs.k_column.size() != k_width || phs.channel < 0 ||
+      static_cast<std::size_t>(phs.channel) >= hidden) {
+    throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
+  }
+  const std::size_t qkv_width = q_width + 2 * k_width;
+  for (int t = 0; t < T; ++t) {
+    const float delta = elementwise::channel_delta(phs.scale, ws.xn[t * hidden + phs.channel]);
+    float* row = ws.qkv.data() + t * qkv_width;
+    for (std::size_t i = 0; i < k_width; ++i) row[q_width + i] += delta * phs.k_column[i];
+    if (t >= first_query) {
+      for (std::size_t i = 0; i < q_width; ++i) row[i] += delta * phs.q_column[i];
+    }
   }
 }
 

@@ -65,6 +65,16 @@ struct RopeScales {
   bool all_ones() const;
 };
 
+// PHS in one layer: channel `channel` of the normed input to Q and K scaled
+// by `scale`; q_column / k_column are that column of W_Q (heads x head_dim)
+// and W_K (kv_heads x head_dim).
+struct QkChannelScaling {
+  int channel = 0;
+  double scale = 1.0;
+  std::vector<float> q_column;
+  std::vector<float> k_column;
+};
+
 // Optional per-call hooks, named by the mechanism they act through and the
 // stage of the layer where they run (all off by default; built from an
 // Intervention by backends/engine/engine_hooks.hpp). Float positions
@@ -75,11 +85,12 @@ struct ForwardHooks {
   // need it over every prompt key in each layer.
   bool whole_prompt = false;
 
-  // Stage: before RoPE, in a call on an empty sequence (the prefill), with the
-  // call's Q|K|V rows (tokens x qkv width). A non-empty result is this layer's
+  // Stage: before RoPE, in a call on an empty sequence (the prefill), with
+  // the last query's softmax rows before RoPE (heads x tokens, computed by
+  // the model: ops/last_query_rows.hpp). A non-empty result is this layer's
   // per-head RoPE scales, fixed for the sequence's life; heads of one GQA
   // group may differ only in layers with per-head key slots (Ms-PoE Alg. 1).
-  std::function<std::vector<float>(int layer, std::span<const float> qkv, int tokens)> head_rope_scales;
+  std::function<std::vector<float>(int layer, std::span<const float> rows, int tokens)> head_rope_scales;
 
   // Stage: after the attention kernel. The last query's softmax rows (heads x
   // keys, before any key-0 correction) in the layers marked 1 here (size =
@@ -94,16 +105,18 @@ struct ForwardHooks {
   // (SIW). Empty = none in this layer.
   std::function<std::vector<float>(int layer, int start, int tokens)> key0_weight_factors;
 
-  // Stage: after the layer's attention. May add to the K rows (all tokens)
-  // and to the Q rows from `first_query` on of `qkv` given the normed input
-  // `normed` (tokens x hidden). When it returns true the call's keys are
-  // re-cached from the changed rows and the rows from `first_query` on are
-  // recomputed (PHS eq. 3). `first_query` is the prompt's last row in the
-  // prefill (the first call) and 0 in every later call: each later token is a
-  // decode step's last token, so a call feeding teacher-forced gold tokens
-  // equals one decode step per token.
-  std::function<bool(int layer, std::span<const float> normed, std::span<float> qkv, int tokens, int first_query)>
-      scale_qk_channels;
+  // Stage: after the layer's attention. Where it returns a scaling for the
+  // layer, channel c of the normed input to Q and K is scaled by s: every
+  // K row and the Q rows from `first_query` on get (s - 1) x_c times the
+  // weight column (linear, so the scaled rows are K + (s - 1) x_c W_K[:, c]
+  // and Q + (s - 1) x_c W_Q[:, c]); the call's keys are re-cached from the
+  // changed rows and the rows from `first_query` on recomputed (PHS eq. 2-3).
+  // `first_query` is the prompt's last row in the prefill (the first call)
+  // and 0 in every later call: each later token is a decode step's last
+  // token, so a call feeding teacher-forced gold tokens equals one decode
+  // step per token. Data rather than a callback, so that every device
+  // applies it where the rows live.
+  std::function<const QkChannelScaling*(int layer)> qk_channel_scaling;
 
   // Stage: layer output. The residual stream rows of the call (tokens x
   // hidden) after each layer; `start` is the sequence index of the first row
@@ -187,6 +200,7 @@ class Model {
   void correct_key0_weight(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
   void apply_head_rope_scales(int layer, Sequence& seq, int tokens, const double* positions, Workspace& ws,
                               const ForwardHooks& hooks) const;
+  void scale_qk_channel(const QkChannelScaling& phs, int tokens, int first_query, Workspace& ws) const;
   void recompute_last_rows(int layer, Sequence& seq, int tokens, int first, Workspace& ws) const;
 
   std::unique_ptr<GgufFile> file_;

@@ -93,6 +93,8 @@ ServerInfo info_from_json(const json& j) {
   id.kv_heads = static_cast<int>(r.integer("kv_heads", 1, kMaxInt));
   id.hidden = static_cast<int>(r.integer("hidden", 1, kMaxInt));
   id.tokenizer_hash = r.string("tokenizer_hash", 0, 1024);
+  // Optional: only a server of a GPU engine says how it computes.
+  if (j.is_object() && j.contains("precision")) id.precision = r.string("precision", 1, 64);
   const json& supports = array_field(r, "supports", 0, all_intervention_fields().size());
   info.supports.clear();
   for (std::size_t i = 0; i < supports.size(); ++i) {

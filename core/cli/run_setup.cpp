@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "backends/engine/batched/batched_backend.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/server_backend.hpp"
@@ -29,6 +31,11 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
   }
   if (b.kind == "engine") {
     engine::require_device(b.device);
+    if (b.device == "cuda") {
+      engine::batched::BatchedOptions options;
+      options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
+      return std::make_unique<engine::batched::BatchedBackend>(b.model, engine::batched::make_cuda_ops(b.gpu), options);
+    }
     engine::EngineOptions options;
     options.threads = b.threads;
     return std::make_unique<engine::EngineBackend>(b.model, options);

@@ -39,6 +39,8 @@ struct BackendConfig {
   std::filesystem::path model;   // engine: absolute, ~ and relative paths resolved
   std::string device = "cpu";    // engine: cpu | cuda
   int threads = 0;               // engine: 0 = all cores
+  int gpu = 0;                   // engine, device cuda: which GPU (ga-run devices lists them)
+  int batch_tokens = 0;          // engine, device cuda: tokens per pass, 0 = from the free GPU memory
   ServerEndpointsConfig server;  // kind server
   SyntheticConfig synthetic;     // kind synthetic-test-double
   bool operator==(const BackendConfig&) const = default;

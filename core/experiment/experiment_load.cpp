@@ -17,7 +17,7 @@ namespace midtune {
 namespace load {
 namespace {
 
-const std::vector<std::string> kEngineKeys = {"model", "device", "threads"};
+const std::vector<std::string> kEngineKeys = {"model", "device", "gpu", "threads", "batch_tokens"};
 const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
 const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms"};
 
@@ -100,6 +100,15 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     require_regular_if_present(section.field("model"), backend.model, "a GGUF model file");
     backend.device = section.choice_or("device", backend.device, {"cpu", "cuda"});
     backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
+    backend.gpu = static_cast<int>(section.integer_or("gpu", backend.gpu, 0, 1023));
+    backend.batch_tokens = static_cast<int>(section.integer_or("batch_tokens", backend.batch_tokens, 0, 1 << 24));
+    if (backend.device != "cuda") {
+      for (const char* key : {"gpu", "batch_tokens"}) {
+        if (section.has(key)) {
+          section.field(key).fail("applies to device: cuda only");
+        }
+      }
+    }
   } else if (backend.kind == "server") {
     for (const auto& item : section.required("endpoints").list_of_min_size(1)) {
       backend.server.endpoints.push_back(endpoint_url(item));

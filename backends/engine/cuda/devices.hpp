@@ -30,8 +30,8 @@ CudaDeviceReport cuda_devices();
 std::string describe(const CudaDeviceReport& report);
 
 // Checks `backend.device` before a model is loaded: "cpu" passes; "cuda"
-// throws std::invalid_argument saying whether this build lacks CUDA, the
-// machine lacks a device, or the CUDA engine cannot run yet.
+// passes where this build has CUDA and the machine a device, else throws
+// std::invalid_argument saying which of the two is missing.
 void require_device(const std::string& device);
 
 }  // namespace midtune::engine

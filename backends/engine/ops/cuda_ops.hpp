@@ -89,6 +89,22 @@ void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 
+// The batched engine's remaining ops (contracts: batched/device_ops.hpp).
+void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out,
+           void* stream = nullptr);
+void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width, void* stream = nullptr);
+void add(float* x, const float* y, std::size_t count, void* stream = nullptr);
+void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
+                         const float* key0_weight, const float* factors, const float* values, void* stream = nullptr);
+void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width, const float* normed,
+                        std::size_t normed_ld, int channel, double scale, const float* column, void* stream = nullptr);
+// last_query_rows.hpp's contract on the device.
+void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
+                     std::size_t k_offset, float* rows, void* stream = nullptr);
+// scoring.hpp's argmax and gold log-probability per row (gold nullptr: argmax only).
+void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
+                double* gold_logprob, void* stream = nullptr);
+
 }  // namespace midtune::engine::cuda
 
 #endif  // MIDTUNE_WITH_CUDA

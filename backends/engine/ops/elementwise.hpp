@@ -55,6 +55,11 @@ MIDTUNE_HOST_DEVICE inline float gelu_tanh_mul(float gate, float up) {
   return 0.5f * gate * (1.0f + ::tanhf(kSqrt2OverPi * gate * (1.0f + kCubic * gate * gate))) * up;
 }
 
+// PHS eq. 2 by linearity: scaling channel x_c of the normed input by s adds
+// delta W[:, c] to the Q and K rows, delta = (s - 1) x_c (in double, rounded
+// to float).
+MIDTUNE_HOST_DEVICE inline float channel_delta(double scale, float x) { return static_cast<float>((scale - 1.0) * x); }
+
 // float -> bf16 bits, rounded to nearest even (NaN stays a quiet NaN): how
 // weights and activations enter the GPU's bf16 matrix products.
 MIDTUNE_HOST_DEVICE inline std::uint16_t bf16_bits(float value) {

@@ -1,0 +1,260 @@
+#include "backends/engine/batched/batched_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/engine_hooks.hpp"
+
+namespace midtune::engine::batched {
+
+// One BatchItem on its way through the passes.
+struct BatchedBackend::Item {
+  const BatchItem* item = nullptr;
+  PreparedPrompt prompt;
+  std::vector<std::int32_t> gold;             // teacher_forced
+  std::unique_ptr<hooks::EngineIntervention> hooked;  // interventions that read the whole prompt
+  const RopeScales* scales = nullptr;
+  std::size_t tokens = 0;                     // prompt + answer: the cache it needs
+  std::unique_ptr<BatchedSequence> sequence;
+  std::vector<std::int32_t> generated;
+  bool finished = false;
+  SampleOutput out;
+
+  const ForwardHooks* hooks() const { return hooked ? hooked->hooks() : nullptr; }
+  std::span<const double> positions() const {
+    return hooked ? std::span<const double>(hooked->prompt_positions()) : std::span<const double>();
+  }
+};
+
+BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
+                               BatchedOptions options)
+    : device_(std::move(device)), model_(std::make_unique<BatchedModel>(model_path, *device_)),
+      tokenizer_(Tokenizer::from_gguf(model_->file())) {
+  if (tokenizer_.vocab_size() > static_cast<std::size_t>(model_->vocab())) {
+    throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
+                                " tokens but the output matrix only " + std::to_string(model_->vocab()));
+  }
+  batch_tokens_ = options.batch_tokens;
+  if (batch_tokens_ == 0) {
+    const std::size_t per_token =
+        model_->activation_bytes_per_token() + BatchedSequence::cache_bytes(model_->config(), 1);
+    batch_tokens_ = std::clamp<std::size_t>(device_->free_bytes() / 4 / per_token, 256, 65536);
+  }
+}
+
+ModelIdentity BatchedBackend::identity() const {
+  ModelIdentity id = engine_identity(model_->file(), model_->config(), tokenizer_);
+  // bf16 products give other answers than the CPU engine's: their
+  // evaluations must not share cache entries or a population.
+  id.precision = "bf16";
+  return id;
+}
+
+void BatchedBackend::validate(const Intervention& intervention) const {
+  validate_intervention(intervention, hooks::shape_of(model_->config()));
+}
+
+std::optional<ChatWrapper> BatchedBackend::chat_wrapper() const {
+  return engine_chat_wrapper(model_->file(), identity());
+}
+
+std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                              const RunOptions& options) {
+  const ModelConfig& c = model_->config();
+  RopeScales plain = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+  try {
+    validate(intervention);
+    plain.scale = rope_scales_per_head(intervention.rope_scale, plain.layers, plain.heads);
+  } catch (const std::invalid_argument& e) {
+    throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
+  }
+  const std::size_t context = c.context_length;
+  std::vector<Item> items(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Item& it = items[i];
+    it.item = &batch[i];
+    const std::string& id = batch[i].id;
+    try {
+      it.prompt = prepare_prompt(tokenizer_, batch[i]);
+    } catch (const BackendError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw BackendError("engine: item '" + id + "': " + e.what());
+    }
+    if (it.prompt.tokens.empty()) throw InvalidInputError("item '" + id + "': empty prompt");
+    const std::size_t P = it.prompt.tokens.size();
+    if (options.mode == Mode::teacher_forced) {
+      it.gold = tokenizer_.encode(batch[i].gold, false, false);
+      if (it.gold.empty()) throw BackendError("item '" + id + "': teacher_forced needs a non-empty gold answer");
+      it.tokens = P + it.gold.size() - 1;
+      if (context > 0 && it.tokens > context) {
+        throw InvalidInputError("item '" + id + "': " + std::to_string(it.tokens) +
+                                " tokens exceed the model context " + std::to_string(context));
+      }
+    } else {
+      const std::size_t new_tokens = static_cast<std::size_t>(std::max(options.max_new_tokens, 0));
+      it.tokens = P + new_tokens;
+      if (context > 0 && it.tokens > context) {
+        throw InvalidInputError("item '" + id + "': " + std::to_string(P) + " prompt tokens + " +
+                                std::to_string(new_tokens) + " new exceed the model context " + std::to_string(context));
+      }
+    }
+    if (reads_whole_prompt(intervention)) {
+      try {
+        it.hooked = std::make_unique<hooks::EngineIntervention>(c, model_->file(), intervention, static_cast<int>(P),
+                                                                hook_spans(it.prompt));
+      } catch (const std::invalid_argument& e) {
+        throw BackendError("engine: item '" + id + "': " + e.what());
+      }
+    }
+    it.scales = it.hooked ? &it.hooked->sequence_scales() : &plain;
+    it.out.id = id;
+    it.out.prompt_tokens = static_cast<int>(P);
+  }
+
+  // Groups of consecutive items that fit one pass.
+  last_passes_ = 0;
+  std::size_t begin = 0;
+  while (begin < items.size()) {
+    std::size_t end = begin, tokens = 0;
+    while (end < items.size() && (end == begin || tokens + items[end].tokens <= batch_tokens_)) tokens += items[end++].tokens;
+    std::vector<Item> group(std::make_move_iterator(items.begin() + static_cast<std::ptrdiff_t>(begin)),
+                            std::make_move_iterator(items.begin() + static_cast<std::ptrdiff_t>(end)));
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      for (Item& it : group) {
+        it.sequence = std::make_unique<BatchedSequence>(*model_, static_cast<int>(std::max<std::size_t>(it.tokens, 1)),
+                                                        *it.scales);
+      }
+      if (options.mode == Mode::teacher_forced) {
+        run_teacher_forced(group);
+      } else if (options.max_new_tokens > 0) {
+        run_generate(group, options.max_new_tokens);
+      }
+    } catch (const BackendError&) {
+      throw;
+    } catch (const std::domain_error& e) {  // NaN / infinity in the forward pass: the input overflows
+      throw InvalidInputError(std::string("engine: ") + e.what());
+    } catch (const std::exception& e) {
+      throw BackendError(std::string("engine (") + device_->name() + "): " + e.what());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      group[k].out.wall_ms = ms / static_cast<double>(group.size());
+      group[k].sequence.reset();
+      items[begin + k] = std::move(group[k]);
+    }
+    begin = end;
+  }
+  std::vector<SampleOutput> outputs;
+  outputs.reserve(items.size());
+  for (Item& it : items) {
+    if (options.mode == Mode::generate) it.out.output_text = tokenizer_.decode(it.generated, false);
+    outputs.push_back(std::move(it.out));
+  }
+  return outputs;
+}
+
+// Plain items: prompt + gold inputs in one call, logits at the last prompt
+// token and every gold input. Hooked items: the prompt alone first (the hooks
+// read its last query), then the gold inputs, as one decode step per token.
+void BatchedBackend::run_teacher_forced(std::vector<Item>& group) {
+  std::vector<std::vector<std::int32_t>> inputs(group.size());
+  std::vector<std::vector<int>> rows(group.size());
+  std::vector<SequenceCall> calls;
+  std::vector<std::int32_t> gold_of_row;
+  std::vector<std::size_t> item_of_row;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    Item& it = group[i];
+    const int P = static_cast<int>(it.prompt.tokens.size());
+    inputs[i] = it.prompt.tokens;
+    if (it.hooked) {
+      rows[i] = {P - 1};
+    } else {
+      inputs[i].insert(inputs[i].end(), it.gold.begin(), it.gold.end() - 1);  // the last gold token is never an input
+      for (std::size_t g = 0; g < it.gold.size(); ++g) rows[i].push_back(P - 1 + static_cast<int>(g));
+    }
+    for (std::size_t r = 0; r < rows[i].size(); ++r) {
+      gold_of_row.push_back(it.gold[r]);
+      item_of_row.push_back(i);
+    }
+    calls.push_back({it.sequence.get(), inputs[i], it.positions(), rows[i], it.hooks()});
+  }
+  for (Item& it : group) {
+    it.out.gold_emitted_first = true;
+    it.out.gold_logprob = 0.0;
+  }
+  auto score_pass = [&] {
+    std::vector<std::int32_t> argmax;
+    std::vector<double> logprob;
+    model_->score(gold_of_row, argmax, logprob);
+    for (std::size_t r = 0; r < argmax.size(); ++r) {
+      SampleOutput& out = group[item_of_row[r]].out;
+      out.gold_emitted_first = out.gold_emitted_first && argmax[r] == gold_of_row[r];
+      out.gold_logprob += logprob[r];
+    }
+  };
+  model_->forward(calls);
+  ++last_passes_;
+  score_pass();
+
+  // The hooked items' gold inputs, every row its own decode step.
+  calls.clear();
+  gold_of_row.clear();
+  item_of_row.clear();
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    Item& it = group[i];
+    if (!it.hooked || it.gold.size() < 2) continue;
+    inputs[i].assign(it.gold.begin(), it.gold.end() - 1);
+    rows[i].clear();
+    for (std::size_t g = 1; g < it.gold.size(); ++g) {
+      rows[i].push_back(static_cast<int>(g - 1));
+      gold_of_row.push_back(it.gold[g]);
+      item_of_row.push_back(i);
+    }
+    calls.push_back({it.sequence.get(), inputs[i], {}, rows[i], it.hooks()});
+  }
+  if (calls.empty()) return;
+  model_->forward(calls);
+  ++last_passes_;
+  score_pass();
+}
+
+void BatchedBackend::run_generate(std::vector<Item>& group, int max_new_tokens) {
+  std::vector<std::vector<std::int32_t>> inputs(group.size());
+  std::vector<int> last_row(group.size());
+  std::vector<SequenceCall> calls;
+  std::vector<std::size_t> active;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    Item& it = group[i];
+    last_row[i] = static_cast<int>(it.prompt.tokens.size()) - 1;
+    calls.push_back({it.sequence.get(), it.prompt.tokens, it.positions(), std::span<const int>(&last_row[i], 1),
+                     it.hooks()});
+    active.push_back(i);
+  }
+  const int zero = 0;
+  for (int step = 0; !active.empty(); ++step) {
+    model_->forward(calls);
+    ++last_passes_;
+    std::vector<std::int32_t> argmax;
+    std::vector<double> unused;
+    model_->score({}, argmax, unused);
+    std::vector<std::size_t> still;
+    calls.clear();
+    for (std::size_t k = 0; k < active.size(); ++k) {
+      Item& it = group[active[k]];
+      const std::int32_t next = argmax[k];
+      if (tokenizer_.is_end_of_generation(next)) continue;
+      it.generated.push_back(next);
+      if (step + 1 == max_new_tokens) continue;
+      inputs[active[k]] = {next};
+      still.push_back(active[k]);
+      calls.push_back({it.sequence.get(), inputs[active[k]], {}, std::span<const int>(&zero, 1), it.hooks()});
+    }
+    active = std::move(still);
+  }
+}
+
+}  // namespace midtune::engine::batched

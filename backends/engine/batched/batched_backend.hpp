@@ -1,0 +1,64 @@
+// The batched engine as a midtune::Backend (backend.device: cuda): the same
+// tokenisation, chat template, interventions and answers as EngineBackend,
+// with each evaluation batch run as a few packed passes of BatchedModel:
+//   teacher_forced  one pass over every item's prompt + gold tokens (items
+//                   whose intervention reads the whole prompt: their prompts
+//                   in that pass, their gold tokens in a second, as the CPU
+//                   engine does); argmax and gold log-probability reduced on
+//                   the device;
+//   generate        the prompts in one pass, then greedy decode steps for
+//                   every unfinished item at once; an item leaves the batch
+//                   at its end-of-generation token or max_new_tokens.
+// Items are grouped so that a pass holds at most `batch_tokens` tokens
+// (activations and KV caches must fit the device).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/engine_backend.hpp"
+#include "backends/engine/gguf/tokenizer.hpp"
+
+namespace midtune::engine::batched {
+
+struct BatchedOptions {
+  // Tokens per pass (prompts + answers); 0 = what a quarter of the device
+  // memory left after the weights holds, at most 65536.
+  std::size_t batch_tokens = 0;
+};
+
+class BatchedBackend : public Backend {
+ public:
+  BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
+                 BatchedOptions options = {});
+
+  ModelIdentity identity() const override;
+  std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                const RunOptions& options) override;
+  void validate(const Intervention& intervention) const override;
+  std::optional<ChatWrapper> chat_wrapper() const override;
+
+  BatchedModel& model() { return *model_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  std::size_t batch_tokens() const { return batch_tokens_; }
+  // Passes through the model in the last run() (for tests and benchmarks).
+  int last_run_passes() const { return last_passes_; }
+
+ private:
+  struct Item;
+  void run_teacher_forced(std::vector<Item>& items);
+  void run_generate(std::vector<Item>& items, int max_new_tokens);
+
+  std::unique_ptr<DeviceOps> device_;
+  std::unique_ptr<BatchedModel> model_;
+  Tokenizer tokenizer_;
+  std::size_t batch_tokens_ = 0;
+  int last_passes_ = 0;
+};
+
+}  // namespace midtune::engine::batched

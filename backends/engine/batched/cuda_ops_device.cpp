@@ -1,0 +1,165 @@
+#include "backends/engine/batched/cuda_ops_device.hpp"
+
+#include <stdexcept>
+
+#include "backends/engine/cuda/devices.hpp"
+
+#if defined(MIDTUNE_WITH_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "backends/engine/ops/cuda_ops.hpp"
+#endif
+
+namespace midtune::engine::batched {
+
+#if defined(MIDTUNE_WITH_CUDA)
+
+namespace {
+
+void check(cudaError_t status, const std::string& what) {
+  if (status != cudaSuccess) {
+    throw std::runtime_error("cuda: " + what + ": " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+  }
+}
+
+class CudaOps final : public DeviceOps {
+ public:
+  explicit CudaOps(int index) : index_(index) {
+    check(cudaSetDevice(index), "select device " + std::to_string(index));
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "create stream");
+    stream_ = stream;
+    cublas_ = std::make_unique<cuda::CublasContext>();
+    cudaDeviceProp props{};
+    check(cudaGetDeviceProperties(&props, index), "device properties");
+    name_ = std::string("cuda:") + std::to_string(index) + " (" + props.name + ")";
+  }
+  ~CudaOps() override {
+    cublas_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
+
+  std::string name() const override { return name_; }
+
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+    if (status != cudaSuccess) {
+      throw std::runtime_error(name_ + ": cannot allocate " + std::to_string(bytes) + " bytes (" +
+                               std::to_string(free_bytes()) + " free): " + cudaGetErrorString(status));
+    }
+    return p;
+  }
+  void release(void* pointer) noexcept override { cudaFree(pointer); }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+    // The host buffer may be freed as soon as this returns.
+    check(cudaStreamSynchronize(stream()), "upload");
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream()), "download");
+    check(cudaStreamSynchronize(stream()), "download");
+  }
+  void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t row_bytes,
+                 int rows) override {
+    if (rows <= 0 || row_bytes == 0) return;
+    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, static_cast<std::size_t>(rows),
+                            cudaMemcpyDeviceToDevice, stream()),
+          "copy rows");
+  }
+  void synchronize() override { check(cudaStreamSynchronize(stream()), "synchronize"); }
+  std::size_t free_bytes() const override {
+    std::size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
+  }
+
+  void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out) override {
+    cuda::embed(table, width, tokens, count, scale, out, stream_);
+  }
+  void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
+                     std::size_t ld_y) override {
+    cuda::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, stream_);
+  }
+  void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override { cuda::to_bf16(x, count, out, stream_); }
+  void matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int rows, int inputs, const std::uint16_t* w,
+                   int outputs, float* y, std::size_t ld_y) override {
+    cuda::matmul_bf16(*cublas_, x, ld_x, rows, inputs, w, outputs, y, ld_y, stream_);
+  }
+  void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override {
+    cuda::add_row_vector(x, ld_x, rows, v, width, stream_);
+  }
+  void add(float* x, const float* y, std::size_t count) override { cuda::add(x, y, count, stream_); }
+  void silu_mul(const float* gate, const float* up, float* out, std::size_t count) override {
+    cuda::silu_mul(gate, up, out, count, stream_);
+  }
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) override {
+    cuda::gelu_tanh_mul(gate, up, out, count, stream_);
+  }
+  void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                   const double* inverse_frequencies, int pairs, float* cos_sin) override {
+    cuda::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin, stream_);
+  }
+  void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
+                 const float* cos_sin, std::size_t head_table_stride) override {
+    cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, stream_);
+  }
+  void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+                 int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
+                 std::size_t out_ld, float* key0_weight, float* last_row) override {
+    cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out, out_ld,
+                    key0_weight, last_row, stream_);
+  }
+  void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
+                           const float* key0_weight, const float* factors, const float* values,
+                           std::size_t kv_ld) override {
+    (void)kv_ld;  // only row 0 of the values is read
+    cuda::add_key0_correction(out, out_ld, tokens, heads, kv_heads, head_dim, key0_weight, factors, values, stream_);
+  }
+  void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                          const float* normed, std::size_t normed_ld, int channel, double scale,
+                          const float* column) override {
+    cuda::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column, stream_);
+  }
+  void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
+                       std::size_t k_offset, float* rows) override {
+    cuda::last_query_rows(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows, stream_);
+  }
+  void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
+                  double* gold_logprob) override {
+    cuda::score_rows(logits, rows, vocab, gold, argmax, gold_logprob, stream_);
+  }
+
+ private:
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_); }
+  int index_ = 0;
+  void* stream_ = nullptr;
+  std::unique_ptr<cuda::CublasContext> cublas_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceOps> make_cuda_ops(int index) {
+  const CudaDeviceReport report = cuda_devices();
+  if (report.devices.empty()) {
+    throw std::invalid_argument("backend.device: 'cuda': no CUDA device on this machine (" + report.why_none + ")");
+  }
+  if (index < 0 || index >= static_cast<int>(report.devices.size())) {
+    throw std::invalid_argument("backend.gpu: " + std::to_string(index) + " but this machine has " +
+                                std::to_string(report.devices.size()) + " CUDA device(s): " + describe(report));
+  }
+  return std::make_unique<CudaOps>(index);
+}
+
+#else
+
+std::unique_ptr<DeviceOps> make_cuda_ops(int index) {
+  (void)index;
+  throw std::invalid_argument("backend.device: 'cuda': " + cuda_devices().why_none);
+}
+
+#endif
+
+}  // namespace midtune::engine::batched

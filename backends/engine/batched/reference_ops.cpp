@@ -1,0 +1,224 @@
+#include "backends/engine/batched/reference_ops.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/scoring.hpp"
+
+namespace midtune::engine::batched {
+
+namespace {
+
+float bf16_value(std::uint16_t bits) {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+void* ReferenceOps::allocate(std::size_t bytes) {
+  void* p = std::malloc(std::max<std::size_t>(bytes, 1));
+  if (p == nullptr) throw std::runtime_error("host reference: out of memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void ReferenceOps::release(void* pointer) noexcept { std::free(pointer); }
+
+void ReferenceOps::upload(void* device, const void* host, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(device, host, bytes);
+}
+
+void ReferenceOps::download(void* host, const void* device, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(host, device, bytes);
+}
+
+void ReferenceOps::copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                             std::size_t row_bytes, int rows) {
+  for (int r = 0; r < rows; ++r) {
+    std::memmove(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
+  }
+}
+
+std::size_t ReferenceOps::free_bytes() const {
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
+}
+
+void ReferenceOps::embed(const float* table, int width, const std::int32_t* tokens, int count, float scale,
+                         float* out) {
+  for (int i = 0; i < count; ++i) {
+    const float* row = table + static_cast<std::size_t>(tokens[i]) * width;
+    float* o = out + static_cast<std::size_t>(i) * width;
+    if (scale == 1.0f) {
+      std::memcpy(o, row, sizeof(float) * width);
+    } else {
+      for (int k = 0; k < width; ++k) o[k] = row[k] * scale;
+    }
+  }
+}
+
+void ReferenceOps::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
+                                 float* y, std::size_t ld_y) {
+  engine::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, Isa::scalar);
+}
+
+void ReferenceOps::to_bf16(const float* x, std::size_t count, std::uint16_t* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::bf16_bits(x[i]);
+}
+
+void ReferenceOps::matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int rows, int inputs,
+                               const std::uint16_t* w, int outputs, float* y, std::size_t ld_y) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Matrix xf(rows, inputs), wf(outputs, inputs);
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k < inputs; ++k) xf(r, k) = bf16_value(x[r * ld_x + k]);
+  }
+  for (int o = 0; o < outputs; ++o) {
+    for (int k = 0; k < inputs; ++k) wf(o, k) = bf16_value(w[static_cast<std::size_t>(o) * inputs + k]);
+  }
+  Eigen::Map<Matrix, 0, Eigen::OuterStride<>> out(y, rows, outputs, Eigen::OuterStride<>(static_cast<Eigen::Index>(ld_y)));
+  out.noalias() = xf * wf.transpose();
+}
+
+void ReferenceOps::add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) {
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < width; ++i) x[r * ld_x + i] += v[i];
+  }
+}
+
+void ReferenceOps::add(float* x, const float* y, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void ReferenceOps::silu_mul(const float* gate, const float* up, float* out, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::silu_mul(gate[i], up[i]);
+}
+
+void ReferenceOps::gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::gelu_tanh_mul(gate[i], up[i]);
+}
+
+void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                               const double* inverse_frequencies, int pairs, float* cos_sin) {
+  for (int table = 0; table < tables; ++table) {
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < pairs; ++i) {
+        float* entry = cos_sin + ((static_cast<std::size_t>(table) * tokens + t) * pairs + i) * 2;
+        elementwise::rope_cos_sin(positions[t], scales[table], inverse_frequencies[i], entry, entry + 1);
+      }
+    }
+  }
+}
+
+void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
+                             RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
+  const int pairs = rope_dims / 2;
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < heads; ++h) {
+      float* row = x + t * ld_x + static_cast<std::size_t>(h) * head_dim;
+      for (int i = 0; i < pairs; ++i) {
+        const float* entry = cos_sin + h * head_table_stride + (static_cast<std::size_t>(t) * pairs + i) * 2;
+        const int a = pairing == RopePairing::halves ? i : 2 * i;
+        const int b = pairing == RopePairing::halves ? i + pairs : 2 * i + 1;
+        elementwise::rope_rotate_pair(row[a], row[b], entry[0], entry[1], &row[a], &row[b]);
+      }
+    }
+  }
+}
+
+void ReferenceOps::attention(const float* q, std::size_t q_ld, const float* keys, const float* values,
+                             std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
+                             int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
+                             float* last_row) {
+  const int group = heads / kv_heads;
+  std::vector<float> p(static_cast<std::size_t>(past + tokens));
+  for (int t = 0; t < tokens; ++t) {
+    const int limit = past + t + 1;
+    const int first = window > 0 ? std::max(0, limit - window) : 0;
+    for (int h = 0; h < heads; ++h) {
+      const float* qh = q + t * q_ld + static_cast<std::size_t>(h) * head_dim;
+      const std::size_t column = static_cast<std::size_t>(h / group) * head_dim;
+      float top = -FLT_MAX;
+      for (int j = first; j < limit; ++j) {
+        const float* k = keys + j * kv_ld + column;
+        float dot = 0.0f;
+        for (int d = 0; d < head_dim; ++d) dot += qh[d] * k[d];
+        p[j] = scale * dot;
+        top = std::max(top, p[j]);
+      }
+      float sum = 0.0f;
+      for (int j = first; j < limit; ++j) sum += (p[j] = std::exp(p[j] - top));
+      const float inverse = 1.0f / sum;
+      float* o = out + t * out_ld + static_cast<std::size_t>(h) * head_dim;
+      for (int d = 0; d < head_dim; ++d) {
+        float acc = 0.0f;
+        for (int j = first; j < limit; ++j) acc += p[j] * values[j * kv_ld + column + d];
+        o[d] = acc * inverse;
+      }
+      if (key0_weight != nullptr) key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? p[0] * inverse : 0.0f;
+      if (last_row != nullptr && t == tokens - 1) {
+        float* row = last_row + static_cast<std::size_t>(h) * limit;
+        for (int j = 0; j < limit; ++j) row[j] = j < first ? 0.0f : p[j] * inverse;
+      }
+    }
+  }
+}
+
+void ReferenceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
+                                       int head_dim, const float* key0_weight, const float* factors,
+                                       const float* values, std::size_t kv_ld) {
+  (void)kv_ld;
+  const int group = heads / kv_heads;
+  for (int h = 0; h < heads; ++h) {
+    const float* v0 = values + static_cast<std::size_t>(h / group) * head_dim;
+    for (int t = 0; t < tokens; ++t) {
+      const float alpha = factors[t];
+      if (alpha == 1.0f) continue;
+      const float step = (alpha - 1.0f) * key0_weight[static_cast<std::size_t>(h) * tokens + t];
+      float* o = out + t * out_ld + static_cast<std::size_t>(h) * head_dim;
+      for (int i = 0; i < head_dim; ++i) o[i] += step * v0[i];
+    }
+  }
+}
+
+void ReferenceOps::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                                      const float* normed, std::size_t normed_ld, int channel, double scale,
+                                      const float* column) {
+  for (int t = 0; t < tokens; ++t) {
+    const float delta = elementwise::channel_delta(scale, normed[t * normed_ld + channel]);
+    float* row = rows + t * ld + offset;
+    for (int i = 0; i < width; ++i) row[i] += delta * column[i];
+  }
+}
+
+void ReferenceOps::last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads,
+                                   int head_dim, std::size_t k_offset, float* rows) {
+  last_query_rows_before_rope(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows);
+}
+
+void ReferenceOps::score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold,
+                              std::int32_t* argmax, double* gold_logprob) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits + static_cast<std::size_t>(r) * vocab;
+    argmax[r] = argmax_row(row, vocab);
+    if (gold != nullptr) gold_logprob[r] = log_softmax_at(row, vocab, gold[r]);
+  }
+}
+
+}  // namespace midtune::engine::batched

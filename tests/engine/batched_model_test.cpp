@@ -1,0 +1,390 @@
+// The batched engine (backends/engine/batched) against the CPU engine, on
+// every device this machine has: the host reference device everywhere (so
+// the batched model's own code — packing, KV cache, hooks, scoring, batched
+// decoding — is tested on machines without a GPU), and CUDA where there is a
+// GPU (reported as skipped where there is none: "no CUDA device").
+//
+//   - the small random-weight model of each architecture (tiny_arch_gguf.hpp,
+//     real vocabularies from MIDTUNE_VOCAB_DIR): last-row logits of the plain
+//     model and of one intervention of every method within kRelativeTolerance
+//     of the largest CPU logit (bf16 weights and activations against the CPU
+//     engine's fp32; the test prints the worst);
+//   - several sequences with different interventions packed into one pass
+//     give each sequence's logits alone; a prefill then decode steps give
+//     the rows of one pass;
+//   - the real SmolLM2 as a Backend: teacher-forced decisions and greedy text
+//     of the batched backend against EngineBackend, for every method.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/engine/batched/batched_backend.hpp"
+#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/engine_backend.hpp"
+#include "backends/engine/engine_hooks.hpp"
+#include "backends/engine/model.hpp"
+#include "tests/engine/model_path.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
+
+namespace midtune::engine::batched {
+namespace {
+
+namespace fs = std::filesystem;
+
+// bf16 rounds weights and activations to 8 significant bits: logits move by
+// about 1 % of their scale on these models (measured worst: printed below).
+constexpr double kRelativeTolerance = 0.03;
+// Packing and step-by-step decoding change nothing but summation order in
+// the products, but a last-bit change can move an activation by one bf16 step
+// (2^-8): decode steps differ from one pass by up to 0.0017 of the largest
+// logit on the host reference device (measured; packing by less than 1e-5).
+constexpr double kSameMathTolerance = 1e-4;
+constexpr double kDecodeTolerance = 5e-3;
+
+fs::path vocab_dir() {
+  if (const char* env = std::getenv("MIDTUNE_VOCAB_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/llama.cpp-vocab-0.3.36" : fs::path();
+}
+
+// The devices of this machine: "reference" always, "cuda" where there is a GPU.
+std::unique_ptr<DeviceOps> make_device(const std::string& kind) {
+  if (kind == "reference") return std::make_unique<ReferenceOps>();
+  if (cuda_devices().devices.empty()) return nullptr;
+  return make_cuda_ops(0);
+}
+
+struct TinyModels {
+  std::unique_ptr<::midtune::testing::MemoryFile> file;
+  std::unique_ptr<Model> cpu;
+};
+
+TinyModels* tiny_model(const std::string& name) {
+  static std::map<std::string, TinyModels> cache;
+  if (auto it = cache.find(name); it != cache.end()) return &it->second;
+  for (const auto& spec : ::midtune::testing::tiny_arch_specs()) {
+    if (spec.name != name) continue;
+    const fs::path vocab_path = vocab_dir() / spec.vocab_file;
+    if (!fs::exists(vocab_path)) return nullptr;
+    const GgufFile vocab(vocab_path);
+    TinyModels m;
+    m.file = std::make_unique<::midtune::testing::MemoryFile>(::midtune::testing::tiny_arch_gguf(spec, vocab));
+    m.cpu = std::make_unique<Model>(m.file->path(), Isa::scalar);
+    return &cache.emplace(name, std::move(m)).first->second;
+  }
+  throw std::logic_error("no tiny model " + name);
+}
+
+std::vector<std::int32_t> test_tokens(int vocab, int count, int seed) {
+  std::vector<std::int32_t> tokens;
+  std::uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(seed + 1);
+  for (int i = 0; i < count; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    tokens.push_back(static_cast<std::int32_t>(3 + (state >> 33) % static_cast<std::uint64_t>(vocab - 3)));
+  }
+  return tokens;
+}
+
+const std::map<std::string, nlohmann::json>& methods() {
+  static const std::map<std::string, nlohmann::json> m = {
+      {"plain", nlohmann::json::object()},
+      {"lpes", {{"rope_scale", {{1.5}, {3.0}}}}},
+      {"pi", {{"rope_scale", {{2.0}}}}},
+      {"mspoe",
+       {{"mspoe",
+         {{"min_ratio", 1.2}, {"max_ratio", 1.8}, {"first_layer", 0}, {"alpha", 3.0}, {"order", "awareness"},
+          {"reference_spacing", false}}}}},
+      {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 20.0}, {"lambda", 0.9}}}}},
+      {"siw", {{"siw", {{"alpha_dense", 0.5}, {"alpha_sparse", 1.5}, {"sigma", 1.0}, {"layers", {0, 1}}}}}},
+      {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
+  };
+  return m;
+}
+
+const std::vector<hooks::TokenSpan> kChunks = {{4, 12}, {12, 20}, {20, 28}, {28, 31}, {31, 34}};
+
+class BatchedArchTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    const auto& [device, model] = GetParam();
+    models_ = tiny_model(model);
+    if (models_ == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+    device_ = make_device(device);
+    if (device_ == nullptr) GTEST_SKIP() << "no CUDA device";
+    batched_ = std::make_unique<BatchedModel>(models_->file->path(), *device_);
+  }
+  const Model& cpu() const { return *models_->cpu; }
+
+  // Last-row logits of one prompt on the CPU engine and on the batched one.
+  std::vector<float> cpu_logits(const std::vector<std::int32_t>& tokens, const hooks::EngineIntervention& ei) const {
+    Sequence seq(cpu(), static_cast<int>(tokens.size()), ei.sequence_scales());
+    const int last = static_cast<int>(tokens.size()) - 1;
+    return cpu().forward(seq, tokens, ei.prompt_positions(), std::span<const int>(&last, 1), ei.hooks());
+  }
+
+  TinyModels* models_ = nullptr;
+  std::unique_ptr<DeviceOps> device_;
+  std::unique_ptr<BatchedModel> batched_;
+};
+
+TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
+  const auto tokens = test_tokens(batched_->vocab(), 34, 1);
+  const int n = static_cast<int>(tokens.size());
+  for (const auto& [method, json] : methods()) {
+    const Intervention iv = Intervention::from_json(json);
+    const hooks::EngineIntervention on_cpu(cpu(), iv, n, kChunks);
+    const std::vector<float> expected = cpu_logits(tokens, on_cpu);
+    const hooks::EngineIntervention on_device(batched_->config(), batched_->file(), iv, n, kChunks);
+    BatchedSequence seq(*batched_, n, on_device.sequence_scales());
+    const int last = n - 1;
+    const SequenceCall call{&seq, tokens, on_device.prompt_positions(), std::span<const int>(&last, 1),
+                            on_device.hooks()};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    const std::vector<float> got = batched_->download_logits();
+    ASSERT_EQ(got.size(), expected.size());
+    double worst = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << method;
+      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - expected[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(expected[i])));
+    }
+    std::printf("  %s %-8s worst |logit diff| %.4g of largest %.3g (%.4f)\n", std::get<1>(GetParam()).c_str(),
+                method.c_str(), worst, scale, worst / scale);
+    EXPECT_LE(worst, kRelativeTolerance * scale) << method;
+    if (iv.mspoe) {  // the same head order from the device's rows
+      for (const auto& [layer, scales] : on_cpu.mspoe_scales()) {
+        EXPECT_EQ(on_device.mspoe_scales().at(layer), scales) << "layer " << layer;
+      }
+    }
+  }
+}
+
+// Sequences of different lengths, each with its own intervention, packed
+// into one pass: each gets the logits it gets alone.
+TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
+  const std::vector<std::string> names = {"plain", "mspoe", "siw", "phs", "caliope"};
+  std::vector<std::vector<std::int32_t>> prompts;
+  std::vector<std::unique_ptr<hooks::EngineIntervention>> ivs;
+  std::vector<std::vector<float>> alone;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    prompts.push_back(test_tokens(batched_->vocab(), 34 + 3 * static_cast<int>(i), static_cast<int>(i) + 7));
+    const int n = static_cast<int>(prompts.back().size());
+    ivs.push_back(std::make_unique<hooks::EngineIntervention>(batched_->config(), batched_->file(),
+                                                             Intervention::from_json(methods().at(names[i])), n,
+                                                             kChunks));
+    BatchedSequence seq(*batched_, n, ivs.back()->sequence_scales());
+    const int last = n - 1;
+    const SequenceCall call{&seq, prompts.back(), ivs.back()->prompt_positions(), std::span<const int>(&last, 1),
+                            ivs.back()->hooks()};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    alone.push_back(batched_->download_logits());
+  }
+  // Fresh interventions: the hooks keep what the prefill decided.
+  std::vector<std::unique_ptr<hooks::EngineIntervention>> fresh;
+  std::vector<std::unique_ptr<BatchedSequence>> seqs;
+  std::vector<SequenceCall> calls;
+  std::vector<int> lasts(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const int n = static_cast<int>(prompts[i].size());
+    fresh.push_back(std::make_unique<hooks::EngineIntervention>(batched_->config(), batched_->file(),
+                                                               Intervention::from_json(methods().at(names[i])), n,
+                                                               kChunks));
+    seqs.push_back(std::make_unique<BatchedSequence>(*batched_, n, fresh.back()->sequence_scales()));
+    lasts[i] = n - 1;
+    calls.push_back({seqs.back().get(), prompts[i], fresh.back()->prompt_positions(),
+                     std::span<const int>(&lasts[i], 1), fresh.back()->hooks()});
+  }
+  batched_->forward(calls);
+  const std::vector<float> packed = batched_->download_logits();
+  const std::size_t vocab = static_cast<std::size_t>(batched_->vocab());
+  ASSERT_EQ(packed.size(), names.size() * vocab);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    double worst = 0.0, scale = 0.0;
+    for (std::size_t k = 0; k < vocab; ++k) {
+      worst = std::max(worst, static_cast<double>(std::fabs(packed[i * vocab + k] - alone[i][k])));
+      scale = std::max(scale, static_cast<double>(std::fabs(alone[i][k])));
+    }
+    EXPECT_LE(worst, kSameMathTolerance * std::max(1.0, scale)) << names[i];
+  }
+}
+
+// A prefill then one decode step per token gives the rows of one pass over
+// all the tokens (plain and SIW, whose factors follow the steps).
+TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
+  const auto tokens = test_tokens(batched_->vocab(), 40, 3);
+  const int prompt = 34, n = static_cast<int>(tokens.size());
+  for (const std::string name : {"plain", "siw", "phs"}) {
+    const Intervention iv = Intervention::from_json(methods().at(name));
+    // One pass: the prompt, then the rest in one call (hooked interventions
+    // need the prompt alone first).
+    const hooks::EngineIntervention a(batched_->config(), batched_->file(), iv, prompt, kChunks);
+    BatchedSequence one(*batched_, n, a.sequence_scales());
+    const int last = prompt - 1;
+    SequenceCall call{&one, std::span<const std::int32_t>(tokens).first(prompt), a.prompt_positions(),
+                      std::span<const int>(&last, 1), a.hooks()};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    std::vector<int> rows;
+    for (int r = 0; r < n - prompt; ++r) rows.push_back(r);
+    call = {&one, std::span<const std::int32_t>(tokens).subspan(prompt), {}, rows, a.hooks()};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    const std::vector<float> whole = batched_->download_logits();
+
+    const hooks::EngineIntervention b(batched_->config(), batched_->file(), iv, prompt, kChunks);
+    BatchedSequence steps(*batched_, n, b.sequence_scales());
+    call = {&steps, std::span<const std::int32_t>(tokens).first(prompt), b.prompt_positions(),
+            std::span<const int>(&last, 1), b.hooks()};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    const std::size_t vocab = static_cast<std::size_t>(batched_->vocab());
+    const int zero = 0;
+    for (int t = prompt; t < n; ++t) {
+      call = {&steps, std::span<const std::int32_t>(tokens).subspan(t, 1), {}, std::span<const int>(&zero, 1), b.hooks()};
+      batched_->forward(std::span<const SequenceCall>(&call, 1));
+      const std::vector<float> step = batched_->download_logits();
+      double worst = 0.0, scale = 0.0;
+      for (std::size_t k = 0; k < vocab; ++k) {
+        const float expected = whole[(t - prompt) * vocab + k];
+        worst = std::max(worst, static_cast<double>(std::fabs(step[k] - expected)));
+        scale = std::max(scale, static_cast<double>(std::fabs(expected)));
+      }
+      EXPECT_LE(worst, kDecodeTolerance * scale) << name << " step " << t;
+    }
+  }
+}
+
+TEST_P(BatchedArchTest, BadCallsAreRefusedByName) {
+  BatchedSequence seq(*batched_, 4, RopeScales::ones(batched_->config().layers, batched_->config().heads));
+  const std::vector<std::int32_t> too_many = test_tokens(batched_->vocab(), 5, 2);
+  SequenceCall call{&seq, too_many, {}, {}, nullptr};
+  EXPECT_THROW(batched_->forward(std::span<const SequenceCall>(&call, 1)), std::invalid_argument);
+  const std::vector<std::int32_t> outside = {batched_->vocab()};
+  call = {&seq, outside, {}, {}, nullptr};
+  EXPECT_THROW(batched_->forward(std::span<const SequenceCall>(&call, 1)), std::invalid_argument);
+  EXPECT_EQ(seq.length(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Devices, BatchedArchTest,
+    ::testing::Combine(::testing::Values("reference", "cuda"), ::testing::Values("qwen2", "llama3", "gemma", "llama_swa")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// ---------------------------------------------------------------- SmolLM2
+
+std::string chat(const std::string& user) { return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"; }
+
+std::vector<BatchItem> kv_items() {
+  std::vector<BatchItem> items;
+  const std::string pairs[][2] = {{"apple", "4471"}, {"pear", "9032"}, {"plum", "1187"}, {"fig", "5520"}};
+  std::string context;
+  std::vector<ByteSpan> spans;
+  const std::string head = "<|im_start|>user\n";
+  for (const auto& p : pairs) {
+    const std::string sentence = "The key '" + p[0] + "' maps to " + p[1] + ". ";
+    spans.push_back({head.size() + context.size(), head.size() + context.size() + sentence.size()});
+    context += sentence;
+  }
+  for (const auto& p : pairs) {
+    BatchItem item;
+    item.id = "kv-" + p[0];
+    item.prompt_text = chat(context + "What does '" + p[0] + "' map to? Answer with the number only.");
+    item.chunks = spans;
+    item.gold = "The key '" + p[0] + "' maps to " + p[1];
+    items.push_back(item);
+    item.id += "-wrong";
+    item.gold = "The key '" + p[0] + "' maps to 1234";
+    items.push_back(item);
+  }
+  return items;
+}
+
+class BatchedSmolLm2Test : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    path_ = ::midtune::testing::test_model_path();
+    if (path_.empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+    auto device = make_device(GetParam());
+    if (device == nullptr) GTEST_SKIP() << "no CUDA device";
+    batched_ = std::make_unique<BatchedBackend>(path_, std::move(device));
+    if (!cpu_) cpu_ = std::make_unique<EngineBackend>(path_);
+  }
+  fs::path path_;
+  std::unique_ptr<BatchedBackend> batched_;
+  static std::unique_ptr<EngineBackend> cpu_;
+};
+std::unique_ptr<EngineBackend> BatchedSmolLm2Test::cpu_;
+
+TEST_P(BatchedSmolLm2Test, TeacherForcedDecisionsMatchTheCpuEngineForEveryMethod) {
+  const auto items = kv_items();
+  const std::map<std::string, nlohmann::json> interventions = {
+      {"plain", nlohmann::json::object()},
+      {"lpes", {{"rope_scale", nlohmann::json::array({{1.0}, {1.2}, {1.5}, {2.0}})}}},
+      {"mspoe", {{"mspoe", {{"min_ratio", 1.2}, {"max_ratio", 1.8}, {"first_layer", 2}, {"alpha", 3.0}}}}},
+      {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 8.0}, {"lambda", 0.9}}}}},
+      {"siw", {{"siw", {{"alpha_dense", 0.8}, {"alpha_sparse", 1.2}, {"sigma", 1.0}, {"layers", {2, 3, 4}}}}}},
+      {"phs", {{"hidden_channel", {{"channel", 17}, {"scale", 2.0}, {"layers", {5, 6, 7, 8}}}}}},
+  };
+  int same = 0, total = 0;
+  double worst_logprob = 0.0;
+  for (const auto& [name, json] : interventions) {
+    Intervention iv;
+    if (name == "lpes") {  // one scale per layer, a slowly rising curve
+      std::vector<std::vector<double>> rows;
+      for (int l = 0; l < 30; ++l) rows.push_back({1.0 + l / 30.0});
+      iv.rope_scale = rows;
+    } else {
+      iv = Intervention::from_json(json);
+    }
+    const RunOptions tf{Mode::teacher_forced, 0};
+    const auto expected = cpu_->run(iv, items, tf);
+    const auto got = batched_->run(iv, items, tf);
+    ASSERT_EQ(got.size(), items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      EXPECT_EQ(got[i].id, items[i].id);
+      EXPECT_EQ(got[i].prompt_tokens, expected[i].prompt_tokens);
+      same += got[i].gold_emitted_first == expected[i].gold_emitted_first;
+      ++total;
+      worst_logprob = std::max(worst_logprob, std::fabs(got[i].gold_logprob - expected[i].gold_logprob));
+      EXPECT_NEAR(got[i].gold_logprob, expected[i].gold_logprob, 0.1 * std::fabs(expected[i].gold_logprob) + 1.0)
+          << name << " " << items[i].id;
+    }
+  }
+  std::printf("  %s: teacher-forced decisions equal to the CPU engine's on %d of %d; worst |gold log-prob diff| %.3f\n",
+              GetParam().c_str(), same, total, worst_logprob);
+  EXPECT_GE(same, total * 95 / 100);
+}
+
+TEST_P(BatchedSmolLm2Test, GenerateDecodesTheBatchTogetherAsTheCpuEngine) {
+  const auto items = kv_items();
+  const RunOptions gen{Mode::generate, 12};
+  const auto expected = cpu_->run(Intervention{}, items, gen);
+  const auto got = batched_->run(Intervention{}, items, gen);
+  ASSERT_EQ(got.size(), items.size());
+  int same = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) same += got[i].output_text == expected[i].output_text;
+  std::printf("  %s: greedy text equal to the CPU engine's on %d of %zu items ('%s')\n", GetParam().c_str(), same,
+              items.size(), got[0].output_text.c_str());
+  EXPECT_GE(same, static_cast<int>(items.size()) / 2);
+  // The whole batch in one prefill pass, then one pass per step at most.
+  EXPECT_LE(batched_->last_run_passes(), gen.max_new_tokens);
+}
+
+TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
+  const ModelIdentity id = batched_->identity();
+  EXPECT_EQ(id.precision, "bf16");
+  EXPECT_NE(id.key(), cpu_->identity().key());
+  EXPECT_EQ(id.tokenizer_hash, cpu_->identity().tokenizer_hash);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test, ::testing::Values("reference", "cuda"));
+
+}  // namespace
+}  // namespace midtune::engine::batched
