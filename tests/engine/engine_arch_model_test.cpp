@@ -33,6 +33,7 @@
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
+#include "tests/engine/method_examples.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace midtune::engine {
@@ -233,21 +234,9 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
   const ModelConfig& c = model_->config();
   const auto tokens = cases()[2].at("tokens").get<std::vector<std::int32_t>>();
   const int n = static_cast<int>(tokens.size());
-  // The last boundaries fall inside llama_swa's window of 8 keys.
-  const std::vector<hooks::TokenSpan> chunks = {{4, 12}, {12, 20}, {20, 28}, {28, 31}, {31, 34}};
+  const std::vector<hooks::TokenSpan>& chunks = ::midtune::testing::kExampleChunks;
   const auto plain = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
-  const std::map<std::string, nlohmann::json> methods = {
-      {"lpes", {{"rope_scale", {{1.5}, {3.0}}}}},
-      {"pi", {{"rope_scale", {{2.0}}}}},
-      {"mspoe",
-       {{"mspoe",
-         {{"min_ratio", 1.2}, {"max_ratio", 1.8}, {"first_layer", 0}, {"alpha", 3.0}, {"order", "awareness"},
-          {"reference_spacing", false}}}}},
-      // decay: a gap at every chunk boundary, so llama_swa's window sees some.
-      {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 20.0}, {"lambda", 0.9}}}}},
-      {"siw", {{"siw", {{"alpha_dense", 0.5}, {"alpha_sparse", 1.5}, {"sigma", 1.0}, {"layers", {0, 1}}}}}},
-      {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
-  };
+  const auto& methods = ::midtune::testing::method_examples();
   for (const auto& [method, json] : methods) {
     const hooks::EngineIntervention ei(*model_, Intervention::from_json(json), n, chunks);
     const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());

@@ -218,6 +218,16 @@ void BatchedModel::forward(std::span<const SequenceCall> calls) {
   ws.positions.ensure(device_, N);
   device_.upload(ws.tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
   device_.upload(ws.positions.data(), positions.data(), positions.size() * sizeof(double));
+  // Every sequence's RoPE scales in one upload (a row is uploaded again only
+  // where an Ms-PoE prefill sets it): no transfer per layer and sequence.
+  const std::size_t scales_per_call = std::size_t{c.layers} * c.heads;
+  std::vector<float> all_scales;
+  all_scales.reserve(calls.size() * scales_per_call);
+  for (const SequenceCall& call : calls) {
+    all_scales.insert(all_scales.end(), call.sequence->scales_.scale.begin(), call.sequence->scales_.scale.end());
+  }
+  ws.scales.ensure(device_, all_scales.size());
+  device_.upload(ws.scales.data(), all_scales.data(), all_scales.size() * sizeof(float));
   const std::size_t rows = static_cast<std::size_t>(std::max(N, R));
   ws.x.ensure(device_, rows * hidden);
   ws.xn.ensure(device_, rows * std::max(hidden, q_width));
@@ -246,7 +256,9 @@ void BatchedModel::forward(std::span<const SequenceCall> calls) {
     if (w.qkv_bias.size() > 0) {
       device_.add_row_vector(ws.qkv.data(), qkv_width, N, w.qkv_bias.data(), static_cast<int>(qkv_width));
     }
-    for (std::size_t i = 0; i < calls.size(); ++i) attend_sequence(l, calls[i], offsets[i]);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
+    }
     project(ws.attn.data(), N, q_width, w.attn_out, hidden, ws.proj.data());
     device_.add(ws.x.data(), ws.proj.data(), N * hidden);
     // Gated feed-forward block: SwiGLU, or GeGLU (gemma).
@@ -284,7 +296,7 @@ void BatchedModel::forward(std::span<const SequenceCall> calls) {
 
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
 // with its hooks, as Model::attention_layer and the PHS step after it.
-void BatchedModel::attend_sequence(int layer, const SequenceCall& call, int offset) {
+void BatchedModel::attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   BatchedSequence& seq = *call.sequence;
@@ -319,6 +331,7 @@ void BatchedModel::attend_sequence(int layer, const SequenceCall& call, int offs
         }
       }
       std::copy(scales.begin(), scales.end(), seq.scales_.scale.begin() + static_cast<std::ptrdiff_t>(layer) * heads);
+      device_.upload(device_scales, scales.data(), sizeof(float) * heads);
     }
   }
 
@@ -329,10 +342,8 @@ void BatchedModel::attend_sequence(int layer, const SequenceCall& call, int offs
   const bool one_table = std::all_of(layer_scales, layer_scales + heads, [&](float s) { return s == layer_scales[0]; });
   const int tables = one_table ? 1 : heads;
   const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
-  ws.scales.ensure(device_, heads);
   ws.tables.ensure(device_, tables * table_size);
-  device_.upload(ws.scales.data(), layer_scales, sizeof(float) * tables);
-  device_.rope_tables(ws.positions.data() + offset, T, ws.scales.data(), tables, rope_inv_freq_.data(), pairs,
+  device_.rope_tables(ws.positions.data() + offset, T, device_scales, tables, rope_inv_freq_.data(), pairs,
                       ws.tables.data());
   const std::size_t query_stride = one_table ? 0 : table_size;
   const std::size_t key_stride = one_table ? 0 : (lc.slots == heads ? table_size : group * table_size);

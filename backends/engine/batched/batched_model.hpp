@@ -107,7 +107,8 @@ class BatchedModel {
     DeviceBuffer<std::uint16_t> qkv, attn_out, gate, up, down;  // bf16, [outputs][inputs]
   };
   struct Workspace;
-  void attend_sequence(int layer, const SequenceCall& call, int offset);
+  // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
+  void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales);
   void cache_keys(int layer, BatchedSequence& seq, const float* qkv, int tokens, const float* tables,
                   std::size_t table_stride) const;
   void cache_values(int layer, BatchedSequence& seq, const float* qkv, int tokens) const;
