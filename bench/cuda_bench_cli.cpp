@@ -1,0 +1,285 @@
+// cuda_bench_cli: throughput of the batched engine (backend.device: cuda) on
+// one device, as JSON lines for bench/cuda_bench.py, which runs HF
+// transformers on the same GPU and shapes and prints the ratios.
+//
+//   peak       a plain bf16 product (cuBLAS, 8192^3) on the same device: the
+//              denominator of "fraction of peak"
+//   prefill    tokens/s for prompts of each length, packed in batches of
+//              about --batch-tokens tokens, logits of the last row only;
+//              achieved TFLOP/s (projections 2 * parameters per token,
+//              attention 4 * keys * head_dim per head and token) and its
+//              fraction of the peak
+//   teacher    prompts/s of teacher-forced scoring: --tf-prompt tokens of
+//              prompt + --tf-gold gold tokens, --tf-batch prompts a pass,
+//              argmax and gold log-probability reduced on the device
+//   decode     tokens/s of greedy steps at each batch size after a
+//              --decode-context prefill
+//   memory     peak device memory in use (weights, caches, activations)
+//
+// The model: --model FILE, or --shape llama7b (Llama-2-7B: 32 layers, hidden
+// 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random BF16 weights
+// written once by the tests' GGUF writer to --gguf (no download). --device
+// reference runs the same code on the host reference device: only to check
+// this program on a machine without a GPU (its timings mean nothing).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <tbb/parallel_for.h>
+
+#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "tests/engine/tiny_gguf_writer.hpp"
+
+namespace {
+
+using midtune::engine::RopeScales;
+using namespace midtune::engine::batched;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  std::uint32_t layers, hidden, heads, kv_heads, ffn, vocab;
+};
+
+Shape shape_named(const std::string& name) {
+  if (name == "llama7b") return {32, 4096, 32, 32, 11008, 32000};
+  if (name == "tiny") return {2, 256, 4, 2, 512, 1000};
+  throw std::invalid_argument("--shape: '" + name + "' is not one of llama7b, tiny");
+}
+
+// Uniform [-bound, bound) BF16 values from a counter-based generator, in
+// parallel chunks (the values only need to be of the right size).
+std::vector<std::uint8_t> random_bf16(std::size_t count, float bound, std::uint64_t seed) {
+  std::vector<std::uint8_t> out(count * 2);
+  constexpr std::size_t kChunk = 1 << 20;
+  tbb::parallel_for(std::size_t{0}, (count + kChunk - 1) / kChunk, [&](std::size_t chunk) {
+    std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + chunk;
+    for (std::size_t i = chunk * kChunk; i < std::min(count, (chunk + 1) * kChunk); ++i) {
+      std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      const float value = (static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * bound;
+      const std::uint16_t bits = midtune::engine::elementwise::bf16_bits(value);
+      std::memcpy(&out[i * 2], &bits, 2);
+    }
+  });
+  return out;
+}
+
+std::vector<std::uint8_t> ones_bf16(std::size_t count) {
+  std::vector<std::uint8_t> out(count * 2);
+  for (std::size_t i = 0; i < count; ++i) out[i * 2 + 1] = 0x3F, out[i * 2] = 0x80;  // 1.0 in bf16, little-endian
+  return out;
+}
+
+void write_random_model(const Shape& s, const std::filesystem::path& path) {
+  midtune::testing::TinyGgufWriter w;
+  const std::string a = "llama.";
+  w.add_string("general.architecture", "llama");
+  w.add_string("general.name", "midtune-random-bench");
+  w.add_u32(a + "block_count", s.layers);
+  w.add_u32(a + "context_length", 8192);
+  w.add_u32(a + "embedding_length", s.hidden);
+  w.add_u32(a + "feed_forward_length", s.ffn);
+  w.add_u32(a + "attention.head_count", s.heads);
+  w.add_u32(a + "attention.head_count_kv", s.kv_heads);
+  w.add_u32(a + "vocab_size", s.vocab);
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  const std::uint64_t hidden = s.hidden, ffn = s.ffn, head_dim = s.hidden / s.heads;
+  const std::uint64_t q_rows = s.heads * head_dim, kv_rows = s.kv_heads * head_dim;
+  const auto bound = [](std::uint64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
+  constexpr std::uint32_t kBf16 = 30;
+  std::uint64_t seed = 1;
+  w.add_tensor("token_embd.weight", {hidden, s.vocab}, kBf16, random_bf16(hidden * s.vocab, 0.5f, seed++));
+  w.add_tensor("output_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
+  w.add_tensor("output.weight", {hidden, s.vocab}, kBf16, random_bf16(hidden * s.vocab, bound(hidden), seed++));
+  for (std::uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.add_tensor(p + "attn_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
+    w.add_tensor(p + "ffn_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
+    w.add_tensor(p + "attn_q.weight", {hidden, q_rows}, kBf16, random_bf16(hidden * q_rows, bound(hidden), seed++));
+    w.add_tensor(p + "attn_k.weight", {hidden, kv_rows}, kBf16, random_bf16(hidden * kv_rows, bound(hidden), seed++));
+    w.add_tensor(p + "attn_v.weight", {hidden, kv_rows}, kBf16, random_bf16(hidden * kv_rows, bound(hidden), seed++));
+    w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, kBf16, random_bf16(q_rows * hidden, bound(q_rows), seed++));
+    w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, kBf16, random_bf16(hidden * ffn, bound(hidden), seed++));
+    w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, kBf16, random_bf16(hidden * ffn, bound(hidden), seed++));
+    w.add_tensor(p + "ffn_down.weight", {ffn, hidden}, kBf16, random_bf16(ffn * hidden, bound(ffn), seed++));
+  }
+  const std::vector<std::uint8_t> bytes = w.bytes();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::vector<std::int32_t> tokens_for(int count, int vocab, std::uint64_t seed) {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(count));
+  std::uint64_t state = seed;
+  for (auto& t : out) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<std::int32_t>(3 + (state >> 33) % static_cast<std::uint64_t>(vocab - 3));
+  }
+  return out;
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
+  std::string device_name = "cuda", shape_name = "llama7b", model_path;
+  std::string gguf_path = "/tmp/midtune-bench-llama7b.gguf";
+  int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 16;
+  int decode_context = 512, decode_steps = 32;
+  std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
+  app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
+  app.add_option("--gpu", gpu, "CUDA device index");
+  app.add_option("--model", model_path, "a GGUF to measure instead of a random one");
+  app.add_option("--shape", shape_name, "random model shape: llama7b | tiny");
+  app.add_option("--gguf", gguf_path, "where the random model is written (kept and reused)");
+  app.add_option("--prefill", prefill_lengths, "prompt lengths");
+  app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");
+  app.add_option("--tf-prompt", tf_prompt, "teacher-forced prompt tokens");
+  app.add_option("--tf-gold", tf_gold, "teacher-forced gold tokens");
+  app.add_option("--tf-batch", tf_batch, "teacher-forced prompts per pass");
+  app.add_option("--decode-batches", decode_batches, "decode batch sizes");
+  app.add_option("--decode-context", decode_context, "prompt tokens before decoding");
+  app.add_option("--decode-steps", decode_steps, "greedy steps timed");
+  app.add_option("--repeats", repeats, "repeats (best is reported)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    std::unique_ptr<DeviceOps> device =
+        device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
+    if (model_path.empty()) {
+      model_path = gguf_path;
+      if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), model_path);
+    }
+    const std::size_t free_at_start = device->free_bytes();
+    std::size_t least_free = free_at_start;
+    const auto note_memory = [&] { least_free = std::min(least_free, device->free_bytes()); };
+    auto emit = [&](nlohmann::json j) {
+      j["device"] = device->name();
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+    };
+
+    // The peak: a plain bf16 product of 8192^3 (256^3 on the host reference).
+    const int n = device_name == "reference" ? 256 : 8192;
+    double peak_tflops = 0.0;
+    {
+      DeviceBuffer<std::uint16_t> a(*device, std::size_t(n) * n), b(*device, std::size_t(n) * n);
+      DeviceBuffer<float> c(*device, std::size_t(n) * n);
+      std::vector<std::uint16_t> ones(std::size_t(n) * n, 0x3F80);
+      device->upload(a.data(), ones.data(), ones.size() * 2);
+      device->upload(b.data(), ones.data(), ones.size() * 2);
+      for (int r = 0; r < repeats + 1; ++r) {
+        device->synchronize();
+        const auto start = Clock::now();
+        for (int k = 0; k < 10; ++k) device->matmul_bf16(a.data(), n, n, n, b.data(), n, c.data(), n);
+        device->synchronize();
+        if (r > 0) peak_tflops = std::max(peak_tflops, 10 * 2.0 * n * double(n) * n / seconds_since(start) / 1e12);
+      }
+      emit({{"measure", "peak"}, {"size", n}, {"tflops", peak_tflops}});
+    }
+
+    const auto load_start = Clock::now();
+    BatchedModel model(model_path, *device);
+    note_memory();
+    const auto& c = model.config();
+    emit({{"measure", "load"}, {"seconds", seconds_since(load_start)}, {"weight_bytes", model.weight_bytes()},
+          {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn},
+          {"vocab", c.vocab}});
+    const double matrix_params = double(c.layers) *
+                                     (double(c.hidden) * (c.heads + 2.0 * c.kv_heads) * c.head_dim +
+                                      double(c.heads) * c.head_dim * c.hidden + 3.0 * c.hidden * c.ffn);
+    const RopeScales ones = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+
+    // One pass over `count` prompts of `length` (+ `extra` scored rows); seconds.
+    const auto pass = [&](int count, int length, int rows_per_prompt, bool score) {
+      std::vector<std::unique_ptr<BatchedSequence>> seqs;
+      std::vector<std::vector<std::int32_t>> prompts;
+      std::vector<std::vector<int>> rows(static_cast<std::size_t>(count));
+      std::vector<SequenceCall> calls;
+      for (int i = 0; i < count; ++i) {
+        prompts.push_back(tokens_for(length, static_cast<int>(c.vocab), 17 + i));
+        seqs.push_back(std::make_unique<BatchedSequence>(model, length, ones));
+        for (int r = length - rows_per_prompt; r < length; ++r) rows[i].push_back(r);
+      }
+      for (int i = 0; i < count; ++i) calls.push_back({seqs[i].get(), prompts[i], {}, rows[i], nullptr});
+      std::vector<std::int32_t> gold(static_cast<std::size_t>(count) * rows_per_prompt, 5), argmax;
+      std::vector<double> logprob;
+      device->synchronize();
+      const auto start = Clock::now();
+      model.forward(calls);
+      if (score) model.score(gold, argmax, logprob);
+      device->synchronize();
+      const double s = seconds_since(start);
+      note_memory();
+      return s;
+    };
+
+    for (int length : prefill_lengths) {
+      const int count = std::max(1, batch_tokens / length);
+      double best = 1e300;
+      for (int r = 0; r < repeats; ++r) best = std::min(best, pass(count, length, 1, false));
+      const double tokens = double(count) * length;
+      const double attention = 4.0 * c.layers * c.heads * c.head_dim * (length + 1) / 2.0 * tokens;
+      const double tflops = (2.0 * matrix_params * tokens + attention) / best / 1e12;
+      emit({{"measure", "prefill"}, {"length", length}, {"prompts", count}, {"tokens_per_s", tokens / best},
+            {"tflops", tflops}, {"fraction_of_peak", tflops / peak_tflops}});
+    }
+    {
+      double best = 1e300;
+      for (int r = 0; r < repeats; ++r) best = std::min(best, pass(tf_batch, tf_prompt + tf_gold - 1, tf_gold, true));
+      emit({{"measure", "teacher_forced"}, {"prompt", tf_prompt}, {"gold", tf_gold}, {"prompts", tf_batch},
+            {"prompts_per_s", tf_batch / best}});
+    }
+    for (int batch : decode_batches) {
+      std::vector<std::unique_ptr<BatchedSequence>> seqs;
+      std::vector<std::vector<std::int32_t>> prompts;
+      std::vector<SequenceCall> calls;
+      const int last = decode_context - 1, zero = 0;
+      for (int i = 0; i < batch; ++i) {
+        prompts.push_back(tokens_for(decode_context, static_cast<int>(c.vocab), 99 + i));
+        seqs.push_back(std::make_unique<BatchedSequence>(model, decode_context + decode_steps, ones));
+        calls.push_back({seqs[i].get(), prompts[i], {}, std::span<const int>(&last, 1), nullptr});
+      }
+      model.forward(calls);
+      std::vector<std::int32_t> next;
+      std::vector<double> unused;
+      model.score({}, next, unused);
+      device->synchronize();
+      const auto start = Clock::now();
+      for (int step = 0; step < decode_steps; ++step) {
+        calls.clear();
+        for (int i = 0; i < batch; ++i) calls.push_back({seqs[i].get(), std::span<const std::int32_t>(&next[i], 1), {},
+                                                         std::span<const int>(&zero, 1), nullptr});
+        model.forward(calls);
+        std::vector<std::int32_t> step_tokens;
+        model.score({}, step_tokens, unused);
+        next = step_tokens;
+      }
+      device->synchronize();
+      const double s = seconds_since(start);
+      note_memory();
+      emit({{"measure", "decode"}, {"batch", batch}, {"context", decode_context},
+            {"tokens_per_s", double(batch) * decode_steps / s}});
+    }
+    emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()}});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_bench_cli: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
