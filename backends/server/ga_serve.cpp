@@ -1,5 +1,6 @@
 // ga-serve: serves a midtune backend over PROTOCOL.md.
 //   ga-serve --model PATH --port N [--threads T] [--host 127.0.0.1] [--token-file PATH]
+//   ga-serve --model PATH --device cuda [--gpu N] [--batch-tokens N] ...   (the batched engine on a GPU)
 //   ga-serve --synthetic-test-double --port 0      (tests and benchmarks only)
 // Prints "ga-serve: listening on http://HOST:PORT" once it accepts requests
 // (with --port 0 the port is chosen by the system). SIGTERM / SIGINT stop it
@@ -11,6 +12,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/engine/batched/batched_backend.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/server/endpoint_client.hpp"
@@ -25,6 +29,9 @@ struct Args {
   std::string token_file;
   int port = 8080;
   int threads = 0;
+  std::string device = "cpu";
+  int gpu = 0;
+  std::size_t batch_tokens = 0;
   std::size_t max_items = 1024;
   bool synthetic = false;
   int synthetic_layers = 30;
@@ -44,6 +51,13 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
     config.seed = args.synthetic_seed;
     return std::make_unique<midtune::SyntheticTestDoubleBackend>(config);
   }
+  midtune::engine::require_device(args.device);
+  if (args.device == "cuda") {
+    midtune::engine::batched::BatchedOptions options;
+    options.batch_tokens = args.batch_tokens;
+    return std::make_unique<midtune::engine::batched::BatchedBackend>(
+        args.model, midtune::engine::batched::make_cuda_ops(args.gpu), options);
+  }
   midtune::engine::EngineOptions options;
   options.threads = args.threads;
   return std::make_unique<midtune::engine::EngineBackend>(args.model, options);
@@ -52,9 +66,13 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
 // The engine's chat template for one user message, as prefix + content + suffix
 // (render_user never trims the content).
 std::optional<midtune::server::PromptTemplate> user_prompt_of(const midtune::Backend& backend) {
-  const auto* engine = dynamic_cast<const midtune::engine::EngineBackend*>(&backend);
-  if (!engine) return std::nullopt;
-  const auto rendered = midtune::ChatTemplate::from_gguf(engine->model().file()).render_user("");
+  const midtune::GgufFile* file = nullptr;
+  if (const auto* engine = dynamic_cast<const midtune::engine::EngineBackend*>(&backend)) file = &engine->model().file();
+  if (const auto* batched = dynamic_cast<const midtune::engine::batched::BatchedBackend*>(&backend)) {
+    file = &batched->model().file();
+  }
+  if (file == nullptr) return std::nullopt;
+  const auto rendered = midtune::ChatTemplate::from_gguf(*file).render_user("");
   return midtune::server::PromptTemplate{rendered.text.substr(0, rendered.content_begin),
                                          rendered.text.substr(rendered.content_end)};
 }
@@ -72,6 +90,9 @@ int main(int argc, char** argv) {
                  "file holding a bearer token every request must carry (clients: MIDTUNE_SERVER_TOKEN)")
       ->check(CLI::ExistingFile);
   app.add_option("--threads", args.threads, "engine threads; 0 = all cores")->check(CLI::NonNegativeNumber);
+  app.add_option("--device", args.device, "cpu | cuda (the batched engine on a GPU)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--gpu", args.gpu, "device cuda: which GPU (ga-run devices)")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
   auto* synthetic = app.add_flag("--synthetic-test-double", args.synthetic,
                                  "TEST OPTION: serve the synthetic test double instead of a model");

@@ -100,6 +100,23 @@ TEST(Protocol, InfoRoundTripsAndRejectsUnknownSupports) {
   EXPECT_THROW(info_from_json(bad), ProtocolError);
 }
 
+// A GPU engine's server says it computes in bf16; the field is part of the
+// identity (cache keys), absent for the CPU engine, and checked when present.
+TEST(Protocol, PrecisionIsPartOfTheIdentityWhenAServerSendsIt) {
+  ServerInfo info;
+  info.identity = {"m", "llama", 30, 9, 3, 576, "abc"};
+  EXPECT_FALSE(info_to_json(info).contains("precision"));
+  const std::string cpu_key = info.identity.key();
+  info.identity.precision = "bf16";
+  const ServerInfo back = info_from_json(json::parse(info_to_json(info).dump()));
+  EXPECT_EQ(back.identity.precision, "bf16");
+  EXPECT_EQ(back.identity.key(), info.identity.key());
+  EXPECT_NE(back.identity.key(), cpu_key);
+  json bad = info_to_json(info);
+  bad["precision"] = "";
+  EXPECT_THROW(info_from_json(bad), ProtocolError);
+}
+
 TEST(Protocol, InvalidUtf8OutputIsReplacedNotFatal) {
   const auto items = testing::make_items(1);
   auto out = outputs_for(items);

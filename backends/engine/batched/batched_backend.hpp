@@ -44,6 +44,7 @@ class BatchedBackend : public Backend {
   std::optional<ChatWrapper> chat_wrapper() const override;
 
   BatchedModel& model() { return *model_; }
+  const BatchedModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   std::size_t batch_tokens() const { return batch_tokens_; }
   // Passes through the model in the last run() (for tests and benchmarks).
