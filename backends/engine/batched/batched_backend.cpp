@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -192,6 +193,10 @@ void BatchedBackend::run_teacher_forced(std::vector<Item>& group) {
     model_->score(gold_of_row, argmax, logprob);
     for (std::size_t r = 0; r < argmax.size(); ++r) {
       SampleOutput& out = group[item_of_row[r]].out;
+      if (!std::isfinite(logprob[r])) {
+        throw std::domain_error("item '" + group[item_of_row[r]].item->id +
+                                "': non-finite logits (the input overflows the model's arithmetic)");
+      }
       out.gold_emitted_first = out.gold_emitted_first && argmax[r] == gold_of_row[r];
       out.gold_logprob += logprob[r];
     }
@@ -246,6 +251,9 @@ void BatchedBackend::run_generate(std::vector<Item>& group, int max_new_tokens) 
     for (std::size_t k = 0; k < active.size(); ++k) {
       Item& it = group[active[k]];
       const std::int32_t next = argmax[k];
+      if (next < 0 || next >= model_->vocab()) {
+        throw std::domain_error("item '" + it.item->id + "': no greedy token (non-finite logits)");
+      }
       if (tokenizer_.is_end_of_generation(next)) continue;
       it.generated.push_back(next);
       if (step + 1 == max_new_tokens) continue;

@@ -21,10 +21,13 @@ __global__ void score_rows_kernel(const float* logits, int vocab, const std::int
   __shared__ int best_index[kThreads];
   __shared__ double sums[kThreads];
   const float* row = logits + static_cast<std::size_t>(blockIdx.x) * vocab;
+  // index == vocab: this thread saw no element yet. Strictly greater: each
+  // thread keeps its first maximum (a NaN never replaces a number, and the
+  // index stays inside the row whatever the values).
   float value = -FLT_MAX;
   int index = vocab;
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-    if (row[i] > value) {  // strictly greater: each thread keeps its first maximum
+    if (index == vocab || row[i] > value) {
       value = row[i];
       index = i;
     }
@@ -36,7 +39,8 @@ __global__ void score_rows_kernel(const float* logits, int vocab, const std::int
     if (threadIdx.x < half) {
       const float v = best_value[threadIdx.x + half];
       const int k = best_index[threadIdx.x + half];
-      if (v > best_value[threadIdx.x] || (v == best_value[threadIdx.x] && k < best_index[threadIdx.x])) {
+      const int mine = best_index[threadIdx.x];
+      if (k < vocab && (mine == vocab || v > best_value[threadIdx.x] || (v == best_value[threadIdx.x] && k < mine))) {
         best_value[threadIdx.x] = v;
         best_index[threadIdx.x] = k;
       }

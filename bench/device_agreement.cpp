@@ -1,0 +1,99 @@
+// The batched engine (backend.device: cuda) against the CPU engine on an
+// experiment's own prompts: its search (or held-out) split, wrapped as ga-run
+// wraps it, under the plain model and any intervention files given. Prints,
+// per intervention, how many teacher-forced decisions (or generated texts)
+// agree, the gold log-probability differences, and each engine's prompts/s.
+// The acceptance check of the GPU engine: decisions equal on at least 99 %
+// of the shipped KV experiment's prompts.
+//
+//   build/bench/device_agreement experiments/lpes-kv-smollm2.yaml [--device cuda|reference] [--gpu 0]
+//       [--split search|heldout] [--intervention FILE.json ...] [--threads 2]
+// --device reference runs the batched model on the host (slow; small
+// experiments such as quickstart only). Exit status 1 below 99 %.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "backends/engine/batched/batched_backend.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/engine_backend.hpp"
+#include "core/cli/run_setup.hpp"
+#include "core/experiment/experiment.hpp"
+
+using namespace midtune;
+
+int main(int argc, char** argv) {
+  std::string file, device = "cuda", split = "search";
+  std::vector<std::string> intervention_files;
+  int gpu = 0, threads = 0;
+  CLI::App app{"device_agreement: the batched engine vs the CPU engine on an experiment's prompts"};
+  app.add_option("experiment", file, "experiment YAML with an engine backend")->required();
+  app.add_option("--device", device, "cuda | reference")->check(CLI::IsMember({"cuda", "reference"}));
+  app.add_option("--gpu", gpu, "CUDA device index");
+  app.add_option("--split", split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
+  app.add_option("--intervention", intervention_files, "Intervention JSON files (the plain model always runs)");
+  app.add_option("--threads", threads, "CPU engine threads (0 = all)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const Experiment experiment = load_experiment(file);
+    if (experiment.backend.kind != "engine") throw std::invalid_argument(file + ": backend.kind must be engine");
+    engine::EngineOptions cpu_options;
+    cpu_options.threads = threads;
+    engine::EngineBackend cpu(experiment.backend.model, cpu_options);
+    std::unique_ptr<engine::batched::DeviceOps> ops =
+        device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
+                              : engine::batched::make_cuda_ops(gpu);
+    const std::string device_name = ops->name();
+    engine::batched::BatchedBackend batched(experiment.backend.model, std::move(ops));
+    const auto prepared =
+        prepare_split(experiment, cpu, split == "search" ? datasets::Split::search : datasets::Split::heldout);
+    const std::vector<BatchItem>& items = prepared->inputs.items;
+    const RunOptions options = prepared->inputs.run_options;
+
+    std::vector<std::pair<std::string, Intervention>> interventions = {{"plain", Intervention{}}};
+    for (const std::string& path : intervention_files) {
+      std::ifstream in(path);
+      if (!in) throw std::invalid_argument(path + ": cannot read");
+      interventions.emplace_back(path, Intervention::from_json(nlohmann::json::parse(in)));
+    }
+    std::printf("%s, %s split: %zu prompts, metric %s; batched engine on %s (batch_tokens %zu)\n", file.c_str(),
+                split.c_str(), items.size(), to_string(options.mode), device_name.c_str(), batched.batch_tokens());
+    std::printf("| intervention | decisions equal | worst / median abs d gold log-prob | CPU prompts/s | batched prompts/s |\n");
+    std::printf("|---|---|---|---|---|\n");
+    std::size_t equal_all = 0, total_all = 0;
+    for (const auto& [name, iv] : interventions) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto expected = cpu.run(iv, items, options);
+      const auto t1 = std::chrono::steady_clock::now();
+      const auto got = batched.run(iv, items, options);
+      const auto t2 = std::chrono::steady_clock::now();
+      std::size_t equal = 0;
+      std::vector<double> diffs;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        equal += options.mode == Mode::generate ? got[i].output_text == expected[i].output_text
+                                                : got[i].gold_emitted_first == expected[i].gold_emitted_first;
+        diffs.push_back(std::fabs(got[i].gold_logprob - expected[i].gold_logprob));
+      }
+      std::sort(diffs.begin(), diffs.end());
+      const double cpu_s = std::chrono::duration<double>(t1 - t0).count();
+      const double batched_s = std::chrono::duration<double>(t2 - t1).count();
+      std::printf("| %s | %zu / %zu (%.1f %%) | %.3f / %.3f | %.2f | %.2f |\n", name.c_str(), equal, items.size(),
+                  100.0 * equal / std::max<std::size_t>(items.size(), 1), diffs.empty() ? 0.0 : diffs.back(),
+                  diffs.empty() ? 0.0 : diffs[diffs.size() / 2], items.size() / cpu_s, items.size() / batched_s);
+      equal_all += equal;
+      total_all += items.size();
+    }
+    const double share = total_all == 0 ? 1.0 : static_cast<double>(equal_all) / static_cast<double>(total_all);
+    std::printf("all: %zu of %zu equal (%.1f %%; goal >= 99 %%)\n", equal_all, total_all, 100.0 * share);
+    return share >= 0.99 ? 0 : 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "device_agreement: %s\n", error.what());
+    return 2;
+  }
+}
