@@ -37,6 +37,32 @@ bool RopeScales::all_ones() const {
   return std::all_of(scale.begin(), scale.end(), [](float v) { return v == 1.0f; });
 }
 
+void RopeScales::check(const ModelConfig& c, const char* who) const {
+  const std::string w = who;
+  if (layers != static_cast<int>(c.layers) || heads != static_cast<int>(c.heads) ||
+      scale.size() != static_cast<std::size_t>(c.layers) * c.heads) {
+    throw std::invalid_argument(w + ": RoPE scales are " + std::to_string(layers) + " x " + std::to_string(heads) +
+                                ", the model has " + std::to_string(c.layers) + " layers x " +
+                                std::to_string(c.heads) + " heads");
+  }
+  for (float s : scale) {
+    if (!std::isfinite(s) || s <= 0.0f) {
+      throw std::invalid_argument(w + ": RoPE scale " + std::to_string(s) + " must be finite and > 0");
+    }
+  }
+  if (!per_head_key_slots.empty() && per_head_key_slots.size() != c.layers) {
+    throw std::invalid_argument(w + ": per_head_key_slots has " + std::to_string(per_head_key_slots.size()) +
+                                " entries, the model has " + std::to_string(c.layers) + " layers");
+  }
+}
+
+int RopeScales::key_slots(int layer, int kv_heads) const {
+  const int group = heads / kv_heads;
+  bool uniform_groups = per_head_key_slots.empty() || per_head_key_slots[static_cast<std::size_t>(layer)] == 0;
+  for (int h = 0; h < heads; ++h) uniform_groups = uniform_groups && at(layer, h) == at(layer, h / group * group);
+  return uniform_groups ? kv_heads : heads;
+}
+
 // ---------------------------------------------------------------- loading
 
 namespace {
@@ -119,30 +145,13 @@ Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
   const ModelConfig& c = model.config();
   const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads);
   if (capacity <= 0) throw std::invalid_argument("Sequence: capacity must be positive");
-  if (scales_.layers != static_cast<int>(c.layers) || scales_.heads != heads ||
-      scales_.scale.size() != static_cast<std::size_t>(c.layers) * heads) {
-    throw std::invalid_argument("Sequence: RoPE scales are " + std::to_string(scales_.layers) + " x " +
-                                std::to_string(scales_.heads) + ", the model has " +
-                                std::to_string(c.layers) + " layers x " + std::to_string(heads) + " heads");
-  }
-  for (float s : scales_.scale) {
-    if (!std::isfinite(s) || s <= 0.0f) {
-      throw std::invalid_argument("Sequence: RoPE scale " + std::to_string(s) + " must be finite and > 0");
-    }
-  }
-  if (!scales_.per_head_key_slots.empty() && scales_.per_head_key_slots.size() != c.layers) {
-    throw std::invalid_argument("Sequence: per_head_key_slots has " + std::to_string(scales_.per_head_key_slots.size()) +
-                                " entries, the model has " + std::to_string(c.layers) + " layers");
-  }
+  scales_.check(c, "Sequence");
   const int group = heads / kv_heads;
   layers_.resize(c.layers);
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     LayerCache& lc = layers_[l];
-    bool uniform_groups = scales_.per_head_key_slots.empty() || scales_.per_head_key_slots[l] == 0;
-    for (int h = 0; h < heads; ++h) {
-      uniform_groups = uniform_groups && scales_.at(l, h) == scales_.at(l, h / group * group);
-    }
-    lc.key_slots = uniform_groups ? kv_heads : heads;
+    lc.key_slots = scales_.key_slots(l, kv_heads);
+    const bool uniform_groups = lc.key_slots == kv_heads;
     lc.slot_of_head.resize(heads);
     lc.slot_scale.resize(lc.key_slots);
     for (int h = 0; h < heads; ++h) {

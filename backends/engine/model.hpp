@@ -63,6 +63,11 @@ struct RopeScales {
   static RopeScales ones(int layers, int heads);
   float at(int layer, int head) const { return scale[static_cast<std::size_t>(layer) * heads + head]; }
   bool all_ones() const;
+  // Throws std::invalid_argument ("<who>: ...") unless the scales fit the model.
+  void check(const ModelConfig& config, const char* who) const;
+  // Key slots of `layer`: one per KV head where every head of a GQA group
+  // shares its scale and per-head slots are not asked for, else one per query head.
+  int key_slots(int layer, int kv_heads) const;
 };
 
 // PHS in one layer: channel `channel` of the normed input to Q and K scaled

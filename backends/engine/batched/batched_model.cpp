@@ -130,31 +130,14 @@ std::size_t BatchedSequence::cache_bytes(const ModelConfig& c, int capacity) {
 BatchedSequence::BatchedSequence(BatchedModel& model, int capacity, RopeScales scales)
     : capacity_(capacity), scales_(std::move(scales)) {
   const ModelConfig& c = model.config();
-  const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const int kv_heads = static_cast<int>(c.kv_heads);
   if (capacity <= 0) throw std::invalid_argument("BatchedSequence: capacity must be positive");
-  if (scales_.layers != static_cast<int>(c.layers) || scales_.heads != heads ||
-      scales_.scale.size() != static_cast<std::size_t>(c.layers) * heads) {
-    throw std::invalid_argument("BatchedSequence: RoPE scales are " + std::to_string(scales_.layers) + " x " +
-                                std::to_string(scales_.heads) + ", the model has " + std::to_string(c.layers) +
-                                " layers x " + std::to_string(heads) + " heads");
-  }
-  for (float s : scales_.scale) {
-    if (!std::isfinite(s) || s <= 0.0f) {
-      throw std::invalid_argument("BatchedSequence: RoPE scale " + std::to_string(s) + " must be finite and > 0");
-    }
-  }
-  if (!scales_.per_head_key_slots.empty() && scales_.per_head_key_slots.size() != c.layers) {
-    throw std::invalid_argument("BatchedSequence: per_head_key_slots has " +
-                                std::to_string(scales_.per_head_key_slots.size()) + " entries, the model has " +
-                                std::to_string(c.layers) + " layers");
-  }
+  scales_.check(c, "BatchedSequence");
   DeviceOps& device = model.device();
   layers_.resize(c.layers);
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
-    bool uniform_groups = scales_.per_head_key_slots.empty() || scales_.per_head_key_slots[l] == 0;
-    for (int h = 0; h < heads; ++h) uniform_groups = uniform_groups && scales_.at(l, h) == scales_.at(l, h / group * group);
     LayerCache& lc = layers_[l];
-    lc.slots = uniform_groups ? kv_heads : heads;
+    lc.slots = scales_.key_slots(l, kv_heads);
     const std::size_t size = static_cast<std::size_t>(capacity) * lc.slots * c.head_dim;
     lc.keys = DeviceBuffer<float>(device, size);
     lc.values = DeviceBuffer<float>(device, size);
