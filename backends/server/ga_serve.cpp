@@ -12,11 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/batched/batched_backend.hpp"
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/batched/engine_factory.hpp"
 #include "backends/engine/gguf/chat_template.hpp"
-#include "backends/engine/engine_backend.hpp"
 #include "backends/server/endpoint_client.hpp"
 #include "backends/server/evaluation_server.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
@@ -51,26 +48,18 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
     config.seed = args.synthetic_seed;
     return std::make_unique<midtune::SyntheticTestDoubleBackend>(config);
   }
-  midtune::engine::require_device(args.device);
-  if (args.device == "cuda") {
-    midtune::engine::batched::BatchedOptions options;
-    options.batch_tokens = args.batch_tokens;
-    return std::make_unique<midtune::engine::batched::BatchedBackend>(
-        args.model, midtune::engine::batched::make_cuda_ops(args.gpu), options);
-  }
-  midtune::engine::EngineOptions options;
+  midtune::engine::EngineDeviceOptions options;
+  options.device = args.device;
   options.threads = args.threads;
-  return std::make_unique<midtune::engine::EngineBackend>(args.model, options);
+  options.gpu = args.gpu;
+  options.batch_tokens = args.batch_tokens;
+  return midtune::engine::make_engine_backend(args.model, options);
 }
 
 // The engine's chat template for one user message, as prefix + content + suffix
 // (render_user never trims the content).
 std::optional<midtune::server::PromptTemplate> user_prompt_of(const midtune::Backend& backend) {
-  const midtune::GgufFile* file = nullptr;
-  if (const auto* engine = dynamic_cast<const midtune::engine::EngineBackend*>(&backend)) file = &engine->model().file();
-  if (const auto* batched = dynamic_cast<const midtune::engine::batched::BatchedBackend*>(&backend)) {
-    file = &batched->model().file();
-  }
+  const midtune::GgufFile* file = midtune::engine::engine_model_file(backend);
   if (file == nullptr) return std::nullopt;
   const auto rendered = midtune::ChatTemplate::from_gguf(*file).render_user("");
   return midtune::server::PromptTemplate{rendered.text.substr(0, rendered.content_begin),

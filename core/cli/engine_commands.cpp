@@ -6,6 +6,7 @@
 
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/batched/engine_factory.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model_bench.hpp"
 
@@ -18,21 +19,19 @@ struct GenerateArgs {
   std::string prompt;
   bool chat = false;
   int max_tokens = 100;
-  int threads = 0;
+  engine::EngineDeviceOptions device;
 };
 
 void run_generate(const GenerateArgs& args) {
-  engine::EngineOptions options;
-  options.threads = args.threads;
-  engine::EngineBackend backend(args.model, options);
+  const std::unique_ptr<Backend> backend = engine::make_engine_backend(args.model, args.device);
   BatchItem item;
   item.id = "cli";
-  item.prompt_text = args.chat ? ChatTemplate::from_gguf(backend.model().file()).render_user(args.prompt).text
+  item.prompt_text = args.chat ? ChatTemplate::from_gguf(*engine::engine_model_file(*backend)).render_user(args.prompt).text
                                : args.prompt;
   RunOptions run;
   run.mode = Mode::generate;
   run.max_new_tokens = args.max_tokens;
-  const auto out = backend.run(Intervention{}, {item}, run);
+  const auto out = backend->run(Intervention{}, {item}, run);
   std::printf("%s\n", out.at(0).output_text.c_str());
 }
 
@@ -49,7 +48,10 @@ void add_engine_commands(CLI::App& app) {
   generate->add_flag("--chat", generate_args->chat, "wrap the prompt in the model's chat template as a user turn");
   generate->add_option("--max-tokens", generate_args->max_tokens, "most tokens to generate")
       ->check(CLI::PositiveNumber);
-  generate->add_option("--threads", generate_args->threads, "threads (default: all cores)");
+  generate->add_option("--threads", generate_args->device.threads, "threads (default: all cores)");
+  generate->add_option("--device", generate_args->device.device, "cpu | cuda (the batched engine on a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  generate->add_option("--gpu", generate_args->device.gpu, "device cuda: which GPU (ga-run devices)");
   generate->callback([generate_args] { run_generate(*generate_args); });
 
   auto bench_path = std::make_shared<std::string>();

@@ -4,10 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "backends/engine/batched/batched_backend.hpp"
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/cuda/devices.hpp"
-#include "backends/engine/engine_backend.hpp"
+#include "backends/engine/batched/engine_factory.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/experiment/config_error.hpp"
@@ -30,15 +27,12 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     return std::make_unique<SyntheticTestDoubleBackend>(config);
   }
   if (b.kind == "engine") {
-    engine::require_device(b.device);
-    if (b.device == "cuda") {
-      engine::batched::BatchedOptions options;
-      options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
-      return std::make_unique<engine::batched::BatchedBackend>(b.model, engine::batched::make_cuda_ops(b.gpu), options);
-    }
-    engine::EngineOptions options;
+    engine::EngineDeviceOptions options;
+    options.device = b.device;
     options.threads = b.threads;
-    return std::make_unique<engine::EngineBackend>(b.model, options);
+    options.gpu = b.gpu;
+    options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
+    return engine::make_engine_backend(b.model, options);
   }
   if (b.kind == "server") {
     server::ServerBackendOptions options;

@@ -1,0 +1,28 @@
+#include "backends/engine/batched/engine_factory.hpp"
+
+#include "backends/engine/batched/batched_backend.hpp"
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/engine_backend.hpp"
+
+namespace midtune::engine {
+
+std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options) {
+  require_device(options.device);
+  if (options.device == "cuda") {
+    batched::BatchedOptions batched_options;
+    batched_options.batch_tokens = options.batch_tokens;
+    return std::make_unique<batched::BatchedBackend>(model, batched::make_cuda_ops(options.gpu), batched_options);
+  }
+  EngineOptions cpu_options;
+  cpu_options.threads = options.threads;
+  return std::make_unique<EngineBackend>(model, cpu_options);
+}
+
+const GgufFile* engine_model_file(const Backend& backend) {
+  if (const auto* cpu = dynamic_cast<const EngineBackend*>(&backend)) return &cpu->model().file();
+  if (const auto* gpu = dynamic_cast<const batched::BatchedBackend*>(&backend)) return &gpu->model().file();
+  return nullptr;
+}
+
+}  // namespace midtune::engine

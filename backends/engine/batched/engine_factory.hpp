@@ -1,0 +1,29 @@
+// The in-tree engine on the device a user names: `cpu` is EngineBackend,
+// `cuda` the batched engine on GPU `gpu`. Checks the device first
+// (std::invalid_argument saying why a GPU cannot be used), then loads the
+// model. One place for ga-run's experiments, `ga-run generate` and ga-serve.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/engine/gguf/gguf.hpp"
+
+namespace midtune::engine {
+
+struct EngineDeviceOptions {
+  std::string device = "cpu";    // cpu | cuda
+  int threads = 0;               // cpu: 0 = all cores
+  int gpu = 0;                   // cuda: device index
+  std::size_t batch_tokens = 0;  // cuda: tokens per pass, 0 = from the free memory
+};
+
+std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);
+
+// The GGUF an engine backend runs (either device); nullptr for other backends.
+const GgufFile* engine_model_file(const Backend& backend);
+
+}  // namespace midtune::engine
