@@ -311,6 +311,17 @@ TEST_F(ExperimentFile, KeysOfAnotherBackendKindAreRejected) {
                "backend.endpoints", "applies only to backend.kind server (this one is engine)");
 }
 
+// A GPU's index and pass size belong to device: cuda; on the CPU they would
+// be silently meaningless.
+TEST_F(ExperimentFile, GpuKeysApplyToTheCudaDeviceOnly) {
+  const Experiment e = load(edited("  device: cpu\n  threads: 2\n", "  device: cuda\n  gpu: 1\n  batch_tokens: 8192\n"));
+  EXPECT_EQ(e.backend.device, "cuda");
+  EXPECT_EQ(e.backend.gpu, 1);
+  EXPECT_EQ(e.backend.batch_tokens, 8192);
+  expect_error(edited("  threads: 2", "  threads: 2\n  gpu: 1"), 8, 8, "backend.gpu", "applies to device: cuda only");
+  expect_error(edited("  device: cpu\n  threads: 2\n", "  device: cuda\n  gpu: -1\n"), 7, 8, "backend.gpu", "");
+}
+
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
   const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
   const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));
