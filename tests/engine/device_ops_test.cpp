@@ -4,7 +4,8 @@
 // differs: element-wise ops evaluate the same elementwise.hpp expressions
 // (the device's math library is within a few ulp: 1e-5 relative); the
 // products and attention sum in another order (1e-3 relative to the row's
-// magnitude); argmax and bf16 rounding must be identical. Where there is no
+// magnitude; 5e-3 where the prefill attention's products use TF32); argmax
+// and bf16 rounding must be identical. Where there is no
 // GPU every case reports itself skipped ("no CUDA device").
 #include <gtest/gtest.h>
 
@@ -175,6 +176,29 @@ TEST_F(DeviceOpsTest, RopeAttentionAndTheMethodsOps) {
   gpu_->add_channel_column(qkv.gpu.data(), qkv_width, keys, q_width, static_cast<int>(kv_width), normed.gpu.data(),
                            hidden, 5, 3.0, column.gpu.data());
   expect_close(qkv, 1e-6, "add_channel_column");
+}
+
+// A prefill-sized call takes the cuBLAS body (TF32 products: inputs rounded
+// to 10 significant bits, hence 5e-3), with GQA, a window and both readouts.
+TEST_F(DeviceOpsTest, PrefillAttentionThroughCublasMatchesTheReference) {
+  const int tokens = 100, past = 60, heads = 8, kv_heads = 2, head_dim = 128;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  const int keys = past + tokens;
+  auto q = both(random_floats(tokens * q_width, 1.0f, 12));
+  auto k = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 13));
+  auto v = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 14));
+  for (int window : {0, 50}) {
+    auto out = both(std::vector<float>(tokens * q_width));
+    auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
+    auto last = both(std::vector<float>(std::size_t{heads} * keys));
+    ref_.attention(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, tokens, past, heads, kv_heads,
+                   head_dim, window, 0.088f, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+    gpu_->attention(q.gpu.data(), q_width, k.gpu.data(), v.gpu.data(), kv_width, tokens, past, heads, kv_heads,
+                    head_dim, window, 0.088f, out.gpu.data(), q_width, key0.gpu.data(), last.gpu.data());
+    expect_close(out, 5e-3, "attention (cuBLAS)");
+    expect_close(key0, 5e-3, "attention (cuBLAS) key 0");
+    expect_close(last, 5e-3, "attention (cuBLAS) last row");
+  }
 }
 
 TEST_F(DeviceOpsTest, ScoringFindsTheFirstMaximumAndTheGoldLogProbability) {

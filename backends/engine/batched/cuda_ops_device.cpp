@@ -1,5 +1,6 @@
 #include "backends/engine/batched/cuda_ops_device.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "backends/engine/cuda/devices.hpp"
@@ -35,6 +36,7 @@ class CudaOps final : public DeviceOps {
     name_ = std::string("cuda:") + std::to_string(index) + " (" + props.name + ")";
   }
   ~CudaOps() override {
+    if (scores_ != nullptr) release(scores_);
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
@@ -105,11 +107,29 @@ class CudaOps final : public DeviceOps {
                  const float* cos_sin, std::size_t head_table_stride) override {
     cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, stream_);
   }
+  // Decode steps and short calls take the one-block-per-query kernel; a
+  // prefill the cuBLAS body, whose products use the tensor cores (the kernel
+  // would re-read every key once per query).
   void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                  int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
                  std::size_t out_ld, float* key0_weight, float* last_row) override {
-    cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out, out_ld,
-                    key0_weight, last_row, stream_);
+    if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
+      cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out,
+                      out_ld, key0_weight, last_row, stream_);
+      return;
+    }
+    const std::size_t group_floats = cuda::attention_gemm_workspace(tokens, past, heads, kv_heads);
+    const std::size_t all_floats = group_floats * static_cast<std::size_t>(kv_heads);
+    // Every head at once where that stays under kScoresBytes, else whole GQA groups.
+    const std::size_t wanted = std::max(group_floats, std::min(all_floats, kScoresBytes / sizeof(float)));
+    if (scores_capacity_ < wanted) {
+      if (scores_ != nullptr) release(scores_);
+      scores_ = nullptr;
+      scores_ = static_cast<float*>(allocate(wanted * sizeof(float)));
+      scores_capacity_ = wanted;
+    }
+    cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
+                         scale, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
   }
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                            const float* key0_weight, const float* factors, const float* values,
@@ -133,7 +153,11 @@ class CudaOps final : public DeviceOps {
 
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_); }
+  static constexpr int kGemmAttentionTokens = 32;
+  static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
+  float* scores_ = nullptr;  // attention scores workspace of the cuBLAS body
+  std::size_t scores_capacity_ = 0;
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;
   std::string name_;

@@ -2,6 +2,7 @@
 // grid size of a one-thread-per-element launch.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -16,6 +17,14 @@ inline void check_launch(const char* op) {
   if (status != cudaSuccess) {
     throw std::runtime_error(std::string(op) + " (cuda): " + cudaGetErrorName(status) + ": " +
                              cudaGetErrorString(status));
+  }
+}
+
+// Throws naming the cuBLAS call and its status.
+inline void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("cuBLAS ") + what + ": " + cublasGetStatusName(status) + ": " +
+                             cublasGetStatusString(status));
   }
 }
 

@@ -14,13 +14,6 @@ namespace midtune::engine::cuda {
 
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("cuBLAS ") + what + ": " + cublasGetStatusName(status) + ": " +
-                             cublasGetStatusString(status));
-  }
-}
-
 __global__ void to_bf16_kernel(const float* x, std::size_t count, std::uint16_t* out) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < count) out[i] = elementwise::bf16_bits(x[i]);
