@@ -267,6 +267,43 @@ TEST_P(BatchedArchTest, BadCallsAreRefusedByName) {
   EXPECT_EQ(seq.length(), 0);
 }
 
+// A batch split into several passes (batch_tokens smaller than the batch)
+// answers as one pass does, in both modes, with every item in its place.
+TEST_P(BatchedArchTest, SmallPassesAnswerAsOnePass) {
+  std::vector<BatchItem> items;
+  for (int i = 0; i < 5; ++i) {
+    BatchItem item;
+    item.id = "item-" + std::to_string(i);
+    item.prompt_text = "Item " + std::to_string(i) + ": the value of key " + std::to_string(7 * i + 3) + " is";
+    item.gold = " " + std::to_string(100 + i);
+    items.push_back(item);
+  }
+  const std::string model = std::get<1>(GetParam());
+  BatchedOptions small;
+  small.batch_tokens = 40;  // about two items a pass
+  BatchedBackend one(models_->file->path(), make_device(std::get<0>(GetParam())));
+  BatchedBackend several(models_->file->path(), make_device(std::get<0>(GetParam())), small);
+  for (const Mode mode : {Mode::teacher_forced, Mode::generate}) {
+    const RunOptions options{mode, 4};
+    for (const std::string name : {"plain", "siw"}) {
+      const Intervention iv = Intervention::from_json(methods().at(name));
+      const auto a = one.run(iv, items, options);
+      const int one_passes = one.last_run_passes();
+      const auto b = several.run(iv, items, options);
+      EXPECT_GT(several.last_run_passes(), one_passes) << name;
+      ASSERT_EQ(a.size(), items.size());
+      ASSERT_EQ(b.size(), items.size());
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        EXPECT_EQ(b[i].id, items[i].id);
+        EXPECT_EQ(b[i].prompt_tokens, a[i].prompt_tokens);
+        EXPECT_EQ(b[i].gold_emitted_first, a[i].gold_emitted_first) << name << " " << items[i].id;
+        EXPECT_NEAR(b[i].gold_logprob, a[i].gold_logprob, 1e-3) << name << " " << items[i].id;
+        EXPECT_EQ(b[i].output_text, a[i].output_text) << name << " " << items[i].id;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Devices, BatchedArchTest,
     ::testing::Combine(::testing::Values("reference", "cuda"), ::testing::Values("qwen2", "llama3", "gemma", "llama_swa")),
