@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
   std::string device_name = "cuda", shape_name = "llama7b", model_path;
   std::string gguf_path = "/tmp/midtune-bench-llama7b.gguf";
-  int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 16;
+  int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
