@@ -54,6 +54,49 @@ TEST_P(OpsSimd, MatmulMatchesScalar) {
   for (int i = 0; i < m * n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << i;
 }
 
+// The int16 steps of the AVX2 body (vpmaddubsw pair sums) are exact only
+// within bounds its nibble split keeps; weights at the ends of their range
+// (u = 0 / 255 for 8-bit, 0 / 15 for 4-bit) against activations of +-127
+// find a step that overflows. Token counts 1..9 cover the register tiles
+// and their remainders; 37 rows a partial group and a partial half.
+TEST_P(OpsSimd, MatmulIsExactAtTheInt8Extremes) {
+  const int n = 37, k = 128;
+  std::bernoulli_distribution coin(0.5);
+  // 8-bit: F32 rows of -1 / +1 requantise to u = 0 / 255 (m = -1, d = 2 / 255).
+  std::vector<float> w8(static_cast<std::size_t>(n) * k);
+  for (std::size_t i = 0; i < w8.size(); ++i) w8[i] = i < w8.size() / 2 || coin(rng) ? 1.0f : -1.0f;
+  // 4-bit: Q4_1 blocks (d = 1, m = 0) whose nibbles are 0 or 15.
+  std::vector<std::uint8_t> w4;
+  for (int r = 0; r < n; ++r) {
+    for (int b = 0; b < k / 32; ++b) {
+      const std::uint16_t d = float_to_fp16(1.0f), m = 0;
+      w4.push_back(static_cast<std::uint8_t>(d & 0xff));
+      w4.push_back(static_cast<std::uint8_t>(d >> 8));
+      w4.push_back(static_cast<std::uint8_t>(m & 0xff));
+      w4.push_back(static_cast<std::uint8_t>(m >> 8));
+      for (int i = 0; i < 16; ++i) w4.push_back(r < n / 2 || coin(rng) ? 0xff : (coin(rng) ? 0x0f : 0xf0));
+    }
+  }
+  const PackedMatrix forms[] = {pack_matrix(GgmlType::F32, w8.data(), n, k),
+                                pack_matrix(GgmlType::Q4_1, w4.data(), n, k)};
+  ASSERT_EQ(forms[0].bits, 8);
+  ASSERT_EQ(forms[1].bits, 4);
+  for (const PackedMatrix& w : forms) {
+    for (int m = 1; m <= 9; ++m) {
+      std::vector<float> x(static_cast<std::size_t>(m) * k);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 5 == 0 || coin(rng) ? 3.0f : -3.0f;  // q = +-127
+      QuantizedRows xq;
+      quantize_rows(x.data(), m, k, k, xq);
+      std::vector<float> ref(static_cast<std::size_t>(m) * n), got(ref.size());
+      packed_matmul(w, xq, ref.data(), n, Isa::scalar, false);
+      packed_matmul(w, xq, got.data(), n, GetParam(), false);
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << w.bits << "-bit, " << m << " tokens, " << i;
+      }
+    }
+  }
+}
+
 TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
   // rows: partial and whole 16-row groups; cols: below, at and past 32-wide
   // multiples and past the 4-way decode split; tokens: one (decode), a
