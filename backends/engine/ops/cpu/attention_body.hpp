@@ -20,25 +20,39 @@ struct AttentionBody {
   using reg = typename V::reg;
   static constexpr int L = V::kLanes;
 
-  // Scaled scores of queries [r0, r0 + R) against keys [0, max_limit). A
-  // key block always holds 16 keys (the layout's padding), so whole vectors
-  // load; only the valid lanes are stored.
+  // Scaled scores of queries [r0, r0 + R) against keys [0, max_limit),
+  // V::kScoreKeyVectors vectors of keys per pass. A key block always holds
+  // 16 keys (the layout's padding), so whole vectors load; only the valid
+  // lanes are stored. Each score is the same FMA chain over the head
+  // dimension whatever the pass width.
   template <int R>
   static void scores(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
                      int max_limit) {
-    for (int k0 = 0; k0 < max_limit; k0 += L) {
-      reg acc[R];
-      for (int r = 0; r < R; ++r) acc[r] = V::zero();
+    constexpr int N = V::kScoreKeyVectors;
+    static_assert(N * L <= kKeyBlock && kKeyBlock % (N * L) == 0, "a pass stays inside one key block");
+    for (int k0 = 0; k0 < max_limit; k0 += N * L) {
+      reg acc[R][N];
+      for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < N; ++j) acc[r][j] = V::zero();
+      }
       const float* block = kv.kt + static_cast<std::size_t>(k0 / kKeyBlock) * kv.head_dim * kKeyBlock + k0 % kKeyBlock;
       for (int i = 0; i < kv.head_dim; ++i) {
-        const reg keys = V::load(block + i * kKeyBlock);
+        reg keys[N];
+        for (int j = 0; j < N; ++j) keys[j] = V::load(block + i * kKeyBlock + j * L);
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) acc[r] = V::fmadd(V::set1(tile.q[r0 + r][i]), keys, acc[r]);
+        for (int r = 0; r < R; ++r) {
+          const reg q = V::set1(tile.q[r0 + r][i]);
+          for (int j = 0; j < N; ++j) acc[r][j] = V::fmadd(q, keys[j], acc[r][j]);
+        }
       }
-      const int valid = std::min(L, max_limit - k0);
-      for (int r = 0; r < R; ++r) {
-        V::store_first(scratch + static_cast<std::size_t>(r0 + r) * max_limit + k0, V::mul(acc[r], V::set1(scale)),
-                       valid);
+      for (int j = 0; j < N; ++j) {
+        const int kj = k0 + j * L;
+        if (kj >= max_limit) break;
+        const int valid = std::min(L, max_limit - kj);
+        for (int r = 0; r < R; ++r) {
+          V::store_first(scratch + static_cast<std::size_t>(r0 + r) * max_limit + kj,
+                         V::mul(acc[r][j], V::set1(scale)), valid);
+        }
       }
     }
   }
