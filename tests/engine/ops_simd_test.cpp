@@ -5,6 +5,7 @@
 // which then must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -166,6 +167,56 @@ TEST_P(OpsSimd, AttentionMatchesScalar) {
       attention(attention_for(GetParam()), tile_for(out_got, p_got), kv, 0.125f, scratch.data());
       for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_got[i], out_ref[i], 2e-5f) << "d " << d << " count " << count;
       for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(p_got[i], p_ref[i], 1e-6f) << "d " << d << " count " << count;
+    }
+  }
+}
+
+// The model runs a decode step's tiles in parts (keys split for the scores,
+// output dims for p V) when threads would idle: the parts must give the
+// whole body's outputs and readouts bit for bit, over any split.
+TEST_P(OpsSimd, AttentionPartsGiveTheBodysResultsBitForBit) {
+  const AttentionParts* parts = attention_parts_for(GetParam());
+  ASSERT_NE(parts, nullptr);
+  const int d = 64, keys = 293;
+  const std::vector<float> kt = random(static_cast<std::size_t>(d) * 304), v = random(static_cast<std::size_t>(keys) * d),
+                           q = random(static_cast<std::size_t>(kAttentionTile) * d);
+  const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
+  for (int count : {1, 3, 7, 12}) {
+    for (int window : {0, 100}) {
+      struct Result {
+        std::vector<float> out, probs, key0;
+      };
+      auto tile_for = [&](Result& res) {
+        res.out.assign(count * d, -1.0f);
+        res.probs.assign(count * keys, -1.0f);
+        res.key0.assign(count, -1.0f);
+        AttentionTile tile;
+        tile.count = count;
+        for (int r = 0; r < count; ++r) {
+          tile.q[r] = q.data() + r * d;
+          tile.out[r] = res.out.data() + r * d;
+          tile.limit[r] = keys - (count - 1 - r);
+          tile.first[r] = window == 0 ? 0 : tile.limit[r] - window;
+          tile.probs_out[r] = res.probs.data() + r * keys;
+        }
+        tile.key0_weight = res.key0.data();
+        return tile;
+      };
+      Result whole, split;
+      std::vector<float> scratch(kAttentionTile * keys);
+      attention(attention_for(GetParam()), tile_for(whole), kv, 0.125f, scratch.data());
+      for (int key_chunk : {16, 48, 512}) {
+        const AttentionTile tile = tile_for(split);
+        std::fill(scratch.begin(), scratch.end(), 7.0f);
+        for (int k = 0; k < keys; k += key_chunk) parts->scores(tile, kv, 0.125f, scratch.data(), keys, k, std::min(keys, k + key_chunk));
+        for (int r = 0; r < count; ++r) parts->softmax_row(tile, r, scratch.data(), keys);
+        for (int c = d - parts->value_dims; c >= 0; c -= parts->value_dims) {  // any order
+          parts->values(tile, kv, scratch.data(), keys, c, c + parts->value_dims);
+        }
+        ASSERT_EQ(0, std::memcmp(whole.out.data(), split.out.data(), sizeof(float) * whole.out.size())) << count << " " << key_chunk;
+        ASSERT_EQ(0, std::memcmp(whole.probs.data(), split.probs.data(), sizeof(float) * whole.probs.size())) << count;
+        ASSERT_EQ(0, std::memcmp(whole.key0.data(), split.key0.data(), sizeof(float) * whole.key0.size())) << count;
+      }
     }
   }
 }
