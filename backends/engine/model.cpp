@@ -9,6 +9,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "backends/engine/model_loading.hpp"
 #include "backends/engine/ops/attention.hpp"
@@ -66,6 +67,12 @@ int RopeScales::key_slots(int layer, int kv_heads) const {
 // ---------------------------------------------------------------- loading
 
 namespace {
+
+// attend splits a decode step's tiles across threads (three parallel steps
+// instead of one) from this many cached keys on: SmolLM2 Q4_1 decode, 2
+// threads, was ~4% slower split at 32 keys, even at 128, 4% faster at 512,
+// 22% at 2048.
+constexpr int kSplitAttentionKeys = 256;
 
 MatrixPart matrix_part(const GgufFile& file, const std::string& name, std::uint64_t cols,
                        std::uint64_t rows) {
@@ -185,6 +192,7 @@ struct Model::Workspace {
   };
   std::vector<RopeTable> rope_tables;
   tbb::enumerable_thread_specific<AlignedBuffer<float>> scratch;
+  AlignedBuffer<float> split_scratch;  // attend's split decode path: one tile's scratch per job
   std::vector<float> key0_factors;  // SIW: this layer's factor per query token (empty = none)
 
   // The RoPE table of `scale` for this call's positions, built on first use:
@@ -474,35 +482,96 @@ void Model::attend(int layer, Sequence& seq, int T, int first, bool want_key0_we
   const AttentionFn attend_tile = attention_for(isa_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (want_key0_weights) ws.key0_weight.ensure(static_cast<std::size_t>(heads) * T);
-  tbb::parallel_for(tbb::blocked_range<int>(0, lc.key_slots * runs), [&](const tbb::blocked_range<int>& range) {
+  // Job `job`'s tile: key slot job / runs, run job % runs of positions.
+  const auto make_tile = [&](int job, AttentionTile& tile, std::size_t* key0_index) {
+    const int slot = job / runs;
+    const int t0 = first + (job % runs) * run;
+    const int t1 = std::min(T, t0 + run);
+    for (int h : heads_of_slot[slot]) {
+      for (int t = t0; t < t1; ++t) {
+        const int r = tile.count++;
+        tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
+        tile.out[r] = ws.attn.data() + t * q_width + h * hd;
+        tile.limit[r] = start + t + 1;
+        // A sliding window: the query sees its last `sliding_window` keys.
+        tile.first[r] = c.sliding_window == 0 ? 0 : std::max(0, tile.limit[r] - static_cast<int>(c.sliding_window));
+        key0_index[r] = static_cast<std::size_t>(h) * T + t;
+        if (want_last_row && t == T - 1) {
+          tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
+        }
+      }
+    }
+    const int kv_head = heads_of_slot[slot][0] / group;
+    return KeyValueView{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
+                        lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd, static_cast<std::size_t>(hd), hd};
+  };
+  const int jobs = lc.key_slots * runs;
+  const AttentionParts* parts = attention_parts_for(isa_);
+  const int threads = tbb::this_task_arena::max_concurrency();
+  if (parts != nullptr && hd % kKeyBlock == 0 && jobs % threads != 0 && jobs < 2 * threads &&
+      keys_total >= kSplitAttentionKeys) {
+    // A decode step: too few tiles (3 key slots on 2 threads leave one idle
+    // a third of the time) to keep the threads busy over long caches, so
+    // the tiles' keys are split for the scores and their output dims for
+    // p V. Bit-identical to the whole body (ops/attention.hpp).
+    struct Job {
+      AttentionTile tile;
+      KeyValueView kv;
+      int max_limit = 0;
+      float key0_weight[kAttentionTile];
+      std::size_t key0_index[kAttentionTile];
+    };
+    std::vector<Job> tiles(static_cast<std::size_t>(jobs));
+    for (int j = 0; j < jobs; ++j) {
+      Job& job = tiles[j];
+      job.kv = make_tile(j, job.tile, job.key0_index);
+      job.tile.key0_weight = want_key0_weights ? job.key0_weight : nullptr;
+      check_attention_args(job.tile, job.kv);
+      for (int r = 0; r < job.tile.count; ++r) job.max_limit = std::max(job.max_limit, job.tile.limit[r]);
+    }
+    const std::size_t per_job = static_cast<std::size_t>(kAttentionTile) * keys_total;
+    ws.split_scratch.ensure(per_job * jobs);
+    constexpr int kKeyChunk = 256;  // a multiple of kKeyBlock
+    const int key_chunks = (keys_total + kKeyChunk - 1) / kKeyChunk;
+    tbb::parallel_for(0, jobs * key_chunks, [&](int item) {
+      Job& job = tiles[item / key_chunks];
+      const int k_begin = (item % key_chunks) * kKeyChunk;
+      const int k_end = std::min(job.max_limit, k_begin + kKeyChunk);
+      if (k_begin >= k_end) return;
+      parts->scores(job.tile, job.kv, scale, ws.split_scratch.data() + per_job * (item / key_chunks), job.max_limit,
+                    k_begin, k_end);
+    });
+    const int rows_per_job = tiles[0].tile.count;
+    tbb::parallel_for(0, jobs * rows_per_job, [&](int item) {
+      Job& job = tiles[item / rows_per_job];
+      const int r = item % rows_per_job;
+      if (r < job.tile.count) {
+        parts->softmax_row(job.tile, r, ws.split_scratch.data() + per_job * (item / rows_per_job), job.max_limit);
+      }
+    });
+    const int dim_chunks = (hd + parts->value_dims - 1) / parts->value_dims;
+    tbb::parallel_for(0, jobs * dim_chunks, [&](int item) {
+      Job& job = tiles[item / dim_chunks];
+      const int c_begin = (item % dim_chunks) * parts->value_dims;
+      parts->values(job.tile, job.kv, ws.split_scratch.data() + per_job * (item / dim_chunks), job.max_limit, c_begin,
+                    std::min(hd, c_begin + parts->value_dims));
+    });
+    if (want_key0_weights) {
+      for (const Job& job : tiles) {
+        for (int r = 0; r < job.tile.count; ++r) ws.key0_weight[job.key0_index[r]] = job.key0_weight[r];
+      }
+    }
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int>(0, jobs), [&](const tbb::blocked_range<int>& range) {
     AlignedBuffer<float>& scratch = ws.scratch.local();
     scratch.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
     for (int job = range.begin(); job < range.end(); ++job) {
-      const int slot = job / runs;
-      const int t0 = first + (job % runs) * run;
-      const int t1 = std::min(T, t0 + run);
       AttentionTile tile;
       float key0_weight[kAttentionTile];
       std::size_t key0_index[kAttentionTile];
-      for (int h : heads_of_slot[slot]) {
-        for (int t = t0; t < t1; ++t) {
-          const int r = tile.count++;
-          tile.q[r] = ws.q_rot.data() + (static_cast<std::size_t>(h) * T + t) * hd;
-          tile.out[r] = ws.attn.data() + t * q_width + h * hd;
-          tile.limit[r] = start + t + 1;
-          // A sliding window: the query sees its last `sliding_window` keys.
-          tile.first[r] = c.sliding_window == 0 ? 0 : std::max(0, tile.limit[r] - static_cast<int>(c.sliding_window));
-          key0_index[r] = static_cast<std::size_t>(h) * T + t;
-          if (want_last_row && t == T - 1) {
-            tile.probs_out[r] = ws.last_rows.data() + static_cast<std::size_t>(h) * keys_total;
-          }
-        }
-      }
+      const KeyValueView kv = make_tile(job, tile, key0_index);
       tile.key0_weight = want_key0_weights ? key0_weight : nullptr;
-      const int kv_head = heads_of_slot[slot][0] / group;
-      const KeyValueView kv{lc.kt.data() + static_cast<std::size_t>(slot) * hd * seq.key_capacity(),
-                            lc.v.data() + static_cast<std::size_t>(kv_head) * cap * hd,
-                            static_cast<std::size_t>(hd), hd};
       attention(attend_tile, tile, kv, scale, scratch.data());
       if (want_key0_weights) {
         for (int r = 0; r < tile.count; ++r) ws.key0_weight[key0_index[r]] = key0_weight[r];

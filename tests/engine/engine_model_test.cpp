@@ -15,11 +15,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
+#include <tbb/task_arena.h>
 
 #include "backends/engine/model.hpp"
 #include "tests/engine/model_path.hpp"
@@ -127,6 +129,37 @@ TEST_F(EngineModel, ChunkedPrefillAndTokenByTokenDecodeAgreeWithOnePass) {
   // attention summation order differs.
   EXPECT_LT(chunk_err, 1e-3);
   EXPECT_LT(step_err, 1e-3);
+}
+
+// With two threads a decode step over a long cache splits its attention
+// tiles across the threads (model.cpp attend: 3 key slots would leave one
+// thread idle); with one thread each tile runs whole. Both must give the
+// same logits bit for bit.
+TEST_F(EngineModel, DecodeOverALongCacheIsBitIdenticalOnOneThreadAndTwo) {
+  const auto fixture = load_fixture("logits_fp32.json");
+  const auto base = fixture["cases"][9]["tokens"].get<std::vector<std::int32_t>>();
+  std::vector<std::int32_t> tokens;
+  while (tokens.size() < 300) tokens.insert(tokens.end(), base.begin(), base.end());
+  tokens.resize(300);
+  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  const auto run = [&](int threads) {
+    std::vector<float> steps;
+    tbb::task_arena arena(threads);
+    arena.execute([&] {
+      Sequence seq(*model_, 304, ones);
+      const int last = 296;
+      model_->forward(seq, std::span<const std::int32_t>(tokens.data(), 297), {}, std::span<const int>(&last, 1));
+      const int zero = 0;
+      for (int t = 297; t < 300; ++t) {
+        const auto logits = model_->forward(seq, std::span<const std::int32_t>(&tokens[t], 1), {}, std::span<const int>(&zero, 1));
+        steps.insert(steps.end(), logits.begin(), logits.end());
+      }
+    });
+    return steps;
+  };
+  const auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), sizeof(float) * one.size()));
 }
 
 TEST_F(EngineModel, NonTrivialRopeScaleChangesLogits) {

@@ -5,6 +5,7 @@
 // which then must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -52,6 +53,49 @@ TEST_P(OpsSimd, MatmulMatchesScalar) {
   packed_matmul(w, xq, got.data(), n, GetParam(), false);
   // Same int32 dots; only the float accumulation order may differ.
   for (int i = 0; i < m * n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << i;
+}
+
+// The int16 steps of the AVX2 body (vpmaddubsw pair sums) are exact only
+// within bounds its nibble split keeps; weights at the ends of their range
+// (u = 0 / 255 for 8-bit, 0 / 15 for 4-bit) against activations of +-127
+// find a step that overflows. Token counts 1..9 cover the register tiles
+// and their remainders; 37 rows a partial group and a partial half.
+TEST_P(OpsSimd, MatmulIsExactAtTheInt8Extremes) {
+  const int n = 37, k = 128;
+  std::bernoulli_distribution coin(0.5);
+  // 8-bit: F32 rows of -1 / +1 requantise to u = 0 / 255 (m = -1, d = 2 / 255).
+  std::vector<float> w8(static_cast<std::size_t>(n) * k);
+  for (std::size_t i = 0; i < w8.size(); ++i) w8[i] = i < w8.size() / 2 || coin(rng) ? 1.0f : -1.0f;
+  // 4-bit: Q4_1 blocks (d = 1, m = 0) whose nibbles are 0 or 15.
+  std::vector<std::uint8_t> w4;
+  for (int r = 0; r < n; ++r) {
+    for (int b = 0; b < k / 32; ++b) {
+      const std::uint16_t d = float_to_fp16(1.0f), m = 0;
+      w4.push_back(static_cast<std::uint8_t>(d & 0xff));
+      w4.push_back(static_cast<std::uint8_t>(d >> 8));
+      w4.push_back(static_cast<std::uint8_t>(m & 0xff));
+      w4.push_back(static_cast<std::uint8_t>(m >> 8));
+      for (int i = 0; i < 16; ++i) w4.push_back(r < n / 2 || coin(rng) ? 0xff : (coin(rng) ? 0x0f : 0xf0));
+    }
+  }
+  const PackedMatrix forms[] = {pack_matrix(GgmlType::F32, w8.data(), n, k),
+                                pack_matrix(GgmlType::Q4_1, w4.data(), n, k)};
+  ASSERT_EQ(forms[0].bits, 8);
+  ASSERT_EQ(forms[1].bits, 4);
+  for (const PackedMatrix& w : forms) {
+    for (int m = 1; m <= 9; ++m) {
+      std::vector<float> x(static_cast<std::size_t>(m) * k);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 5 == 0 || coin(rng) ? 3.0f : -3.0f;  // q = +-127
+      QuantizedRows xq;
+      quantize_rows(x.data(), m, k, k, xq);
+      std::vector<float> ref(static_cast<std::size_t>(m) * n), got(ref.size());
+      packed_matmul(w, xq, ref.data(), n, Isa::scalar, false);
+      packed_matmul(w, xq, got.data(), n, GetParam(), false);
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(got[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << w.bits << "-bit, " << m << " tokens, " << i;
+      }
+    }
+  }
 }
 
 TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
@@ -123,6 +167,56 @@ TEST_P(OpsSimd, AttentionMatchesScalar) {
       attention(attention_for(GetParam()), tile_for(out_got, p_got), kv, 0.125f, scratch.data());
       for (int i = 0; i < count * d; ++i) ASSERT_NEAR(out_got[i], out_ref[i], 2e-5f) << "d " << d << " count " << count;
       for (int i = 0; i < count * keys; ++i) ASSERT_NEAR(p_got[i], p_ref[i], 1e-6f) << "d " << d << " count " << count;
+    }
+  }
+}
+
+// The model runs a decode step's tiles in parts (keys split for the scores,
+// output dims for p V) when threads would idle: the parts must give the
+// whole body's outputs and readouts bit for bit, over any split.
+TEST_P(OpsSimd, AttentionPartsGiveTheBodysResultsBitForBit) {
+  const AttentionParts* parts = attention_parts_for(GetParam());
+  ASSERT_NE(parts, nullptr);
+  const int d = 64, keys = 293;
+  const std::vector<float> kt = random(static_cast<std::size_t>(d) * 304), v = random(static_cast<std::size_t>(keys) * d),
+                           q = random(static_cast<std::size_t>(kAttentionTile) * d);
+  const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
+  for (int count : {1, 3, 7, 12}) {
+    for (int window : {0, 100}) {
+      struct Result {
+        std::vector<float> out, probs, key0;
+      };
+      auto tile_for = [&](Result& res) {
+        res.out.assign(count * d, -1.0f);
+        res.probs.assign(count * keys, -1.0f);
+        res.key0.assign(count, -1.0f);
+        AttentionTile tile;
+        tile.count = count;
+        for (int r = 0; r < count; ++r) {
+          tile.q[r] = q.data() + r * d;
+          tile.out[r] = res.out.data() + r * d;
+          tile.limit[r] = keys - (count - 1 - r);
+          tile.first[r] = window == 0 ? 0 : tile.limit[r] - window;
+          tile.probs_out[r] = res.probs.data() + r * keys;
+        }
+        tile.key0_weight = res.key0.data();
+        return tile;
+      };
+      Result whole, split;
+      std::vector<float> scratch(kAttentionTile * keys);
+      attention(attention_for(GetParam()), tile_for(whole), kv, 0.125f, scratch.data());
+      for (int key_chunk : {16, 48, 512}) {
+        const AttentionTile tile = tile_for(split);
+        std::fill(scratch.begin(), scratch.end(), 7.0f);
+        for (int k = 0; k < keys; k += key_chunk) parts->scores(tile, kv, 0.125f, scratch.data(), keys, k, std::min(keys, k + key_chunk));
+        for (int r = 0; r < count; ++r) parts->softmax_row(tile, r, scratch.data(), keys);
+        for (int c = d - parts->value_dims; c >= 0; c -= parts->value_dims) {  // any order
+          parts->values(tile, kv, scratch.data(), keys, c, c + parts->value_dims);
+        }
+        ASSERT_EQ(0, std::memcmp(whole.out.data(), split.out.data(), sizeof(float) * whole.out.size())) << count << " " << key_chunk;
+        ASSERT_EQ(0, std::memcmp(whole.probs.data(), split.probs.data(), sizeof(float) * whole.probs.size())) << count;
+        ASSERT_EQ(0, std::memcmp(whole.key0.data(), split.key0.data(), sizeof(float) * whole.key0.size())) << count;
+      }
     }
   }
 }

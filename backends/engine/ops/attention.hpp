@@ -56,6 +56,26 @@ using AttentionFn = void (*)(const AttentionTile& tile, const KeyValueView& kv, 
 AttentionFn attention_scalar();
 AttentionFn attention_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
 
+// A SIMD body in three parts, for a decode step whose few tiles would leave
+// threads idle: the scaled scores of keys [k_begin, k_end) (k_begin a
+// multiple of kKeyBlock), query r's softmax with its readouts, and the
+// output dims [c_begin, c_end) (c_begin a multiple of value_dims). The
+// scores of all keys, then every row's softmax, then all output dims give
+// the body's results bit for bit: each score and each output is the same
+// chain of operations. For head_dim a multiple of kKeyBlock; `scratch` as
+// the body's, rows of max_limit floats, max_limit = max(limit).
+struct AttentionParts {
+  void (*scores)(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch, int max_limit,
+                 int k_begin, int k_end);
+  void (*softmax_row)(const AttentionTile& tile, int r, float* scratch, int max_limit);
+  void (*values)(const AttentionTile& tile, const KeyValueView& kv, const float* scratch, int max_limit,
+                 int c_begin, int c_end);
+  int value_dims;
+};
+// The parts of the body attention_for(isa) runs; nullptr where that is the
+// scalar body (which has no parts).
+const AttentionParts* attention_parts_for(Isa isa);
+
 // Throws std::invalid_argument naming the broken argument.
 void check_attention_args(const AttentionTile& tile, const KeyValueView& kv);
 

@@ -54,6 +54,13 @@ AttentionFn attention_for(Isa isa) {
   return select_body<AttentionFn>("attention", isa, {attention_scalar(), cpu::attention_avx2(), cpu::attention_avx512()});
 }
 
+const AttentionParts* attention_parts_for(Isa isa) {
+  const AttentionFn body = attention_for(isa);
+  if (body == cpu::attention_avx512() && body != nullptr) return cpu::attention_parts_avx512();
+  if (body == cpu::attention_avx2() && body != nullptr) return cpu::attention_parts_avx2();
+  return nullptr;
+}
+
 void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
   if (tile.count < 1 || tile.count > kAttentionTile) {
     throw std::invalid_argument("attention: tile of " + std::to_string(tile.count) + " queries (1.." +

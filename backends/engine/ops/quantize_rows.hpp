@@ -1,7 +1,7 @@
 // Activations quantised per row and per 32-element block to int8 (like
 // ggml's Q8_1): x ~ d * q with d = max|x| / 127, plus s = d * sum(q), which
 // the matmul needs for the weights' per-block offset term.
-// Bodies: scalar, AVX-512 (bit-identical); dispatch as in ops/dispatch.hpp;
+// Bodies: scalar, AVX2, AVX-512 (bit-identical); dispatch as in ops/dispatch.hpp;
 // the SIMD body hands rows whose length is not a multiple of 32 to the
 // scalar body. Arguments checked: rows >= 0, cols > 0, ld >= cols.
 #pragma once

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "backends/engine/ops/attention.hpp"
@@ -20,25 +21,40 @@ struct AttentionBody {
   using reg = typename V::reg;
   static constexpr int L = V::kLanes;
 
-  // Scaled scores of queries [r0, r0 + R) against keys [0, max_limit). A
-  // key block always holds 16 keys (the layout's padding), so whole vectors
-  // load; only the valid lanes are stored.
+  // Scaled scores of queries [r0, r0 + R) against keys [k_begin, k_end)
+  // (k_begin a multiple of 16), into rows of max_limit floats,
+  // V::kScoreKeyVectors vectors of keys per pass. A key block always holds
+  // 16 keys (the layout's padding), so whole vectors load; only the valid
+  // lanes are stored. Each score is the same FMA chain over the head
+  // dimension whatever the pass width.
   template <int R>
   static void scores(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
-                     int max_limit) {
-    for (int k0 = 0; k0 < max_limit; k0 += L) {
-      reg acc[R];
-      for (int r = 0; r < R; ++r) acc[r] = V::zero();
+                     int max_limit, int k_begin, int k_end) {
+    constexpr int N = V::kScoreKeyVectors;
+    static_assert(N * L <= kKeyBlock && kKeyBlock % (N * L) == 0, "a pass stays inside one key block");
+    for (int k0 = k_begin; k0 < k_end; k0 += N * L) {
+      reg acc[R][N];
+      for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < N; ++j) acc[r][j] = V::zero();
+      }
       const float* block = kv.kt + static_cast<std::size_t>(k0 / kKeyBlock) * kv.head_dim * kKeyBlock + k0 % kKeyBlock;
       for (int i = 0; i < kv.head_dim; ++i) {
-        const reg keys = V::load(block + i * kKeyBlock);
+        reg keys[N];
+        for (int j = 0; j < N; ++j) keys[j] = V::load(block + i * kKeyBlock + j * L);
 #pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) acc[r] = V::fmadd(V::set1(tile.q[r0 + r][i]), keys, acc[r]);
+        for (int r = 0; r < R; ++r) {
+          const reg q = V::set1(tile.q[r0 + r][i]);
+          for (int j = 0; j < N; ++j) acc[r][j] = V::fmadd(q, keys[j], acc[r][j]);
+        }
       }
-      const int valid = std::min(L, max_limit - k0);
-      for (int r = 0; r < R; ++r) {
-        V::store_first(scratch + static_cast<std::size_t>(r0 + r) * max_limit + k0, V::mul(acc[r], V::set1(scale)),
-                       valid);
+      for (int j = 0; j < N; ++j) {
+        const int kj = k0 + j * L;
+        if (kj >= k_end) break;
+        const int valid = std::min(L, k_end - kj);
+        for (int r = 0; r < R; ++r) {
+          V::store_first(scratch + static_cast<std::size_t>(r0 + r) * max_limit + kj,
+                         V::mul(acc[r][j], V::set1(scale)), valid);
+        }
       }
     }
   }
@@ -67,13 +83,14 @@ struct AttentionBody {
     }
   }
 
-  // out = p V for queries [r0, r0 + R), 2 x kLanes output dims per pass.
+  // out = p V for queries [r0, r0 + R), output dims [c_begin, c_end)
+  // (c_begin a multiple of 2 x kLanes), 2 x kLanes dims per pass.
   // Rows shorter than max_limit have zero weights past their limit, so every
   // query runs over the same key range.
   template <int R>
   static void weighted_values(const AttentionTile& tile, int r0, const KeyValueView& kv, const float* scratch,
-                              int max_limit) {
-    for (int c = 0; c < kv.head_dim; c += 2 * L) {
+                              int max_limit, int c_begin, int c_end) {
+    for (int c = c_begin; c < c_end; c += 2 * L) {
       const bool two = kv.head_dim - c >= 2 * L;
       reg acc[R][2];
       for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
@@ -95,20 +112,24 @@ struct AttentionBody {
     }
   }
 
+  // Query r's softmax over its scores, the zeros outside [first, limit) and
+  // the readouts.
+  static void finish_row(const AttentionTile& tile, int r, float* scratch, int max_limit) {
+    float* p = scratch + static_cast<std::size_t>(r) * max_limit;
+    const int first = tile.first[r];
+    softmax_row(p + first, tile.limit[r] - first);
+    std::fill(p, p + first, 0.0f);  // before a sliding window
+    std::fill(p + tile.limit[r], p + max_limit, 0.0f);
+    if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
+    if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
+  }
+
   template <int R>
   static void sub_tile(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
                        int max_limit) {
-    scores<R>(tile, r0, kv, scale, scratch, max_limit);
-    for (int r = r0; r < r0 + R; ++r) {
-      float* p = scratch + static_cast<std::size_t>(r) * max_limit;
-      const int first = tile.first[r];
-      softmax_row(p + first, tile.limit[r] - first);
-      std::fill(p, p + first, 0.0f);  // before a sliding window
-      std::fill(p + tile.limit[r], p + max_limit, 0.0f);
-      if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
-      if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
-    }
-    weighted_values<R>(tile, r0, kv, scratch, max_limit);
+    scores<R>(tile, r0, kv, scale, scratch, max_limit, 0, max_limit);
+    for (int r = r0; r < r0 + R; ++r) finish_row(tile, r, scratch, max_limit);
+    weighted_values<R>(tile, r0, kv, scratch, max_limit, 0, kv.head_dim);
   }
 
   // The last count % kMaxTileRows queries: one sub-tile of that size.
@@ -132,6 +153,33 @@ struct AttentionBody {
       remainder(tile.count - r0, tile, r0, kv, scale, scratch, max_limit, std::make_integer_sequence<int, kRows - 1>());
     }
   }
+
+  // The parts (AttentionParts): the same sub-tiles and the same functions as
+  // run, over a range of keys or of output dims.
+  template <class F, int... Rs>
+  static void remainder_rows(int rows, int r0, const F& f, std::integer_sequence<int, Rs...>) {
+    ((rows == Rs + 1 ? f(std::integral_constant<int, Rs + 1>{}, r0) : void()), ...);
+  }
+  template <class F>
+  static void for_sub_tiles(int count, const F& f) {
+    constexpr int kRows = V::kMaxTileRows;
+    int r0 = 0;
+    for (; r0 + kRows <= count; r0 += kRows) f(std::integral_constant<int, kRows>{}, r0);
+    if (r0 < count) remainder_rows(count - r0, r0, f, std::make_integer_sequence<int, kRows - 1>());
+  }
+  static void part_scores(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch,
+                          int max_limit, int k_begin, int k_end) {
+    for_sub_tiles(tile.count, [&](auto rows, int r0) {
+      scores<decltype(rows)::value>(tile, r0, kv, scale, scratch, max_limit, k_begin, k_end);
+    });
+  }
+  static void part_values(const AttentionTile& tile, const KeyValueView& kv, const float* scratch, int max_limit,
+                          int c_begin, int c_end) {
+    for_sub_tiles(tile.count, [&](auto rows, int r0) {
+      weighted_values<decltype(rows)::value>(tile, r0, kv, scratch, max_limit, c_begin, c_end);
+    });
+  }
+  static AttentionParts parts() { return {&part_scores, &finish_row, &part_values, 2 * L}; }
 };
 
 }  // namespace midtune::engine::cpu

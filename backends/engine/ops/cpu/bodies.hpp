@@ -21,6 +21,8 @@ FloatTileFn float_tile_avx512();
 FloatTileFn float_tile_avx512bf16();
 AttentionFn attention_avx2();
 AttentionFn attention_avx512();
+const AttentionParts* attention_parts_avx2();
+const AttentionParts* attention_parts_avx512();
 QuantizeRowFn quantize_row_avx2();
 QuantizeRowFn quantize_row_avx512();
 SiluMulFn silu_mul_avx2();

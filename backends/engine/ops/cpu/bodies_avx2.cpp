@@ -9,10 +9,13 @@
 namespace midtune::engine::cpu {
 
 AttentionFn attention_avx2() { return &AttentionBody<VecAvx2>::run; }
+const AttentionParts* attention_parts_avx2() {
+  static const AttentionParts parts = AttentionBody<VecAvx2>::parts();
+  return &parts;
+}
 FloatTileFn float_tile_avx2() { return &float_tile_body<VecAvx2>; }
-// No AVX2 SwiGLU or quantiser body: AVX2 runs the scalar ones (ops/swiglu.hpp
-// says why for SwiGLU).
+// No AVX2 SwiGLU body: AVX2 runs the scalar one (ops/swiglu.hpp says why).
+// The quantiser's AVX2 body is in quantize_rows_avx2.cpp.
 SiluMulFn silu_mul_avx2() { return nullptr; }
-QuantizeRowFn quantize_row_avx2() { return nullptr; }
 
 }  // namespace midtune::engine::cpu

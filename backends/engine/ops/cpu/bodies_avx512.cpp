@@ -11,6 +11,10 @@
 namespace midtune::engine::cpu {
 
 AttentionFn attention_avx512() { return &AttentionBody<VecAvx512>::run; }
+const AttentionParts* attention_parts_avx512() {
+  static const AttentionParts parts = AttentionBody<VecAvx512>::parts();
+  return &parts;
+}
 SiluMulFn silu_mul_avx512() { return &silu_mul_body<VecAvx512>; }
 FloatTileFn float_tile_avx512() { return &float_tile_body<VecAvx512>; }
 

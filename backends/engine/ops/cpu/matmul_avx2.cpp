@@ -1,8 +1,18 @@
 // AVX2 tile for the packed matmul (machines without AVX-512 VNNI): each
-// 16-row group is two halves of 8 int32 lanes; vpmaddubsw multiplies the
-// unsigned weight bytes by the activation bytes into int16 pairs, which never
-// saturate because every operand u is at most 15 (8-bit weights are split
-// into two nibbles: u = 16 hi + lo).
+// 16-row group is two halves of 8 int32 lanes, 4 weight bytes per lane as
+// packed; vpmaddubsw multiplies the unsigned weight bytes by 4 activation
+// bytes broadcast to every lane, into int16 pair sums. Those stay exact only
+// while every weight operand u is at most 15 (a pair is at most 2 x 15 x 128,
+// and the 8 steps of a block summed in int16 at most 8 x 3840 < 32768), so
+// 8-bit weights are split into nibbles, u = 16 hi + lo, summed apart and
+// joined by vpmaddwd with 1 and 16.
+//
+// Up to 4 tokens share each loaded and unpacked weight vector (register
+// tiling, as the AVX-512 body does with 8): on AVX2 the unpacking costs as
+// much as the products, so paying it once per token made prefill run at the
+// speed of the unpacking. A half (8 rows) is run over all blocks at a time so
+// that 4 tokens' accumulators and the unpacked weights fit the 16 ymm
+// registers; its second pass reads the group's weights from L1/L2.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -20,56 +30,178 @@ inline __m256i broadcast4(const std::int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Sum over the 8 steps of u[step] x a[step] for one half (8 rows); every u
-// byte <= 15, so int16 pair sums stay below 2 * 15 * 128.
-inline __m256i dot_nibbles(const __m256i* u, const std::int8_t* a) {
-  __m256i sum16 = _mm256_setzero_si256();
-  for (int c = 0; c < 8; ++c) sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(u[c], broadcast4(a + 4 * c)));
-  return _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
+// Rows [8 half, 8 half + 8) of `group` for tokens [t0, t0 + M); `lanes` of
+// the 8 outputs exist (a partial last group).
+template <int Bits, int M>
+void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& x, int t0, float* y,
+               std::size_t ldy, int lanes) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i sixteens16 = _mm256_set1_epi16(16);
+  const std::int8_t* a[M];
+  const float* xd[M];
+  const float* xs[M];
+  __m256 acc[M];
+  for (int t = 0; t < M; ++t) {
+    a[t] = x.row_q(t0 + t);
+    xd[t] = x.row_d(t0 + t);
+    xs[t] = x.row_s(t0 + t);
+    acc[t] = _mm256_setzero_ps();
+  }
+  for (int b = 0; b < w.blocks; ++b) {
+    const std::uint8_t* blk = w.at(group, b);
+    const std::uint8_t* quants = blk + half * 32;
+    __m256i dot[M];
+    if constexpr (Bits == 4) {
+      // Chunk c holds k = 4c..4c+3 in its low nibbles and 16+4c.. in its high.
+      __m256i sum16[M];
+      for (int t = 0; t < M; ++t) sum16[t] = _mm256_setzero_si256();
+      // Unrolled twice, not fully: fully unrolled, GCC hoists every product
+      // ahead of the adds and spills them; not at all, it copies every
+      // accumulator once per step.
+#pragma GCC unroll 2
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+        const __m256i lo = _mm256_and_si256(packed, low_nibbles);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+#pragma GCC unroll 4
+        for (int t = 0; t < M; ++t) {
+          const std::int8_t* at = a[t] + b * kQuantBlock + 4 * c;
+          const __m256i both = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(at)),
+                                                _mm256_maddubs_epi16(hi, broadcast4(at + 16)));
+          sum16[t] = _mm256_add_epi16(sum16[t], both);
+        }
+      }
+      for (int t = 0; t < M; ++t) dot[t] = _mm256_madd_epi16(sum16[t], ones16);
+    } else {
+      __m256i lo16[M], hi16[M];
+      for (int t = 0; t < M; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int c = 0; c < 8; ++c) {
+        const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+        const __m256i lo = _mm256_and_si256(bytes, low_nibbles);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
+#pragma GCC unroll 4
+        for (int t = 0; t < M; ++t) {
+          const __m256i act = broadcast4(a[t] + b * kQuantBlock + 4 * c);
+          const __m256i plo = _mm256_maddubs_epi16(lo, act);
+          const __m256i phi = _mm256_maddubs_epi16(hi, act);
+          lo16[t] = _mm256_add_epi16(lo16[t], plo);
+          hi16[t] = _mm256_add_epi16(hi16[t], phi);
+        }
+      }
+      for (int t = 0; t < M; ++t) {
+        dot[t] = _mm256_add_epi32(_mm256_madd_epi16(lo16[t], ones16), _mm256_madd_epi16(hi16[t], sixteens16));
+      }
+    }
+    const std::uint8_t* scales = blk + w.quant_bytes();
+    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
+    const __m256 m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+    for (int t = 0; t < M; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
+      acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[t][b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < M; ++t) {
+    float* dst = y + static_cast<std::size_t>(t0 + t) * ldy + group * kPackRows + half * 8;
+    if (lanes == 8) {
+      _mm256_storeu_ps(dst, acc[t]);
+    } else {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[t]);
+      for (int r = 0; r < lanes; ++r) dst[r] = out[r];
+    }
+  }
+}
+
+// One token (decode): both halves per block, so that the weights stream
+// through once (software prefetch, as the AVX-512 body does, measured no
+// faster here).
+template <int Bits>
+void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, float* y, std::size_t ldy,
+               int rows) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i sixteens16 = _mm256_set1_epi16(16);
+  const std::int8_t* a = x.row_q(t);
+  const float* xd = x.row_d(t);
+  const float* xs = x.row_s(t);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int b = 0; b < w.blocks; ++b, a += kQuantBlock) {
+    const std::uint8_t* blk = w.at(group, b);
+    const std::uint8_t* scales = blk + w.quant_bytes();
+    for (int half = 0; half < 2; ++half) {
+      const std::uint8_t* quants = blk + half * 32;
+      __m256i dot;
+      if constexpr (Bits == 4) {
+        __m256i sum16 = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+          const __m256i lo = _mm256_and_si256(packed, low_nibbles);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+          sum16 = _mm256_add_epi16(sum16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(a + 4 * c)),
+                                                           _mm256_maddubs_epi16(hi, broadcast4(a + 16 + 4 * c))));
+        }
+        dot = _mm256_madd_epi16(sum16, ones16);
+      } else {
+        __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+          const __m256i act = broadcast4(a + 4 * c);
+          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(_mm256_and_si256(bytes, low_nibbles), act));
+          hi16 = _mm256_add_epi16(
+              hi16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles), act));
+        }
+        dot = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones16), _mm256_madd_epi16(hi16, sixteens16));
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
+      const __m256 m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+      acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
+      acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[b]), acc[half]);
+    }
+  }
+  float* dst = y + static_cast<std::size_t>(t) * ldy + group * kPackRows;
+  if (rows == kPackRows) {
+    _mm256_storeu_ps(dst, acc[0]);
+    _mm256_storeu_ps(dst + 8, acc[1]);
+  } else {
+    alignas(32) float out[kPackRows];
+    _mm256_store_ps(out, acc[0]);
+    _mm256_store_ps(out + 8, acc[1]);
+    for (int r = 0; r < rows; ++r) dst[r] = out[r];
+  }
+}
+
+// Tokens [t, t + count) for count < M, as one tile of count tokens.
+template <int Bits, int M>
+void remainder_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& x, int t, int count, float* y,
+                    std::size_t ldy, int lanes) {
+  if constexpr (M > 1) {
+    if (count == M - 1) {
+      half_tile<Bits, M - 1>(w, group, half, x, t, y, ldy, lanes);
+    } else {
+      remainder_tile<Bits, M - 1>(w, group, half, x, t, count, y, ldy, lanes);
+    }
+  }
 }
 
 template <int Bits>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
   const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
-  for (int t = t0; t < t1; ++t) {
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int b = 0; b < w.blocks; ++b) {
-      const std::uint8_t* blk = w.at(group, b);
-      const std::int8_t* a = x.row_q(t) + b * kQuantBlock;
-      const std::uint8_t* scales = blk + w.quant_bytes();
-      const std::size_t qi = static_cast<std::size_t>(t) * x.blocks + b;
-      for (int half = 0; half < 2; ++half) {
-        __m256i dot;
-        if constexpr (Bits == 4) {
-          __m256i u[8];
-          for (int c = 0; c < 4; ++c) {
-            const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + c * 64 + half * 32));
-            u[c] = _mm256_and_si256(packed, low_nibbles);
-            u[c + 4] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
-          }
-          dot = dot_nibbles(u, a);
-        } else {
-          __m256i lo[8], hi[8];
-          for (int c = 0; c < 8; ++c) {
-            const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + c * 64 + half * 32));
-            lo[c] = _mm256_and_si256(bytes, low_nibbles);
-            hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
-          }
-          dot = _mm256_add_epi32(dot_nibbles(lo, a), _mm256_slli_epi32(dot_nibbles(hi, a), 4));
-        }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
-        const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
-        acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(x.d[qi])), acc[half]);
-        acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.s[qi]), acc[half]);
-      }
-    }
-    alignas(32) float out[kPackRows];
-    _mm256_store_ps(out, acc[0]);
-    _mm256_store_ps(out + 8, acc[1]);
-    float* dst = y + static_cast<std::size_t>(t) * ldy + group * kPackRows;
-    for (int r = 0; r < rows; ++r) dst[r] = out[r];
+  // 4 tokens: 3 and 2 were slower, and 5 or more spill the accumulators
+  // (measured single-threaded on a 64-token chunk of a 1536 x 576 matrix).
+  constexpr int kTile = 4;
+  if (t1 - t0 == 1) {
+    one_token<Bits>(w, group, x, t0, y, ldy, rows);
+    return;
+  }
+  for (int half = 0; half < 2; ++half) {
+    const int lanes = rows - half * 8 < 8 ? rows - half * 8 : 8;
+    if (lanes <= 0) break;
+    int t = t0;
+    for (; t + kTile <= t1; t += kTile) half_tile<Bits, kTile>(w, group, half, x, t, y, ldy, lanes);
+    if (t < t1) remainder_tile<Bits, kTile>(w, group, half, x, t, t1 - t, y, ldy, lanes);
   }
 }
 

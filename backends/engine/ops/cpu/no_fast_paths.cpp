@@ -9,6 +9,8 @@ FloatTileFn float_tile_avx512() { return nullptr; }
 FloatTileFn float_tile_avx512bf16() { return nullptr; }
 AttentionFn attention_avx2() { return nullptr; }
 AttentionFn attention_avx512() { return nullptr; }
+const AttentionParts* attention_parts_avx2() { return nullptr; }
+const AttentionParts* attention_parts_avx512() { return nullptr; }
 QuantizeRowFn quantize_row_avx2() { return nullptr; }
 QuantizeRowFn quantize_row_avx512() { return nullptr; }
 SiluMulFn silu_mul_avx2() { return nullptr; }
