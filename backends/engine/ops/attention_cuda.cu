@@ -11,6 +11,7 @@
 
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/cuda_reduce.cuh"
 
 namespace midtune::engine::cuda {
 
@@ -19,30 +20,6 @@ namespace {
 constexpr int kMaxHeadDim = 256;
 constexpr int kKeyChunk = 1024;
 constexpr int kAttentionThreads = 256;  // >= kMaxHeadDim: thread d owns output dimension d
-
-__device__ float block_max(float value, float* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
-
-__device__ float block_sum(float value, float* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
 
 __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
                                  std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
@@ -73,7 +50,7 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
       scores[j] = scale * dot;
       chunk_max = fmaxf(chunk_max, scores[j]);
     }
-    chunk_max = block_max(chunk_max, reduce);  // also makes scores[] visible to every thread
+    chunk_max = block_reduce(chunk_max, reduce, MaxOf{});  // also makes scores[] visible to every thread
     if (chunk == 0) score0 = scores[0];
     if (keep_row) {
       for (int j = threadIdx.x; j < n; j += blockDim.x) last_row[static_cast<std::size_t>(h) * limit + chunk + j] = scores[j];
@@ -82,7 +59,7 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
     const float rescale = expf(running_max - new_max);
     float partial = 0.0f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) partial += expf(scores[j] - new_max);
-    running_sum = running_sum * rescale + block_sum(partial, reduce);
+    running_sum = running_sum * rescale + block_reduce(partial, reduce, SumOf{});
     if (threadIdx.x < head_dim) {
       float sum = 0.0f;
       for (int j = 0; j < n; ++j) {

@@ -13,27 +13,13 @@
 
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/cuda_reduce.cuh"
 
 namespace midtune::engine::cuda {
 
 namespace {
 
 constexpr int kSoftmaxThreads = 256;
-
-__device__ float reduce_block(float value, float* shared, bool take_max) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      const float other = shared[threadIdx.x + half];
-      shared[threadIdx.x] = take_max ? fmaxf(shared[threadIdx.x], other) : shared[threadIdx.x] + other;
-    }
-    __syncthreads();
-  }
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
 
 // One block per (query t, head h0 + blockIdx.y): the row of scores becomes
 // the row of weights, in place.
@@ -47,10 +33,10 @@ __global__ void masked_softmax_kernel(float* scores, int tokens, int past, int w
   float* row = scores + (static_cast<std::size_t>(local_head) * tokens + t) * keys;
   float top = -FLT_MAX;
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) top = fmaxf(top, row[j]);
-  top = reduce_block(top, reduce, true);
+  top = block_reduce(top, reduce, MaxOf{});
   float sum = 0.0f;
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) sum += expf(row[j] - top);
-  sum = reduce_block(sum, reduce, false);
+  sum = block_reduce(sum, reduce, SumOf{});
   const float inverse = 1.0f / sum;
   const bool keep_row = last_row != nullptr && t == tokens - 1;
   for (int j = threadIdx.x; j < keys; j += blockDim.x) {

@@ -8,27 +8,13 @@
 
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/cuda_reduce.cuh"
 
 namespace midtune::engine::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ double block_reduce(double value, double* shared, bool take_max) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      const double other = shared[threadIdx.x + half];
-      shared[threadIdx.x] = take_max ? fmax(shared[threadIdx.x], other) : shared[threadIdx.x] + other;
-    }
-    __syncthreads();
-  }
-  const double result = shared[0];
-  __syncthreads();
-  return result;
-}
 
 __device__ double score(const float* qkv, std::size_t ld, int tokens, int h, int group, int head_dim,
                         std::size_t k_offset, int j, double inv_sqrt) {
@@ -45,10 +31,10 @@ __global__ void last_query_rows_kernel(const float* qkv, std::size_t ld, int tok
   const int h = blockIdx.x;
   double top = -DBL_MAX;
   for (int j = threadIdx.x; j < tokens; j += blockDim.x) top = fmax(top, score(qkv, ld, tokens, h, group, head_dim, k_offset, j, inv_sqrt));
-  top = block_reduce(top, reduce, true);
+  top = block_reduce(top, reduce, MaxOf{});
   double sum = 0.0;
   for (int j = threadIdx.x; j < tokens; j += blockDim.x) sum += exp(score(qkv, ld, tokens, h, group, head_dim, k_offset, j, inv_sqrt) - top);
-  sum = block_reduce(sum, reduce, false);
+  sum = block_reduce(sum, reduce, SumOf{});
   for (int j = threadIdx.x; j < tokens; j += blockDim.x) {
     rows[static_cast<std::size_t>(h) * tokens + j] =
         static_cast<float>(exp(score(qkv, ld, tokens, h, group, head_dim, k_offset, j, inv_sqrt) - top) / sum);
