@@ -39,7 +39,7 @@
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
-#include "tests/engine/tiny_gguf_writer.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace {
 
@@ -57,20 +57,15 @@ Shape shape_named(const std::string& name) {
   throw std::invalid_argument("--shape: '" + name + "' is not one of llama7b, tiny");
 }
 
-// Uniform [-bound, bound) BF16 values from a counter-based generator, in
-// parallel chunks (the values only need to be of the right size).
+// Uniform [-bound, bound) BF16 values from the tests' counter-based
+// generator, in parallel chunks (the values only need to be of the right size).
 std::vector<std::uint8_t> random_bf16(std::size_t count, float bound, std::uint64_t seed) {
   std::vector<std::uint8_t> out(count * 2);
   constexpr std::size_t kChunk = 1 << 20;
   tbb::parallel_for(std::size_t{0}, (count + kChunk - 1) / kChunk, [&](std::size_t chunk) {
-    std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + chunk;
+    midtune::testing::TinyWeights rng(seed * 0x9E3779B97F4A7C15ull + chunk);
     for (std::size_t i = chunk * kChunk; i < std::min(count, (chunk + 1) * kChunk); ++i) {
-      std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      const float value = (static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * bound;
-      const std::uint16_t bits = midtune::engine::elementwise::bf16_bits(value);
+      const std::uint16_t bits = midtune::engine::elementwise::bf16_bits(rng.next(bound));
       std::memcpy(&out[i * 2], &bits, 2);
     }
   });

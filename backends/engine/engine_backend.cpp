@@ -42,13 +42,15 @@ void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
 }
 
-RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
-  validate(intervention);
-  const int layers = static_cast<int>(model_->config().layers);
-  const int heads = static_cast<int>(model_->config().heads);
-  RopeScales s = RopeScales::ones(layers, heads);
-  s.scale = rope_scales_per_head(intervention.rope_scale, layers, heads);
+RopeScales intervention_rope_scales(const ModelConfig& c, const Intervention& intervention) {
+  validate_intervention(intervention, hooks::shape_of(c));
+  RopeScales s = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+  s.scale = rope_scales_per_head(intervention.rope_scale, s.layers, s.heads);
   return s;
+}
+
+RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
+  return intervention_rope_scales(model_->config(), intervention);
 }
 
 PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item) {

@@ -56,6 +56,7 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
     // need their own slot from the start.
     scales_.per_head_key_slots.assign(static_cast<std::size_t>(layers), 0);
     for (int l = intervention_.mspoe->first_layer; l < layers; ++l) scales_.per_head_key_slots[l] = 1;
+    hooks_.head_rope_scale_layers = scales_.per_head_key_slots;  // the same layers: first_layer on
     hooks_.head_rope_scales = [this](int layer, std::span<const float> rows, int tokens) {
       return assign_mspoe(layer, rows, tokens);
     };

@@ -20,6 +20,7 @@
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/row_updates.hpp"
 #include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
@@ -380,7 +381,8 @@ void Model::attention_layer(int layer, Sequence& seq, int T, const double* posit
   const std::size_t cap = seq.capacity_;
   const int start = seq.length_;
   Sequence::LayerCache& lc = seq.layers_[layer];
-  if (hooks != nullptr && hooks->head_rope_scales && start == 0) {
+  if (hooks != nullptr && hooks->head_rope_scales && start == 0 &&
+      (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0)) {
     apply_head_rope_scales(layer, seq, T, positions, ws, *hooks);
   }
 
@@ -588,17 +590,9 @@ void Model::correct_key0_weight(int layer, const Sequence& seq, int T, int first
   const int hd = static_cast<int>(c.head_dim), heads = static_cast<int>(c.heads);
   const int group = heads / static_cast<int>(c.kv_heads);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
-  const Sequence::LayerCache& lc = seq.layers_[layer];
-  for (int h = 0; h < heads; ++h) {
-    const float* v0 = lc.v.data() + static_cast<std::size_t>(h / group) * seq.capacity_ * hd;
-    for (int t = first; t < T; ++t) {
-      const float alpha = ws.key0_factors[t];
-      if (alpha == 1.0f) continue;
-      const float step = (alpha - 1.0f) * ws.key0_weight[static_cast<std::size_t>(h) * T + t];
-      float* out = ws.attn.data() + t * q_width + static_cast<std::size_t>(h) * hd;
-      for (int i = 0; i < hd; ++i) out[i] += step * v0[i];
-    }
-  }
+  add_key0_correction(ws.attn.data() + first * q_width, q_width, T - first, heads, group, hd,
+                      ws.key0_weight.data() + first, static_cast<std::size_t>(T), ws.key0_factors.data() + first,
+                      seq.layers_[layer].v.data(), static_cast<std::size_t>(seq.capacity_) * hd);
 }
 
 // Ms-PoE (Alg. 1 lines 5-10): this layer's per-head scales from the hook,
@@ -644,14 +638,11 @@ void Model::scale_qk_channel(const QkChannelScaling& phs, int T, int first_query
     throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
   }
   const std::size_t qkv_width = q_width + 2 * k_width;
-  for (int t = 0; t < T; ++t) {
-    const float delta = elementwise::channel_delta(phs.scale, ws.xn[t * hidden + phs.channel]);
-    float* row = ws.qkv.data() + t * qkv_width;
-    for (std::size_t i = 0; i < k_width; ++i) row[q_width + i] += delta * phs.k_column[i];
-    if (t >= first_query) {
-      for (std::size_t i = 0; i < q_width; ++i) row[i] += delta * phs.q_column[i];
-    }
-  }
+  add_channel_column(ws.qkv.data(), qkv_width, T, q_width, static_cast<int>(k_width), ws.xn.data(), hidden,
+                     phs.channel, phs.scale, phs.k_column.data());
+  add_channel_column(ws.qkv.data() + first_query * qkv_width, qkv_width, T - first_query, 0,
+                     static_cast<int>(q_width), ws.xn.data() + first_query * hidden, hidden, phs.channel, phs.scale,
+                     phs.q_column.data());
 }
 
 // PHS eq. 3: keys re-cached from the changed K rows, the last queries' rows

@@ -96,6 +96,9 @@ struct ForwardHooks {
   // per-head RoPE scales, fixed for the sequence's life; heads of one GQA
   // group may differ only in layers with per-head key slots (Ms-PoE Alg. 1).
   std::function<std::vector<float>(int layer, std::span<const float> rows, int tokens)> head_rope_scales;
+  // The layers (1 = call it, size = layers) where head_rope_scales is called;
+  // the rows are computed only there. Empty = every layer.
+  std::vector<std::uint8_t> head_rope_scale_layers;
 
   // Stage: after the attention kernel. The last query's softmax rows (heads x
   // keys, before any key-0 correction) in the layers marked 1 here (size =

@@ -64,10 +64,9 @@ std::optional<ChatWrapper> BatchedBackend::chat_wrapper() const {
 std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                               const RunOptions& options) {
   const ModelConfig& c = model_->config();
-  RopeScales plain = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+  RopeScales plain;
   try {
-    validate(intervention);
-    plain.scale = rope_scales_per_head(intervention.rope_scale, plain.layers, plain.heads);
+    plain = intervention_rope_scales(c, intervention);
   } catch (const std::invalid_argument& e) {
     throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
   }

@@ -296,7 +296,8 @@ void BatchedModel::attend_sequence(int layer, const SequenceCall& call, int offs
 
   // Ms-PoE (Alg. 1 lines 5-10): this layer's per-head scales, from the last
   // query's rows before RoPE, fixed for the rest of the sequence.
-  if (hooks != nullptr && hooks->head_rope_scales && start == 0) {
+  if (hooks != nullptr && hooks->head_rope_scales && start == 0 &&
+      (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0)) {
     ws.rows.ensure(device_, static_cast<std::size_t>(heads) * T);
     device_.last_query_rows(qkv, qkv_width, T, heads, kv_heads, hd, q_width, ws.rows.data());
     std::vector<float> rows(static_cast<std::size_t>(heads) * T);

@@ -16,8 +16,12 @@
 
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/row_updates.hpp"
 #include "backends/engine/ops/scoring.hpp"
+#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine::batched {
 
@@ -107,11 +111,11 @@ void ReferenceOps::add(float* x, const float* y, std::size_t count) {
 }
 
 void ReferenceOps::silu_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::silu_mul(gate[i], up[i]);
+  engine::silu_mul(gate, up, out, count, Isa::scalar);
 }
 
 void ReferenceOps::gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::gelu_tanh_mul(gate[i], up[i]);
+  engine::gelu_tanh_mul(gate, up, out, count);
 }
 
 void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
@@ -128,16 +132,11 @@ void ReferenceOps::rope_tables(const double* positions, int tokens, const float*
 
 void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
                              RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
-  const int pairs = rope_dims / 2;
+  const RopeFn rope = rope_for(Isa::scalar, pairing);
   for (int t = 0; t < tokens; ++t) {
     for (int h = 0; h < heads; ++h) {
-      float* row = x + t * ld_x + static_cast<std::size_t>(h) * head_dim;
-      for (int i = 0; i < pairs; ++i) {
-        const float* entry = cos_sin + h * head_table_stride + (static_cast<std::size_t>(t) * pairs + i) * 2;
-        const int a = pairing == RopePairing::halves ? i : 2 * i;
-        const int b = pairing == RopePairing::halves ? i + pairs : 2 * i + 1;
-        elementwise::rope_rotate_pair(row[a], row[b], entry[0], entry[1], &row[a], &row[b]);
-      }
+      rope(x + t * ld_x + static_cast<std::size_t>(h) * head_dim,
+           cos_sin + h * head_table_stride + static_cast<std::size_t>(t) * rope_dims, rope_dims);
     }
   }
 }
@@ -183,28 +182,15 @@ void ReferenceOps::attention(const float* q, std::size_t q_ld, const float* keys
 void ReferenceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
                                        int head_dim, const float* key0_weight, const float* factors,
                                        const float* values, std::size_t kv_ld) {
-  (void)kv_ld;
-  const int group = heads / kv_heads;
-  for (int h = 0; h < heads; ++h) {
-    const float* v0 = values + static_cast<std::size_t>(h / group) * head_dim;
-    for (int t = 0; t < tokens; ++t) {
-      const float alpha = factors[t];
-      if (alpha == 1.0f) continue;
-      const float step = (alpha - 1.0f) * key0_weight[static_cast<std::size_t>(h) * tokens + t];
-      float* o = out + t * out_ld + static_cast<std::size_t>(h) * head_dim;
-      for (int i = 0; i < head_dim; ++i) o[i] += step * v0[i];
-    }
-  }
+  (void)kv_ld;  // only row 0 of the values is read
+  engine::add_key0_correction(out, out_ld, tokens, heads, heads / kv_heads, head_dim, key0_weight,
+                              static_cast<std::size_t>(tokens), factors, values, static_cast<std::size_t>(head_dim));
 }
 
 void ReferenceOps::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
                                       const float* normed, std::size_t normed_ld, int channel, double scale,
                                       const float* column) {
-  for (int t = 0; t < tokens; ++t) {
-    const float delta = elementwise::channel_delta(scale, normed[t * normed_ld + channel]);
-    float* row = rows + t * ld + offset;
-    for (int i = 0; i < width; ++i) row[i] += delta * column[i];
-  }
+  engine::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
 }
 
 void ReferenceOps::last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads,
