@@ -112,14 +112,24 @@ TEST_P(PackTest, PackedWeightsReproduceDequantisedRows) {
   const PackedMatrix packed = pack_matrix(type, data.data(), rows, cols);
   const std::size_t row_bytes = cols / block_elements(type) * block_bytes(type);
   std::vector<float> row(cols);
-  const bool exact = type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
+  const bool exact = type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0 ||
+                     type == GgmlType::Q5_0 || type == GgmlType::Q5_1;
   for (int r = 0; r < rows; ++r) {
     dequantize_row(type, data.data() + r * row_bytes, row.data(), cols);
     for (int c = 0; c < cols; ++c) {
       // Requantised types: half a step of (block range / 255) plus fp16 rounding of d and m.
       float lo = row[c / 32 * 32], hi = lo;
       for (int i = c / 32 * 32; i < c / 32 * 32 + 32; ++i) { lo = std::min(lo, row[i]); hi = std::max(hi, row[i]); }
-      const float tol = exact ? 1e-6f * std::fabs(row[c]) + 1e-7f : (hi - lo) / 255.0f + 2e-3f * (std::fabs(lo) + std::fabs(hi));
+      // Q4_K / Q5_K keep their values; the sub-block scale and min are
+      // rounded to fp16 (relative 2^-11 each).
+      float tol = exact ? 1e-6f * std::fabs(row[c]) + 1e-7f
+                        : (hi - lo) / 255.0f + 2e-3f * (std::fabs(lo) + std::fabs(hi));
+      if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+        KSubBlock sub[8];
+        k_sub_blocks(type, data.data() + r * row_bytes + c / 256 * block_bytes(type), sub);
+        const KSubBlock& sb = sub[c % 256 / 32];
+        tol = 0x1p-11f * (std::fabs(sb.scale) * sb.q[c % 32] + std::fabs(sb.min)) * 1.01f + 1e-7f;
+      }
       ASSERT_NEAR(packed_weight(packed, r, c), row[c], tol) << "row " << r << " col " << c;
     }
   }

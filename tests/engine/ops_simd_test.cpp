@@ -78,10 +78,40 @@ TEST_P(OpsSimd, MatmulIsExactAtTheInt8Extremes) {
       for (int i = 0; i < 16; ++i) w4.push_back(r < n / 2 || coin(rng) ? 0xff : (coin(rng) ? 0x0f : 0xf0));
     }
   }
-  const PackedMatrix forms[] = {pack_matrix(GgmlType::F32, w8.data(), n, k),
-                                pack_matrix(GgmlType::Q4_1, w4.data(), n, k)};
+  // 5-bit: Q5_1 blocks (d = 1, m = 0) whose values are 0 or 31, kept whole
+  // in narrow groups; under Q8_0 rows packed below them (one matmul, as Q, K
+  // and V are), the groups holding Q8_0 rows take the nibble split.
+  std::vector<std::uint8_t> w5;
+  for (int r = 0; r < n; ++r) {
+    for (int b = 0; b < k / 32; ++b) {
+      const std::uint16_t d = float_to_fp16(1.0f), m = 0;
+      for (std::uint16_t h : {d, m}) {
+        w5.push_back(static_cast<std::uint8_t>(h & 0xff));
+        w5.push_back(static_cast<std::uint8_t>(h >> 8));
+      }
+      for (int i = 0; i < 4; ++i) w5.push_back(r < n / 2 ? 0xff : static_cast<std::uint8_t>(coin(rng) ? 0xff : 0x00));
+      for (int i = 0; i < 16; ++i) w5.push_back(r < n / 2 || coin(rng) ? 0xff : (coin(rng) ? 0x0f : 0xf0));
+    }
+  }
+  std::vector<std::uint8_t> w8_exact;  // Q8_0 blocks (d = 1) of -128 / 127: u = 0 / 255
+  for (int r = 0; r < n - 32; ++r) {
+    for (int b = 0; b < k / 32; ++b) {
+      const std::uint16_t d = float_to_fp16(1.0f);
+      w8_exact.push_back(static_cast<std::uint8_t>(d & 0xff));
+      w8_exact.push_back(static_cast<std::uint8_t>(d >> 8));
+      for (int i = 0; i < 32; ++i) w8_exact.push_back(coin(rng) ? 0x80 : 0x7f);
+    }
+  }
+  const PackedMatrix forms[] = {
+      pack_matrix(GgmlType::F32, w8.data(), n, k), pack_matrix(GgmlType::Q4_1, w4.data(), n, k),
+      pack_matrices({{GgmlType::Q5_1, w5.data(), 32}, {GgmlType::Q8_0, w8_exact.data(), n - 32}}, k)};
   ASSERT_EQ(forms[0].bits, 8);
   ASSERT_EQ(forms[1].bits, 4);
+  ASSERT_EQ(forms[2].bits, 8);
+  ASSERT_FALSE(forms[0].narrow(2));  // random rows (the first half is constant: u = 0)
+  ASSERT_TRUE(forms[2].narrow(0) && forms[2].narrow(1));
+  ASSERT_FALSE(forms[2].narrow(2));
+  ASSERT_EQ(forms[2].group_max_u[0], 31);
   for (const PackedMatrix& w : forms) {
     for (int m = 1; m <= 9; ++m) {
       std::vector<float> x(static_cast<std::size_t>(m) * k);

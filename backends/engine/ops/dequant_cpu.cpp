@@ -8,6 +8,63 @@
 
 namespace midtune::engine {
 
+// The low 4 bits of element j are nibble j of qs (low nibbles first), its
+// 5th bit is bit j of the 32-bit qh.
+void q5_values(const std::uint8_t* qh_bytes, const std::uint8_t* qs, int* q) {
+  std::uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+  for (std::size_t j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) << 4) & 0x10);
+    q[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+  }
+}
+
+namespace {
+
+// Q4_K / Q5_K: 6-bit scale and min j of 8, packed in 12 bytes (ggml's
+// get_scale_min_k4).
+void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& scale, std::uint8_t& min) {
+  if (j < 4) {
+    scale = q[j] & 63;
+    min = q[j + 4] & 63;
+  } else {
+    scale = static_cast<std::uint8_t>((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+    min = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace
+
+void k_sub_blocks(GgmlType type, const std::uint8_t* block, KSubBlock* out) {
+  if (type != GgmlType::Q4_K && type != GgmlType::Q5_K) {
+    throw std::invalid_argument(std::string("k_sub_blocks: ") + ggml_type_info(type).name + " is not Q4_K / Q5_K");
+  }
+  std::uint16_t d16, dmin16;
+  std::memcpy(&d16, block, sizeof d16);
+  std::memcpy(&dmin16, block + 2, sizeof dmin16);
+  const float d = fp16_to_float(d16);
+  const float dmin = fp16_to_float(dmin16);
+  const std::uint8_t* scales = block + 4;
+  const std::uint8_t* qh = type == GgmlType::Q5_K ? block + 16 : nullptr;
+  const std::uint8_t* q = block + (type == GgmlType::Q5_K ? 48 : 16);
+  // Sub-blocks 2i and 2i+1 share 32 bytes of qs: low nibbles, then high;
+  // their 5th bits are bits 2i and 2i+1 of qh.
+  for (int i = 0; i < 4; ++i, q += 32) {
+    for (int half = 0; half < 2; ++half) {
+      KSubBlock& sb = out[2 * i + half];
+      std::uint8_t sc, m;
+      scale_min_k4(2 * i + half, scales, sc, m);
+      sb.scale = d * sc;
+      sb.min = dmin * m;
+      const int bit = 2 * i + half;
+      for (int l = 0; l < 32; ++l) {
+        const int nibble = half == 0 ? (q[l] & 0x0f) : (q[l] >> 4);
+        sb.q[l] = static_cast<std::uint8_t>(nibble + (qh && ((qh[l] >> bit) & 1) ? 16 : 0));
+      }
+    }
+  }
+}
+
 namespace {
 
 constexpr std::size_t kQK = 32;    // elements per Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL block
@@ -46,45 +103,20 @@ void dequant_q8_0(const std::uint8_t* b, float* y) {
   for (std::size_t i = 0; i < kQK; ++i) y[i] = static_cast<std::int8_t>(b[2 + i]) * d;
 }
 
-// Q4_K: 6-bit scale and min j of 8, packed in 12 bytes (get_scale_min_k4).
-void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& scale, std::uint8_t& min) {
-  if (j < 4) {
-    scale = q[j] & 63;
-    min = q[j + 4] & 63;
-  } else {
-    scale = static_cast<std::uint8_t>((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-    min = static_cast<std::uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
-// Q4_K and Q5_K: eight sub-blocks of 32, each with a 6-bit scale and min
-// (scale_min_k4); 4-bit values from qs, plus a 5th bit from qh (Q5_K only).
-void dequant_k_nibbles(const std::uint8_t* b, const std::uint8_t* scales, const std::uint8_t* qh,
-                       const std::uint8_t* q, float* y) {
-  const float d = fp16_to_float(load_u16(b));
-  const float dmin = fp16_to_float(load_u16(b + 2));
-  int is = 0;
-  std::uint8_t u1 = 1, u2 = 2;
-  for (std::size_t j = 0; j < kQKK; j += 64) {
-    std::uint8_t sc, m;
-    scale_min_k4(is, scales, sc, m);
-    const float d1 = d * sc, m1 = dmin * m;
-    scale_min_k4(is + 1, scales, sc, m);
-    const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0x0f) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
-    q += 32;
-    is += 2;
-    u1 = static_cast<std::uint8_t>(u1 << 2);
-    u2 = static_cast<std::uint8_t>(u2 << 2);
+// Q4_K and Q5_K: eight sub-blocks of 32, x = scale * q - min.
+void dequant_k_sub_blocks(GgmlType type, const std::uint8_t* b, float* y) {
+  KSubBlock sub[8];
+  k_sub_blocks(type, b, sub);
+  for (const KSubBlock& sb : sub) {
+    for (int l = 0; l < 32; ++l) *y++ = sb.scale * static_cast<float>(sb.q[l]) - sb.min;
   }
 }
 
 // block_q4_K { half d; half dmin; u8 scales[12]; u8 qs[128]; }.
-void dequant_q4_k(const std::uint8_t* b, float* y) { dequant_k_nibbles(b, b + 4, nullptr, b + 16, y); }
+void dequant_q4_k(const std::uint8_t* b, float* y) { dequant_k_sub_blocks(GgmlType::Q4_K, b, y); }
 
 // block_q5_K { half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }.
-void dequant_q5_k(const std::uint8_t* b, float* y) { dequant_k_nibbles(b, b + 4, b + 16, b + 48, y); }
+void dequant_q5_k(const std::uint8_t* b, float* y) { dequant_k_sub_blocks(GgmlType::Q5_K, b, y); }
 
 // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; half d; }.
 void dequant_q6_k(const std::uint8_t* b, float* y) {
@@ -108,18 +140,6 @@ void dequant_q6_k(const std::uint8_t* b, float* y) {
     ql += 64;
     qh += 32;
     sc += 8;
-  }
-}
-
-// The 32 five-bit values of a Q5_0 / Q5_1 block: the low 4 bits of element
-// j are nibble j of qs (low nibbles first), its 5th bit is bit j of the
-// 32-bit qh.
-void q5_values(const std::uint8_t* qh_bytes, const std::uint8_t* qs, int* q) {
-  std::uint32_t qh;
-  std::memcpy(&qh, qh_bytes, sizeof qh);
-  for (std::size_t j = 0; j < kQK / 2; ++j) {
-    q[j] = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) << 4) & 0x10);
-    q[j + kQK / 2] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
   }
 }
 

@@ -68,7 +68,9 @@ RowBlock requantize(const float* x, int count) {
   return rb;
 }
 
-bool is_nibble_type(GgmlType type) { return type == GgmlType::Q4_0 || type == GgmlType::Q4_1; }
+bool is_nibble_type(GgmlType type) {
+  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q4_K;
+}
 
 // Packs one part's rows into p starting at packed row `row0`.
 void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
@@ -85,7 +87,39 @@ void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
   std::vector<float> row(static_cast<std::size_t>(p.blocks) * kBlock);
   for (int r = 0; r < part.rows; ++r) {
     const auto* src = static_cast<const std::uint8_t*>(part.data) + r * row_bytes;
-    if (type == GgmlType::Q4_1 || type == GgmlType::Q4_0 || type == GgmlType::Q8_0) {
+    if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+      // The values and sub-block structure are kept (u = q, one block of 32
+      // per sub-block); only the sub-block's fp32 scale and min are rounded
+      // to fp16 (relative 2^-11: a quarter of the 8-bit requantisation's
+      // step on a 4-bit range).
+      const std::size_t stride = block_bytes(type);
+      for (int super = 0; super < p.cols / 256; ++super) {
+        KSubBlock sub[8];
+        k_sub_blocks(type, src + super * stride, sub);
+        for (int i = 0; i < 8; ++i) {
+          RowBlock rb;
+          rb.d = float_to_fp16(sub[i].scale);
+          rb.m = float_to_fp16(-sub[i].min);
+          std::memcpy(rb.u, sub[i].q, kBlock);
+          store_row_block(p, row0 + r, super * 8 + i, rb);
+        }
+      }
+    } else if (type == GgmlType::Q5_0 || type == GgmlType::Q5_1) {
+      const std::size_t stride = block_bytes(type);
+      for (int b = 0; b < p.blocks; ++b) {
+        const std::uint8_t* blk = src + b * stride;
+        RowBlock rb;
+        rb.d = load_u16(blk);
+        // Q5_0: w = (q - 16) d, so m = -16 d: a power-of-two multiple of an
+        // fp16 value, exact in fp16.
+        rb.m = type == GgmlType::Q5_1 ? load_u16(blk + 2) : float_to_fp16(-16.0f * fp16_to_float(rb.d));
+        const std::uint8_t* qh = blk + (type == GgmlType::Q5_1 ? 4 : 2);
+        int q[kBlock];
+        q5_values(qh, qh + 4, q);
+        for (int i = 0; i < kBlock; ++i) rb.u[i] = static_cast<std::uint8_t>(q[i]);
+        store_row_block(p, row0 + r, b, rb);
+      }
+    } else if (type == GgmlType::Q4_1 || type == GgmlType::Q4_0 || type == GgmlType::Q8_0) {
       const std::size_t stride = block_bytes(type);
       for (int b = 0; b < p.blocks; ++b) {
         const std::uint8_t* blk = src + b * stride;
@@ -134,6 +168,16 @@ PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols) {
   for (const MatrixPart& part : parts) {
     pack_part(p, part, row0);
     row0 += part.rows;
+  }
+  p.group_max_u.assign(p.groups, 0);
+  for (int g = 0; g < p.groups; ++g) {
+    for (int b = 0; b < p.blocks; ++b) {
+      const std::uint8_t* quants = p.at(g, b);
+      for (std::size_t i = 0; i < p.quant_bytes(); ++i) {
+        const auto u = static_cast<std::uint8_t>(p.bits == 4 ? std::max(quants[i] & 0x0f, quants[i] >> 4) : quants[i]);
+        p.group_max_u[g] = std::max(p.group_max_u[g], u);
+      }
+    }
   }
   return p;
 }

@@ -4,8 +4,15 @@
 // of 32 inputs, with u unsigned (4-bit for Q4_0 / Q4_1, 8-bit otherwise), so
 // that AVX-512 VNNI's vpdpbusd (u8 x s8) multiplies u by the int8
 // activations directly:  Q4_1 -> (d, m) as stored;  Q4_0 -> m = -8 d;
-// Q8_0 -> u = q + 128, m = -128 d (all exact).  F32 / F16 / BF16 / Q4_K /
-// Q6_K are dequantised and requantised to 8-bit (asymmetric, per block).
+// Q5_1 -> (d, m) as stored, u the 5-bit value;  Q5_0 -> m = -16 d;
+// Q8_0 -> u = q + 128, m = -128 d (all exact);  Q4_K / Q5_K -> u = q per
+// sub-block of 32, d and m its scale and -min rounded to fp16 (the values
+// exact, the two factors within 2^-11).  Every other type (floats, Q2_K,
+// Q3_K, Q6_K, IQ4) is dequantised and requantised to 8-bit (asymmetric, per
+// block). 5-bit values are stored one per byte, as 8-bit ones are; each row
+// group records its largest u, so that a kernel whose int16 sums would
+// overflow on full bytes (AVX2's vpmaddubsw) multiplies such a group's bytes
+// directly.
 //
 // Rows are interleaved 16 at a time (one zmm of int32 lanes = 16 output
 // rows). For a group of 16 rows and one block of 32 inputs:
@@ -35,6 +42,11 @@ struct PackedMatrix {
   int bits = 4;    // 4 or 8
   std::size_t block_stride = 0;  // bytes per (group, block)
   AlignedBuffer<std::uint8_t> data;
+  std::vector<std::uint8_t> group_max_u;  // per group: the largest u it holds
+
+  // True when every u of the group fits in 5 bits (Q5_0 / Q5_1 / Q5_K, or
+  // 4-bit weights).
+  bool narrow(int group) const { return group_max_u[group] <= 31; }
 
   std::size_t quant_bytes() const { return bits == 4 ? 256 : 512; }
   const std::uint8_t* at(int group, int block) const {
@@ -54,7 +66,8 @@ struct MatrixPart {
 
 // Packs several matrices with the same column count one below the other
 // (Q, K and V as one matmul; gate and up as another). The result is 4-bit
-// only when every part is Q4_0 / Q4_1. Throws std::invalid_argument when
+// only when every part is Q4_0 / Q4_1 / Q4_K; a row group is narrow when all its
+// rows come from 4- or 5-bit parts. Throws std::invalid_argument when
 // cols is not a multiple of a part's block size.
 PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols);
 

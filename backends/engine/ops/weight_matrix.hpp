@@ -3,7 +3,8 @@
 //   - F32 / F16 / BF16 parts keep their precision (ops/float_matrix.hpp,
 //     fp32 activations and accumulation): a model runs at its own precision;
 //   - any integer quant type (Q4_0, Q4_1, Q5_x, Q8_0, K-quants, IQ4) takes the
-//     int8 path (ops/packed_matrix.hpp: Q4_0 / Q4_1 / Q8_0 exactly, the others
+//     int8 path (ops/packed_matrix.hpp: Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0
+//     exactly, Q4_K / Q5_K with fp16-rounded sub-block factors, the others
 //     requantised to 8 bits per block) with int8 activations, the choice
 //     llama.cpp makes for these types (its quantised vec_dot quantises the
 //     activations to Q8 too).

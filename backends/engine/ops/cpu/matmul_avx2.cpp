@@ -5,7 +5,10 @@
 // while every weight operand u is at most 15 (a pair is at most 2 x 15 x 128,
 // and the 8 steps of a block summed in int16 at most 8 x 3840 < 32768), so
 // 8-bit weights are split into nibbles, u = 16 hi + lo, summed apart and
-// joined by vpmaddwd with 1 and 16.
+// joined by vpmaddwd with 1 and 16. Narrow groups (every u <= 31: Q5_0, Q5_1
+// and Q5_K) take their bytes whole, one vpmaddubsw a step, and
+// widen the int16 sums every 4 steps (4 x 2 x 31 x 128 < 32768): twice the
+// products per instruction of the nibble split.
 //
 // Up to 4 tokens share each loaded and unpacked weight vector (register
 // tiling, as the AVX-512 body does with 8): on AVX2 the unpacking costs as
@@ -73,6 +76,22 @@ void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& 
         }
       }
       for (int t = 0; t < M; ++t) dot[t] = _mm256_madd_epi16(sum16[t], ones16);
+    } else if constexpr (Bits == 5) {
+      for (int t = 0; t < M; ++t) dot[t] = _mm256_setzero_si256();
+      for (int steps = 0; steps < 8; steps += 4) {
+        __m256i sum16[M];
+        for (int t = 0; t < M; ++t) sum16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int c = steps; c < steps + 4; ++c) {
+          const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+#pragma GCC unroll 4
+          for (int t = 0; t < M; ++t) {
+            sum16[t] = _mm256_add_epi16(
+                sum16[t], _mm256_maddubs_epi16(bytes, broadcast4(a[t] + b * kQuantBlock + 4 * c)));
+          }
+        }
+        for (int t = 0; t < M; ++t) dot[t] = _mm256_add_epi32(dot[t], _mm256_madd_epi16(sum16[t], ones16));
+      }
     } else {
       __m256i lo16[M], hi16[M];
       for (int t = 0; t < M; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
@@ -143,6 +162,16 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
                                                            _mm256_maddubs_epi16(hi, broadcast4(a + 16 + 4 * c))));
         }
         dot = _mm256_madd_epi16(sum16, ones16);
+      } else if constexpr (Bits == 5) {
+        dot = _mm256_setzero_si256();
+        for (int steps = 0; steps < 8; steps += 4) {
+          __m256i sum16 = _mm256_setzero_si256();
+          for (int c = steps; c < steps + 4; ++c) {
+            const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+            sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(bytes, broadcast4(a + 4 * c)));
+          }
+          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones16));
+        }
       } else {
         __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
@@ -209,6 +238,8 @@ void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int 
           std::size_t ldy) {
   if (w.bits == 4) {
     tile_avx2<4>(w, group, x, t0, t1, y, ldy);
+  } else if (w.narrow(group)) {
+    tile_avx2<5>(w, group, x, t0, t1, y, ldy);
   } else {
     tile_avx2<8>(w, group, x, t0, t1, y, ldy);
   }
