@@ -71,6 +71,7 @@ json strategy_config(const SearchConfig& search) {
             {"mutation", {{"kind", operator_name(ga.mutation)}, {"max_dx", ga.mutation_x}, {"max_dy", ga.mutation_y}}},
             {"crossover", {{"kind", operator_name(ga.crossover)}, {"max_tries", ga.crossover_tries}}}};
     if (search.unique_children) config["unique_children"] = true;
+    if (ga.patience > 0) config["patience"] = ga.patience;
     return config;
   }
   if (search.strategy == "grid") {

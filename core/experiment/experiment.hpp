@@ -125,6 +125,7 @@ struct GaConfig {  // LPES Algorithm 1, Table 12 defaults
   std::string selection = "truncation"; // truncation | tournament
   int tournament_size = 3;
   int elitism = 0;
+  int patience = 0;  // stop after this many generations without a new best (0: run all)
   bool operator==(const GaConfig&) const = default;
 };
 

@@ -119,6 +119,8 @@ json search_json(const SearchConfig& search, bool fingerprint) {
                {"elitism", ga.elitism}};
     // Truncation selection never reads the tournament size.
     if (!fingerprint || ga.selection == "tournament") j["ga"]["tournament_size"] = ga.tournament_size;
+    // Absent when off, so experiments stored before the key resume as they began.
+    if (ga.patience > 0) j["ga"]["patience"] = ga.patience;
   }
   if ((!fingerprint && !search.grid.empty()) || search.strategy == "grid") {
     j["grid"] = grid_json(search.grid);

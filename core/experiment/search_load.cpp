@@ -12,7 +12,7 @@ constexpr std::int64_t kMaxCount = 1000000;
 const std::vector<std::string> kGaKeys = {
     "population", "parents",  "generations", "mutants",   "crossovers",      "crossover_tries",
     "mutation_x", "mutation_y", "mutation",  "crossover", "selection",       "tournament_size",
-    "elitism"};
+    "elitism", "patience"};
 const std::vector<std::string> kNsga2Keys = {"population", "generations", "mutation", "crossover", "crossover_tries"};
 
 int count_or(const MapReader& section, const std::string& key, int fallback, std::int64_t min,
@@ -52,6 +52,7 @@ GaConfig parse_ga(const MapReader& search) {
   ga.tournament_size = count_or(section, "tournament_size", ga.tournament_size, 2,
                               ga.selection == "tournament" ? ga.population : kMaxCount);
   ga.elitism = count_or(section, "elitism", ga.elitism, 0, ga.parents);
+  ga.patience = count_or(section, "patience", ga.patience, 0, ga.generations);
   return ga;
 }
 

@@ -43,6 +43,7 @@ void GaStrategyConfig::validate() const {
   }
   if (tournament_size < 1) fail("tournament_size", "must be >= 1");
   if (elites < -1) fail("elites", "must be -1 (the parent pool) or >= 0");
+  if (patience < 0) fail("patience", "must be >= 0 (0: no early stop)");
   if (initial_genome && !initial_genome->is_object()) {
     fail("initial_genome", "must be an object keyed by gene name");
   }
@@ -65,6 +66,7 @@ void to_json(nlohmann::json& out, const GaStrategyConfig& config) {
   out["initial_genome"] = config.initial_genome ? *config.initial_genome : nlohmann::json(nullptr);
   // Absent when off, so checkpoints saved before the option still load.
   if (config.unique_children) out["unique_children"] = true;
+  if (config.patience > 0) out["patience"] = config.patience;
 }
 
 void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
@@ -102,6 +104,8 @@ void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
     } else if (key == "unique_children") {
       if (!value.is_boolean()) fail(key, "must be true or false");
       config.unique_children = value.get<bool>();
+    } else if (key == "patience") {
+      config.patience = int_field(key, value);
     } else if (key == "mutation") {
       value.get_to(config.mutation);
     } else if (key == "crossover") {
@@ -109,7 +113,7 @@ void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
     } else {
       fail(key, "is not a field (expected population_size|N_ps, parents|N_pa, generations|T, "
                 "mutants|N_mu, crossovers|N_cr, N_ct, M_x, M_y, selection, tournament_size, "
-                "elites, init, initial_genome, unique_children, mutation, crossover)");
+                "elites, init, initial_genome, unique_children, patience, mutation, crossover)");
     }
   }
   config.validate();
@@ -261,13 +265,28 @@ void GaStrategy::tell(const std::vector<double>& fitness) {
     next.push_back({pending_[i].candidate, fitness[i]});
   }
   population_ = std::move(next);  // Algorithm 1 line 7
+  const double batch_best = *std::max_element(fitness.begin(), fitness.end());
+  if (batch_best > best_told_) {
+    best_told_ = batch_best;
+    stale_generations_ = 0;
+  } else if (generation_ > 0) {
+    ++stale_generations_;
+  }
   carried_.clear();
   pending_.clear();
   has_pending_ = false;
   ++generation_;
 }
 
-bool GaStrategy::done() const { return generation_ > config_.generations; }
+bool GaStrategy::done() const {
+  return generation_ > config_.generations || (config_.patience > 0 && stale_generations_ >= config_.patience);
+}
+
+std::string GaStrategy::stop_reason() const {
+  if (generation_ > config_.generations || config_.patience == 0 || stale_generations_ < config_.patience) return {};
+  return "no fitness above " + std::to_string(best_told_) + " in the last " + std::to_string(stale_generations_) +
+         " generations (search.ga.patience: " + std::to_string(config_.patience) + ")";
+}
 
 std::optional<std::int64_t> GaStrategy::race_cutoff() const {
   if (!has_pending_ || generation_ == 0 || carried_.empty()) return std::nullopt;
@@ -322,7 +341,9 @@ nlohmann::json GaStrategy::save_state() const {
           {"population", individuals(population_)},
           {"carried", individuals(carried_)},
           {"pending", pending},
-          {"has_pending", has_pending_}};
+          {"has_pending", has_pending_},
+          {"best_told", fitness_to_json(best_told_)},
+          {"stale_generations", stale_generations_}};
 }
 
 void GaStrategy::load_state(const nlohmann::json& state) {
@@ -342,7 +363,17 @@ void GaStrategy::load_state(const nlohmann::json& state) {
   for (const nlohmann::json& item : reader.array("pending")) {
     pending.push_back({reader.candidate(item), static_cast<int>(reader.integer(item, "pair"))});
   }
+  // States saved before patience existed lack the two fields; their
+  // experiments have patience 0, which never reads them.
+  double best_told = -std::numeric_limits<double>::infinity();
+  int stale_generations = 0;
+  if (state.contains("best_told")) {
+    best_told = reader.fitness({{"fitness", state["best_told"]}});
+    stale_generations = static_cast<int>(reader.integer(state, "stale_generations"));
+  }
   // Commit only after everything parsed, so a bad state changes nothing.
+  best_told_ = best_told;
+  stale_generations_ = stale_generations;
   rng_ = rng;
   generation_ = static_cast<int>(reader.integer(state, "generation"));
   next_id_ = reader.integer(state, "next_id");

@@ -13,6 +13,9 @@
 //   A crossover with no valid child in N_ct tries yields a mutant of its
 //   first parent instead, so the population size stays N_pa + N_cr + N_mu.
 //   done() after generation T is told; best() is then Algorithm 1 line 9.
+//   With patience = P > 0, done() also once P offspring generations in a row
+//   brought no fitness above the best told before them (a stalled search
+//   spends no more evaluations; the count is part of the saved state).
 //
 // With elites = k >= 0, S_i keeps the k best of S_{i-1} instead of the whole
 // parent pool (the usual elitism for non-LPES genomes).
@@ -20,7 +23,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +58,10 @@ struct GaStrategyConfig {
   // proposal memory knows, up to kMaxProposalDraws draws. Off by default:
   // Algorithm 1 as published, and the results of existing experiments.
   bool unique_children = false;
+  // Stop once this many offspring generations in a row found no fitness
+  // above the best before them (0: always run all `generations`). Off by
+  // default: Algorithm 1 runs its T generations.
+  int patience = 0;
 
   // Throws std::invalid_argument naming the field and the reason.
   void validate() const;
@@ -82,6 +91,7 @@ class GaStrategy final : public Strategy {
   // (report failures as -infinity).
   void tell(const std::vector<double>& fitness) override;
   bool done() const override;
+  std::string stop_reason() const override;
   int generation() const override { return generation_; }
   std::vector<std::int64_t> population() const override;
   nlohmann::json save_state() const override;
@@ -130,6 +140,8 @@ class GaStrategy final : public Strategy {
   std::vector<Individual> carried_;  // survivors into the next population
   std::vector<Pending> pending_;
   bool has_pending_ = false;
+  double best_told_ = -std::numeric_limits<double>::infinity();  // best fitness told so far
+  int stale_generations_ = 0;  // offspring generations since best_told_ last rose
 };
 
 }  // namespace midtune

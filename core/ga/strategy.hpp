@@ -72,6 +72,9 @@ class Strategy {
   // single-objective strategies: it forwards each candidate's only value.
   virtual void tell_objectives(const std::vector<std::vector<double>>& values);
   virtual bool done() const = 0;
+  // Why done() holds before the configured end (an early stop rule), empty
+  // otherwise; the run loop reports it.
+  virtual std::string stop_reason() const { return {}; }
   // Generation counter (0-based) of the batch ask() returns next.
   virtual int generation() const = 0;
   // Members of the current population (ids), for the generations table.

@@ -99,6 +99,8 @@ class SearchRun {
       ++summary_.generations_done;
       progress_.generation_done(generation, generation_total(*strategy), best, mean, evaluated, cached);
     }
+    if (const std::string reason = strategy->stop_reason(); !reason.empty() && summary_.generations_done > 0)
+      progress_.message("stopped after generation " + std::to_string(strategy->generation()) + ": " + reason);
     progress_.finish();
     store_.finish_run(run_id_);
     fill_best(experiment.id);

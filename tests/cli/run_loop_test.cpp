@@ -272,14 +272,15 @@ TEST_F(RunLoopTest, UniqueChildrenEvaluateOnlyNewInterventionsAndResumeExactly) 
 // slices of 3, 5, 7, 9 then 10 units (3 positions each).
 class RacingRunTest : public RunLoopTest {
  protected:
-  SearchInputs racing_inputs(Backend& backend, bool racing) {
+  SearchInputs racing_inputs(Backend& backend, bool racing, int patience = 0) {
     SearchInputs in = inputs(backend);
     in.objective = &fine_;
     for (std::size_t i = 0; i < in.items.size(); ++i) in.race_keys.push_back("base-" + std::to_string(i % 10));
     if (racing) in.racing = RaceSettings{3, 2, 0.9};
-    const json config = {{"kind", "ga"},     {"init", "random"}, {"population_size", 8}, {"parents", 3},
-                         {"generations", 5}, {"mutants", 5},     {"crossovers", 0},
-                         {"mutation", {{"kind", "gaussian"}, {"sigma", 0.35}}}};
+    json config = {{"kind", "ga"},     {"init", "random"}, {"population_size", 8}, {"parents", 3},
+                   {"generations", 5}, {"mutants", 5},     {"crossovers", 0},
+                   {"mutation", {{"kind", "gaussian"}, {"sigma", 0.35}}}};
+    if (patience > 0) config["patience"] = patience;
     const GenomeSpace* space = &fine_.space();
     in.make_strategy = [space, config] { return make_strategy(*space, config, 21); };
     return in;
@@ -419,6 +420,43 @@ TEST_F(RacingRunTest, ResumeAfterEverySliceMatchesAnUninterruptedRun) {
   EXPECT_EQ(std::to_string(store.experiment_statuses().front().prompts), reference_prompts)
       << "only the slice in flight at each crash was lost and redone";
   EXPECT_EQ(store.totals().evaluations_failed, 0);
+}
+
+// ga.patience with racing: the search stops once a generation brings no new
+// best, before its configured end, and a run crashing after every slice
+// stops at the same generation with the same individuals.
+TEST_F(RacingRunTest, PatienceStopsAStalledRunAndResumesExactly) {
+  json reference, reference_generations;
+  int generations_done = 0;
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(100000);
+    const RunSummary s = run_search(store, racing_inputs(backend, true, 1), quiet_);
+    generations_done = s.generations_done;
+    reference = raced_individuals(store, s.experiment_id);
+    reference_generations = checkpoints(store, s.experiment_id);
+    // The same search without patience runs all 6 generations, and the
+    // stopped one is its prefix.
+    Store full_store(db("full.db"));
+    FailingAfter full_backend(100000);
+    const RunSummary full = run_search(full_store, racing_inputs(full_backend, true), quiet_);
+    EXPECT_EQ(full.generations_done, 6);
+    ASSERT_LT(generations_done, 6) << "this fixture stalls before its last generation";
+    const json full_individuals = raced_individuals(full_store, full.experiment_id);
+    ASSERT_GT(full_individuals.size(), reference.size());
+    for (std::size_t i = 0; i < reference.size(); ++i) EXPECT_EQ(reference[i], full_individuals[i]) << i;
+    const auto generations = store.generations(s.experiment_id);
+    ASSERT_GE(generations.size(), 2u);
+    EXPECT_EQ(generations.back().best_fitness, generations[generations.size() - 2].best_fitness)
+        << "the last generation brought no new best";
+  }
+  Store store(db());
+  run_crashing_after_each_evaluation(store, [&](Backend& backend) { return racing_inputs(backend, true, 1); });
+  const auto experiment = store.find_experiment("fixture-exp");
+  ASSERT_TRUE(experiment);
+  EXPECT_EQ(raced_individuals(store, experiment->id), reference);
+  EXPECT_EQ(checkpoints(store, experiment->id), reference_generations);
+  EXPECT_EQ(static_cast<int>(store.generations(experiment->id).size()), generations_done);
 }
 
 // objective.fitness gold_logprob: every stored fitness is the λ-weighted

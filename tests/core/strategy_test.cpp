@@ -212,6 +212,85 @@ TEST(GaStrategy, ResumesExactlyAfterAnyTell) {
                       lpes_fitness);
 }
 
+// patience: the search stops once that many offspring generations in a row
+// told nothing above the best before them, and not sooner; the stall count
+// survives save/load, so a resumed search stops at the same generation.
+TEST(GaStrategy, PatienceStopsAStalledSearchAndResumesExactly) {
+  const GenomeSpace space = lpes_genome_space(LpesSpec{});
+  GaStrategyConfig config = small_lpes_config();
+  config.generations = 12;
+  config.patience = 2;
+  // Fitness that improves through generation 2's ids and is flat after: a
+  // plateau the GA cannot climb (every genome scores the same once its
+  // candidate id is past the third batch).
+  int plateau_from = 0;
+  {
+    GaStrategy probe(space, config, 9);
+    for (int g = 0; g < 3; ++g) {
+      const auto batch = probe.ask();
+      plateau_from = static_cast<int>(batch.back().id) + 1;
+      probe.tell(std::vector<double>(batch.size(), 0.0));
+    }
+  }
+  // Rising through the first three batches, then capped below the best.
+  auto fitness_by_id = [plateau_from](const Candidate& c) {
+    return c.id < plateau_from ? static_cast<double>(c.id) : -1.0;
+  };
+  GaStrategy ga(space, config, 9);
+  std::vector<Step> steps;
+  while (!ga.done()) {
+    Step step;
+    step.batch = ga.ask();
+    for (const Candidate& c : step.batch) step.fitness.push_back(fitness_by_id(c));
+    ga.tell(step.fitness);
+    step.population = ga.population();
+    steps.push_back(std::move(step));
+  }
+  // Generations 0..2 raise the best; 3 and 4 do not: done after 5 batches.
+  EXPECT_EQ(steps.size(), 5u);
+  EXPECT_EQ(ga.generation(), 5);
+  EXPECT_TRUE(ga.ask().empty());
+  EXPECT_NE(ga.stop_reason().find("search.ga.patience: 2"), std::string::npos) << ga.stop_reason();
+
+  GaStrategyConfig no_patience = config;
+  no_patience.patience = 0;
+  GaStrategy full(space, no_patience, 9);
+  std::size_t batches = 0;
+  while (!full.done()) {
+    const auto batch = full.ask();
+    std::vector<double> f;
+    for (const Candidate& c : batch) f.push_back(fitness_by_id(c));
+    full.tell(f);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 13u) << "without patience the GA runs all its generations";
+  EXPECT_TRUE(full.stop_reason().empty());
+
+  // Resumed after each tell: the same batches, the same stop.
+  for (std::size_t stop = 1; stop < steps.size(); ++stop) {
+    GaStrategy first(space, config, 9);
+    for (std::size_t i = 0; i < stop; ++i) {
+      const auto batch = first.ask();
+      std::vector<double> f;
+      for (const Candidate& c : batch) f.push_back(fitness_by_id(c));
+      first.tell(f);
+    }
+    GaStrategy resumed(space, config, 9);
+    resumed.load_state(nlohmann::json::parse(first.save_state().dump()));
+    std::size_t more = 0;
+    while (!resumed.done()) {
+      const auto batch = resumed.ask();
+      ASSERT_EQ(batch.size(), steps[stop + more].batch.size());
+      for (std::size_t j = 0; j < batch.size(); ++j) EXPECT_TRUE(same(batch[j], steps[stop + more].batch[j]));
+      std::vector<double> f;
+      for (const Candidate& c : batch) f.push_back(fitness_by_id(c));
+      resumed.tell(f);
+      ++more;
+    }
+    EXPECT_EQ(stop + more, steps.size()) << "resumed after batch " << stop;
+  }
+}
+
 TEST(GaStrategy, GenericGenomesWithConfigurableOperators) {
   const GenomeSpace space = mixed_space();
   const nlohmann::json config = {{"kind", "ga"},
@@ -427,6 +506,12 @@ TEST(GaStrategyConfig, PaperNamesDefaultsAndErrors) {
   EXPECT_EQ(nlohmann::json(paper).get<GaStrategyConfig>(), paper);
   EXPECT_THROW((nlohmann::json{{"N_pa", 40}}.get<GaStrategyConfig>()), std::invalid_argument);
   EXPECT_THROW((nlohmann::json{{"populaton_size", 4}}.get<GaStrategyConfig>()), std::invalid_argument);
+  EXPECT_EQ(defaults.patience, 0);
+  EXPECT_FALSE(nlohmann::json(defaults).contains("patience")) << "absent when off: older checkpoints keep their config";
+  const auto patient = nlohmann::json{{"patience", 3}}.get<GaStrategyConfig>();
+  EXPECT_EQ(patient.patience, 3);
+  EXPECT_EQ(nlohmann::json(patient).get<GaStrategyConfig>(), patient);
+  EXPECT_THROW((nlohmann::json{{"patience", -1}}.get<GaStrategyConfig>()), std::invalid_argument);
   // LPES mutation on a space without control points is refused up front.
   EXPECT_THROW(GaStrategy(mixed_space(), GaStrategyConfig{}, 1), std::invalid_argument);
   GaStrategyConfig random_init;

@@ -591,6 +591,19 @@ TEST_F(ExperimentFile, UniqueChildrenIsStoredOnlyWhenOnAndOnlyForGa) {
                "search.unique_children", "true");
 }
 
+TEST_F(ExperimentFile, PatienceIsStoredOnlyWhenSet) {
+  const Experiment plain = load(kValid);
+  EXPECT_EQ(plain.search.ga.patience, 0);
+  EXPECT_FALSE(plain.search_fingerprint()["search"]["ga"].contains("patience"))
+      << "experiments stored before the key keep their fingerprint";
+  const Experiment patient = load(edited("    parents: 12", "    parents: 12\n    patience: 3"));
+  EXPECT_EQ(patient.search.ga.patience, 3);
+  EXPECT_EQ(search_differences(plain, patient), (std::vector<std::string>{"search.ga.patience: (absent) -> 3"}));
+  expect_error(edited("    parents: 12", "    parents: 12\n    patience: 21"), 26, 15, "search.ga.patience",
+               "20");
+  expect_error(edited("    parents: 12", "    parents: 12\n    patience: -1"), 26, 15, "search.ga.patience", "0");
+}
+
 TEST_F(ExperimentFile, RacingIsStoredOnlyWhenSetAndOnlyWhereAParentCutOffExists) {
   const Experiment plain = load(kValid);
   EXPECT_FALSE(plain.search.racing);
