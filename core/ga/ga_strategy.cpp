@@ -265,7 +265,8 @@ void GaStrategy::tell(const std::vector<double>& fitness) {
     next.push_back({pending_[i].candidate, fitness[i]});
   }
   population_ = std::move(next);  // Algorithm 1 line 7
-  const double batch_best = *std::max_element(fitness.begin(), fitness.end());
+  const double batch_best = fitness.empty() ? -std::numeric_limits<double>::infinity()
+                                            : *std::max_element(fitness.begin(), fitness.end());
   if (batch_best > best_told_) {
     best_told_ = batch_best;
     stale_generations_ = 0;
