@@ -698,7 +698,7 @@ StoreTotals Store::totals() {
 std::vector<ExperimentStatus> Store::experiment_statuses() {
   // Racing columns (schema 8): the dropped individuals, the samples they
   // saw, and the split's size (the sample count of the first individual
-  // with the whole split's fitness; generation 0 is never raced).
+  // with the whole split's fitness).
   const std::string raced = racing_columns_ ? "i.raced_samples IS NOT NULL" : "0";
   const std::string exact = racing_columns_ ? "i.raced_samples IS NULL" : "1";
   auto s = db_.prepare(R"sql(

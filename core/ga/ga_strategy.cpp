@@ -289,17 +289,17 @@ std::string GaStrategy::stop_reason() const {
          " generations (search.ga.patience: " + std::to_string(config_.patience) + ")";
 }
 
-std::optional<std::int64_t> GaStrategy::race_cutoff() const {
-  if (!has_pending_ || generation_ == 0 || carried_.empty()) return std::nullopt;
+std::optional<RaceField> GaStrategy::race_field() const {
+  if (!has_pending_) return std::nullopt;
   if (config_.selection != SelectionKind::truncation || config_.elites >= 0) return std::nullopt;
-  // carried_ is the truncation pick, best first.
-  return carried_.back().candidate.id;
-}
-
-std::optional<int> GaStrategy::race_within_batch() const {
-  if (!has_pending_ || generation_ != 0) return std::nullopt;
-  if (config_.selection != SelectionKind::truncation || config_.elites >= 0) return std::nullopt;
-  return config_.parents;
+  RaceField field;
+  field.parents = config_.parents;
+  for (const Individual& parent : carried_) field.carried.push_back(parent.candidate.id);
+  field.sibling.assign(pending_.size(), -1);
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    for (std::size_t j = 0; j < pending_.size(); ++j)
+      if (i != j && pending_[i].pair >= 0 && pending_[j].pair == pending_[i].pair) field.sibling[i] = static_cast<int>(j);
+  return field;
 }
 
 std::vector<std::int64_t> GaStrategy::population() const {

@@ -99,12 +99,10 @@ class GaStrategy final : public Strategy {
   // a strategy with another kind, config or genome size.
   void load_state(const nlohmann::json& state) override;
   // With truncation selection and the whole parent pool carried (elites =
-  // -1), the worst carried parent: every parent of the next generation ranks
-  // above it or is it (ties go to the older member), so a child that does
-  // not exceed it never becomes a parent.
-  std::optional<std::int64_t> race_cutoff() const override;
-  // The initial population under the same conditions: N_pa.
-  std::optional<int> race_within_batch() const override;
+  // -1) the next parents are the N_pa best of the carried parents and the
+  // batch's kept children (the first population: of the batch), so that is
+  // the race; crossover pairs kept by fitness are siblings.
+  std::optional<RaceField> race_field() const override;
 
   // Current population with fitness (empty before the first tell()).
   const std::vector<Individual>& members() const { return population_; }

@@ -57,6 +57,15 @@ class ProposalMemory {
 // the last draw is kept although it is known (a small or exhausted space).
 inline constexpr int kMaxProposalDraws = 20;
 
+// The competition a batch's candidates race in: the next parents are the
+// `parents` best of the carried members and the batch (after each crossover
+// pair keeps its fitter child).
+struct RaceField {
+  int parents = 0;
+  std::vector<std::int64_t> carried;  // ids of earlier members that compete too, each scored in full
+  std::vector<int> sibling;           // per batch candidate: its crossover sibling's index in the batch, or -1
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -81,17 +90,10 @@ class Strategy {
   virtual std::vector<std::int64_t> population() const = 0;
   virtual nlohmann::json save_state() const = 0;
   virtual void load_state(const nlohmann::json& state) = 0;
-  // Racing: the candidate (id) whose fitness a candidate of the pending
-  // batch must exceed to become a parent of the next generation; nullopt
-  // when no such cut-off exists (the first batch, or a strategy where any
-  // member may be picked).
-  virtual std::optional<std::int64_t> race_cutoff() const { return std::nullopt; }
-  // Racing inside the pending batch (the first population, which has no
-  // earlier parents): the number k of its members that become parents when
-  // the batch's best k are picked, ties to the earlier member. A member that
-  // cannot beat the k-th best of those scored before it is never one of
-  // them. nullopt: the batch does not race within itself.
-  virtual std::optional<int> race_within_batch() const { return std::nullopt; }
+  // Racing: what the pending batch races for (core/search/racing.hpp);
+  // nullopt when its parents are not simply the best members (a strategy
+  // where any member may be picked), so nothing can be dropped early.
+  virtual std::optional<RaceField> race_field() const { return std::nullopt; }
   // The run loop sets it before each ask(); nullptr (the default) or a
   // strategy without unique children never redraws. Not part of the state:
   // the run loop rebuilds it from the stored individuals, so a resumed run

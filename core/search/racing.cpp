@@ -137,10 +137,9 @@ RaceBound race_bound(const std::vector<double>& differences, std::size_t units, 
   return bound;
 }
 
-std::vector<double> race_differences(const std::vector<std::vector<std::size_t>>& units, std::size_t m,
+std::vector<double> race_unit_values(const std::vector<std::vector<std::size_t>>& units, std::size_t m,
                                      const std::vector<double>& weights, const std::vector<std::size_t>& position_index,
-                                     const std::vector<const SampleRecord*>& child,
-                                     const std::vector<const SampleRecord*>& cutoff, FitnessKind fitness) {
+                                     const std::vector<const SampleRecord*>& samples, FitnessKind fitness) {
   const auto value = [&](const SampleRecord* sample, std::size_t item) {
     if (sample == nullptr) throw std::logic_error("racing: item " + std::to_string(item) + " has no stored result");
     if (fitness != FitnessKind::gold_logprob) return sample->correct ? 1.0 : 0.0;
@@ -150,12 +149,40 @@ std::vector<double> race_differences(const std::vector<std::vector<std::size_t>>
   };
   std::vector<double> out;
   for (std::size_t k = 0; k < m && k < units.size(); ++k) {
-    double d = 0.0;
-    for (std::size_t item : units[k])
-      d += weights.at(position_index.at(item)) * (value(child.at(item), item) - value(cutoff.at(item), item));
-    out.push_back(d);
+    double y = 0.0;
+    for (std::size_t item : units[k]) y += weights.at(position_index.at(item)) * value(samples.at(item), item);
+    out.push_back(y);
   }
   return out;
+}
+
+std::vector<bool> race_drops(const std::vector<RaceContender>& contenders, int parents, std::size_t units,
+                             double confidence, std::size_t looks, double margin) {
+  if (parents < 1) throw std::invalid_argument("racing: a race needs at least one parent place");
+  const auto better = [&](std::size_t i, std::size_t j) {  // j better than i by the bound
+    const std::vector<double>& a = contenders[i].values;
+    const std::vector<double>& b = contenders[j].values;
+    if (a.size() != b.size()) throw std::invalid_argument("racing: contenders of one look have different slices");
+    std::vector<double> d(a.size());
+    for (std::size_t k = 0; k < a.size(); ++k) d[k] = a[k] - b[k];
+    return race_bound(d, units, confidence, looks, margin).drop;
+  };
+  std::vector<bool> drop(contenders.size(), false);
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    if (!contenders[i].may_drop) continue;
+    const int sibling = contenders[i].sibling;
+    if (sibling >= static_cast<int>(contenders.size()) || sibling == static_cast<int>(i))
+      throw std::invalid_argument("racing: contender " + std::to_string(i) + " names sibling " + std::to_string(sibling));
+    if (sibling >= 0 && better(i, static_cast<std::size_t>(sibling))) {
+      drop[i] = true;
+      continue;
+    }
+    int beaten_by = 0;
+    for (std::size_t j = 0; j < contenders.size() && beaten_by < parents; ++j)
+      if (j != i && better(i, j)) ++beaten_by;
+    drop[i] = beaten_by >= parents;
+  }
+  return drop;
 }
 
 double race_margin(FitnessKind fitness) { return fitness == FitnessKind::blend ? 1e-6 : 0.0; }

@@ -72,23 +72,24 @@ class SearchRun {
       // initial population (parents are carried, not re-evaluated).
       progress_.set_total(done_candidates_ +
                           static_cast<int>(batch.size()) * std::max(1, generation_total(*strategy) - generation));
+      const std::optional<RaceField> field = in_.racing ? strategy->race_field() : std::nullopt;
+      std::vector<Outcome> outcomes;
+      if (field) {
+        outcomes = race_batch(experiment.id, generation, batch, *field);
+      } else {
+        for (const Candidate& candidate : batch) {
+          outcomes.push_back(fitness_of(experiment.id, generation, candidate));
+          candidate_done(outcomes.back());
+        }
+      }
       std::vector<double> fitness;
       std::vector<std::vector<double>> objectives;
       int evaluated = 0, cached = 0;
-      std::vector<const SampleRecord*> cutoff = race_cutoff_samples(experiment.id, *strategy);
-      const std::optional<int> batch_parents = in_.racing ? strategy->race_within_batch() : std::nullopt;
-      std::vector<std::pair<double, std::int64_t>> scored_in_batch;  // (fitness, evaluation id), batch order
-      for (const Candidate& candidate : batch) {
-        if (batch_parents) cutoff = batch_cutoff_samples(scored_in_batch, *batch_parents);
-        const Outcome outcome = fitness_of(experiment.id, generation, candidate, cutoff);
-        if (batch_parents && !outcome.raced)
-          scored_in_batch.emplace_back(outcome.fitness, store_.find_individual(experiment.id, candidate.id)->evaluation_id);
+      for (const Outcome& outcome : outcomes) {
         fitness.push_back(outcome.fitness);
         objectives.push_back(outcome.objectives);
         evaluated += outcome.fresh;
         cached += outcome.cache_hit;
-        if (!outcome.raced) best_ = std::max(best_, outcome.fitness);
-        progress_.candidate_done(++done_candidates_, outcome.cache_hit, best_);
       }
       if (strategy->objectives() > 1) {
         strategy->tell_objectives(objectives);
@@ -156,36 +157,10 @@ class SearchRun {
     bool raced = false;
   };
 
-  // The per-item samples of the strategy's race cut-off (the parent a child
-  // must exceed), indexed by item; empty when racing is off or there is no
-  // cut-off for this batch. The samples stay in cutoff_samples_.
-  std::vector<const SampleRecord*> race_cutoff_samples(std::int64_t experiment_id, const Strategy& strategy) {
-    cutoff_samples_.clear();
-    if (!in_.racing) return {};
-    const std::optional<std::int64_t> cutoff = strategy.race_cutoff();
-    if (!cutoff) return {};
-    const auto parent = store_.find_individual(experiment_id, *cutoff);
-    if (!parent || parent->raced_samples)
-      throw std::runtime_error(store_.path() + ": the race cut-off, candidate " + std::to_string(*cutoff) +
-                               ", has no stored whole-split evaluation");
-    cutoff_samples_ = store_.evaluation_samples(parent->evaluation_id);
-    return by_item(cutoff_samples_);
-  }
-
-  // Racing inside a batch (Strategy::race_within_batch): the samples of the
-  // k-th best of the members scored so far on the whole split (ties to the
-  // earlier one), or none while fewer than k are. Only rises as the batch
-  // goes on, so a member dropped against it is below the final k-th best.
-  std::vector<const SampleRecord*> batch_cutoff_samples(const std::vector<std::pair<double, std::int64_t>>& scored,
-                                                        int parents) {
-    cutoff_samples_.clear();
-    if (parents <= 0 || scored.size() < static_cast<std::size_t>(parents)) return {};
-    std::vector<std::size_t> order(scored.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return scored[a].first > scored[b].first; });
-    cutoff_samples_ = store_.evaluation_samples(scored[order[static_cast<std::size_t>(parents) - 1]].second);
-    return by_item(cutoff_samples_);
+  // Progress and the best fitness so far, once a candidate's outcome is known.
+  void candidate_done(const Outcome& outcome) {
+    if (!outcome.raced) best_ = std::max(best_, outcome.fitness);
+    progress_.candidate_done(++done_candidates_, outcome.cache_hit, best_);
   }
 
   std::vector<const SampleRecord*> by_item(const std::vector<SampleRecord>& samples) const {
@@ -205,15 +180,21 @@ class SearchRun {
     return in_.scoring.objectives.empty() ? std::vector<double>{} : pareto_objectives(in_.scoring, outcomes);
   }
 
-  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate,
-                     const std::vector<const SampleRecord*>& cutoff) {
-    if (auto stored = store_.find_individual(experiment_id, candidate.id)) {
-      // Resume: this candidate was finished before the process stopped.
-      if (stored->genome != genome_json(candidate.genome))
-        throw std::runtime_error(store_.path() + ": candidate " + std::to_string(candidate.id) +
-                                 " was stored with genome " + stored->genome.dump() + " but the strategy now proposes " +
-                                 genome_json(candidate.genome).dump() + "; the checkpoint does not match this build");
-      ++summary_.resumed_individuals;
+  // A candidate finished before the process stopped (resume), checked
+  // against what the strategy proposes now.
+  std::optional<IndividualRecord> stored_individual(std::int64_t experiment_id, const Candidate& candidate) {
+    auto stored = store_.find_individual(experiment_id, candidate.id);
+    if (!stored) return std::nullopt;
+    if (stored->genome != genome_json(candidate.genome))
+      throw std::runtime_error(store_.path() + ": candidate " + std::to_string(candidate.id) +
+                               " was stored with genome " + stored->genome.dump() + " but the strategy now proposes " +
+                               genome_json(candidate.genome).dump() + "; the checkpoint does not match this build");
+    ++summary_.resumed_individuals;
+    return stored;
+  }
+
+  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
+    if (auto stored = stored_individual(experiment_id, candidate)) {
       std::vector<double> objectives;
       if (!in_.scoring.objectives.empty()) {  // recomputed from the stored evaluation, as first computed
         const auto evaluation = store_.evaluation(stored->evaluation_id);
@@ -228,8 +209,6 @@ class SearchRun {
     const Intervention intervention = in_.objective->decode(candidate.genome);
     const std::string key = evaluator_.cache_key(intervention);
     try {
-      if (!cutoff.empty() && !store_.find_evaluation(key))
-        return race_candidate(experiment_id, generation, candidate, intervention, key, cutoff);
       if (auto partial = store_.find_partial_evaluation(key))
         return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial);
       return store_candidate(experiment_id, generation, candidate, intervention, key);
@@ -291,42 +270,29 @@ class SearchRun {
     return r;
   }
 
-  // What a race does after a slice: go on, drop the child, or score it on
-  // the whole split.
-  enum class RaceStep { next, drop, whole };
-
-  RaceStep race_step(const std::vector<SampleRecord>& samples, std::size_t m,
-                     const std::vector<const SampleRecord*>& cutoff) const {
-    if (m >= units_.size() || evaluator_.summarise(samples).complete) return RaceStep::whole;
-    if (m < 2) return RaceStep::next;  // one unit has no spread to bound
-    const RaceBound bound = race_bound(
-        race_differences(units_, m, weights_, in_.position_index, by_item(samples), cutoff, in_.scoring.fitness),
-        units_.size(), in_.racing->confidence, looks_, race_margin(in_.scoring.fitness));
-    return bound.drop ? RaceStep::drop : RaceStep::next;
-  }
-
   // The individual of a race that ended (or of a partial row completed): on
   // the whole split its exact fitness; dropped after the first m units, the
   // estimate on their samples, marked raced (the strategy is told
   // -infinity, so it never becomes a parent).
-  std::pair<IndividualRecord, Outcome> race_result(RaceStep step, std::int64_t experiment_id, int generation,
-                                                   const Candidate& candidate, const ExtendedEvaluation& stored,
-                                                   std::size_t m, bool cache_hit) const {
-    std::vector<SampleRecord> seen = stored.samples;
-    if (step == RaceStep::drop) {
+  std::pair<IndividualRecord, Outcome> race_result(bool dropped, std::int64_t experiment_id, int generation,
+                                                   const Candidate& candidate, std::int64_t evaluation_id,
+                                                   const std::vector<SampleRecord>& samples, std::size_t m,
+                                                   bool cache_hit) const {
+    std::vector<SampleRecord> seen = samples;
+    if (dropped) {
       std::vector<bool> in_slice(in_.items.size(), false);
       for (std::size_t k = 0; k < m; ++k)
         for (std::size_t item : units_[k]) in_slice[item] = true;
       seen.clear();
-      for (const SampleRecord& s : stored.samples)
+      for (const SampleRecord& s : samples)
         if (in_slice[evaluator_.item_index(s.sample_id)]) seen.push_back(s);
     }
     const SampleSummary summary = evaluator_.summarise(seen);
     const PositionOutcomes outcomes =
         position_outcomes(summary.position_scores, in_.scoring.needs_samples() ? seen : std::vector<SampleRecord>{});
-    IndividualRecord r = individual_of(experiment_id, generation, candidate, stored.id, cache_hit);
+    IndividualRecord r = individual_of(experiment_id, generation, candidate, evaluation_id, cache_hit);
     r.fitness = search_fitness(in_.scoring, *in_.objective, outcomes);
-    if (step == RaceStep::drop) {
+    if (dropped) {
       r.raced_samples = static_cast<int>(seen.size());
       return {r, {-INFINITY, cache_hit, !cache_hit, {}, true}};
     }
@@ -347,7 +313,7 @@ class SearchRun {
     const std::vector<SampleRecord> samples = store_.evaluation_samples(partial.id);
     std::optional<Outcome> outcome;
     evaluator_.complete_partial(store_, run_id_, intervention, key, samples, [&](const ExtendedEvaluation& e) {
-      auto [record, result] = race_result(RaceStep::whole, experiment_id, generation, candidate, e, 0,
+      auto [record, result] = race_result(false, experiment_id, generation, candidate, e.id, e.samples, 0,
                                           e.was_complete || e.samples.size() == samples.size());
       outcome = result;
       return std::optional<IndividualRecord>(record);
@@ -356,45 +322,145 @@ class SearchRun {
     return *outcome;
   }
 
-  // Racing (core/search/racing.hpp): the candidate's samples grow slice by
-  // slice; each slice's new samples, the run's counters and, when the race
-  // ends there, the individual are one transaction, so a kill loses at most
-  // the slice in flight and a resume decides again from the same stored
-  // samples. cache_hit: no sample had to run for this candidate.
-  Outcome race_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
-                         const Intervention& intervention, const std::string& key,
-                         const std::vector<const SampleRecord*>& cutoff) {
+  // One candidate of a batch race: its samples so far, and its outcome once
+  // the race ended for it (scored in full, or dropped after `dropped_at`
+  // units).
+  struct Entrant {
+    const Candidate* candidate = nullptr;
+    Intervention intervention;
+    std::string key;
     std::vector<SampleRecord> samples;
-    if (auto partial = store_.find_partial_evaluation(key)) samples = store_.evaluation_samples(partial->id);
-    bool ran = false;
-    for (const std::size_t m : schedule_) {
-      std::vector<bool> have(in_.items.size(), false);
-      for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
-      std::vector<std::size_t> missing;
-      for (std::size_t k = 0; k < m; ++k)
-        for (std::size_t item : units_[k])
-          if (!have[item]) missing.push_back(item);
-      if (missing.empty() && race_step(samples, m, cutoff) == RaceStep::next) continue;
-      EvaluationRecord record = evaluator_.describe(intervention, key);
-      const std::vector<SampleRecord> fresh = evaluator_.run_items(intervention, missing, record.wall_seconds);
-      ran = ran || !fresh.empty();
-      std::optional<Outcome> outcome;
-      const ExtendedEvaluation stored = store_.add_samples(
-          run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
-          [&](const ExtendedEvaluation& e) -> std::optional<IndividualRecord> {
-            const RaceStep step = e.complete ? RaceStep::whole : race_step(e.samples, m, cutoff);
-            if (step == RaceStep::next) return std::nullopt;
-            auto [r, result] = race_result(step, experiment_id, generation, candidate, e, m, !ran);
-            outcome = result;
-            return r;
-          });
-      if (outcome) {
-        count(*outcome);
-        return *outcome;
-      }
-      samples = stored.samples;
+    std::optional<Outcome> outcome;
+    std::size_t dropped_at = SIZE_MAX;
+    bool ran = false;  // some sample ran for it in this process
+  };
+
+  // Racing (core/search/racing.hpp): the batch's candidates grow slice by
+  // slice together, and each look drops those that cannot become parents.
+  // Each slice's new samples of one candidate, the run's counters and, when
+  // that slice completes it, its individual are one transaction; a dropped
+  // candidate's individual is written once the look has decided. A resumed
+  // run plays the looks again from the stored samples (its stored
+  // individuals keep their stored outcome), so it decides as an
+  // uninterrupted one and runs only the samples not stored yet.
+  std::vector<Outcome> race_batch(std::int64_t experiment_id, int generation, const std::vector<Candidate>& batch,
+                                  const RaceField& field) {
+    std::vector<std::vector<SampleRecord>> carried;
+    for (const std::int64_t id : field.carried) {
+      const auto parent = store_.find_individual(experiment_id, id);
+      if (!parent || parent->raced_samples)
+        throw std::runtime_error(store_.path() + ": the carried parent, candidate " + std::to_string(id) +
+                                 ", has no stored whole-split evaluation");
+      carried.push_back(store_.evaluation_samples(parent->evaluation_id));
     }
-    throw std::logic_error("racing: the schedule ended before the whole split");
+    const std::size_t positions = in_.gold_positions.size();
+    std::vector<Entrant> entrants(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Entrant& e = entrants[i];
+      e.candidate = &batch[i];
+      if (auto stored = stored_individual(experiment_id, batch[i])) {
+        e.samples = store_.evaluation_samples(stored->evaluation_id);
+        e.outcome = stored->raced_samples ? Outcome{-INFINITY, false, false, {}, true}
+                                          : Outcome{stored->fitness, false, false, {}};
+        if (stored->raced_samples) e.dropped_at = static_cast<std::size_t>(*stored->raced_samples) / positions;
+        candidate_done(*e.outcome);
+        continue;
+      }
+      e.intervention = in_.objective->decode(batch[i].genome);
+      e.key = evaluator_.cache_key(e.intervention);
+      if (const auto cached = store_.find_evaluation(e.key)) {  // scored in full before: nothing to race
+        e.outcome = store_candidate(experiment_id, generation, batch[i], e.intervention, e.key);
+        e.samples = store_.evaluation_samples(cached->id);
+        candidate_done(*e.outcome);
+      }
+    }
+    for (const std::size_t m : schedule_) {
+      for (Entrant& e : entrants)
+        if (!e.outcome) extend(experiment_id, generation, e, m);
+      if (m < 2 || m >= units_.size()) continue;
+      // The contenders of this look: the carried parents, then every
+      // candidate not dropped at an earlier look.
+      std::vector<RaceContender> contenders;
+      for (const auto& parent : carried)
+        contenders.push_back({race_values(parent, m), false, -1});
+      std::vector<int> contender_of(entrants.size(), -1);
+      for (std::size_t i = 0; i < entrants.size(); ++i) {
+        if (entrants[i].dropped_at < m) continue;
+        contender_of[i] = static_cast<int>(contenders.size());
+        contenders.push_back({race_values(entrants[i].samples, m), !entrants[i].outcome, -1});
+      }
+      for (std::size_t i = 0; i < entrants.size(); ++i) {
+        const int sibling = i < field.sibling.size() ? field.sibling[i] : -1;
+        if (contender_of[i] >= 0 && sibling >= 0) contenders[contender_of[i]].sibling = contender_of[sibling];
+      }
+      const std::vector<bool> drop = race_drops(contenders, field.parents, units_.size(), in_.racing->confidence,
+                                                looks_, race_margin(in_.scoring.fitness));
+      for (std::size_t i = 0; i < entrants.size(); ++i) {
+        Entrant& e = entrants[i];
+        if (e.outcome || contender_of[i] < 0 || !drop[contender_of[i]]) continue;
+        const auto evaluation = store_.find_partial_evaluation(e.key);
+        if (!evaluation) throw std::logic_error("racing: a dropped candidate has no stored partial evaluation");
+        // Never a cache hit: the look that drops it may come after a restart
+        // that found its slices stored, so "ran in this process" would
+        // depend on where a run was killed.
+        auto [record, outcome] = race_result(true, experiment_id, generation, *e.candidate, evaluation->id, e.samples,
+                                             m, false);
+        store_.insert_individual(record);
+        e.dropped_at = m;
+        e.outcome = outcome;
+        count(outcome);
+        candidate_done(outcome);
+      }
+    }
+    std::vector<Outcome> outcomes;
+    for (const Entrant& e : entrants) {
+      if (!e.outcome) throw std::logic_error("racing: the schedule ended before the whole split");
+      outcomes.push_back(*e.outcome);
+    }
+    return outcomes;
+  }
+
+  std::vector<double> race_values(const std::vector<SampleRecord>& samples, std::size_t m) const {
+    return race_unit_values(units_, m, weights_, in_.position_index, by_item(samples), in_.scoring.fitness);
+  }
+
+  // Runs the items of units [0, m) that the candidate's stored row lacks, in
+  // one transaction with its individual when that completes the row.
+  void extend(std::int64_t experiment_id, int generation, Entrant& e, std::size_t m) {
+    std::vector<SampleRecord> samples;
+    bool complete = false;
+    if (const auto whole = store_.find_evaluation(e.key)) {  // another candidate or process completed it
+      samples = store_.evaluation_samples(whole->id);
+      complete = true;
+    } else if (const auto partial = store_.find_partial_evaluation(e.key)) {
+      samples = store_.evaluation_samples(partial->id);
+    }
+    std::vector<bool> have(in_.items.size(), false);
+    for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
+    std::vector<std::size_t> missing;
+    for (std::size_t k = 0; k < m; ++k)
+      for (std::size_t item : units_[k])
+        if (!have[item]) missing.push_back(item);
+    if (missing.empty() && !complete) {
+      e.samples = std::move(samples);
+      return;
+    }
+    EvaluationRecord record = evaluator_.describe(e.intervention, e.key);
+    const std::vector<SampleRecord> fresh = evaluator_.run_items(e.intervention, missing, record.wall_seconds);
+    e.ran = e.ran || !fresh.empty();
+    const ExtendedEvaluation stored = store_.add_samples(
+        run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
+        [&](const ExtendedEvaluation& x) -> std::optional<IndividualRecord> {
+          if (!x.complete) return std::nullopt;
+          auto [r, result] = race_result(false, experiment_id, generation, *e.candidate, x.id, x.samples, 0, !e.ran);
+          e.outcome = result;
+          return r;
+        });
+    e.samples = stored.samples;
+    if (e.outcome) {
+      count(*e.outcome);
+      candidate_done(*e.outcome);
+    }
   }
 
   // Saves the strategy state after tell(); best/mean are over the population
@@ -431,13 +497,12 @@ class SearchRun {
   Evaluator evaluator_;
   std::int64_t run_id_ = -1;
   RunSummary summary_;
-  // Racing: units in racing order, slice ends, looks, per-position weights,
-  // and the current batch's cut-off samples.
+  // Racing: units in racing order, slice ends, looks and per-position
+  // weights (the slices' samples are read from the store).
   std::vector<std::vector<std::size_t>> units_;
   std::vector<std::size_t> schedule_;
   std::size_t looks_ = 0;
   std::vector<double> weights_;
-  std::vector<SampleRecord> cutoff_samples_;
   int done_candidates_ = 0;
   double best_ = -INFINITY;
 };

@@ -417,34 +417,53 @@ TEST(GaStrategy, UniqueChildrenResumeExactlyWithTheRebuiltMemory) {
   }
 }
 
-// Racing's cut-off: the worst parent Algorithm 1 carries, the fitness a
-// child must exceed to become a parent; none in the first generation, with
-// tournament selection or with elitism.
-TEST(GaStrategy, RaceCutoffIsTheWorstCarriedParent) {
+// Racing's field: the first population races within itself for N_pa
+// places; a later batch also against the parents Algorithm 1 carries, with
+// each crossover pair kept by fitness as siblings; no race with tournament
+// selection or elitism.
+TEST(GaStrategy, RaceFieldIsTheParentPlacesTheBatchCompetesFor) {
   const GenomeSpace space = lpes_genome_space(LpesSpec{});
-  const auto cutoff_after_first_tell = [&](GaStrategyConfig config) {
+  const auto fields = [&](GaStrategyConfig config) {
     GaStrategy ga(space, config, 5);
     const std::vector<Candidate> first = ga.ask();
-    EXPECT_FALSE(ga.race_cutoff()) << "no parents yet";
+    const std::optional<RaceField> before = ga.race_field();
     std::vector<double> fitness;
     for (std::size_t i = 0; i < first.size(); ++i) fitness.push_back(static_cast<double>((i * 7) % first.size()));
     ga.tell(fitness);
-    ga.ask();
-    std::optional<std::int64_t> expected;
-    const std::vector<std::size_t> best = truncation_select(fitness, static_cast<std::size_t>(config.parents));
-    expected = first[best.back()].id;
-    return std::make_pair(ga.race_cutoff(), expected);
+    const std::vector<Candidate> second = ga.ask();
+    std::vector<std::int64_t> parents;
+    for (std::size_t i : truncation_select(fitness, static_cast<std::size_t>(config.parents)))
+      parents.push_back(first[i].id);
+    return std::make_tuple(before, ga.race_field(), parents, second);
   };
   GaStrategyConfig config = small_lpes_config();
-  const auto [cutoff, worst_parent] = cutoff_after_first_tell(config);
-  ASSERT_TRUE(cutoff);
-  EXPECT_EQ(*cutoff, *worst_parent);
+  config.crossover.keep_fitter = true;
+  ASSERT_GE(config.crossovers, 1);
+  const auto [first, later, parents, batch] = fields(config);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->parents, config.parents);
+  EXPECT_TRUE(first->carried.empty()) << "no parents yet";
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->parents, config.parents);
+  EXPECT_EQ(later->carried, parents) << "the truncation pick, best first";
+  ASSERT_EQ(later->sibling.size(), batch.size());
+  int paired = 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const int s = later->sibling[i];
+    if (s < 0) continue;
+    ++paired;
+    EXPECT_EQ(later->sibling[static_cast<std::size_t>(s)], static_cast<int>(i));
+    EXPECT_EQ(batch[i].origin, Origin::crossover);
+    EXPECT_EQ(batch[i].parents, batch[static_cast<std::size_t>(s)].parents) << "children of one crossover";
+  }
+  EXPECT_GT(paired, 0);
+  EXPECT_EQ(paired % 2, 0);
   GaStrategyConfig tournament = config;
   tournament.selection = SelectionKind::tournament;
-  EXPECT_FALSE(cutoff_after_first_tell(tournament).first);
+  EXPECT_FALSE(std::get<1>(fields(tournament)));
   GaStrategyConfig elites = config;
   elites.elites = 2;
-  EXPECT_FALSE(cutoff_after_first_tell(elites).first);
+  EXPECT_FALSE(std::get<1>(fields(elites)));
 }
 
 TEST(GaStrategy, TellChecksItsInput) {

@@ -1,6 +1,7 @@
 // Racing's pieces against hand-worked values: the Student t quantile, the
-// paired bound, the stratified racing order, the slice schedule and the unit
-// values whose mean is the λ-weighted fitness.
+// paired bound, the stratified racing order, the slice schedule, the unit
+// values whose mean is the λ-weighted fitness, and which contenders a look
+// drops.
 #include "core/search/racing.hpp"
 
 #include <gtest/gtest.h>
@@ -129,17 +130,56 @@ TEST(Racing, UnitDifferencesAverageToTheFitnessDifference) {
   };
   for (const FitnessKind kind : {FitnessKind::accuracy, FitnessKind::gold_logprob}) {
     const bool logprob = kind == FitnessKind::gold_logprob;
-    const auto d = race_differences(units, 4, w, position_index, child_by_item, cutoff_by_item, kind);
-    ASSERT_EQ(d.size(), 4u);
-    double mean = 0.0;
-    for (double x : d) mean += x / 4.0;
-    EXPECT_NEAR(mean, fitness_of(child, logprob) - fitness_of(cutoff, logprob), 1e-12);
-    EXPECT_EQ(race_differences(units, 2, w, position_index, child_by_item, cutoff_by_item, kind).size(), 2u);
+    const auto y_child = race_unit_values(units, 4, w, position_index, child_by_item, kind);
+    const auto y_cutoff = race_unit_values(units, 4, w, position_index, cutoff_by_item, kind);
+    ASSERT_EQ(y_child.size(), 4u);
+    double child_mean = 0.0, difference = 0.0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      child_mean += y_child[k] / 4.0;
+      difference += (y_child[k] - y_cutoff[k]) / 4.0;
+    }
+    EXPECT_NEAR(child_mean, fitness_of(child, logprob), 1e-12);
+    EXPECT_NEAR(difference, fitness_of(child, logprob) - fitness_of(cutoff, logprob), 1e-12);
+    EXPECT_EQ(race_unit_values(units, 2, w, position_index, child_by_item, kind).size(), 2u);
   }
   child_by_item[units[0][3]] = nullptr;
-  EXPECT_THROW(race_differences(units, 1, w, position_index, child_by_item, cutoff_by_item, FitnessKind::accuracy),
-               std::logic_error)
+  EXPECT_THROW(race_unit_values(units, 1, w, position_index, child_by_item, FitnessKind::accuracy), std::logic_error)
       << "a unit's item without a stored result";
+}
+
+// Values on 4 of 8 units. Against `low` = (0, 0, 0, 0): `high` (1, 1, 0.9,
+// 1.1) is better by the bound (differences mean -1, s = 0.0816, U = -1 +
+// t(0.95, 3) * 0.0816 / 2 * sqrt(1/2) < 0); `near` (0.2, -0.2, 0.1, -0.1)
+// is not (mean 0).
+TEST(Racing, ALookDropsWhatNParentsOrTheSiblingBeat) {
+  const std::vector<double> low = {0.0, 0.0, 0.0, 0.0};
+  const std::vector<double> high = {1.0, 1.0, 0.9, 1.1};
+  const std::vector<double> near = {0.2, -0.2, 0.1, -0.1};
+  ASSERT_TRUE(race_bound({-1.0, -1.0, -0.9, -1.1}, 8, 0.95, 1, 0.0).drop);
+  ASSERT_FALSE(race_bound(near, 8, 0.95, 1, 0.0).drop);
+  const auto drops = [](const std::vector<RaceContender>& c, int parents) {
+    return race_drops(c, parents, 8, 0.95, 1, 0.0);
+  };
+  // Two parent places: beaten by two carried parents, a child is dropped;
+  // by one, it may still take the second place.
+  EXPECT_EQ(drops({{high, false}, {high, false}, {low, true}}, 2), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(drops({{high, false}, {near, false}, {low, true}}, 2), (std::vector<bool>{false, false, false}));
+  // Children count as much as carried parents: one carried parent that
+  // `low` ties and two children that beat it. The children themselves stay.
+  EXPECT_EQ(drops({{low, false}, {high, true}, {high, true}, {low, true}}, 2),
+            (std::vector<bool>{false, false, false, true}));
+  // Scored in full (a cached result): never dropped, whatever beats it.
+  EXPECT_EQ(drops({{high, false}, {high, false}, {low, false}}, 2), (std::vector<bool>{false, false, false}));
+  // Crossover siblings: the fitter alone is kept, so the other goes as soon
+  // as the sibling is better, with parent places to spare.
+  EXPECT_EQ(drops({{low, false}, {high, true, 2}, {low, true, 1}}, 3), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(drops({{low, false}, {near, true, 2}, {low, true, 1}}, 3), (std::vector<bool>{false, false, false}));
+  // The N best by slice mean are never dropped, even when all are far apart.
+  const std::vector<double> higher = {2.0, 2.1, 1.9, 2.0};
+  EXPECT_EQ(drops({{higher, true}, {high, true}, {low, true}}, 1), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(drops({{higher, true}, {high, true}, {low, true}}, 2), (std::vector<bool>{false, false, true}));
+  EXPECT_THROW(drops({{low, true, 0}}, 1), std::invalid_argument) << "its own sibling";
+  EXPECT_THROW(drops({{low, true}, {{0.0, 0.0}, true}}, 1), std::invalid_argument) << "slices of different lengths";
 }
 
 }  // namespace
