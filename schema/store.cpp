@@ -743,7 +743,7 @@ std::vector<ExperimentStatus> Store::experiment_statuses() {
     e.unfinished_run = optional_text(10);
     e.raced = s.column_int64(11);
     e.split_samples = s.column_int64(13);
-    e.saved_by_racing = e.raced * e.split_samples - s.column_int64(12);
+    if (e.split_samples > 0) e.saved_by_racing = e.raced * e.split_samples - s.column_int64(12);
     out.push_back(std::move(e));
   }
   for (ExperimentStatus& e : out) e.lease = lease(e.name);

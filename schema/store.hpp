@@ -223,10 +223,11 @@ struct ExperimentStatus {
   std::int64_t from_cache = 0;
   std::int64_t raced = 0;        // individuals racing dropped before the whole split
   // Samples (prompts) of the search split: what one unraced, uncached
-  // individual costs; 0 before any individual.
+  // individual costs; 0 while no individual has the whole split (racing may
+  // drop candidates of the first population before any is scored in full).
   std::int64_t split_samples = 0;
   // Prompts racing did not run: the split's samples minus those each
-  // dropped individual saw.
+  // dropped individual saw (0 while split_samples is unknown).
   std::int64_t saved_by_racing = 0;
   std::optional<double> best_fitness;  // over individuals with the whole split's fitness
   double prompts = 0.0;          // over every run

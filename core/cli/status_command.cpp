@@ -46,12 +46,15 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
       // of what no run had to make.
       // A race in flight has stored (and counted) slices before its individual
       // exists; until it does, the difference would read negative.
+      // Before any individual has the whole split its size is unknown: "-".
       const auto run = static_cast<std::int64_t>(e.prompts);
+      const bool split_known = e.split_samples > 0 || e.individuals == 0;
       const std::int64_t saved_by_cache =
           std::max<std::int64_t>(0, e.individuals * e.split_samples - run - e.saved_by_racing);
       rows.push_back({e.name, std::to_string(e.generations), std::to_string(e.individuals),
                       std::to_string(e.evaluated), std::to_string(e.from_cache), std::to_string(e.raced),
-                      std::to_string(run), std::to_string(saved_by_cache), std::to_string(e.saved_by_racing),
+                      std::to_string(run), split_known ? std::to_string(saved_by_cache) : "-",
+                      split_known ? std::to_string(e.saved_by_racing) : "-",
                       e.best_fitness ? format_number(*e.best_fitness) : "-",
                       e.backend_seconds > 0 ? format_number(e.prompts / e.backend_seconds, 1) : "-",
                       std::to_string(e.runs), last_run});
