@@ -213,17 +213,20 @@ class SearchRun {
         return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial);
       return store_candidate(experiment_id, generation, candidate, intervention, key);
     } catch (const BackendError& error) {
-      // The transaction above rolled back; keep a visible record of the
-      // failure (never a score: failed rows are not served from the cache).
-      // A race's partial row keeps the key and the samples stored so far.
-      if (!store_.find_partial_evaluation(key)) {
-        EvaluationRecord failed = evaluator_.describe(intervention, key);
-        failed.status = "failed";
-        failed.error = error.what();
-        store_.insert_evaluation(failed, {});
-      }
+      record_failure(intervention, key, error);
       throw;
     }
+  }
+
+  // The transaction of a failed evaluation rolled back; keep a visible record
+  // of the failure (never a score: failed rows are not served from the
+  // cache). A race's partial row keeps the key and the samples stored so far.
+  void record_failure(const Intervention& intervention, const std::string& key, const BackendError& error) {
+    if (store_.find_partial_evaluation(key)) return;
+    EvaluationRecord failed = evaluator_.describe(intervention, key);
+    failed.status = "failed";
+    failed.error = error.what();
+    store_.insert_evaluation(failed, {});
   }
 
   // The backend runs outside any transaction (an evaluation may take
@@ -446,7 +449,13 @@ class SearchRun {
       return;
     }
     EvaluationRecord record = evaluator_.describe(e.intervention, e.key);
-    const std::vector<SampleRecord> fresh = evaluator_.run_items(e.intervention, missing, record.wall_seconds);
+    std::vector<SampleRecord> fresh;
+    try {
+      fresh = evaluator_.run_items(e.intervention, missing, record.wall_seconds);
+    } catch (const BackendError& error) {
+      record_failure(e.intervention, e.key, error);
+      throw;
+    }
     e.ran = e.ran || !fresh.empty();
     const ExtendedEvaluation stored = store_.add_samples(
         run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
