@@ -5,10 +5,12 @@
 # llama-simple (greedy text) and llama-quantize (every GGUF format from one
 # file). Cached; prints the folder holding the binaries. Only the benchmarks
 # and peer comparisons use it, so the set-up does not build it.
-#   usage: bench/build_llama_cpp.sh [native|avx2]
+#   usage: bench/build_llama_cpp.sh [native|avx2|avxvnni]
 # avx2 builds llama-bench alone with GGML_NATIVE off and AVX2/FMA/F16C on,
 # AVX-512 off (build-avx2/), so that an AVX-512 machine can compare the
-# engine's forced AVX2 path (MIDTUNE_ISA=avx2) with llama.cpp's AVX2 code.
+# engine's forced AVX2 path (MIDTUNE_ISA=avx2) with llama.cpp's AVX2 code;
+# avxvnni the same plus AVX-VNNI (build-avxvnni/), the peer of
+# MIDTUNE_ISA=avxvnni (AVX2 CPUs with vpdpbusd on 256-bit registers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE_DIR="${MIDTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/midtune}"
@@ -38,7 +40,13 @@ case "$VARIANT" in
     ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
       -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
     ;;
-  *) echo "build_llama_cpp: unknown variant '$VARIANT' (native or avx2)" >&2; exit 2 ;;
+  avxvnni)
+    BIN="$SRC/build-avxvnni/bin"
+    TOOLS=(llama-bench)
+    ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+      -DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=ON)
+    ;;
+  *) echo "build_llama_cpp: unknown variant '$VARIANT' (native, avx2 or avxvnni)" >&2; exit 2 ;;
 esac
 
 complete=1

@@ -9,9 +9,11 @@ ratios (ours / llama.cpp). Prefill is the best of --repeats runs for us and
 llama-bench's mean over its repetitions; decode runs after the prompt on
 both sides (llama-bench's -d, the context depth).
 
---isa caps our engine's instruction set (scalar, avx2, avx512, avx512bf16);
-to compare the AVX2 paths on an AVX-512 machine, pair --isa avx2 with the
-llama-bench that `bench/build_llama_cpp.sh avx2` builds (AVX-512 off).
+--isa caps our engine's instruction set (scalar, avx2, avxvnni, avx512,
+avx512bf16); to compare the AVX2 paths on an AVX-512 machine, pair --isa avx2
+with the llama-bench that `bench/build_llama_cpp.sh avx2` builds (AVX-512
+off), and --isa avxvnni with `bench/build_llama_cpp.sh avxvnni`'s (AVX2 and
+AVX-VNNI).
 
 llama-bench runs with --repack 0 (ggml's extra buffer types off): some of
 these virtual CPUs report AMX, which the hypervisor does not enable, and the

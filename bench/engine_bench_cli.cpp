@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", options.decode_tokens, "tokens decoded after the prompt");
   app.add_option("--threads", options.threads, "threads");
   app.add_option("--repeats", options.repeats, "prefill repeats (best is reported)");
-  app.add_option("--isa", isa, "scalar | avx2 | avx512 | avx512bf16 (default: best available)");
+  app.add_option("--isa", isa, "scalar | avx2 | avxvnni | avx512 | avx512bf16 (default: best available)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!isa.empty()) {

@@ -169,7 +169,7 @@ TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
 
 std::vector<Isa> fast_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::avx2, Isa::avx512vnni}) {
+  for (Isa isa : {Isa::avx2, Isa::avxvnni, Isa::avx512vnni}) {
     if (isa_available(isa)) out.push_back(isa);
   }
   return out;

@@ -16,7 +16,7 @@
 int main(int argc, char** argv) {
   using namespace midtune::engine;
   if (argc != 4) {
-    std::cerr << "usage: engine_logits_dump MODEL TOKENS OUT   (MIDTUNE_ISA=scalar|avx2|avx512 caps the ISA)\n";
+    std::cerr << "usage: engine_logits_dump MODEL TOKENS OUT   (MIDTUNE_ISA=scalar|avx2|avxvnni|avx512 caps the ISA)\n";
     return 2;
   }
   try {

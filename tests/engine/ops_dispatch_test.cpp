@@ -28,7 +28,7 @@ int two() { return 2; }
 TEST(DispatchRule, FallsToTheHighestBodyAtOrBelowTheIsaAskedFor) {
   using Fn = int (*)();
   // Rule 2 on a synthetic op with scalar and AVX-512 bodies only.
-  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two, nullptr};
+  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, nullptr, &two, nullptr};
   EXPECT_EQ(select_body<Fn>("test op", Isa::scalar, bodies)(), 1);
   if (isa_available(Isa::avx2)) {
     EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
@@ -41,17 +41,32 @@ TEST(DispatchRule, FallsToTheHighestBodyAtOrBelowTheIsaAskedFor) {
   }
 }
 
-TEST(DispatchRule, TheFamiliesFormALadder) {
-  // Each family needs the one below it, so "the highest body at or below"
-  // never picks instructions the CPU lacks.
+TEST(DispatchRule, EachFamilyIncludesTheOnesBelowItButAvxVnni) {
+  // Each family needs the ones below it, except that an AVX-512 VNNI CPU
+  // need not have AVX-VNNI, so "the highest body at or below" never picks
+  // instructions the CPU lacks.
   for (int i = 1; i < kIsaCount; ++i) {
-    if (isa_available(kAllIsas[i])) {
-      EXPECT_TRUE(isa_available(kAllIsas[i - 1])) << to_string(kAllIsas[i]);
+    if (!isa_available(kAllIsas[i])) continue;
+    for (int j = 0; j < i; ++j) {
+      if (kAllIsas[j] == Isa::avxvnni && kAllIsas[i] != Isa::avxvnni) continue;
+      EXPECT_TRUE(isa_available(kAllIsas[j])) << to_string(kAllIsas[i]) << " without " << to_string(kAllIsas[j]);
     }
   }
   std::printf("ISAs here:");
   for (Isa isa : kAllIsas) std::printf(" %s%s", to_string(isa), isa_available(isa) ? "" : " (absent)");
   std::printf("\n");
+}
+
+TEST(DispatchRule, AnAvxVnniBodyRunsOnlyWhereTheCpuHasAvxVnni) {
+  using Fn = int (*)();
+  // A synthetic op with scalar and AVX-VNNI bodies: asked for AVX-512 it
+  // runs the AVX-VNNI body only on a CPU that has both.
+  const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two, nullptr, nullptr};
+  if (isa_available(Isa::avx2)) EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
+  if (isa_available(Isa::avxvnni)) EXPECT_EQ(select_body<Fn>("test op", Isa::avxvnni, bodies)(), 2);
+  if (isa_available(Isa::avx512vnni))
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avx512vnni, bodies)(), isa_available(Isa::avxvnni) ? 2 : 1);
+  EXPECT_EQ(parse_isa("avxvnni", "--isa"), Isa::avxvnni);
 }
 
 TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {

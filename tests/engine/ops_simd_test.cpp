@@ -56,7 +56,8 @@ TEST_P(OpsSimd, MatmulMatchesScalar) {
 }
 
 // The int16 steps of the AVX2 body (vpmaddubsw pair sums) are exact only
-// within bounds its nibble split keeps; weights at the ends of their range
+// within bounds its nibble split keeps, and the AVX-VNNI body takes 8-bit
+// bytes whole into int32 lanes; weights at the ends of their range
 // (u = 0 / 255 for 8-bit, 0 / 15 for 4-bit) against activations of +-127
 // find a step that overflows. Token counts 1..9 cover the register tiles
 // and their remainders; 37 rows a partial group and a partial half.
@@ -326,7 +327,7 @@ TEST(Bf16Products, AreTheProductsOfBf16RoundedActivationsSummedInFp32) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryIsa, OpsSimd, ::testing::Values(Isa::avx2, Isa::avx512vnni, Isa::avx512bf16),
+INSTANTIATE_TEST_SUITE_P(EveryIsa, OpsSimd, ::testing::Values(Isa::avx2, Isa::avxvnni, Isa::avx512vnni, Isa::avx512bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 }  // namespace

@@ -51,7 +51,7 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
 AttentionFn attention_scalar() { return &attention_reference; }
 
 AttentionFn attention_for(Isa isa) {
-  return select_body<AttentionFn>("attention", isa, {attention_scalar(), cpu::attention_avx2(), cpu::attention_avx512()});
+  return select_body<AttentionFn>("attention", isa, {attention_scalar(), cpu::attention_avx2(), nullptr, cpu::attention_avx512()});
 }
 
 const AttentionParts* attention_parts_for(Isa isa) {

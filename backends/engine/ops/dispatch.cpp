@@ -36,6 +36,7 @@ bool isa_available(Isa isa) {
   switch (isa) {
     case Isa::scalar: return true;
     case Isa::avx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::avxvnni: return isa_available(Isa::avx2) && f.avxvnni;
     case Isa::avx512vnni: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni && f.f16c;
     case Isa::avx512bf16: return isa_available(Isa::avx512vnni) && f.avx512bf16;
   }
@@ -46,6 +47,7 @@ const char* to_string(Isa isa) {
   switch (isa) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
+    case Isa::avxvnni: return "avxvnni";
     case Isa::avx512vnni: return "avx512vnni";
     case Isa::avx512bf16: return "avx512bf16";
   }
@@ -58,7 +60,7 @@ Isa parse_isa(const std::string& value, const std::string& what) {
     if (value == to_string(isa)) return isa;
   }
   throw std::invalid_argument(what + ": unknown value '" + value +
-                              "' (expected scalar, avx2, avx512 (= avx512vnni) or avx512bf16)");
+                              "' (expected scalar, avx2, avxvnni, avx512 (= avx512vnni) or avx512bf16)");
 }
 
 void require_isa(const char* op, Isa isa) {

@@ -30,7 +30,7 @@ FloatTileFn float_tile_scalar() { return &tile_scalar; }
 
 FloatTileFn float_tile_for(Isa isa, FloatFormat format) {
   return select_body<FloatTileFn>("float_matmul", isa,
-                                  {float_tile_scalar(), cpu::float_tile_avx2(), cpu::float_tile_avx512(),
+                                  {float_tile_scalar(), cpu::float_tile_avx2(), nullptr, cpu::float_tile_avx512(),
                                    format == FloatFormat::bf16 ? cpu::float_tile_avx512bf16() : nullptr});
 }
 

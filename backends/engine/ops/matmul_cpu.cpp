@@ -51,7 +51,7 @@ PackedTileFn packed_tile_scalar() { return &tile_scalar; }
 
 PackedTileFn packed_tile_for(Isa isa) {
   return select_body<PackedTileFn>("matmul", isa, {packed_tile_scalar(), cpu::matmul_tile_avx2(),
-                                                   cpu::matmul_tile_avx512vnni()});
+                                                   cpu::matmul_tile_avxvnni(), cpu::matmul_tile_avx512vnni()});
 }
 
 void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,

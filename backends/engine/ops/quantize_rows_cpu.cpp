@@ -61,7 +61,7 @@ QuantizeRowFn quantize_row_scalar() { return &quantize_row_reference; }
 
 QuantizeRowFn quantize_row_for(Isa isa) {
   return select_body<QuantizeRowFn>("quantize_rows", isa,
-                                    {quantize_row_scalar(), cpu::quantize_row_avx2(), cpu::quantize_row_avx512()});
+                                    {quantize_row_scalar(), cpu::quantize_row_avx2(), nullptr, cpu::quantize_row_avx512()});
 }
 
 void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out, Isa isa) {

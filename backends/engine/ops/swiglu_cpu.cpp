@@ -14,7 +14,7 @@ void silu_mul_reference(const float* gate, const float* up, float* out, std::siz
 }  // namespace
 
 SiluMulFn silu_mul_for(Isa isa) {
-  return select_body<SiluMulFn>("swiglu", isa, {&silu_mul_reference, cpu::silu_mul_avx2(), cpu::silu_mul_avx512()});
+  return select_body<SiluMulFn>("swiglu", isa, {&silu_mul_reference, cpu::silu_mul_avx2(), nullptr, cpu::silu_mul_avx512()});
 }
 
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, Isa isa) {

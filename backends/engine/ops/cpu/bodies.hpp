@@ -1,7 +1,7 @@
 // The SIMD bodies of every op, one getter per (op, ISA); each returns nullptr
 // when this build has no such body (no_fast_paths.cpp on non-x86). Defined in
 // the per-ISA translation units of ops/cpu/ (the only files compiled with
-// -mavx2 / -mavx512*); called only through select_body (ops/dispatch.hpp),
+// -mavx2 / -mavxvnni / -mavx512*); called only through select_body (ops/dispatch.hpp),
 // which checks the CPU first.
 #pragma once
 
@@ -14,6 +14,7 @@
 namespace midtune::engine::cpu {
 
 PackedTileFn matmul_tile_avx2();
+PackedTileFn matmul_tile_avxvnni();
 PackedTileFn matmul_tile_avx512vnni();
 FloatTileFn float_tile_avx2();
 FloatTileFn float_tile_avx512();

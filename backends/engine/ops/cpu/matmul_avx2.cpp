@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "backends/engine/ops/cpu/bodies.hpp"
+#include "backends/engine/ops/cpu/token_tiles.hpp"
 
 namespace midtune::engine {
 
@@ -201,19 +202,6 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
   }
 }
 
-// Tokens [t, t + count) for count < M, as one tile of count tokens.
-template <int Bits, int M>
-void remainder_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& x, int t, int count, float* y,
-                    std::size_t ldy, int lanes) {
-  if constexpr (M > 1) {
-    if (count == M - 1) {
-      half_tile<Bits, M - 1>(w, group, half, x, t, y, ldy, lanes);
-    } else {
-      remainder_tile<Bits, M - 1>(w, group, half, x, t, count, y, ldy, lanes);
-    }
-  }
-}
-
 template <int Bits>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
@@ -225,13 +213,9 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
     one_token<Bits>(w, group, x, t0, y, ldy, rows);
     return;
   }
-  for (int half = 0; half < 2; ++half) {
-    const int lanes = rows - half * 8 < 8 ? rows - half * 8 : 8;
-    if (lanes <= 0) break;
-    int t = t0;
-    for (; t + kTile <= t1; t += kTile) half_tile<Bits, kTile>(w, group, half, x, t, y, ldy, lanes);
-    if (t < t1) remainder_tile<Bits, kTile>(w, group, half, x, t, t1 - t, y, ldy, lanes);
-  }
+  cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
+    half_tile<Bits, M>(w, group, half, x, t, y, ldy, lanes);
+  });
 }
 
 void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,

@@ -3,6 +3,7 @@
 
 namespace midtune::engine::cpu {
 PackedTileFn matmul_tile_avx2() { return nullptr; }
+PackedTileFn matmul_tile_avxvnni() { return nullptr; }
 PackedTileFn matmul_tile_avx512vnni() { return nullptr; }
 FloatTileFn float_tile_avx2() { return nullptr; }
 FloatTileFn float_tile_avx512() { return nullptr; }
