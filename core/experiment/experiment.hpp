@@ -146,7 +146,7 @@ struct Nsga2SearchConfig {  // NSGA-II (Deb et al. 2002)
 
 // search.racing (ga with truncation selection and the whole parent pool
 // carried): children are scored on growing slices of the search split and
-// dropped once a paired bound says they cannot exceed the parent cut-off
+// dropped once paired bounds say they cannot become parents
 // (core/search/racing.hpp).
 struct RacingConfig {
   int first = 0;             // items per gold position in the first slice, >= 1, < search_samples

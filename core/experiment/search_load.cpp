@@ -132,18 +132,18 @@ std::vector<GridAxis> parse_grid(const MapReader& search, const ObjectiveConfig&
   return grid;
 }
 
-// Racing needs a cut-off a child must exceed to become a parent: ga with
+// Racing needs parent places that the best candidates take: ga with
 // truncation selection carrying its whole parent pool (elitism 0).
 std::optional<RacingConfig> parse_racing(const MapReader& search, const SearchConfig& config,
                                          const DatasetConfig& dataset) {
   if (!search.has("racing")) return std::nullopt;
   const MapReader section = search.map("racing", {"first", "step", "confidence"});
   if (config.strategy != "ga")
-    section.self().fail("applies to strategy ga only (a child races against the worst parent the next generation "
-                        "keeps; " + config.strategy + " has no such cut-off)");
+    section.self().fail("applies to strategy ga only (a generation races for the parent places the next one "
+                        "keeps; " + config.strategy + " keeps no such places)");
   if (config.ga.selection != "truncation")
     section.self().fail("needs search.ga.selection: truncation (a tournament may pick any member as a parent, so "
-                        "there is no cut-off to race against)");
+                        "there are no places that only the best can take)");
   if (config.ga.elitism != 0)
     section.self().fail("needs search.ga.elitism: 0 (Algorithm 1 carries the whole parent pool; with elitism a "
                         "child need not beat a carried parent to become one)");

@@ -45,7 +45,7 @@ struct SearchInputs : EvaluationInputs {
   // The strategy redraws known children: give it the experiment's proposal
   // memory (the cache keys of the individuals of earlier generations).
   bool unique_children = false;
-  // search.racing (ga only): children race against the strategy's cut-off.
+  // search.racing (ga only): a batch races for the strategy's parent places.
   std::optional<RaceSettings> racing;
   // Per item, the key that pairs items across gold positions into racing
   // units (the base item); empty: each item's own index.
