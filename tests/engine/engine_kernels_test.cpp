@@ -216,6 +216,29 @@ TEST_P(MatmulTest, FastPathsMatchScalarAndScalarMatchesFloat) {
   }
 }
 
+// The AVX-VNNI body sums the same int32 dots per block and scales them in
+// the AVX2 body's order, so its results are AVX2's bit for bit (a model
+// gives the same logits on either path).
+TEST_P(MatmulTest, AvxVnniGivesTheAvx2BodysBits) {
+  if (!isa_available(Isa::avxvnni)) GTEST_SKIP() << "no AVX-VNNI on this CPU: its body is not run";
+  std::mt19937 rng(23);
+  const GgmlType type = GetParam();
+  const int n = 37, k = 128;
+  const auto data = random_matrix(type, n, k, rng);
+  const PackedMatrix w = pack_matrix(type, data.data(), n, k);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int m : {1, 5, 6, 13}) {  // decode, a partial tile, a whole one, tiles and a remainder
+    std::vector<float> x(static_cast<std::size_t>(m) * k);
+    for (auto& v : x) v = normal(rng);
+    QuantizedRows xq;
+    quantize_rows(x.data(), m, k, k, xq);
+    std::vector<float> avx2(static_cast<std::size_t>(m) * n), vnni(avx2.size());
+    packed_matmul(w, xq, avx2.data(), n, Isa::avx2, false);
+    packed_matmul(w, xq, vnni.data(), n, Isa::avxvnni, false);
+    for (std::size_t i = 0; i < avx2.size(); ++i) ASSERT_EQ(vnni[i], avx2[i]) << m << " tokens, output " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
                          ::testing::Values(GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32));
 
