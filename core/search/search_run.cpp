@@ -193,6 +193,13 @@ class SearchRun {
     return stored;
   }
 
+  // What the strategy is told for a stored individual: -infinity when racing
+  // dropped it.
+  static Outcome resumed_outcome(const IndividualRecord& stored, std::vector<double> objectives = {}) {
+    if (stored.raced_samples) return {-INFINITY, false, false, std::move(objectives), true};
+    return {stored.fitness, false, false, std::move(objectives)};
+  }
+
   Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
     if (auto stored = stored_individual(experiment_id, candidate)) {
       std::vector<double> objectives;
@@ -203,8 +210,7 @@ class SearchRun {
                                    " points at a missing evaluation");
         objectives = objectives_of(outcomes_of(evaluation->id, evaluation->position_scores));
       }
-      if (stored->raced_samples) return {-INFINITY, false, false, objectives, true};
-      return {stored->fitness, false, false, objectives};
+      return resumed_outcome(*stored, std::move(objectives));
     }
     const Intervention intervention = in_.objective->decode(candidate.genome);
     const std::string key = evaluator_.cache_key(intervention);
@@ -332,6 +338,7 @@ class SearchRun {
     const Candidate* candidate = nullptr;
     Intervention intervention;
     std::string key;
+    std::int64_t evaluation_id = -1;  // its stored row, once it has one
     std::vector<SampleRecord> samples;
     std::optional<Outcome> outcome;
     std::size_t dropped_at = SIZE_MAX;
@@ -363,8 +370,7 @@ class SearchRun {
       e.candidate = &batch[i];
       if (auto stored = stored_individual(experiment_id, batch[i])) {
         e.samples = store_.evaluation_samples(stored->evaluation_id);
-        e.outcome = stored->raced_samples ? Outcome{-INFINITY, false, false, {}, true}
-                                          : Outcome{stored->fitness, false, false, {}};
+        e.outcome = resumed_outcome(*stored);
         if (stored->raced_samples) e.dropped_at = static_cast<std::size_t>(*stored->raced_samples) / positions;
         candidate_done(*e.outcome);
         continue;
@@ -401,13 +407,11 @@ class SearchRun {
       for (std::size_t i = 0; i < entrants.size(); ++i) {
         Entrant& e = entrants[i];
         if (e.outcome || contender_of[i] < 0 || !drop[contender_of[i]]) continue;
-        const auto evaluation = store_.find_partial_evaluation(e.key);
-        if (!evaluation) throw std::logic_error("racing: a dropped candidate has no stored partial evaluation");
         // Never a cache hit: the look that drops it may come after a restart
         // that found its slices stored, so "ran in this process" would
         // depend on where a run was killed.
-        auto [record, outcome] = race_result(true, experiment_id, generation, *e.candidate, evaluation->id, e.samples,
-                                             m, false);
+        auto [record, outcome] = race_result(true, experiment_id, generation, *e.candidate, e.evaluation_id,
+                                             e.samples, m, false);
         store_.insert_individual(record);
         e.dropped_at = m;
         e.outcome = outcome;
@@ -437,6 +441,7 @@ class SearchRun {
       complete = true;
     } else if (const auto partial = store_.find_partial_evaluation(e.key)) {
       samples = store_.evaluation_samples(partial->id);
+      e.evaluation_id = partial->id;
     }
     std::vector<bool> have(in_.items.size(), false);
     for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
@@ -466,6 +471,7 @@ class SearchRun {
           return r;
         });
     e.samples = stored.samples;
+    e.evaluation_id = stored.id;
     if (e.outcome) {
       count(*e.outcome);
       candidate_done(*e.outcome);
