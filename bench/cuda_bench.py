@@ -27,7 +27,7 @@ def run_ours(args):
            "--tf-gold", str(args.tf_gold), "--tf-batch", str(args.tf_batch),
            "--decode-context", str(args.decode_context), "--decode-steps", str(args.decode_steps),
            "--repeats", str(args.repeats), "--prefill", *map(str, args.prefill),
-           "--decode-batches", *map(str, args.decode_batches)]
+           "--decode-batches", *map(str, args.decode_batches)] + (["--profile"] if args.profile else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
@@ -121,6 +121,8 @@ def main():
     p.add_argument("--decode-steps", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-peer", action="store_true", help="measure ours only")
+    p.add_argument("--profile", action="store_true",
+                   help="also print each measure's time per op (every op then waits for the last: slower figures)")
     args = p.parse_args()
 
     ours = run_ours(args)
@@ -138,7 +140,7 @@ def main():
     print(f"{'measure':<28} {'midtune':>12} {'HF':>12} {'ratio':>7}  notes")
     for r in ours:
         m = r["measure"]
-        if m in ("peak", "load"):
+        if m in ("peak", "load", "profile"):
             continue
         other = peer.get(key(r), {})
         if m == "prefill":
@@ -159,6 +161,13 @@ def main():
         ratio = f"{ours_v / theirs:.2f}x" if theirs else "-"
         theirs_s = f"{theirs:.1f}" if theirs else "-"
         print(f"{name:<28} {ours_v:>12.1f} {theirs_s:>12} {ratio:>7}  {unit}; {note}")
+    for r in ours:
+        if r["measure"] != "profile":
+            continue
+        total = sum(op["seconds"] for op in r["ops"]) or 1.0
+        print(f"\nprofile of {r['of']}: {total:.3f} s in ops")
+        for op in r["ops"][:14]:
+            print(f"  {op['op']:<32} {op['calls']:>7} calls {op['seconds']:>9.4f} s {100 * op['seconds'] / total:5.1f} %")
     return 0
 
 

@@ -15,6 +15,9 @@
 //   decode     tokens/s of greedy steps at each batch size after a
 //              --decode-context prefill
 //   memory     peak device memory in use (weights, caches, activations)
+//   profile    (--profile) after each measure, the time of each op: every op
+//              then waits for the one before, so the throughputs printed
+//              beside it are lower than without --profile
 //
 // The model: --model FILE, or --shape llama7b (Llama-2-7B: 32 layers, hidden
 // 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random BF16 weights
@@ -37,6 +40,7 @@
 
 #include "backends/engine/batched/batched_model.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/profiled_ops.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
@@ -137,6 +141,7 @@ int main(int argc, char** argv) {
   std::string gguf_path = "/tmp/midtune-bench-llama7b.gguf";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
+  bool profile = false;
   std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
   app.add_option("--gpu", gpu, "CUDA device index");
@@ -152,10 +157,17 @@ int main(int argc, char** argv) {
   app.add_option("--decode-context", decode_context, "prompt tokens before decoding");
   app.add_option("--decode-steps", decode_steps, "greedy steps timed");
   app.add_option("--repeats", repeats, "repeats (best is reported)");
+  app.add_flag("--profile", profile, "time every op (slows every measure; see above)");
   CLI11_PARSE(app, argc, argv);
   try {
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
+    ProfiledOps* profiler = nullptr;
+    if (profile) {
+      auto wrapped = std::make_unique<ProfiledOps>(std::move(device));
+      profiler = wrapped.get();
+      device = std::move(wrapped);
+    }
     if (model_path.empty()) {
       model_path = gguf_path;
       if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), model_path);
@@ -167,6 +179,16 @@ int main(int argc, char** argv) {
       j["device"] = device->name();
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
+    };
+    // The ops' times since the last call, for the measure just emitted.
+    const auto emit_profile = [&](const std::string& of) {
+      if (profiler == nullptr) return;
+      nlohmann::json ops = nlohmann::json::array();
+      for (const ProfiledOps::Row& row : profiler->rows()) {
+        ops.push_back({{"op", row.op}, {"calls", row.calls}, {"seconds", row.seconds}});
+      }
+      emit({{"measure", "profile"}, {"of", of}, {"ops", ops}});
+      profiler->reset();
     };
 
     // The peak: a plain bf16 product of 8192^3 (256^3 on the host reference).
@@ -187,10 +209,12 @@ int main(int argc, char** argv) {
       }
       emit({{"measure", "peak"}, {"size", n}, {"tflops", peak_tflops}});
     }
+    if (profiler != nullptr) profiler->reset();
 
     const auto load_start = Clock::now();
     BatchedModel model(model_path, *device);
     note_memory();
+    emit_profile("load");
     const auto& c = model.config();
     emit({{"measure", "load"}, {"seconds", seconds_since(load_start)}, {"weight_bytes", model.weight_bytes()},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn},
@@ -233,12 +257,14 @@ int main(int argc, char** argv) {
       const double tflops = (2.0 * matrix_params * tokens + attention) / best / 1e12;
       emit({{"measure", "prefill"}, {"length", length}, {"prompts", count}, {"tokens_per_s", tokens / best},
             {"tflops", tflops}, {"fraction_of_peak", tflops / peak_tflops}});
+      emit_profile("prefill " + std::to_string(length) + " (" + std::to_string(repeats) + " passes)");
     }
     {
       double best = 1e300;
       for (int r = 0; r < repeats; ++r) best = std::min(best, pass(tf_batch, tf_prompt + tf_gold - 1, tf_gold, true));
       emit({{"measure", "teacher_forced"}, {"prompt", tf_prompt}, {"gold", tf_gold}, {"prompts", tf_batch},
             {"prompts_per_s", tf_batch / best}});
+      emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
     }
     for (int batch : decode_batches) {
       std::vector<std::unique_ptr<BatchedSequence>> seqs;
@@ -255,6 +281,7 @@ int main(int argc, char** argv) {
       std::vector<double> unused;
       model.score({}, next, unused);
       device->synchronize();
+      if (profiler != nullptr) profiler->reset();
       const auto start = Clock::now();
       for (int step = 0; step < decode_steps; ++step) {
         calls.clear();
@@ -270,6 +297,7 @@ int main(int argc, char** argv) {
       note_memory();
       emit({{"measure", "decode"}, {"batch", batch}, {"context", decode_context},
             {"tokens_per_s", double(batch) * decode_steps / s}});
+      emit_profile("decode batch " + std::to_string(batch) + " (" + std::to_string(decode_steps) + " steps)");
     }
     emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()}});
   } catch (const std::exception& e) {
