@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "backends/engine/model_loading.hpp"
@@ -31,15 +33,6 @@ std::vector<float> dequantized_matrix(const GgufFile& file, const std::string& n
   return out;
 }
 
-std::vector<std::uint16_t> bf16_of(const std::vector<float>& values) {
-  std::vector<std::uint16_t> out(values.size());
-  tbb::parallel_for(std::size_t{0}, values.size(), std::size_t{1} << 16, [&](std::size_t i) {
-    const std::size_t end = std::min(values.size(), i + (std::size_t{1} << 16));
-    for (std::size_t k = i; k < end; ++k) out[k] = elementwise::bf16_bits(values[k]);
-  });
-  return out;
-}
-
 template <typename T>
 DeviceBuffer<T> upload_vector(DeviceOps& device, const std::vector<T>& host, std::size_t& bytes) {
   DeviceBuffer<T> buffer(device, host.size());
@@ -48,16 +41,36 @@ DeviceBuffer<T> upload_vector(DeviceOps& device, const std::vector<T>& host, std
   return buffer;
 }
 
-// One or more GGUF matrices stacked by rows, as bf16 on the device.
+// One or more GGUF matrices stacked by rows, as bf16 on the device. Row by
+// row, without a float copy of the whole matrix (a 7B model's is 26 GB); a
+// BF16 tensor's bits are taken as they are (what dequantising and rounding
+// them again would give).
 DeviceBuffer<std::uint16_t> upload_matrix(DeviceOps& device, const GgufFile& file,
                                           const std::vector<std::pair<std::string, std::uint64_t>>& parts,
                                           std::uint64_t cols, std::size_t& bytes) {
-  std::vector<float> all;
+  std::uint64_t total_rows = 0;
+  for (const auto& part : parts) total_rows += part.second;
+  std::vector<std::uint16_t> all(total_rows * cols);
+  std::uint64_t first_row = 0;
   for (const auto& [name, rows] : parts) {
-    const std::vector<float> part = dequantized_matrix(file, name, cols, rows);
-    all.insert(all.end(), part.begin(), part.end());
+    const GgufTensorInfo& info = matrix_tensor(file, name, cols, rows);
+    const std::byte* data = file.tensor_data(info).data();
+    const std::size_t row_bytes = info.n_bytes / rows;
+    std::uint16_t* out = all.data() + first_row * cols;
+    if (info.type->type == GgmlType::BF16) {
+      std::memcpy(out, data, rows * cols * sizeof(std::uint16_t));
+    } else {
+      tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, rows), [&](const tbb::blocked_range<std::uint64_t>& range) {
+        std::vector<float> row(cols);
+        for (std::uint64_t r = range.begin(); r < range.end(); ++r) {
+          dequantize_row(info.type->type, data + r * row_bytes, row.data(), cols);
+          for (std::uint64_t i = 0; i < cols; ++i) out[r * cols + i] = elementwise::bf16_bits(row[i]);
+        }
+      });
+    }
+    first_row += rows;
   }
-  return upload_vector(device, bf16_of(all), bytes);
+  return upload_vector(device, all, bytes);
 }
 
 }  // namespace
