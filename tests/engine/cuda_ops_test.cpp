@@ -183,52 +183,56 @@ TEST_F(CudaOps, RopeTablesAndRotationMatchTheCpuReferenceForBothPairingsAndPerHe
 }
 
 // Prefill after a cached past, GQA (4 query heads per cache head), more keys
-// than one chunk of the kernel, with and without a sliding window; outputs,
-// key-0 weights and the last query's row against the scalar CPU body.
+// than one chunk of the kernel, three head sizes, with and without a sliding
+// window; outputs, key-0 weights and the last query's row against the scalar
+// CPU body.
 TEST_F(CudaOps, AttentionMatchesTheCpuReferenceWithReadouts) {
 #if defined(MIDTUNE_WITH_CUDA)
-  const int tokens = 6, past = 1294, heads = 8, kv_heads = 2, head_dim = 64, keys = past + tokens;
-  const float scale = 1.0f / 8.0f;
-  const std::size_t q_ld = static_cast<std::size_t>(heads) * head_dim, kv_ld = static_cast<std::size_t>(kv_heads) * head_dim;
-  const std::vector<float> q = random_floats(tokens * q_ld, 1.0f, 6);
-  const std::vector<float> k = random_floats(keys * kv_ld, 1.0f, 7), v = random_floats(keys * kv_ld, 1.0f, 8);
-  for (int window : {0, 700}) {
-    std::vector<float> expected(tokens * q_ld), expected_key0(static_cast<std::size_t>(heads) * tokens);
-    std::vector<float> expected_row(static_cast<std::size_t>(heads) * keys, 0.0f);
-    const int blocks = (keys + kKeyBlock - 1) / kKeyBlock;
-    std::vector<float> scratch(static_cast<std::size_t>(kAttentionTile) * keys);
-    for (int g = 0; g < kv_heads; ++g) {
-      std::vector<float> kt(static_cast<std::size_t>(blocks) * kKeyBlock * head_dim, 0.0f);
-      for (int key = 0; key < keys; ++key)
-        for (int i = 0; i < head_dim; ++i) kt[key_offset(key, i, head_dim)] = k[key * kv_ld + g * head_dim + i];
-      const KeyValueView view{kt.data(), v.data() + g * head_dim, kv_ld, head_dim};
-      for (int h = g * (heads / kv_heads); h < (g + 1) * (heads / kv_heads); ++h) {
-        for (int t = 0; t < tokens; ++t) {
-          AttentionTile tile;
-          tile.count = 1;
-          tile.q[0] = &q[t * q_ld + h * head_dim];
-          tile.out[0] = &expected[t * q_ld + h * head_dim];
-          tile.limit[0] = past + t + 1;
-          tile.first[0] = window > 0 ? std::max(0, tile.limit[0] - window) : 0;
-          if (t == tokens - 1) tile.probs_out[0] = &expected_row[static_cast<std::size_t>(h) * keys];
-          tile.key0_weight = &expected_key0[static_cast<std::size_t>(h) * tokens + t];
-          attention(attention_scalar(), tile, view, scale, scratch.data());
+  // Head sizes that fill a warp's lanes, leave some idle (80), and the largest (256).
+  for (const int head_dim : {64, 80, 256}) {
+    const int tokens = 6, past = 1294, heads = 8, kv_heads = 2, keys = past + tokens;
+    const float scale = 1.0f / 8.0f;
+    const std::size_t q_ld = static_cast<std::size_t>(heads) * head_dim, kv_ld = static_cast<std::size_t>(kv_heads) * head_dim;
+    const std::vector<float> q = random_floats(tokens * q_ld, 1.0f, 6);
+    const std::vector<float> k = random_floats(keys * kv_ld, 1.0f, 7), v = random_floats(keys * kv_ld, 1.0f, 8);
+    for (int window : {0, 700}) {
+      std::vector<float> expected(tokens * q_ld), expected_key0(static_cast<std::size_t>(heads) * tokens);
+      std::vector<float> expected_row(static_cast<std::size_t>(heads) * keys, 0.0f);
+      const int blocks = (keys + kKeyBlock - 1) / kKeyBlock;
+      std::vector<float> scratch(static_cast<std::size_t>(kAttentionTile) * keys);
+      for (int g = 0; g < kv_heads; ++g) {
+        std::vector<float> kt(static_cast<std::size_t>(blocks) * kKeyBlock * head_dim, 0.0f);
+        for (int key = 0; key < keys; ++key)
+          for (int i = 0; i < head_dim; ++i) kt[key_offset(key, i, head_dim)] = k[key * kv_ld + g * head_dim + i];
+        const KeyValueView view{kt.data(), v.data() + g * head_dim, kv_ld, head_dim};
+        for (int h = g * (heads / kv_heads); h < (g + 1) * (heads / kv_heads); ++h) {
+          for (int t = 0; t < tokens; ++t) {
+            AttentionTile tile;
+            tile.count = 1;
+            tile.q[0] = &q[t * q_ld + h * head_dim];
+            tile.out[0] = &expected[t * q_ld + h * head_dim];
+            tile.limit[0] = past + t + 1;
+            tile.first[0] = window > 0 ? std::max(0, tile.limit[0] - window) : 0;
+            if (t == tokens - 1) tile.probs_out[0] = &expected_row[static_cast<std::size_t>(h) * keys];
+            tile.key0_weight = &expected_key0[static_cast<std::size_t>(h) * tokens + t];
+            attention(attention_scalar(), tile, view, scale, scratch.data());
+          }
         }
       }
+      DeviceVector<float> dq(q), dk(k), dv(v), dout(std::vector<float>(expected.size(), 0.0f));
+      DeviceVector<float> dkey0(std::vector<float>(expected_key0.size(), -1.0f));
+      DeviceVector<float> drow(std::vector<float>(expected_row.size(), -1.0f));
+      cuda::attention(dq.get(), q_ld, dk.get(), dv.get(), kv_ld, tokens, past, heads, kv_heads, head_dim, window,
+                      scale, dout.get(), q_ld, dkey0.get(), drow.get());
+      const double worst = worst_relative(dout.to_host(), expected);
+      const double worst_key0 = worst_relative(dkey0.to_host(), expected_key0);
+      const double worst_row = worst_relative(drow.to_host(), expected_row);
+      std::printf("attention (head_dim %d, window %d): worst relative difference out %.3g, key-0 weight %.3g, "
+                  "last row %.3g\n", head_dim, window, worst, worst_key0, worst_row);
+      EXPECT_LT(worst, 1e-5);
+      EXPECT_LT(worst_key0, 1e-6);
+      EXPECT_LT(worst_row, 1e-6);
     }
-    DeviceVector<float> dq(q), dk(k), dv(v), dout(std::vector<float>(expected.size(), 0.0f));
-    DeviceVector<float> dkey0(std::vector<float>(expected_key0.size(), -1.0f));
-    DeviceVector<float> drow(std::vector<float>(expected_row.size(), -1.0f));
-    cuda::attention(dq.get(), q_ld, dk.get(), dv.get(), kv_ld, tokens, past, heads, kv_heads, head_dim, window,
-                    scale, dout.get(), q_ld, dkey0.get(), drow.get());
-    const double worst = worst_relative(dout.to_host(), expected);
-    const double worst_key0 = worst_relative(dkey0.to_host(), expected_key0);
-    const double worst_row = worst_relative(drow.to_host(), expected_row);
-    std::printf("attention (window %d): worst relative difference out %.3g, key-0 weight %.3g, last row %.3g\n",
-                window, worst, worst_key0, worst_row);
-    EXPECT_LT(worst, 1e-5);
-    EXPECT_LT(worst_key0, 1e-6);
-    EXPECT_LT(worst_row, 1e-6);
   }
   DeviceVector<float> dummy(std::vector<float>(1, 0.0f));
   EXPECT_THROW(cuda::attention(dummy.get(), 8, dummy.get(), dummy.get(), 8, 1, 0, 3, 2, 4, 0, 1.0f, dummy.get(), 8),

@@ -179,25 +179,37 @@ TEST_F(DeviceOpsTest, RopeAttentionAndTheMethodsOps) {
 }
 
 // A prefill-sized call takes the cuBLAS body (TF32 products: inputs rounded
-// to 10 significant bits, hence 5e-3), with GQA, a window and both readouts.
+// to 10 significant bits, hence 5e-3), with a window and both readouts: one
+// query block with GQA, several query blocks (the body takes 512 queries at a
+// time against the keys the block's last query sees) with GQA and without
+// (one product over all heads).
 TEST_F(DeviceOpsTest, PrefillAttentionThroughCublasMatchesTheReference) {
-  const int tokens = 100, past = 60, heads = 8, kv_heads = 2, head_dim = 128;
-  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
-  const int keys = past + tokens;
-  auto q = both(random_floats(tokens * q_width, 1.0f, 12));
-  auto k = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 13));
-  auto v = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 14));
-  for (int window : {0, 50}) {
-    auto out = both(std::vector<float>(tokens * q_width));
-    auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
-    auto last = both(std::vector<float>(std::size_t{heads} * keys));
-    ref_.attention(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, tokens, past, heads, kv_heads,
-                   head_dim, window, 0.088f, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
-    gpu_->attention(q.gpu.data(), q_width, k.gpu.data(), v.gpu.data(), kv_width, tokens, past, heads, kv_heads,
-                    head_dim, window, 0.088f, out.gpu.data(), q_width, key0.gpu.data(), last.gpu.data());
-    expect_close(out, 5e-3, "attention (cuBLAS)");
-    expect_close(key0, 5e-3, "attention (cuBLAS) key 0");
-    expect_close(last, 5e-3, "attention (cuBLAS) last row");
+  struct Shape {
+    int tokens, past, heads, kv_heads;
+  };
+  const int head_dim = 128;
+  for (const Shape shape : {Shape{100, 60, 8, 2}, Shape{1100, 30, 8, 2}, Shape{1030, 0, 4, 4}}) {
+    SCOPED_TRACE("tokens " + std::to_string(shape.tokens) + ", heads " + std::to_string(shape.heads) + "/" +
+                 std::to_string(shape.kv_heads));
+    const std::size_t tokens = shape.tokens, heads = shape.heads, keys = shape.past + shape.tokens;
+    const std::size_t q_width = heads * head_dim, kv_width = std::size_t(shape.kv_heads) * head_dim;
+    auto q = both(random_floats(tokens * q_width, 1.0f, 12));
+    auto k = both(random_floats(keys * kv_width, 1.0f, 13));
+    auto v = both(random_floats(keys * kv_width, 1.0f, 14));
+    for (int window : {0, 50}) {
+      auto out = both(std::vector<float>(tokens * q_width));
+      auto key0 = both(std::vector<float>(heads * tokens));
+      auto last = both(std::vector<float>(heads * keys));
+      ref_.attention(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
+                     shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.ref.data(), q_width, key0.ref.data(),
+                     last.ref.data());
+      gpu_->attention(q.gpu.data(), q_width, k.gpu.data(), v.gpu.data(), kv_width, shape.tokens, shape.past,
+                      shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.gpu.data(), q_width,
+                      key0.gpu.data(), last.gpu.data());
+      expect_close(out, 5e-3, "attention (cuBLAS)");
+      expect_close(key0, 5e-3, "attention (cuBLAS) key 0");
+      expect_close(last, 5e-3, "attention (cuBLAS) last row");
+    }
   }
 }
 

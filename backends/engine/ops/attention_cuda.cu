@@ -1,10 +1,14 @@
-// CUDA body of attention.hpp (contract: cuda_ops.hpp). One thread block per
-// (query, head): the query in shared memory, the visible keys taken in
-// chunks; per chunk each thread scores some keys, the block finds the chunk's
-// maximum, rescales the running sum and output (the running-maximum softmax
-// of FlashAttention, here without tiling over queries: simple first), and
-// thread d accumulates output dimension d. The CPU bodies take the exact
-// maximum first; the results agree to float rounding.
+// CUDA body of attention.hpp (contract: cuda_ops.hpp) for few queries (a
+// decode step). One thread block per (query, head): the query in shared
+// memory, the visible keys taken in chunks. Per chunk each warp scores every
+// kWarps-th key (its lanes split the head's dimensions, so a key row is read
+// whole by one warp), the block finds the chunk's maximum, each key's weight
+// is computed once, the running sum and output are rescaled (the running-
+// maximum softmax of FlashAttention, without tiling over queries), and each
+// warp accumulates its keys' weighted value rows in registers, lane d owning
+// dimensions d, d + 32, ...; the warps' partial outputs are summed at the
+// end. The CPU bodies take the exact maximum first; the results agree to
+// float rounding.
 #include <cfloat>
 #include <stdexcept>
 #include <string>
@@ -19,16 +23,26 @@ namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kKeyChunk = 1024;
-constexpr int kAttentionThreads = 256;  // >= kMaxHeadDim: thread d owns output dimension d
+constexpr int kWarpSize = 32;
+constexpr int kWarps = 8;
+constexpr int kAttentionThreads = kWarps * kWarpSize;
+constexpr int kDimsPerLane = kMaxHeadDim / kWarpSize;
+
+__device__ float warp_sum(float value) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
 
 __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
                                  std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
                                  int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
                                  float* last_row) {
   __shared__ float query[kMaxHeadDim];
-  __shared__ float scores[kKeyChunk];
+  __shared__ float weights[kKeyChunk];  // a chunk's scores, then its unnormalised weights
   __shared__ float reduce[kAttentionThreads];
+  __shared__ float partial_out[kWarps][kMaxHeadDim];
   const int t = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int kv_head = h / group;
   const int limit = past + t + 1;
   const int first = window > 0 ? max(0, limit - window) : 0;
@@ -37,45 +51,62 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
 
   const float* key_base = keys + static_cast<std::size_t>(kv_head) * head_dim;
   const float* value_base = values + static_cast<std::size_t>(kv_head) * head_dim;
-  float running_max = -FLT_MAX, running_sum = 0.0f, accumulated = 0.0f;  // accumulated: dimension threadIdx.x
+  float running_max = -FLT_MAX, running_sum = 0.0f;
+  float accumulated[kDimsPerLane] = {};  // this warp's keys, dimensions lane + 32 k
   float score0 = 0.0f;
   const bool keep_row = last_row != nullptr && t == tokens - 1;
   for (int chunk = first; chunk < limit; chunk += kKeyChunk) {
     const int n = min(kKeyChunk, limit - chunk);
-    float chunk_max = -FLT_MAX;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    for (int j = warp; j < n; j += kWarps) {
       const float* key = key_base + static_cast<std::size_t>(chunk + j) * kv_ld;
       float dot = 0.0f;
-      for (int d = 0; d < head_dim; ++d) dot += query[d] * key[d];
-      scores[j] = scale * dot;
-      chunk_max = fmaxf(chunk_max, scores[j]);
+      for (int d = lane; d < head_dim; d += kWarpSize) dot += query[d] * key[d];
+      dot = warp_sum(dot);
+      if (lane == 0) weights[j] = scale * dot;
     }
-    chunk_max = block_reduce(chunk_max, reduce, MaxOf{});  // also makes scores[] visible to every thread
-    if (chunk == 0) score0 = scores[0];
-    if (keep_row) {
-      for (int j = threadIdx.x; j < n; j += blockDim.x) last_row[static_cast<std::size_t>(h) * limit + chunk + j] = scores[j];
-    }
+    __syncthreads();
+    float chunk_max = -FLT_MAX;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) chunk_max = fmaxf(chunk_max, weights[j]);
+    chunk_max = block_reduce(chunk_max, reduce, MaxOf{});
+    if (chunk == 0) score0 = weights[0];
     const float new_max = fmaxf(running_max, chunk_max);
     const float rescale = expf(running_max - new_max);
     float partial = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) partial += expf(scores[j] - new_max);
-    running_sum = running_sum * rescale + block_reduce(partial, reduce, SumOf{});
-    if (threadIdx.x < head_dim) {
-      float sum = 0.0f;
-      for (int j = 0; j < n; ++j) {
-        sum += expf(scores[j] - new_max) * value_base[static_cast<std::size_t>(chunk + j) * kv_ld + threadIdx.x];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      if (keep_row) last_row[static_cast<std::size_t>(h) * limit + chunk + j] = weights[j];
+      const float w = expf(weights[j] - new_max);
+      weights[j] = w;
+      partial += w;
+    }
+    running_sum = running_sum * rescale + block_reduce(partial, reduce, SumOf{});  // also publishes weights[]
+    for (int k = 0; k < kDimsPerLane; ++k) accumulated[k] *= rescale;
+    for (int j = warp; j < n; j += kWarps) {
+      const float w = weights[j];
+      const float* value = value_base + static_cast<std::size_t>(chunk + j) * kv_ld;
+      for (int k = 0; k < kDimsPerLane; ++k) {
+        const int d = lane + k * kWarpSize;
+        if (d < head_dim) accumulated[k] += w * value[d];
       }
-      accumulated = accumulated * rescale + sum;
     }
     running_max = new_max;
-    __syncthreads();  // scores[] is rewritten by the next chunk
+    __syncthreads();  // weights[] is rewritten by the next chunk
   }
+  for (int k = 0; k < kDimsPerLane; ++k) {
+    const int d = lane + k * kWarpSize;
+    if (d < head_dim) partial_out[warp][d] = accumulated[k];
+  }
+  __syncthreads();
   const float inverse = 1.0f / running_sum;
-  if (threadIdx.x < head_dim) out[t * out_ld + static_cast<std::size_t>(h) * head_dim + threadIdx.x] = accumulated * inverse;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) sum += partial_out[w][d];
+    out[t * out_ld + static_cast<std::size_t>(h) * head_dim + d] = sum * inverse;
+  }
   if (key0_weight != nullptr && threadIdx.x == 0) {
     key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? expf(score0 - running_max) * inverse : 0.0f;
   }
   if (keep_row) {
+    __syncthreads();  // every thread's raw scores are in last_row
     float* row = last_row + static_cast<std::size_t>(h) * limit;
     for (int j = threadIdx.x; j < limit; j += blockDim.x) row[j] = j < first ? 0.0f : expf(row[j] - running_max) * inverse;
   }

@@ -1,11 +1,14 @@
 // The second CUDA body of attention (contract: cuda_ops.hpp), for calls of
-// many queries (a prefill): per query head, scores = scale * Q K^T by cuBLAS
-// (TF32 tensor cores, fp32 sums), then one kernel masks (causal, sliding
-// window), takes the softmax in fp32 with the exact row maximum and writes
-// the key-0 and last-row readouts, then out = P V by cuBLAS. It computes the
-// masked upper triangle too (cheap next to re-reading the keys per query, as
-// the simple kernel does), and holds the scores of as many heads at once as
-// the workspace allows. Query head h reads KV head h / (heads / kv_heads).
+// many queries (a prefill): scores = scale * Q K^T by cuBLAS (TF32 tensor
+// cores, fp32 sums), then one kernel masks (causal, sliding window), takes
+// the softmax in fp32 with the exact row maximum and writes the key-0 and
+// last-row readouts, then out = P V by cuBLAS. The queries go in blocks of
+// kQueryBlock rows, each against the keys its last query sees: causal
+// attention then computes about half the score matrix, not all of it. Every
+// product is batched over the KV heads (one cuBLAS call per query head of a
+// GQA group, not one per head: launches dominated short prompts). As many
+// heads go at once as the workspace holds. Query head h reads KV head
+// h / (heads / kv_heads).
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
@@ -21,16 +24,17 @@ namespace {
 
 constexpr int kSoftmaxThreads = 256;
 
-// One block per (query t, head h0 + blockIdx.y): the row of scores becomes
-// the row of weights, in place.
-__global__ void masked_softmax_kernel(float* scores, int tokens, int past, int window, int h0, float* key0_weight,
-                                      float* last_row) {
+constexpr int kQueryBlock = 512;
+
+// One block per (query t0 + blockIdx.x, head h0 + blockIdx.y): the row of
+// scores (row_keys long) becomes the row of weights, in place.
+__global__ void masked_softmax_kernel(float* scores, int block_tokens, int row_keys, int t0, int tokens, int past,
+                                      int window, int h0, float* key0_weight, float* last_row) {
   __shared__ float reduce[kSoftmaxThreads];
-  const int t = blockIdx.x, local_head = blockIdx.y, h = h0 + local_head;
-  const int keys = past + tokens;
+  const int t = t0 + blockIdx.x, local_head = blockIdx.y, h = h0 + local_head;
   const int limit = past + t + 1;
   const int first = window > 0 ? max(0, limit - window) : 0;
-  float* row = scores + (static_cast<std::size_t>(local_head) * tokens + t) * keys;
+  float* row = scores + (static_cast<std::size_t>(local_head) * block_tokens + blockIdx.x) * row_keys;
   float top = -FLT_MAX;
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) top = fmaxf(top, row[j]);
   top = block_reduce(top, reduce, MaxOf{});
@@ -38,11 +42,11 @@ __global__ void masked_softmax_kernel(float* scores, int tokens, int past, int w
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) sum += expf(row[j] - top);
   sum = block_reduce(sum, reduce, SumOf{});
   const float inverse = 1.0f / sum;
-  const bool keep_row = last_row != nullptr && t == tokens - 1;
-  for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+  const bool keep_row = last_row != nullptr && t == tokens - 1;  // then row_keys == past + tokens
+  for (int j = threadIdx.x; j < row_keys; j += blockDim.x) {
     const float p = j >= first && j < limit ? expf(row[j] - top) * inverse : 0.0f;
     row[j] = p;
-    if (keep_row) last_row[static_cast<std::size_t>(h) * keys + j] = p;
+    if (keep_row) last_row[static_cast<std::size_t>(h) * row_keys + j] = p;
     if (j == 0 && key0_weight != nullptr) key0_weight[static_cast<std::size_t>(h) * tokens + t] = p;
   }
 }
@@ -50,7 +54,8 @@ __global__ void masked_softmax_kernel(float* scores, int tokens, int past, int w
 }  // namespace
 
 std::size_t attention_gemm_workspace(int tokens, int past, int heads, int kv_heads) {
-  return static_cast<std::size_t>(heads / kv_heads) * tokens * (static_cast<std::size_t>(past) + tokens);
+  return static_cast<std::size_t>(heads / kv_heads) * std::min(tokens, kQueryBlock) *
+         (static_cast<std::size_t>(past) + tokens);
 }
 
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
@@ -66,47 +71,57 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
   }
   if (tokens == 0) return;
   const int group = heads / kv_heads;
-  const int key_count = past + tokens;
-  const std::size_t per_head = static_cast<std::size_t>(tokens) * key_count;
-  if (scores_capacity < per_head * group) {
+  if (scores_capacity < attention_gemm_workspace(tokens, past, heads, kv_heads)) {
     throw std::invalid_argument("attention (cuda, cuBLAS): workspace of " + std::to_string(scores_capacity) +
-                                " floats, a GQA group needs " + std::to_string(per_head * group));
+                                " floats, a GQA group needs " +
+                                std::to_string(attention_gemm_workspace(tokens, past, heads, kv_heads)));
   }
-  // Whole GQA groups per pass, as many as the workspace holds.
-  const int heads_per_pass = static_cast<int>(std::min<std::size_t>(heads, scores_capacity / per_head / group * group));
   const auto handle = static_cast<cublasHandle_t>(cublas.handle());
   check_cublas(cublasSetStream(handle, as_stream(stream)), "set stream");
   const float zero = 0.0f, one = 1.0f;
-  for (int h0 = 0; h0 < heads; h0 += heads_per_pass) {
-    const int count = std::min(heads_per_pass, heads - h0);
-    // Row-major S[t][j] is the column-major (keys x tokens) C = K^T Q with
-    // K^T (head_dim x keys, ld kv_ld) and Q (head_dim x tokens, ld q_ld); one
-    // batched product per KV head, over its query heads (K's stride 0).
-    for (int g = h0 / group; g < (h0 + count) / group; ++g) {
-      check_cublas(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, key_count, tokens, head_dim, &scale,
-                                              keys + static_cast<std::size_t>(g) * head_dim, CUDA_R_32F,
-                                              static_cast<int>(kv_ld), 0,
-                                              q + static_cast<std::size_t>(g) * group * head_dim, CUDA_R_32F,
-                                              static_cast<int>(q_ld), head_dim, &zero,
-                                              scores + static_cast<std::size_t>(g * group - h0) * per_head,
-                                              CUDA_R_32F, key_count, static_cast<long long>(per_head), group,
-                                              CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
-                   "attention scores");
-    }
-    masked_softmax_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(count)), kSoftmaxThreads, 0,
-                            as_stream(stream)>>>(scores, tokens, past, window, h0, key0_weight, last_row);
-    check_launch("attention softmax");
-    // out (head_dim x tokens, ld out_ld) = V (head_dim x keys, ld kv_ld) . P (keys x tokens).
-    for (int g = h0 / group; g < (h0 + count) / group; ++g) {
-      check_cublas(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, tokens, key_count, &one,
-                                              values + static_cast<std::size_t>(g) * head_dim, CUDA_R_32F,
-                                              static_cast<int>(kv_ld), 0,
-                                              scores + static_cast<std::size_t>(g * group - h0) * per_head,
-                                              CUDA_R_32F, key_count, static_cast<long long>(per_head), &zero,
-                                              out + static_cast<std::size_t>(g) * group * head_dim, CUDA_R_32F,
-                                              static_cast<int>(out_ld), head_dim, group, CUBLAS_COMPUTE_32F_FAST_TF32,
-                                              CUBLAS_GEMM_DEFAULT),
-                   "attention output");
+  const int hd = head_dim;
+  for (int t0 = 0; t0 < tokens; t0 += kQueryBlock) {
+    const int block_tokens = std::min(kQueryBlock, tokens - t0);
+    const int row_keys = past + t0 + block_tokens;  // the keys the block's last query sees
+    const std::size_t per_head = static_cast<std::size_t>(block_tokens) * row_keys;
+    // Whole GQA groups per pass, as many as the workspace holds.
+    const int heads_per_pass =
+        static_cast<int>(std::min<std::size_t>(heads, scores_capacity / per_head / group * group));
+    for (int h0 = 0; h0 < heads; h0 += heads_per_pass) {
+      const int count = std::min(heads_per_pass, heads - h0);
+      const int g0 = h0 / group, kv_count = count / group;
+      // Local head (g - g0) * group + i's scores start at that index times
+      // per_head. Row-major S[t][j] is the column-major (row_keys x
+      // block_tokens) C = K^T Q with K^T (head_dim x keys, ld kv_ld) and Q
+      // (head_dim x tokens, ld q_ld); query head i of each group, batched over
+      // the KV heads.
+      for (int i = 0; i < group; ++i) {
+        check_cublas(
+            cublasGemmStridedBatchedEx(
+                handle, CUBLAS_OP_T, CUBLAS_OP_N, row_keys, block_tokens, hd, &scale,
+                keys + static_cast<std::size_t>(g0) * hd, CUDA_R_32F, static_cast<int>(kv_ld), hd,
+                q + static_cast<std::size_t>(t0) * q_ld + (static_cast<std::size_t>(g0) * group + i) * hd, CUDA_R_32F,
+                static_cast<int>(q_ld), static_cast<long long>(group) * hd, &zero, scores + i * per_head, CUDA_R_32F,
+                row_keys, static_cast<long long>(group * per_head), kv_count, CUBLAS_COMPUTE_32F_FAST_TF32,
+                CUBLAS_GEMM_DEFAULT),
+            "attention scores");
+      }
+      masked_softmax_kernel<<<dim3(static_cast<unsigned>(block_tokens), static_cast<unsigned>(count)),
+                              kSoftmaxThreads, 0, as_stream(stream)>>>(scores, block_tokens, row_keys, t0, tokens,
+                                                                       past, window, h0, key0_weight, last_row);
+      check_launch("attention softmax");
+      // out (head_dim x tokens, ld out_ld) = V (head_dim x keys, ld kv_ld) . P (keys x tokens).
+      for (int i = 0; i < group; ++i) {
+        check_cublas(
+            cublasGemmStridedBatchedEx(
+                handle, CUBLAS_OP_N, CUBLAS_OP_N, hd, block_tokens, row_keys, &one,
+                values + static_cast<std::size_t>(g0) * hd, CUDA_R_32F, static_cast<int>(kv_ld), hd,
+                scores + i * per_head, CUDA_R_32F, row_keys, static_cast<long long>(group * per_head), &zero,
+                out + static_cast<std::size_t>(t0) * out_ld + (static_cast<std::size_t>(g0) * group + i) * hd,
+                CUDA_R_32F, static_cast<int>(out_ld), static_cast<long long>(group) * hd, kv_count,
+                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+            "attention output");
+      }
     }
   }
 }
