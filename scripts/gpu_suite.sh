@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# The GPU checks, for a machine with an NVIDIA GPU but without midtune's
-# Debian libraries or a network (a lent GPU machine): unpacks the carried
-# .deb files into a prefix (never into /), builds the GPU tests and the
-# benchmark in build-gpu/, runs them, and writes the log to $OUT (or .).
-#   scripts/gpu_suite.sh DEB_DIR [--no-bench]
-# DEB_DIR holds `apt-get download` files of the packages scripts/setup.sh
-# installs. The tiny-architecture cases need the vocabulary files
-# (MIDTUNE_VOCAB_DIR), the SmolLM2 cases the model (MIDTUNE_MODEL); each
-# reports itself skipped without them.
-set -euo pipefail
+# The GPU checks in one call, for a machine with an NVIDIA GPU, a CUDA
+# toolkit, CMake and a compiler but without midtune's Debian libraries or a
+# network (a lent GPU machine). Unpacks the carried .deb files into a prefix
+# (never into /: that would replace the machine's own sqlite, zlib, pcre2),
+# builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests,
+# the decisions against the CPU engine on the KV experiment's held-out
+# prompts (plain and one intervention of each method, bench/interventions/),
+# and bench/cuda_bench.py; the log goes to $OUT/gpu_suite.log (or ./).
+#   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement]
+# DEB_DIR: scripts/fetch_gpu_debs.sh's download. MIDTUNE_VOCAB_DIR (the
+# tokenizer vocabularies: the tiny-architecture cases) and MIDTUNE_MODEL or
+# ~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf (the SmolLM2 cases and
+# the agreement run) are optional: what needs them says it is skipped.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench]}
+debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement]}
+shift
+bench=1 agreement=1
+for arg in "$@"; do
+  case $arg in
+    --no-bench) bench=0 ;;
+    --no-agreement) agreement=0 ;;
+    *) echo "gpu_suite: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 out=${OUT:-.}
 prefix=/opt/midtune-deps
 mkdir -p "$prefix"
@@ -19,16 +32,36 @@ lib=$prefix/usr/lib/x86_64-linux-gnu
 export CMAKE_PREFIX_PATH=$prefix/usr:$lib/cmake PKG_CONFIG_SYSROOT_DIR=$prefix
 export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig LD_LIBRARY_PATH=$lib
 export CPATH=$prefix/usr/include LIBRARY_PATH=$lib
+model=${MIDTUNE_MODEL:-$HOME/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf}
+tests=build-gpu/tests/engine
+failed=0
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # CMake 4 refuses packages that still ask for CMake < 3.5 compatibility.
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >build-gpu.configure.log 2>&1 || { cat build-gpu.configure.log; exit 1; }
   cmake --build build-gpu -j"$(nproc)" --target ga-run device_ops_test cuda_ops_test batched_model_test \
-    cuda_devices_test cuda_bench_cli
+    cuda_devices_test cuda_bench_cli device_agreement >build-gpu.build.log 2>&1 || { tail -50 build-gpu.build.log; exit 1; }
   build-gpu/ga-run devices
-  for t in cuda_devices_test cuda_ops_test device_ops_test batched_model_test; do
-    build-gpu/tests/engine/$t || echo "FAILED: $t"
+  for t in cuda_devices_test cuda_ops_test device_ops_test; do
+    $tests/$t || { echo "FAILED: $t"; failed=1; }
   done
-  if [ "${2:-}" != --no-bench ]; then
-    python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli || echo "FAILED: cuda_bench"
+  # The cuda cases only: the host reference ones run in the suite everywhere.
+  $tests/batched_model_test --gtest_filter='*cuda*:*SmolLm2*/1' || { echo "FAILED: batched_model_test"; failed=1; }
+  if [ $agreement = 1 ]; then
+    if [ -f "$model" ]; then
+      sed "s|~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf|$model|" experiments/lpes-kv-smollm2.yaml >/tmp/gpu-suite-kv.yaml
+      ivs=(); for f in bench/interventions/*.json; do ivs+=(--intervention "$f"); done
+      build-gpu/bench/device_agreement /tmp/gpu-suite-kv.yaml --device cuda --split heldout "${ivs[@]}" \
+        || echo "device_agreement: below its 99 % goal (or failed), see above"
+    else
+      echo "device_agreement: skipped, no model at $model"
+    fi
   fi
+  if [ $bench = 1 ]; then
+    PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli || { echo "FAILED: cuda_bench"; failed=1; }
+  fi
+  echo "gpu_suite: $([ $failed = 0 ] && echo passed || echo FAILED)"
+  [ $failed = 0 ]
 } 2>&1 | tee "$out/gpu_suite.log"
+exit "${PIPESTATUS[0]}"
