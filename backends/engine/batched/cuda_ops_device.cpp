@@ -118,14 +118,15 @@ class CudaOps final : public DeviceOps {
                       out_ld, key0_weight, last_row, stream_);
       return;
     }
-    const std::size_t group_floats = cuda::attention_gemm_workspace(tokens, past, heads, kv_heads);
-    const std::size_t all_floats = group_floats * static_cast<std::size_t>(kv_heads);
+    const int group = heads / kv_heads;
+    const std::size_t least = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, group);
+    const std::size_t all = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, heads);
     // Every head at once where that stays under kScoresBytes, else whole GQA groups.
-    const std::size_t wanted = std::max(group_floats, std::min(all_floats, kScoresBytes / sizeof(float)));
+    const std::size_t wanted = std::max(least, std::min(all, kScoresBytes));
     if (scores_capacity_ < wanted) {
       if (scores_ != nullptr) release(scores_);
       scores_ = nullptr;
-      scores_ = static_cast<float*>(allocate(wanted * sizeof(float)));
+      scores_ = allocate(wanted);
       scores_capacity_ = wanted;
     }
     cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
@@ -156,8 +157,8 @@ class CudaOps final : public DeviceOps {
   static constexpr int kGemmAttentionTokens = 32;
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
-  float* scores_ = nullptr;  // attention scores workspace of the cuBLAS body
-  std::size_t scores_capacity_ = 0;
+  void* scores_ = nullptr;  // the cuBLAS attention body's workspace
+  std::size_t scores_capacity_ = 0;  // bytes
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;
   std::string name_;

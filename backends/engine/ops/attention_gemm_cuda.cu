@@ -1,14 +1,19 @@
 // The second CUDA body of attention (contract: cuda_ops.hpp), for calls of
 // many queries (a prefill): scores = scale * Q K^T by cuBLAS (TF32 tensor
 // cores, fp32 sums), then one kernel masks (causal, sliding window), takes
-// the softmax in fp32 with the exact row maximum and writes the key-0 and
-// last-row readouts, then out = P V by cuBLAS. The queries go in blocks of
-// kQueryBlock rows, each against the keys its last query sees: causal
-// attention then computes about half the score matrix, not all of it. Every
-// product is batched over the KV heads (one cuBLAS call per query head of a
-// GQA group, not one per head: launches dominated short prompts). As many
-// heads go at once as the workspace holds. Query head h reads KV head
+// the softmax in fp32 with the exact row maximum, writes the key-0 and
+// last-row readouts and the weights P in fp16, then out = P V by cuBLAS with
+// the values in fp16 (fp16 keeps the 11 significant bits a TF32 input has,
+// in half the bytes of a float: the scores' memory traffic is what this body
+// spends its time on; fp32 sums). The queries go in blocks of kQueryBlock
+// rows, each against the keys its last query sees: causal attention then
+// computes about half the score matrix, not all of it. Every product is
+// batched over the KV heads (one cuBLAS call per query head of a GQA group,
+// not one per head: launches dominated short prompts). As many heads go at
+// once as the workspace holds. Query head h reads KV head
 // h / (heads / kv_heads).
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
@@ -25,16 +30,33 @@ namespace {
 constexpr int kSoftmaxThreads = 256;
 
 constexpr int kQueryBlock = 512;
+constexpr std::size_t kAlign = 256;  // workspace regions start on cuBLAS-friendly boundaries
+
+std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// out[r][i] = values[r][i] in fp16 for i < width. Beyond fp16's range a value
+// saturates at +-65504 instead of becoming infinite (values are projections
+// of a normalised row: never seen that large); NaN stays NaN.
+__global__ void values_to_half_kernel(const float* values, std::size_t ld, int width, std::size_t count,
+                                      __half* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  const float v = values[i / width * ld + i % width];
+  out[i] = __float2half_rn(isnan(v) ? v : fminf(fmaxf(v, -65504.0f), 65504.0f));
+}
 
 // One block per (query t0 + blockIdx.x, head h0 + blockIdx.y): the row of
-// scores (row_keys long) becomes the row of weights, in place.
-__global__ void masked_softmax_kernel(float* scores, int block_tokens, int row_keys, int t0, int tokens, int past,
-                                      int window, int h0, float* key0_weight, float* last_row) {
+// scores (row_keys long) becomes the row of weights in fp16.
+__global__ void masked_softmax_kernel(const float* scores, __half* probs, int block_tokens, int row_keys, int t0,
+                                      int tokens, int past, int window, int h0, float* key0_weight,
+                                      float* last_row) {
   __shared__ float reduce[kSoftmaxThreads];
   const int t = t0 + blockIdx.x, local_head = blockIdx.y, h = h0 + local_head;
   const int limit = past + t + 1;
   const int first = window > 0 ? max(0, limit - window) : 0;
-  float* row = scores + (static_cast<std::size_t>(local_head) * block_tokens + blockIdx.x) * row_keys;
+  const std::size_t row_start = (static_cast<std::size_t>(local_head) * block_tokens + blockIdx.x) * row_keys;
+  const float* row = scores + row_start;
+  __half* p_row = probs + row_start;
   float top = -FLT_MAX;
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) top = fmaxf(top, row[j]);
   top = block_reduce(top, reduce, MaxOf{});
@@ -45,7 +67,7 @@ __global__ void masked_softmax_kernel(float* scores, int block_tokens, int row_k
   const bool keep_row = last_row != nullptr && t == tokens - 1;  // then row_keys == past + tokens
   for (int j = threadIdx.x; j < row_keys; j += blockDim.x) {
     const float p = j >= first && j < limit ? expf(row[j] - top) * inverse : 0.0f;
-    row[j] = p;
+    p_row[j] = __float2half_rn(p);
     if (keep_row) last_row[static_cast<std::size_t>(h) * row_keys + j] = p;
     if (j == 0 && key0_weight != nullptr) key0_weight[static_cast<std::size_t>(h) * tokens + t] = p;
   }
@@ -53,15 +75,18 @@ __global__ void masked_softmax_kernel(float* scores, int block_tokens, int row_k
 
 }  // namespace
 
-std::size_t attention_gemm_workspace(int tokens, int past, int heads, int kv_heads) {
-  return static_cast<std::size_t>(heads / kv_heads) * std::min(tokens, kQueryBlock) *
-         (static_cast<std::size_t>(past) + tokens);
+std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once) {
+  const std::size_t keys = static_cast<std::size_t>(past) + tokens;
+  const std::size_t values = aligned(keys * kv_heads * head_dim * sizeof(__half));
+  const std::size_t per_head = static_cast<std::size_t>(std::min(tokens, kQueryBlock)) * keys;
+  // + kAlign: the padding that starts the weights on a boundary after the scores.
+  return values + per_head * heads_at_once * (sizeof(float) + sizeof(__half)) + kAlign;
 }
 
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
                     const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
                     int head_dim, int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                    float* last_row, float* scores, std::size_t scores_capacity, void* stream) {
+                    float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
   if (tokens < 0 || past < 0 || window < 0 || head_dim <= 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 ||
       q_ld < static_cast<std::size_t>(heads) * head_dim || out_ld < static_cast<std::size_t>(heads) * head_dim ||
       kv_ld < static_cast<std::size_t>(kv_heads) * head_dim) {
@@ -71,22 +96,38 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
   }
   if (tokens == 0) return;
   const int group = heads / kv_heads;
-  if (scores_capacity < attention_gemm_workspace(tokens, past, heads, kv_heads)) {
-    throw std::invalid_argument("attention (cuda, cuBLAS): workspace of " + std::to_string(scores_capacity) +
-                                " floats, a GQA group needs " +
-                                std::to_string(attention_gemm_workspace(tokens, past, heads, kv_heads)));
+  const std::size_t least = attention_gemm_workspace(tokens, past, kv_heads, head_dim, group);
+  if (workspace_bytes < least) {
+    throw std::invalid_argument("attention (cuda, cuBLAS): a workspace of " + std::to_string(workspace_bytes) +
+                                " bytes, a GQA group needs " + std::to_string(least));
   }
   const auto handle = static_cast<cublasHandle_t>(cublas.handle());
   check_cublas(cublasSetStream(handle, as_stream(stream)), "set stream");
   const float zero = 0.0f, one = 1.0f;
-  const int hd = head_dim;
+  const int hd = head_dim, key_count = past + tokens, kv_width = kv_heads * head_dim;
+
+  // Every visible value row in fp16, once for all query blocks.
+  auto* values_half = static_cast<__half*>(workspace);
+  const std::size_t value_count = static_cast<std::size_t>(key_count) * kv_width;
+  values_to_half_kernel<<<blocks_for(value_count), kThreadsPerBlock, 0, as_stream(stream)>>>(
+      values, kv_ld, kv_width, value_count, values_half);
+  check_launch("attention values to fp16");
+  char* const scratch = static_cast<char*>(workspace) + aligned(value_count * sizeof(__half));
+  const std::size_t scratch_bytes = workspace_bytes - aligned(value_count * sizeof(__half));
+
   for (int t0 = 0; t0 < tokens; t0 += kQueryBlock) {
     const int block_tokens = std::min(kQueryBlock, tokens - t0);
     const int row_keys = past + t0 + block_tokens;  // the keys the block's last query sees
     const std::size_t per_head = static_cast<std::size_t>(block_tokens) * row_keys;
-    // Whole GQA groups per pass, as many as the workspace holds.
-    const int heads_per_pass =
-        static_cast<int>(std::min<std::size_t>(heads, scores_capacity / per_head / group * group));
+    // Whole GQA groups per pass, as many as the workspace holds (less the
+    // padding between scores and weights).
+    const std::size_t per_head_bytes = per_head * (sizeof(float) + sizeof(__half));
+    const int heads_per_pass = static_cast<int>(
+        std::min<std::size_t>(heads, (scratch_bytes - kAlign) / per_head_bytes / group * group));
+    if (heads_per_pass < group) throw std::logic_error("attention (cuda, cuBLAS): workspace below a GQA group");
+    float* const scores = reinterpret_cast<float*>(scratch);
+    __half* const probs =
+        reinterpret_cast<__half*>(scratch + aligned(per_head * heads_per_pass * sizeof(float)));
     for (int h0 = 0; h0 < heads; h0 += heads_per_pass) {
       const int count = std::min(heads_per_pass, heads - h0);
       const int g0 = h0 / group, kv_count = count / group;
@@ -107,19 +148,20 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
             "attention scores");
       }
       masked_softmax_kernel<<<dim3(static_cast<unsigned>(block_tokens), static_cast<unsigned>(count)),
-                              kSoftmaxThreads, 0, as_stream(stream)>>>(scores, block_tokens, row_keys, t0, tokens,
-                                                                       past, window, h0, key0_weight, last_row);
+                              kSoftmaxThreads, 0, as_stream(stream)>>>(scores, probs, block_tokens, row_keys, t0,
+                                                                       tokens, past, window, h0, key0_weight,
+                                                                       last_row);
       check_launch("attention softmax");
-      // out (head_dim x tokens, ld out_ld) = V (head_dim x keys, ld kv_ld) . P (keys x tokens).
+      // out (head_dim x tokens, ld out_ld) = V (head_dim x keys, ld kv_width) . P (keys x tokens).
       for (int i = 0; i < group; ++i) {
         check_cublas(
             cublasGemmStridedBatchedEx(
                 handle, CUBLAS_OP_N, CUBLAS_OP_N, hd, block_tokens, row_keys, &one,
-                values + static_cast<std::size_t>(g0) * hd, CUDA_R_32F, static_cast<int>(kv_ld), hd,
-                scores + i * per_head, CUDA_R_32F, row_keys, static_cast<long long>(group * per_head), &zero,
+                values_half + static_cast<std::size_t>(g0) * hd, CUDA_R_16F, kv_width, hd, probs + i * per_head,
+                CUDA_R_16F, row_keys, static_cast<long long>(group * per_head), &zero,
                 out + static_cast<std::size_t>(t0) * out_ld + (static_cast<std::size_t>(g0) * group + i) * hd,
                 CUDA_R_32F, static_cast<int>(out_ld), static_cast<long long>(group) * hd, kv_count,
-                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "attention output");
       }
     }

@@ -77,14 +77,16 @@ class CublasContext {
 
 // attention() for calls of many queries, through cuBLAS: per query head
 // scores = scale * Q K^T (TF32 tensor cores, fp32 sums), masked softmax with
-// the same readouts, out = P V. `scores` is a workspace of at least
-// attention_gemm_workspace() floats (one GQA group's scores); with more, more
-// heads go at once.
-std::size_t attention_gemm_workspace(int tokens, int past, int heads, int kv_heads);
+// the same readouts, out = P V (P and V rounded to fp16: the precision of a
+// TF32 input, half the bytes; fp32 sums). `workspace` holds at least
+// attention_gemm_workspace(..., heads / kv_heads) bytes: the values in fp16
+// and one GQA group's scores and weights of one query block; with up to
+// attention_gemm_workspace(..., heads), more heads go at once.
+std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once);
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
                     const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
                     int head_dim, int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                    float* last_row, float* scores, std::size_t scores_capacity, void* stream = nullptr);
+                    float* last_row, void* workspace, std::size_t workspace_bytes, void* stream = nullptr);
 
 // bf16 bits of `count` floats (elementwise::bf16_bits): activations before a
 // product, weights once at upload.
