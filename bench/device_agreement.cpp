@@ -6,8 +6,14 @@
 // The acceptance check of the GPU engine: decisions equal on at least 99 %
 // of the shipped KV experiment's prompts.
 //
+// The two engines round differently (int8 activations on the CPU for
+// integer types, bf16 weights and activations on the GPU), so neither is the
+// truth. --arbiter names the same weights as an F32 file (`llama-quantize
+// --allow-requantize MODEL OUT F32`), which the CPU engine runs in fp32:
+// then each engine's decisions are also counted against that.
+//
 //   build/bench/device_agreement experiments/lpes-kv-smollm2.yaml [--device cuda|reference] [--gpu 0]
-//       [--split search|heldout] [--intervention FILE.json ...] [--threads 2]
+//       [--split search|heldout] [--intervention FILE.json ...] [--threads 2] [--arbiter F32.gguf]
 // --device reference runs the batched model on the host (slow; small
 // experiments such as quickstart only). Exit status 1 below 99 %.
 #include <algorithm>
@@ -29,7 +35,7 @@
 using namespace midtune;
 
 int main(int argc, char** argv) {
-  std::string file, device = "cuda", split = "search";
+  std::string file, device = "cuda", split = "search", arbiter_path;
   std::vector<std::string> intervention_files;
   int gpu = 0, threads = 0;
   CLI::App app{"device_agreement: the batched engine vs the CPU engine on an experiment's prompts"};
@@ -39,6 +45,7 @@ int main(int argc, char** argv) {
   app.add_option("--split", split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
   app.add_option("--intervention", intervention_files, "Intervention JSON files (the plain model always runs)");
   app.add_option("--threads", threads, "CPU engine threads (0 = all)");
+  app.add_option("--arbiter", arbiter_path, "the model's weights as an F32 GGUF, run in fp32 by the CPU engine");
   CLI11_PARSE(app, argc, argv);
   try {
     const Experiment experiment = load_experiment(file);
@@ -46,6 +53,8 @@ int main(int argc, char** argv) {
     engine::EngineOptions cpu_options;
     cpu_options.threads = threads;
     engine::EngineBackend cpu(experiment.backend.model, cpu_options);
+    std::unique_ptr<engine::EngineBackend> arbiter;
+    if (!arbiter_path.empty()) arbiter = std::make_unique<engine::EngineBackend>(arbiter_path, cpu_options);
     std::unique_ptr<engine::batched::DeviceOps> ops =
         device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
                               : engine::batched::make_cuda_ops(gpu);
@@ -64,8 +73,9 @@ int main(int argc, char** argv) {
     }
     std::printf("%s, %s split: %zu prompts, metric %s; batched engine on %s (batch_tokens %zu)\n", file.c_str(),
                 split.c_str(), items.size(), to_string(options.mode), device_name.c_str(), batched.batch_tokens());
-    std::printf("| intervention | decisions equal | worst / median abs d gold log-prob | CPU prompts/s | batched prompts/s |\n");
-    std::printf("|---|---|---|---|---|\n");
+    std::printf("| intervention | decisions equal | worst / median abs d gold log-prob | CPU prompts/s | batched prompts/s |%s\n",
+                arbiter ? " CPU = fp32 | batched = fp32 |" : "");
+    std::printf("|---|---|---|---|---|%s\n", arbiter ? "---|---|" : "");
     std::size_t equal_all = 0, total_all = 0;
     for (const auto& [name, iv] : interventions) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -73,19 +83,34 @@ int main(int argc, char** argv) {
       const auto t1 = std::chrono::steady_clock::now();
       const auto got = batched.run(iv, items, options);
       const auto t2 = std::chrono::steady_clock::now();
+      const auto same = [&](const SampleOutput& a, const SampleOutput& b) {
+        return options.mode == Mode::generate ? a.output_text == b.output_text
+                                              : a.gold_emitted_first == b.gold_emitted_first;
+      };
       std::size_t equal = 0;
       std::vector<double> diffs;
       for (std::size_t i = 0; i < items.size(); ++i) {
-        equal += options.mode == Mode::generate ? got[i].output_text == expected[i].output_text
-                                                : got[i].gold_emitted_first == expected[i].gold_emitted_first;
+        equal += same(got[i], expected[i]);
         diffs.push_back(std::fabs(got[i].gold_logprob - expected[i].gold_logprob));
+      }
+      std::string versus_fp32;
+      if (arbiter) {
+        const auto truth = arbiter->run(iv, items, options);
+        std::size_t cpu_right = 0, batched_right = 0;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          cpu_right += same(expected[i], truth[i]);
+          batched_right += same(got[i], truth[i]);
+        }
+        versus_fp32 = " " + std::to_string(cpu_right) + " / " + std::to_string(items.size()) + " | " +
+                      std::to_string(batched_right) + " / " + std::to_string(items.size()) + " |";
       }
       std::sort(diffs.begin(), diffs.end());
       const double cpu_s = std::chrono::duration<double>(t1 - t0).count();
       const double batched_s = std::chrono::duration<double>(t2 - t1).count();
-      std::printf("| %s | %zu / %zu (%.1f %%) | %.3f / %.3f | %.2f | %.2f |\n", name.c_str(), equal, items.size(),
+      std::printf("| %s | %zu / %zu (%.1f %%) | %.3f / %.3f | %.2f | %.2f |%s\n", name.c_str(), equal, items.size(),
                   100.0 * equal / std::max<std::size_t>(items.size(), 1), diffs.empty() ? 0.0 : diffs.back(),
-                  diffs.empty() ? 0.0 : diffs[diffs.size() / 2], items.size() / cpu_s, items.size() / batched_s);
+                  diffs.empty() ? 0.0 : diffs[diffs.size() / 2], items.size() / cpu_s, items.size() / batched_s,
+                  versus_fp32.c_str());
       equal_all += equal;
       total_all += items.size();
     }
