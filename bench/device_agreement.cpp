@@ -8,12 +8,14 @@
 //
 // The two engines round differently (int8 activations on the CPU for
 // integer types, bf16 weights and activations on the GPU), so neither is the
-// truth. --arbiter names the same weights as an F32 file (`llama-quantize
-// --allow-requantize MODEL OUT F32`), which the CPU engine runs in fp32:
-// then each engine's decisions are also counted against that.
+// truth. --fp32-arbiter also runs the experiment's model on the CPU engine
+// with every matrix dequantised to fp32 (backend.precision: fp32), and
+// counts each engine's decisions against that; --arbiter F32.gguf does the
+// same with an F32 copy of the weights made elsewhere (`llama-quantize
+// --allow-requantize MODEL OUT F32`).
 //
 //   build/bench/device_agreement experiments/lpes-kv-smollm2.yaml [--device cuda|reference] [--gpu 0]
-//       [--split search|heldout] [--intervention FILE.json ...] [--threads 2] [--arbiter F32.gguf]
+//       [--split search|heldout] [--intervention FILE.json ...] [--threads 2] [--fp32-arbiter | --arbiter F32.gguf]
 // --device reference runs the batched model on the host (slow; small
 // experiments such as quickstart only). Exit status 1 below 99 %.
 #include <algorithm>
@@ -45,7 +47,10 @@ int main(int argc, char** argv) {
   app.add_option("--split", split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
   app.add_option("--intervention", intervention_files, "Intervention JSON files (the plain model always runs)");
   app.add_option("--threads", threads, "CPU engine threads (0 = all)");
-  app.add_option("--arbiter", arbiter_path, "the model's weights as an F32 GGUF, run in fp32 by the CPU engine");
+  bool fp32_arbiter = false;
+  auto* fp32_flag = app.add_flag("--fp32-arbiter", fp32_arbiter, "the model itself in fp32 on the CPU engine as the arbiter");
+  app.add_option("--arbiter", arbiter_path, "the model's weights as an F32 GGUF, run in fp32 by the CPU engine")
+      ->excludes(fp32_flag);
   CLI11_PARSE(app, argc, argv);
   try {
     const Experiment experiment = load_experiment(file);
@@ -54,7 +59,13 @@ int main(int argc, char** argv) {
     cpu_options.threads = threads;
     engine::EngineBackend cpu(experiment.backend.model, cpu_options);
     std::unique_ptr<engine::EngineBackend> arbiter;
-    if (!arbiter_path.empty()) arbiter = std::make_unique<engine::EngineBackend>(arbiter_path, cpu_options);
+    if (fp32_arbiter) {
+      engine::EngineOptions fp32_options = cpu_options;
+      fp32_options.fp32 = true;
+      arbiter = std::make_unique<engine::EngineBackend>(experiment.backend.model, fp32_options);
+    } else if (!arbiter_path.empty()) {
+      arbiter = std::make_unique<engine::EngineBackend>(arbiter_path, cpu_options);
+    }
     std::unique_ptr<engine::batched::DeviceOps> ops =
         device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
                               : engine::batched::make_cuda_ops(gpu);

@@ -14,7 +14,7 @@ namespace midtune::engine {
 
 EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
     : options_(options),
-      model_(std::make_unique<Model>(model_path, options.isa)),
+      model_(std::make_unique<Model>(model_path, options.isa, options.fp32)),
       tokenizer_(Tokenizer::from_gguf(model_->file())),
       arena_(options.threads > 0 ? std::make_unique<tbb::task_arena>(options.threads)
                                  : std::make_unique<tbb::task_arena>()) {
@@ -36,7 +36,11 @@ ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const 
   return id;
 }
 
-ModelIdentity EngineBackend::identity() const { return engine_identity(model_->file(), model_->config(), tokenizer_); }
+ModelIdentity EngineBackend::identity() const {
+  ModelIdentity id = engine_identity(model_->file(), model_->config(), tokenizer_);
+  if (options_.fp32) id.precision = "fp32";  // absent for the default: existing results keep their keys
+  return id;
+}
 
 void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));

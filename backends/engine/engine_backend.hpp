@@ -33,6 +33,12 @@ struct EngineOptions {
   // Prefill the prompt prefix shared by a whole batch once (plain and
   // RoPE-scale interventions only); off only to measure what it saves.
   bool reuse_prefix = true;
+  // backend.precision: fp32 — every matrix dequantised to F32 at load and
+  // multiplied with fp32 activations: the file's own answers, where the
+  // default int8-activation path of the integer types parts from them on
+  // near-ties (4 bytes a weight, several times slower). Marked in the
+  // model identity, so its results never share a cache with the default's.
+  bool fp32 = false;
 };
 
 // A prompt as the engine sees it.

@@ -82,9 +82,9 @@ MatrixPart matrix_part(const GgufFile& file, const std::string& name, std::uint6
 }
 
 WeightMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& parts, int cols,
-                          const std::string& what) {
+                          const std::string& what, bool fp32_weights) {
   try {
-    return WeightMatrix::from_parts(parts, cols);
+    return WeightMatrix::from_parts(parts, cols, fp32_weights);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(file.path().string() + ": " + what + ": " + e.what());
   }
@@ -92,7 +92,7 @@ WeightMatrix pack_checked(const GgufFile& file, const std::vector<MatrixPart>& p
 
 }  // namespace
 
-Model::Model(const std::filesystem::path& path, Isa isa)
+Model::Model(const std::filesystem::path& path, Isa isa, bool fp32_weights)
     : file_(std::make_unique<GgufFile>(path)), config_(read_model_config(*file_)), isa_(isa) {
   const GgufFile& f = *file_;
   const ModelConfig& c = config_;
@@ -110,7 +110,7 @@ Model::Model(const std::filesystem::path& path, Isa isa)
   embedding_row_bytes_ = embd.n_bytes / c.vocab;
   output_norm_ = vector_tensor(f, "output_norm.weight", c.hidden);
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
-  lm_head_ = pack_checked(f, {matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
+  lm_head_ = pack_checked(f, {matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name, fp32_weights);
 
   rope_inv_freq_ = rope_inverse_frequencies(f, c);
   layers_.resize(c.layers);
@@ -124,15 +124,15 @@ Model::Model(const std::filesystem::path& path, Isa isa)
                          {matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
                           matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
                           matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
-                         c.hidden, p + "attn_q/k/v");
+                         c.hidden, p + "attn_q/k/v", fp32_weights);
     w.attn_out = pack_checked(f, {matrix_part(f, p + "attn_output.weight", q_rows, c.hidden)},
-                              static_cast<int>(q_rows), p + "attn_output");
+                              static_cast<int>(q_rows), p + "attn_output", fp32_weights);
     w.gate_up = pack_checked(f,
                              {matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
                               matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
-                             c.hidden, p + "ffn_gate/up");
+                             c.hidden, p + "ffn_gate/up", fp32_weights);
     w.down = pack_checked(f, {matrix_part(f, p + "ffn_down.weight", c.ffn, c.hidden)}, c.ffn,
-                          p + "ffn_down");
+                          p + "ffn_down", fp32_weights);
   });
 }
 

@@ -170,7 +170,9 @@ class Model {
   // Maps the GGUF, reads the architecture from its metadata and repacks the
   // weights. Throws GgufError / std::invalid_argument naming the file and
   // tensor on anything unsupported.
-  explicit Model(const std::filesystem::path& path, Isa isa = best_isa());
+  // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32;
+  // weight_matrix.hpp).
+  explicit Model(const std::filesystem::path& path, Isa isa = best_isa(), bool fp32_weights = false);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

@@ -28,6 +28,8 @@ json backend_json(const BackendConfig& backend, bool fingerprint) {
     // backend's ModelIdentity.
     j["model"] = fingerprint ? backend.model.filename().string() : backend.model.string();
     j["device"] = backend.device;
+    // Only when set, so that experiments stored before the key keep their fingerprint.
+    if (backend.precision != "native") j["precision"] = backend.precision;
     if (!fingerprint) j["threads"] = backend.threads;
   } else if (backend.kind == "server") {
     if (!fingerprint) {

@@ -17,7 +17,7 @@ namespace midtune {
 namespace load {
 namespace {
 
-const std::vector<std::string> kEngineKeys = {"model", "device", "gpu", "threads", "batch_tokens"};
+const std::vector<std::string> kEngineKeys = {"model", "device", "gpu", "threads", "batch_tokens", "precision"};
 const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
 const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms"};
 
@@ -102,6 +102,10 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
     backend.gpu = static_cast<int>(section.integer_or("gpu", backend.gpu, 0, 1023));
     backend.batch_tokens = static_cast<int>(section.integer_or("batch_tokens", backend.batch_tokens, 0, 1 << 24));
+    backend.precision = section.choice_or("precision", backend.precision, {"native", "fp32"});
+    if (backend.device == "cuda" && backend.precision == "fp32") {
+      section.field("precision").fail("fp32 applies to device: cpu only (the GPU engine runs bf16)");
+    }
     if (backend.device != "cuda") {
       for (const char* key : {"gpu", "batch_tokens"}) {
         if (section.has(key)) {

@@ -5,7 +5,9 @@
 // this reference: ops_simd_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -151,6 +153,53 @@ TEST(WeightMatrix, FloatPartsKeepTheirPrecisionAndQuantTypesTakeTheInt8Path) {
   const PackedMatrix reference = pack_matrices(mixed, cols);
   packed_matmul(reference, direct, want.data(), 24, Isa::scalar);
   EXPECT_EQ(got, want);
+}
+
+// backend.precision: fp32 — the same fused matrix with an integer part takes
+// the float form instead: every part dequantised to F32 (the Q8_0 rows hold
+// d x q exactly), fp32 activations, so its product is the fp32 product of the
+// file's values, not that of int8 activations.
+TEST(WeightMatrix, Fp32PrecisionDequantisesEveryPartAndKeepsTheActivationsInFp32) {
+  std::mt19937 rng(10);
+  const int cols = 64;
+  const Source f16 = random_source(GgmlType::F16, 16, cols, rng);
+  std::vector<std::uint8_t> q8(static_cast<std::size_t>(8) * (cols / 32) * 34);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : q8) b = static_cast<std::uint8_t>(byte(rng));
+  std::vector<float> q8_values(static_cast<std::size_t>(8) * cols);
+  for (std::size_t block = 0; block < q8.size() / 34; ++block) {
+    const std::uint16_t d = float_to_fp16(0.01f);
+    std::memcpy(&q8[block * 34], &d, 2);
+    for (int i = 0; i < 32; ++i) {
+      q8_values[block * 32 + i] = fp16_to_float(d) * static_cast<float>(static_cast<std::int8_t>(q8[block * 34 + 2 + i]));
+    }
+  }
+  const std::vector<MatrixPart> mixed = {{GgmlType::F16, f16.bytes.data(), 16}, {GgmlType::Q8_0, q8.data(), 8}};
+  const WeightMatrix fp32 = WeightMatrix::from_parts(mixed, cols, /*dequantise_to_f32=*/true);
+  ASSERT_TRUE(fp32.is_float());
+  EXPECT_EQ(fp32.float_form()->format, FloatFormat::f32);
+  EXPECT_EQ(fp32.rows(), 24);
+  EXPECT_EQ(fp32.bytes(), 2u * 16 * cols * 4);
+
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(3 * cols);
+  for (float& v : x) v = normal(rng);
+  std::vector<float> got(3 * 24), rounded(3 * 24);
+  QuantizedRows scratch;
+  fp32.matmul(x.data(), 3, cols, got.data(), 24, scratch, Isa::scalar);
+  WeightMatrix::from_parts(mixed, cols).matmul(x.data(), 3, cols, rounded.data(), 24, scratch, Isa::scalar);
+  double worst = 0.0, worst_int8 = 0.0;
+  for (int t = 0; t < 3; ++t) {
+    for (int n = 0; n < 24; ++n) {
+      const float* w = n < 16 ? &f16.values[static_cast<std::size_t>(n) * cols] : &q8_values[static_cast<std::size_t>(n - 16) * cols];
+      double exact = 0.0;
+      for (int k = 0; k < cols; ++k) exact += static_cast<double>(w[k]) * x[t * cols + k];
+      worst = std::max(worst, std::fabs(got[t * 24 + n] - exact));
+      if (n >= 16) worst_int8 = std::max(worst_int8, std::fabs(rounded[t * 24 + n] - exact));
+    }
+  }
+  EXPECT_LT(worst, 1e-4);        // fp32 sums of 64 products
+  EXPECT_GT(worst_int8, 10 * worst);  // the default path rounds the activations to int8
 }
 
 }  // namespace

@@ -322,6 +322,23 @@ TEST_F(ExperimentFile, GpuKeysApplyToTheCudaDeviceOnly) {
   expect_error(edited("  device: cpu\n  threads: 2\n", "  device: cuda\n  gpu: -1\n"), 7, 8, "backend.gpu", "");
 }
 
+// precision: fp32 is a CPU-engine setting that changes every answer: it is in
+// the search fingerprint (a stored search never resumes under the other
+// precision), and the default leaves the fingerprint as it was before the key.
+TEST_F(ExperimentFile, Fp32PrecisionIsACpuSettingInTheFingerprint) {
+  const Experiment plain = load(edited("  threads: 2\n", "  threads: 2\n"));
+  const Experiment native = load(edited("  threads: 2\n", "  threads: 2\n  precision: native\n"));
+  const Experiment fp32 = load(edited("  threads: 2\n", "  threads: 2\n  precision: fp32\n"));
+  EXPECT_EQ(plain.backend.precision, "native");
+  EXPECT_EQ(fp32.backend.precision, "fp32");
+  EXPECT_EQ(native.search_fingerprint(), plain.search_fingerprint());
+  EXPECT_FALSE(plain.search_fingerprint()["backend"].contains("precision"));
+  EXPECT_EQ(fp32.search_fingerprint()["backend"]["precision"], "fp32");
+  expect_error(edited("  threads: 2\n", "  threads: 2\n  precision: fp16\n"), 8, 14, "backend.precision", "fp16");
+  expect_error(edited("  device: cpu\n  threads: 2\n", "  device: cuda\n  precision: fp32\n"), 7, 14,
+               "backend.precision", "applies to device: cpu only");
+}
+
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
   const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
   const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));

@@ -10,12 +10,16 @@ namespace midtune::engine {
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options) {
   require_device(options.device);
   if (options.device == "cuda") {
+    if (options.fp32) {
+      throw std::invalid_argument("backend.precision: 'fp32' is a device: cpu setting; the GPU engine runs bf16");
+    }
     batched::BatchedOptions batched_options;
     batched_options.batch_tokens = options.batch_tokens;
     return std::make_unique<batched::BatchedBackend>(model, batched::make_cuda_ops(options.gpu), batched_options);
   }
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;
+  cpu_options.fp32 = options.fp32;
   return std::make_unique<EngineBackend>(model, cpu_options);
 }
 

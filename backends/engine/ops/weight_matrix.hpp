@@ -9,6 +9,8 @@
 //     llama.cpp makes for these types (its quantised vec_dot quantises the
 //     activations to Q8 too).
 // A fused matrix (Q|K|V, gate|up) is float only when every part is float.
+// On request (`backend.precision: fp32`) every part is dequantised to F32
+// instead: the file's values exactly, fp32 activations, 4 bytes a weight.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,7 @@ class WeightMatrix {
   WeightMatrix() = default;
   // Parts stacked one below the other, all of `cols` columns. Throws
   // std::invalid_argument as pack_matrices / float_matrices do.
-  static WeightMatrix from_parts(const std::vector<MatrixPart>& parts, int cols);
+  static WeightMatrix from_parts(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32 = false);
 
   int rows() const;
   int cols() const;
