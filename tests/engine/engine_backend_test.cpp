@@ -69,6 +69,29 @@ TEST_F(EngineBackendTest, IdentityComesFromTheModel) {
   EXPECT_FALSE(id.tokenizer_hash.empty());
 }
 
+// backend.precision: fp32 runs the same file with fp32 weights and
+// activations: its own identity (no shared cache entries), answers close to
+// the default's int8-activation path but not the same numbers.
+TEST_F(EngineBackendTest, Fp32PrecisionIsMarkedAndStaysCloseToTheDefault) {
+  EngineOptions fp32_options;
+  fp32_options.fp32 = true;
+  EngineBackend fp32(testing::test_model_path(), fp32_options);
+  EXPECT_EQ(backend_->identity().precision, "");
+  EXPECT_EQ(fp32.identity().precision, "fp32");
+  EXPECT_NE(fp32.identity().key(), backend_->identity().key());
+  const auto items = kv_items();
+  const RunOptions tf{Mode::teacher_forced, 0};
+  const auto a = backend_->run(Intervention{}, items, tf), b = fp32.run(Intervention{}, items, tf);
+  double worst = 0.0, total = 0.0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i].gold_logprob - b[i].gold_logprob));
+    total += std::fabs(a[i].gold_logprob - b[i].gold_logprob);
+  }
+  std::printf("  fp32 vs default: |d gold log-prob| worst %.3f, total %.3f over %zu items\n", worst, total, items.size());
+  EXPECT_GT(total, 0.0);
+  EXPECT_LT(worst, 1.0);
+}
+
 TEST_F(EngineBackendTest, GenerateAndTeacherForcedAgreeOnGoldEmittedFirst) {
   const auto items = kv_items();
   RunOptions tf{Mode::teacher_forced, 0};
