@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
     std::printf("%s, %s split: %zu prompts, metric %s; batched engine on %s (batch_tokens %zu)\n", file.c_str(),
                 split.c_str(), items.size(), to_string(options.mode), device_name.c_str(), batched.batch_tokens());
     std::printf("| intervention | decisions equal | worst / median abs d gold log-prob | CPU prompts/s | batched prompts/s |%s\n",
-                arbiter ? " CPU = fp32 | batched = fp32 |" : "");
-    std::printf("|---|---|---|---|---|%s\n", arbiter ? "---|---|" : "");
+                arbiter ? " CPU = fp32 | batched = fp32 | fp32 prompts/s |" : "");
+    std::printf("|---|---|---|---|---|%s\n", arbiter ? "---|---|---|" : "");
     std::size_t equal_all = 0, total_all = 0;
     for (const auto& [name, iv] : interventions) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -106,14 +106,18 @@ int main(int argc, char** argv) {
       }
       std::string versus_fp32;
       if (arbiter) {
+        const auto t3 = std::chrono::steady_clock::now();
         const auto truth = arbiter->run(iv, items, options);
+        const double arbiter_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t3).count();
         std::size_t cpu_right = 0, batched_right = 0;
         for (std::size_t i = 0; i < items.size(); ++i) {
           cpu_right += same(expected[i], truth[i]);
           batched_right += same(got[i], truth[i]);
         }
+        char rate[32];
+        std::snprintf(rate, sizeof rate, "%.2f", items.size() / arbiter_s);
         versus_fp32 = " " + std::to_string(cpu_right) + " / " + std::to_string(items.size()) + " | " +
-                      std::to_string(batched_right) + " / " + std::to_string(items.size()) + " |";
+                      std::to_string(batched_right) + " / " + std::to_string(items.size()) + " | " + rate + " |";
       }
       std::sort(diffs.begin(), diffs.end());
       const double cpu_s = std::chrono::duration<double>(t1 - t0).count();
