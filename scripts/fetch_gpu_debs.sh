@@ -3,7 +3,7 @@
 # against, for a GPU machine that has a CUDA toolkit, CMake and a compiler but
 # not these libraries and no network (scripts/gpu_suite.sh unpacks them into
 # a prefix there). Run here, on a Debian machine with apt:
-#   scripts/fetch_gpu_debs.sh DEST_DIR      (~22 files, ~7.5 MB)
+#   scripts/fetch_gpu_debs.sh DEST_DIR      (23 files, ~7 MB)
 # Besides the -dev packages of scripts/setup.sh, the shared libraries they
 # link to: oneTBB's CMake files name libtbbbind, and cpp-httplib's pkg-config
 # file requires brotli.
