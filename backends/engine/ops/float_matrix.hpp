@@ -57,8 +57,10 @@ bool is_float_type(GgmlType type);
 
 // Stores several float matrices of the same column count one below the other
 // (Q, K and V; gate and up). All F16 -> fp16, all BF16 -> bf16, otherwise fp32
-// (exact for a mix of float types). Throws std::invalid_argument for a part of
-// a non-float type or with rows <= 0.
-FloatMatrix float_matrices(const std::vector<MatrixPart>& parts, int cols);
+// (exact for a mix of float types). With dequantise_to_f32, parts of any type
+// are taken, dequantised row by row to fp32 (backend.precision: fp32).
+// Throws std::invalid_argument for a part of a non-float type (unless
+// dequantise_to_f32), with rows <= 0, or cols not whole blocks of its type.
+FloatMatrix float_matrices(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32 = false);
 
 }  // namespace midtune::engine
