@@ -239,6 +239,51 @@ TEST_P(MatmulTest, AvxVnniGivesTheAvx2BodysBits) {
   }
 }
 
+// Full weight bytes at both ends (Q8_0 q = -128 and 127, u = 0 and 255)
+// against activations at +-127: the largest int16 pair sums any body forms.
+// A body whose int16 sums saturated would be off by thousands of units of
+// d_w d_x here; every path must give the scalar body's dots.
+TEST(MatmulExtremes, FullBytesAtTheirEndsStayExact) {
+  const int n = 32, k = 256, m = 9;
+  std::vector<std::uint8_t> data(static_cast<std::size_t>(n) * (k / 32) * block_bytes(GgmlType::Q8_0));
+  const std::uint16_t one = float_to_fp16(1.0f);
+  for (std::size_t off = 0, blk = 0; off < data.size(); off += block_bytes(GgmlType::Q8_0), ++blk) {
+    data[off] = one & 0xff;
+    data[off + 1] = one >> 8;
+    for (int i = 0; i < 32; ++i) {
+      // Row groups of constant 127, constant -128, and alternating runs.
+      const int row = static_cast<int>(blk / (k / 32));
+      const std::int8_t q = row % 3 == 0 ? 127 : row % 3 == 1 ? -128 : ((i / 2) % 2 == 0 ? 127 : -128);
+      data[off + 2 + i] = static_cast<std::uint8_t>(q);
+    }
+  }
+  const PackedMatrix w = pack_matrix(GgmlType::Q8_0, data.data(), n, k);
+  std::vector<float> x(static_cast<std::size_t>(m) * k);
+  for (int t = 0; t < m; ++t) {
+    for (int c = 0; c < k; ++c) x[t * k + c] = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : ((c / 2) % 2 == 0 ? 1.0f : -1.0f);
+  }
+  QuantizedRows xq;
+  quantize_rows(x.data(), m, k, k, xq);
+  ASSERT_EQ(xq.row_q(0)[0], 127);
+  ASSERT_EQ(xq.row_q(1)[0], -127);
+  std::vector<float> reference(static_cast<std::size_t>(m) * n);
+  packed_matmul(w, xq, reference.data(), n, Isa::scalar, false);
+  EXPECT_FLOAT_EQ(reference[0], 127.0f * 127.0f * k * xq.row_d(0)[0]);
+  QuantizedRows first;  // one token: the decode body
+  quantize_rows(x.data(), 1, k, k, first);
+  for (Isa isa : fast_isas()) {
+    std::vector<float> got(reference.size(), 0.0f);
+    packed_matmul(w, xq, got.data(), n, isa, false);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " at " << i;
+    }
+    packed_matmul(w, first, got.data(), n, isa, false);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " one token, " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
                          ::testing::Values(GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32));
 
