@@ -1,8 +1,7 @@
 // SwiGLU of the Llama feed-forward block: out = silu(gate) * up,
 // silu(g) = g / (1 + exp(-g)), `count` elements. Bodies: scalar (std::exp),
-// AVX-512 (polynomial exp, relative error ~1e-7 against the scalar body);
-// dispatch as in ops/dispatch.hpp. AVX2 runs the scalar body so that AVX2
-// machines keep the logits they gave before the AVX-512 body existed.
+// AVX2 and AVX-512 (one template, polynomial exp, relative error ~1e-7
+// against the scalar body); dispatch as in ops/dispatch.hpp.
 #pragma once
 
 #include <cstddef>

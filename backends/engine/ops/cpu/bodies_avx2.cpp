@@ -4,6 +4,7 @@
 #include "backends/engine/ops/cpu/attention_body.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/cpu/float_matmul_body.hpp"
+#include "backends/engine/ops/cpu/swiglu_body.hpp"
 #include "backends/engine/ops/cpu/vec.hpp"
 
 namespace midtune::engine::cpu {
@@ -14,8 +15,7 @@ const AttentionParts* attention_parts_avx2() {
   return &parts;
 }
 FloatTileFn float_tile_avx2() { return &float_tile_body<VecAvx2>; }
-// No AVX2 SwiGLU body: AVX2 runs the scalar one (ops/swiglu.hpp says why).
+SiluMulFn silu_mul_avx2() { return &silu_mul_body<VecAvx2>; }
 // The quantiser's AVX2 body is in quantize_rows_avx2.cpp.
-SiluMulFn silu_mul_avx2() { return nullptr; }
 
 }  // namespace midtune::engine::cpu
