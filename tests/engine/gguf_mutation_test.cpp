@@ -1,8 +1,10 @@
 // GGUF files that lie: hundreds of deterministic mutants of a tiny valid
 // model (fast enough for the sanitizer build), each refused with a message
 // naming the file or loaded into a model whose forward pass is finite.
+#include <cmath>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "tests/engine/gguf_mutation.hpp"
@@ -94,6 +96,31 @@ TEST(GgufMutation, NonFiniteActivationIsAnErrorNotUndefinedBehaviour) {
   std::fill(row.begin(), row.end(), 1e-39f);
   engine::quantize_rows(row.data(), 1, 64, 64, out);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(out.row_q(0)[i], 0);
+}
+
+// Rows are quantised in parallel chunks: the error still names the first bad
+// element in row order (here row 20 of 100, with a NaN later at row 70 in a
+// chunk that may run first), and many rows at once give the bytes of one at a time.
+TEST(GgufMutation, ParallelQuantisationNamesTheFirstNonFiniteRowAndKeepsTheBytes) {
+  const int rows = 100, cols = 96;
+  std::vector<float> x(static_cast<std::size_t>(rows) * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  engine::QuantizedRows all;
+  engine::quantize_rows(x.data(), rows, cols, cols, all);
+  for (int r = 0; r < rows; r += 33) {
+    engine::QuantizedRows one;
+    engine::quantize_rows(x.data() + static_cast<std::size_t>(r) * cols, 1, cols, cols, one);
+    for (int i = 0; i < 3 * 32; ++i) ASSERT_EQ(all.row_q(r)[i], one.row_q(0)[i]) << "row " << r;
+    for (int b = 0; b < 3; ++b) ASSERT_EQ(all.row_d(r)[b], one.row_d(0)[b]) << "row " << r;
+  }
+  x[70 * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[20 * cols + 61] = -std::numeric_limits<float>::infinity();
+  try {
+    engine::quantize_rows(x.data(), rows, cols, cols, all);
+    FAIL() << "a non-finite activation was quantised";
+  } catch (const std::domain_error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 20, column 61"), std::string::npos) << e.what();
+  }
 }
 
 // Every quantised type's fp16 scale fields (offsets in ggml's block structs)

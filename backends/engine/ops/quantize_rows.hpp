@@ -33,8 +33,9 @@ struct QuantizedRows {
 };
 
 // Quantises `rows` rows of `cols` floats (row stride `ld`) into `out`,
-// reusing its storage when large enough; throws std::domain_error naming the
-// row and column of a NaN or infinity. Every path gives identical bytes
+// reusing its storage when large enough, rows in parallel (oneTBB) beyond 16;
+// throws std::domain_error naming the row and column of the first NaN or
+// infinity (out's contents are then unspecified). Every path gives identical bytes
 // (round to nearest even, as nearbyint in the default rounding mode).
 void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out,
                    Isa isa = Isa::scalar);

@@ -1,11 +1,15 @@
 #include "backends/engine/ops/quantize_rows.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include "backends/engine/ops/cpu/bodies.hpp"
 
@@ -15,19 +19,24 @@ namespace {
 
 // Converting NaN or infinity to int is undefined behaviour, and a result
 // computed from one is garbage: stop with the place it was found instead.
+bool row_finite(const float* xr, int cols) {
+  // On the exponent bits (all ones: NaN or infinity): GCC vectorises this
+  // integer OR-reduction, not a loop over std::isfinite, which ran one
+  // element at a time and cost as much as the quantisation.
+  std::uint32_t non_finite = 0;
+  for (int i = 0; i < cols; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, xr + i, sizeof bits);
+    non_finite |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return non_finite == 0;
+}
+
+// Throws std::domain_error naming the first NaN or infinity in row order.
 void require_finite_rows(const float* x, int rows, int cols, std::size_t ld) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * ld;
-    // On the exponent bits (all ones: NaN or infinity): GCC vectorises this
-    // integer OR-reduction, not a loop over std::isfinite, which ran one
-    // element at a time and cost as much as the quantisation.
-    std::uint32_t non_finite = 0;
-    for (int i = 0; i < cols; ++i) {
-      std::uint32_t bits;
-      std::memcpy(&bits, xr + i, sizeof bits);
-      non_finite |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (non_finite == 0) continue;
+    if (row_finite(xr, cols)) continue;
     const int col = static_cast<int>(std::find_if(xr, xr + cols, [](float v) { return !std::isfinite(v); }) - xr);
     throw std::domain_error("engine: non-finite activation (" + std::to_string(xr[col]) + ") at row " +
                             std::to_string(r) + ", column " + std::to_string(col) +
@@ -69,7 +78,6 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
     throw std::invalid_argument("quantize_rows: " + std::to_string(rows) + " rows of " + std::to_string(cols) +
                                 " columns with stride " + std::to_string(ld));
   }
-  require_finite_rows(x, rows, cols, ld);
   const QuantizeRowFn body = quantize_row_for(isa);
   const int blocks = (cols + kQuantBlock - 1) / kQuantBlock;
   const bool reshape = out.rows != rows || out.blocks != blocks;
@@ -82,11 +90,30 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
     out.d.ensure(nblocks);
     out.s.ensure(nblocks);
   }
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t first = static_cast<std::size_t>(r) * blocks;
-    body(x + static_cast<std::size_t>(r) * ld, cols, out.q.data() + first * kQuantBlock, out.d.data() + first,
-         out.s.data() + first);
+  // Rows in parallel chunks (a prefill's matmul input is hundreds of rows,
+  // and a serial pass here left the other threads idle). A chunk that finds
+  // a NaN or infinity stops; the whole input is then checked in row order,
+  // so the error names the first bad element whichever chunk ran first.
+  constexpr int kRowChunk = 16;
+  std::atomic<bool> non_finite{false};
+  const auto quantize_chunk = [&](const tbb::blocked_range<int>& chunk) {
+    for (int r = chunk.begin(); r < chunk.end(); ++r) {
+      const float* xr = x + static_cast<std::size_t>(r) * ld;
+      if (!row_finite(xr, cols)) {
+        non_finite = true;
+        return;
+      }
+      const std::size_t first = static_cast<std::size_t>(r) * blocks;
+      body(xr, cols, out.q.data() + first * kQuantBlock, out.d.data() + first, out.s.data() + first);
+    }
+  };
+  const tbb::blocked_range<int> all(0, rows, kRowChunk);
+  if (rows <= kRowChunk) {
+    quantize_chunk(all);  // decode: one row, no task to spawn
+  } else {
+    tbb::parallel_for(all, quantize_chunk);
   }
+  if (non_finite) require_finite_rows(x, rows, cols, ld);
 }
 
 }  // namespace midtune::engine
