@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -244,7 +245,7 @@ TEST_P(MatmulTest, AvxVnniGivesTheAvx2BodysBits) {
 // A body whose int16 sums saturated would be off by thousands of units of
 // d_w d_x here; every path must give the scalar body's dots.
 TEST(MatmulExtremes, FullBytesAtTheirEndsStayExact) {
-  const int n = 32, k = 256, m = 9;
+  const int n = 32, k = 256, m = 65;  // 65: a lone token after a 64-token chunk
   std::vector<std::uint8_t> data(static_cast<std::size_t>(n) * (k / 32) * block_bytes(GgmlType::Q8_0));
   const std::uint16_t one = float_to_fp16(1.0f);
   for (std::size_t off = 0, blk = 0; off < data.size(); off += block_bytes(GgmlType::Q8_0), ++blk) {
@@ -269,19 +270,51 @@ TEST(MatmulExtremes, FullBytesAtTheirEndsStayExact) {
   std::vector<float> reference(static_cast<std::size_t>(m) * n);
   packed_matmul(w, xq, reference.data(), n, Isa::scalar, false);
   EXPECT_FLOAT_EQ(reference[0], 127.0f * 127.0f * k * xq.row_d(0)[0]);
-  QuantizedRows first;  // one token: the decode body
+  QuantizedRows first;  // one token: the decode body (AVX2: by the activations' digits)
   quantize_rows(x.data(), 1, k, k, first);
   for (Isa isa : fast_isas()) {
     std::vector<float> got(reference.size(), 0.0f);
-    packed_matmul(w, xq, got.data(), n, isa, false);
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " at " << i;
+    for (bool parallel : {false, true}) {  // parallel: chunks of 64 tokens, then the lone one
+      packed_matmul(w, xq, got.data(), n, isa, parallel);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " at " << i;
+      }
     }
     packed_matmul(w, first, got.data(), n, isa, false);
     for (int i = 0; i < n; ++i) {
       ASSERT_NEAR(got[i], reference[i], 1e-5f * (1.0f + std::fabs(reference[i]))) << to_string(isa) << " one token, " << i;
     }
   }
+}
+
+// add_digits: q = 16 hi + lo for every int8 value, lo in [-8, 7], hi in
+// [-8, 8] (the bound the AVX2 one-token body's int16 sums rely on).
+TEST(QuantizeRows, DigitsRebuildEveryByteWithinTheirBounds) {
+  std::vector<float> x(4 * 64, 1.0f);
+  QuantizedRows q;
+  quantize_rows(x.data(), 4, 64, 64, q);  // the shape; then every int8 value once
+  for (int i = 0; i < 256; ++i) q.q[i] = static_cast<std::int8_t>(i - 128);
+  add_digits(q);
+  ASSERT_TRUE(q.has_digits);
+  std::set<int> seen;
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < 2; ++b) {
+      for (int i = 0; i < 32; ++i) {
+        const int value = q.row_q(r)[b * 32 + i];
+        const int lo = q.row_digits(r)[b * 64 + i];
+        const int hi = q.row_digits(r)[b * 64 + 32 + i];
+        ASSERT_EQ(16 * hi + lo, value);
+        ASSERT_GE(lo, -8);
+        ASSERT_LE(lo, 7);
+        ASSERT_GE(hi, -8);
+        ASSERT_LE(hi, 8);
+        seen.insert(value);
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 256u);
+  quantize_rows(x.data(), 1, 64, 64, q);
+  EXPECT_FALSE(q.has_digits);  // new q: the old digits no longer apply
 }
 
 INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,

@@ -16,7 +16,9 @@
 namespace midtune::engine {
 
 // One kernel call: rows [t0, t1) of x against row group `group` of w, writing
-// y[t][group*16 + r] for the rows that exist.
+// y[t][group*16 + r] for the rows that exist. Called for one token, the AVX2
+// body multiplies full 8-bit weights by x's digits (quantize_rows.hpp), so
+// it needs x.has_digits there; packed_matmul adds them.
 using PackedTileFn = void (*)(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
                               int t1, float* y, std::size_t ldy);
 
@@ -24,8 +26,9 @@ PackedTileFn packed_tile_scalar();
 PackedTileFn packed_tile_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
 
 // The whole product, parallel over row groups and token chunks with oneTBB
-// when `parallel`. x.cols must equal w.cols.
-void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,
+// when `parallel`. x.cols must equal w.cols. Adds x's digits first when the
+// body chosen for `isa` multiplies by them (AVX2, one token).
+void packed_matmul(const PackedMatrix& w, QuantizedRows& x, float* y, std::size_t ldy,
                    Isa isa, bool parallel = true);
 
 }  // namespace midtune::engine

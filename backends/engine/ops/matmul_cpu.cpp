@@ -54,7 +54,7 @@ PackedTileFn packed_tile_for(Isa isa) {
                                                    cpu::matmul_tile_avxvnni(), cpu::matmul_tile_avx512vnni()});
 }
 
-void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std::size_t ldy,
+void packed_matmul(const PackedMatrix& w, QuantizedRows& x, float* y, std::size_t ldy,
                    Isa isa, bool parallel) {
   if (x.blocks != w.blocks) {
     throw std::invalid_argument("matmul: activations have " + std::to_string(x.cols) +
@@ -65,6 +65,8 @@ void packed_matmul(const PackedMatrix& w, const QuantizedRows& x, float* y, std:
                                 std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
+  // The AVX2 body's one-token path multiplies full bytes by x's digits.
+  if (fn == cpu::matmul_tile_avx2() && x.rows == 1 && !x.has_digits && w.has_wide_groups()) add_digits(x);
   for_each_tile(x.rows, w.groups, parallel, [&](int t0, int t1, int g0, int g1) {
     for (int g = g0; g < g1; ++g) fn(w, g, x, t0, t1, y, ldy);
   });

@@ -26,8 +26,18 @@ struct QuantizedRows {
   AlignedBuffer<std::int8_t> q;  // rows x blocks*32
   AlignedBuffer<float> d;        // rows x blocks
   AlignedBuffer<float> s;        // rows x blocks
+  // q in balanced base 16, for a matmul body that cannot multiply two full
+  // bytes exactly (AVX2 without VNNI): q = 16 hi + lo with lo in [-8, 7] and
+  // hi in [-8, 8]. Per block, the 32 lo then the 32 hi (rows x blocks*64).
+  // Valid only while has_digits: add_digits fills them, quantize_rows clears
+  // the flag.
+  AlignedBuffer<std::int8_t> digits;
+  bool has_digits = false;
 
   const std::int8_t* row_q(int r) const { return q.data() + static_cast<std::size_t>(r) * blocks * kQuantBlock; }
+  const std::int8_t* row_digits(int r) const {
+    return digits.data() + static_cast<std::size_t>(r) * blocks * 2 * kQuantBlock;
+  }
   const float* row_d(int r) const { return d.data() + static_cast<std::size_t>(r) * blocks; }
   const float* row_s(int r) const { return s.data() + static_cast<std::size_t>(r) * blocks; }
 };
@@ -39,6 +49,9 @@ struct QuantizedRows {
 // (round to nearest even, as nearbyint in the default rounding mode).
 void quantize_rows(const float* x, int rows, int cols, std::size_t ld, QuantizedRows& out,
                    Isa isa = Isa::scalar);
+
+// Fills x.digits from x.q (all rows) and sets x.has_digits.
+void add_digits(QuantizedRows& x);
 
 // A body: one row of `cols` floats into ceil(cols / 32) blocks.
 using QuantizeRowFn = void (*)(const float* x, int cols, std::int8_t* q, float* d, float* s);

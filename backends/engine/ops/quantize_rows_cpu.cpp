@@ -83,6 +83,7 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
   const bool reshape = out.rows != rows || out.blocks != blocks;
   out.rows = rows;
   out.cols = cols;
+  out.has_digits = false;
   out.blocks = blocks;
   if (reshape) {
     const std::size_t nblocks = static_cast<std::size_t>(rows) * blocks;
@@ -114,6 +115,23 @@ void quantize_rows(const float* x, int rows, int cols, std::size_t ld, Quantized
     tbb::parallel_for(all, quantize_chunk);
   }
   if (non_finite) require_finite_rows(x, rows, cols, ld);
+}
+
+void add_digits(QuantizedRows& x) {
+  const std::size_t nblocks = static_cast<std::size_t>(x.rows) * x.blocks;
+  x.digits.ensure(nblocks * 2 * kQuantBlock);
+  const std::int8_t* q = x.q.data();
+  std::int8_t* out = x.digits.data();
+  for (std::size_t b = 0; b < nblocks; ++b, q += kQuantBlock, out += 2 * kQuantBlock) {
+    // Byte arithmetic the compiler vectorises: lo = ((q + 8) mod 16) - 8, and
+    // q - lo is a multiple of 16.
+    for (int i = 0; i < kQuantBlock; ++i) {
+      const int lo = ((q[i] + 8) & 15) - 8;
+      out[i] = static_cast<std::int8_t>(lo);
+      out[kQuantBlock + i] = static_cast<std::int8_t>((q[i] - lo) / 16);
+    }
+  }
+  x.has_digits = true;
 }
 
 }  // namespace midtune::engine

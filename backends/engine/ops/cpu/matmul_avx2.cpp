@@ -1,14 +1,22 @@
 // AVX2 tile for the packed matmul (machines without AVX-512 VNNI): each
 // 16-row group is two halves of 8 int32 lanes, 4 weight bytes per lane as
 // packed; vpmaddubsw multiplies the unsigned weight bytes by 4 activation
-// bytes broadcast to every lane, into int16 pair sums. Those stay exact only
-// while every weight operand u is at most 15 (a pair is at most 2 x 15 x 128,
-// and the 8 steps of a block summed in int16 at most 8 x 3840 < 32768), so
-// 8-bit weights are split into nibbles, u = 16 hi + lo, summed apart and
-// joined by vpmaddwd with 1 and 16. Narrow groups (every u <= 31: Q5_0, Q5_1
-// and Q5_K) take their bytes whole, one vpmaddubsw a step, and
-// widen the int16 sums every 4 steps (4 x 2 x 31 x 128 < 32768): twice the
-// products per instruction of the nibble split.
+// bytes broadcast to every lane, into int16 pair sums, which must stay below
+// 32768 to be exact:
+//  - 4-bit weights (u <= 15) take the activation bytes whole: a pair is at
+//    most 2 x 15 x 128, the 8 steps of a block summed in int16 8 x 3840;
+//  - narrow groups (every u <= 31: Q5_0, Q5_1, Q5_K) too, widening the int16
+//    sums every 4 steps (4 x 2 x 31 x 128 < 32768);
+//  - full bytes (Q8_0 and the requantised types, u up to 255) would overflow
+//    a pair (2 x 255 x 127). Token tiles split the weights into nibbles,
+//    u = 16 hi + lo, summed apart and joined by vpmaddwd with 1 and 16; one
+//    token (decode) instead multiplies the whole bytes by the activations'
+//    balanced base-16 digits (q = 16 hi + lo, |lo|, |hi| <= 8, made once per
+//    row by add_digits: a pair is at most 2 x 255 x 8, a block's 8 steps
+//    8 x 4080), which saves the per-step unpacking that one token cannot
+//    share (decode +6-10 %). In tiles, where 4 tokens share the unpacking,
+//    digits measured no faster, and making them cost 5 % of a prefill.
+//  Either way the int32 dot is the same exact sum of u q.
 //
 // Up to 4 tokens share each loaded and unpacked weight vector (register
 // tiling, as the AVX-512 body does with 8): on AVX2 the unpacking costs as
@@ -174,13 +182,12 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
           dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones16));
         }
       } else {
+        const std::int8_t* digits = x.row_digits(t) + b * 2 * kQuantBlock;
         __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
         for (int c = 0; c < 8; ++c) {
           const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
-          const __m256i act = broadcast4(a + 4 * c);
-          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(_mm256_and_si256(bytes, low_nibbles), act));
-          hi16 = _mm256_add_epi16(
-              hi16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles), act));
+          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(bytes, broadcast4(digits + 4 * c)));
+          hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(bytes, broadcast4(digits + kQuantBlock + 4 * c)));
         }
         dot = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones16), _mm256_madd_epi16(hi16, sixteens16));
       }
@@ -209,7 +216,9 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
   // 4 tokens: 3 and 2 were slower, and 5 or more spill the accumulators
   // (measured single-threaded on a 64-token chunk of a 1536 x 576 matrix).
   constexpr int kTile = 4;
-  if (t1 - t0 == 1) {
+  // One token: the decode path, with digits for full bytes (a lone token at
+  // the end of a prefill's token chunks has none and runs as a tile of 1).
+  if (t1 - t0 == 1 && (Bits != 8 || x.has_digits)) {
     one_token<Bits>(w, group, x, t0, y, ldy, rows);
     return;
   }
