@@ -127,8 +127,12 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.5f);
     EXPECT_FALSE(c.tied_output);
   }
-  if (name == "qwen2") EXPECT_EQ(c.vocab, 151936u);
-  if (name == "llama3") EXPECT_EQ(c.vocab, 128256u);
+  if (name == "qwen2") {
+    EXPECT_EQ(c.vocab, 151936u);
+  }
+  if (name == "llama3") {
+    EXPECT_EQ(c.vocab, 128256u);
+  }
 }
 
 // BOS as llama.cpp adds it by default: SentencePiece and the Llama-3
@@ -153,7 +157,9 @@ TEST_P(ArchModel, LogitsMatchFp64Reference) {
     for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
     const std::string label = GetParam() + " " + std::to_string(tokens.size()) + " tokens " + cs.value("name", "");
     EXPECT_LT(err, kLogitTolerance) << label;
-    if (ref[0] - ref[1] > kClearMargin) EXPECT_EQ(argmax(logits), ids[0]) << label;
+    if (ref[0] - ref[1] > kClearMargin) {
+      EXPECT_EQ(argmax(logits), ids[0]) << label;
+    }
     std::printf("  %-40s max |logit - fp64| = %.1e  top1 %d vs %d (margin %.3f)\n", label.c_str(), err,
                 argmax(logits), ids[0], ref[0] - ref[1]);
     worst = std::max(worst, err);
@@ -272,7 +278,9 @@ TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
       EXPECT_NE(what.find(file.path().string()), std::string::npos) << what;
       EXPECT_NE(what.find("'" + arch + "'"), std::string::npos) << what;
       EXPECT_NE(what.find("llama, qwen2, gemma"), std::string::npos) << what;
-      if (arch == "mpt") EXPECT_NE(what.find("ALiBi"), std::string::npos) << what;
+      if (arch == "mpt") {
+        EXPECT_NE(what.find("ALiBi"), std::string::npos) << what;
+      }
     }
   }
 }

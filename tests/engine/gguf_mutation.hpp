@@ -31,7 +31,7 @@ struct Mutant {
   std::string what;
   std::uint64_t size = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t at = 0;
-  std::vector<std::uint8_t> patch;
+  std::vector<std::uint8_t> patch{};
 
   std::vector<std::uint8_t> apply(const std::vector<std::uint8_t>& base) const {
     std::vector<std::uint8_t> bytes(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(size, base.size())));

@@ -62,10 +62,15 @@ TEST(DispatchRule, AnAvxVnniBodyRunsOnlyWhereTheCpuHasAvxVnni) {
   // A synthetic op with scalar and AVX-VNNI bodies: asked for AVX-512 it
   // runs the AVX-VNNI body only on a CPU that has both.
   const std::array<Fn, kIsaCount> bodies = {&one, nullptr, &two, nullptr, nullptr};
-  if (isa_available(Isa::avx2)) EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
-  if (isa_available(Isa::avxvnni)) EXPECT_EQ(select_body<Fn>("test op", Isa::avxvnni, bodies)(), 2);
-  if (isa_available(Isa::avx512vnni))
+  if (isa_available(Isa::avx2)) {
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avx2, bodies)(), 1);
+  }
+  if (isa_available(Isa::avxvnni)) {
+    EXPECT_EQ(select_body<Fn>("test op", Isa::avxvnni, bodies)(), 2);
+  }
+  if (isa_available(Isa::avx512vnni)) {
     EXPECT_EQ(select_body<Fn>("test op", Isa::avx512vnni, bodies)(), isa_available(Isa::avxvnni) ? 2 : 1);
+  }
   EXPECT_EQ(parse_isa("avxvnni", "--isa"), Isa::avxvnni);
 }
 

@@ -43,7 +43,7 @@ struct TinyArchSpec {
   bool tied_output = true;
   std::uint32_t sliding_window = 0;
   float linear_rope_factor = 0.0f;  // 0 = no rope.scaling keys
-  std::string chat_template;        // written when the vocabulary file has none
+  std::string chat_template{};      // written when the vocabulary file has none
   float embedding_bound = 0.5f;     // token_embd values in [-b, b)
 };
 
