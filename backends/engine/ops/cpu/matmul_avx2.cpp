@@ -14,7 +14,7 @@
 //    balanced base-16 digits (q = 16 hi + lo, |lo|, |hi| <= 8, made once per
 //    row by add_digits: a pair is at most 2 x 255 x 8, a block's 8 steps
 //    8 x 4080), which saves the per-step unpacking that one token cannot
-//    share (decode +6-10 %). In tiles, where 4 tokens share the unpacking,
+//    share (Q8_0 decode +5-8 %). In tiles, where 4 tokens share the unpacking,
 //    digits measured no faster, and making them cost 5 % of a prefill.
 //  Either way the int32 dot is the same exact sum of u q.
 //
