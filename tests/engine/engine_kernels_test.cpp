@@ -166,7 +166,7 @@ TEST(QuantizeRows, ErrorIsAtMostHalfAStep) {
   }
 }
 
-// The AVX-512 quantiser and SwiGLU bodies against scalar: ops_simd_test.cpp.
+// The SIMD quantiser, SwiGLU and GeGLU bodies against scalar: ops_simd_test.cpp.
 
 std::vector<Isa> fast_isas() {
   std::vector<Isa> out;

@@ -17,6 +17,7 @@
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/float_matmul.hpp"
 #include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
@@ -277,6 +278,26 @@ TEST_P(OpsSimd, SwigluMatchesScalar) {
   silu_mul(g.data(), u.data(), got.data(), n, GetParam());
   // Polynomial exp: ~1e-7 relative.
   for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
+}
+
+// GeGLU's SIMD body computes gelu as g / (1 + exp(-2u)) rather than with
+// tanh: the same function, checked across the range Gemma's gates take and
+// at both saturated ends.
+TEST_P(OpsSimd, GegluMatchesScalar) {
+  const std::size_t n = 301;  // a partial vector at the end
+  std::vector<float> g(n), u = random(n), ref(n), got(n);
+  for (std::size_t i = 0; i < n; ++i) g[i] = -15.0f + 30.0f * static_cast<float>(i) / static_cast<float>(n - 1);
+  g[0] = -100.0f;
+  g[1] = 100.0f;
+  g[2] = 0.0f;
+  g[3] = 1e-6f;
+  gelu_mul_for(Isa::scalar)(g.data(), u.data(), ref.data(), n);
+  gelu_mul_for(GetParam())(g.data(), u.data(), got.data(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(got[i], ref[i], 2e-6f * (1.0f + std::fabs(ref[i]))) << "gate " << g[i];
+  }
+  EXPECT_NEAR(got[0], 0.0f, 1e-30f);  // the exp clamps at 88.3: g / 2e38, not 0
+  EXPECT_FLOAT_EQ(got[1], 100.0f * u[1]);
 }
 
 TEST_P(OpsSimd, RmsnormAndRopeMatchScalar) {

@@ -7,6 +7,7 @@
 
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/float_matmul.hpp"
+#include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/swiglu.hpp"
@@ -28,5 +29,7 @@ QuantizeRowFn quantize_row_avx2();
 QuantizeRowFn quantize_row_avx512();
 SiluMulFn silu_mul_avx2();
 SiluMulFn silu_mul_avx512();
+GeluMulFn gelu_mul_avx2();
+GeluMulFn gelu_mul_avx512();
 
 }  // namespace midtune::engine::cpu

@@ -4,7 +4,7 @@
 #include "backends/engine/ops/cpu/attention_body.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/cpu/float_matmul_body.hpp"
-#include "backends/engine/ops/cpu/swiglu_body.hpp"
+#include "backends/engine/ops/cpu/glu_body.hpp"
 #include "backends/engine/ops/cpu/vec.hpp"
 
 namespace midtune::engine::cpu {
@@ -16,6 +16,7 @@ const AttentionParts* attention_parts_avx2() {
 }
 FloatTileFn float_tile_avx2() { return &float_tile_body<VecAvx2>; }
 SiluMulFn silu_mul_avx2() { return &silu_mul_body<VecAvx2>; }
+GeluMulFn gelu_mul_avx2() { return &gelu_mul_body<VecAvx2>; }
 // The quantiser's AVX2 body is in quantize_rows_avx2.cpp.
 
 }  // namespace midtune::engine::cpu

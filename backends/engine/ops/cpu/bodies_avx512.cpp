@@ -5,7 +5,7 @@
 #include "backends/engine/ops/cpu/attention_body.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/cpu/float_matmul_body.hpp"
-#include "backends/engine/ops/cpu/swiglu_body.hpp"
+#include "backends/engine/ops/cpu/glu_body.hpp"
 #include "backends/engine/ops/cpu/vec.hpp"
 
 namespace midtune::engine::cpu {
@@ -16,6 +16,7 @@ const AttentionParts* attention_parts_avx512() {
   return &parts;
 }
 SiluMulFn silu_mul_avx512() { return &silu_mul_body<VecAvx512>; }
+GeluMulFn gelu_mul_avx512() { return &gelu_mul_body<VecAvx512>; }
 FloatTileFn float_tile_avx512() { return &float_tile_body<VecAvx512>; }
 
 }  // namespace midtune::engine::cpu

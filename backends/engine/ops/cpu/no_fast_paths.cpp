@@ -16,4 +16,6 @@ QuantizeRowFn quantize_row_avx2() { return nullptr; }
 QuantizeRowFn quantize_row_avx512() { return nullptr; }
 SiluMulFn silu_mul_avx2() { return nullptr; }
 SiluMulFn silu_mul_avx512() { return nullptr; }
+GeluMulFn gelu_mul_avx2() { return nullptr; }
+GeluMulFn gelu_mul_avx512() { return nullptr; }
 }  // namespace midtune::engine::cpu

@@ -1,5 +1,5 @@
 // Vector traits, one small struct per ISA: the primitives the templated SIMD
-// bodies (exp.hpp, attention_body.hpp, swiglu_body.hpp,
+// bodies (exp.hpp, attention_body.hpp, glu_body.hpp,
 // float_matmul_body.hpp) are written in, so
 // each body exists once and is instantiated in the per-ISA translation units
 // (bodies_avx2.cpp, bodies_avx512.cpp: the only files built with those ISA
