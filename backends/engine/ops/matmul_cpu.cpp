@@ -65,8 +65,9 @@ void packed_matmul(const PackedMatrix& w, QuantizedRows& x, float* y, std::size_
                                 std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
-  // The AVX2 body's one-token path multiplies full bytes by x's digits.
-  if (fn == cpu::matmul_tile_avx2() && x.rows == 1 && !x.has_digits && w.has_wide_groups()) add_digits(x);
+  // The AVX2 body's one-token path multiplies full bytes by x's digits (one
+  // row's worth: cheaper to make than to decide whether w needs them).
+  if (fn == cpu::matmul_tile_avx2() && x.rows == 1 && !x.has_digits) add_digits(x);
   for_each_tile(x.rows, w.groups, parallel, [&](int t0, int t1, int g0, int g1) {
     for (int g = g0; g < g1; ++g) fn(w, g, x, t0, t1, y, ldy);
   });

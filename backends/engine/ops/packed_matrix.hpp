@@ -47,12 +47,6 @@ struct PackedMatrix {
   // True when every u of the group fits in 5 bits (Q5_0 / Q5_1 / Q5_K, or
   // 4-bit weights).
   bool narrow(int group) const { return group_max_u[group] <= 31; }
-  bool has_wide_groups() const {
-    for (int g = 0; g < groups; ++g) {
-      if (!narrow(g)) return true;
-    }
-    return false;
-  }
 
   std::size_t quant_bytes() const { return bits == 4 ? 256 : 512; }
   const std::uint8_t* at(int group, int block) const {
