@@ -294,6 +294,30 @@ TEST_F(GgufReaderTest, UnsupportedTensorTypeIsAnErrorOnUse) {
   EXPECT_EQ(ggml_type_info(GgmlType::Q4_K).block_bytes, 144u);
 }
 
+TEST_F(GgufReaderTest, ControlBytesInNamesAreEscapedInMessages) {
+  // A key that clears the screen and a tensor name with a newline: printed
+  // raw they would hide the message or fake a second line of it.
+  auto w = tiny_llama();
+  w.add_u32("evil\x1b[2J.key", 1);
+  w.add_u32("evil\x1b[2J.key", 2);
+  const std::string duplicate = expect_error(w.bytes(), "duplicate key");
+  EXPECT_THAT(duplicate, HasSubstr("duplicate metadata key 'evil\\x1b[2J.key'"));
+  EXPECT_EQ(duplicate.find('\x1b'), std::string::npos) << duplicate;
+
+  auto t = tiny_llama();
+  t.add_tensor("two\nlines", {32, 2}, 16 /*IQ2_XXS*/, filled(44, 5));
+  const auto path = file("ctl");
+  TinyGgufWriter::write(path, t.bytes());
+  GgufFile f(path);
+  try {
+    (void)f.tensor_data(f.tensor("two\nlines"));
+    FAIL();
+  } catch (const GgufError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("two\\x0alines"));
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(GgufReaderTest, InconsistentConfigIsAnError) {
   auto w = tiny_llama();
   w.add_u32("llama.vocab_size", 9);  // token_embd.weight has 8 rows

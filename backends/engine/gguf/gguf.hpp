@@ -25,8 +25,13 @@
 
 namespace midtune {
 
+// `text` with every control byte (below 0x20, and 0x7f) written as \xNN.
+std::string printable(std::string_view text);
+
 struct GgufError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  // Key and tensor names come from the file and may hold any byte: escaped,
+  // they can neither move a terminal's cursor nor hide the rest of the message.
+  explicit GgufError(const std::string& what) : std::runtime_error(printable(what)) {}
 };
 
 // ggml tensor types the engine supports (values are ggml's enum ggml_type).
