@@ -66,6 +66,15 @@ std::string percent_range(const json& interval) {
          format_number(100.0 * interval.at("high").get<double>(), 1);
 }
 
+// The listed gold position, with where the gold actually sat beside it
+// when that differs ("0.5 (at 0.556)": the chunk nearest 0.5 of ten).
+std::string position_label(const json& p) {
+  std::string label = format_number(p.at("position").get<double>(), 3);
+  if (p.contains("realised_position"))
+    label += " (at " + format_number(p.at("realised_position").get<double>(), 3) + ")";
+  return label;
+}
+
 std::string points_range(const json& ci) {
   return "[" + format_number(ci.at(0).get<double>(), 1) + ", " + format_number(ci.at(1).get<double>(), 1) + "]";
 }
@@ -77,12 +86,14 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   out << "\n## 95 % Wilson intervals (%)\n\n";
   Row header = {"gold position"};
   std::map<double, Row> by_position;
+  std::map<double, std::string> labels;
   Row pooled = {"all positions"};
   const json& intervals = statistics.at("intervals");
   for (std::size_t r = 0; r < intervals.size(); ++r) {
     header.push_back(intervals[r].at("role").get<std::string>());
     for (const json& p : intervals[r].at("positions")) {
       Row& row = by_position[p.at("position").get<double>()];
+      labels[p.at("position").get<double>()] = position_label(p);
       row.resize(intervals.size(), "-");
       row[r] = percent_range(p);
     }
@@ -90,7 +101,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   }
   std::vector<Row> rows;
   for (auto& [position, cells] : by_position) {
-    Row row = {format_number(position, 3)};
+    Row row = {labels.at(position)};
     cells.resize(intervals.size(), "-");
     row.insert(row.end(), cells.begin(), cells.end());
     rows.push_back(row);
@@ -116,7 +127,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
     if (!c.contains("positions")) continue;
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
     for (const json& p : c.at("positions"))
-      rows.push_back({name, format_number(p.at("position").get<double>(), 3),
+      rows.push_back({name, position_label(p),
                       format_number(p.at("difference_points").get<double>(), 1), points_range(p.at("ci_points")),
                       p.at("best_only").dump() + " / " + p.at("other_only").dump(),
                       format_number(p.at("mcnemar_p").get<double>(), 3)});
@@ -140,6 +151,9 @@ void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>
       const std::string at = "@" + format_number(p.at("position").get<double>(), 3);
       rows.push_back({"heldout_interval", role, "low" + at, format_number(p.at("low").get<double>(), 6)});
       rows.push_back({"heldout_interval", role, "high" + at, format_number(p.at("high").get<double>(), 6)});
+      if (p.contains("realised_position"))
+        rows.push_back({"heldout_interval", role, "realised_position" + at,
+                        format_number(p.at("realised_position").get<double>(), 6)});
     }
   }
   for (const json& c : statistics.value("logprob_correlation", json::array()))

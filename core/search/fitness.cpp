@@ -74,21 +74,24 @@ const std::vector<double>& logprobs_of(const PositionOutcomes& outcomes) {
 
 }  // namespace
 
+std::size_t listed_position_of(const std::vector<double>& listed, double gold_depth) {
+  std::size_t nearest = 0;
+  for (std::size_t p = 1; p < listed.size(); ++p)
+    if (std::abs(listed[p] - gold_depth) < std::abs(listed[nearest] - gold_depth)) nearest = p;
+  return nearest;
+}
+
 PositionOutcomes position_outcomes(const std::vector<PositionScore>& scores, const std::vector<SampleRecord>& samples) {
   PositionOutcomes out;
   out.accuracy = position_tallies(scores);
   if (samples.empty() || scores.empty()) return out;
-  // A sample stores its gold depth (the chunk the gold landed in), not the
-  // listed position it was drawn for; the slice puts the gold at the chunk
-  // nearest the listed fraction, so the nearest listed position is its own.
+  std::vector<double> listed;
+  for (const PositionScore& score : scores) listed.push_back(score.position);
   std::vector<double> sum(scores.size(), 0.0);
   std::vector<int> count(scores.size(), 0);
   for (const SampleRecord& s : samples) {
     if (!s.gold_logprob) return out;  // not recorded (generate metric): no log-probabilities at all
-    std::size_t nearest = 0;
-    for (std::size_t p = 1; p < scores.size(); ++p)
-      if (std::abs(scores[p].position - s.gold_position) < std::abs(scores[nearest].position - s.gold_position))
-        nearest = p;
+    const std::size_t nearest = listed_position_of(listed, s.gold_position);
     sum[nearest] += *s.gold_logprob;
     ++count[nearest];
   }

@@ -36,6 +36,12 @@ struct PositionOutcomes {
   std::vector<double> mean_gold_logprob;
 };
 
+// A sample stores its gold depth (the chunk the gold landed in), not the
+// listed position it was drawn for; the slice puts the gold at the chunk
+// nearest the listed fraction, so the nearest listed position is its own.
+// Index into `listed` (not empty).
+std::size_t listed_position_of(const std::vector<double>& listed, double gold_depth);
+
 // `samples` may be empty when no log-probability is needed.
 PositionOutcomes position_outcomes(const std::vector<PositionScore>& scores, const std::vector<SampleRecord>& samples);
 

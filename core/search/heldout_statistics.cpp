@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "core/search/fitness.hpp"
 #include "objectives/significance.hpp"
 
 namespace midtune {
@@ -17,17 +18,41 @@ namespace {
 constexpr double kConfidence = 0.95;
 constexpr double kAlpha = 0.05;
 
-// Outcomes of one role by gold position, each position's items in sample_id order.
-std::map<double, std::vector<const SampleRecord*>> by_position(const HeldoutRow& row) {
-  std::map<double, std::vector<const SampleRecord*>> out;
-  for (const SampleRecord& s : row.samples) out[s.gold_position].push_back(&s);
+// One listed gold position of a role: its items in sample_id order and where
+// their gold actually sat (the chunk nearest the listed fraction: 0.5 of ten
+// chunks is chunk 5 of 0..9, depth 0.556).
+struct PositionItems {
+  std::vector<const SampleRecord*> items;
+  double depth_sum = 0.0;
+  double realised() const { return depth_sum / static_cast<double>(items.size()); }
+};
+
+// Outcomes of one role by listed gold position (the experiment's
+// gold_positions, as position_scores names them), so intervals and
+// comparisons name a position as the scores do. Rows without scores fall
+// back to the stored depths.
+std::map<double, PositionItems> by_position(const HeldoutRow& row) {
+  std::vector<double> listed;
+  for (const json& p : row.position_scores) listed.push_back(p.at("position").get<double>());
+  std::map<double, PositionItems> out;
+  for (const SampleRecord& s : row.samples) {
+    PositionItems& at = out[listed.empty() ? s.gold_position : listed[listed_position_of(listed, s.gold_position)]];
+    at.items.push_back(&s);
+    at.depth_sum += s.gold_position;
+  }
   return out;
 }
 
-json interval_json(double position, int correct, int samples) {
+// "position" is the listed one; "realised_position" (the mean depth of the
+// items' gold) stands beside it only where the two differ.
+void name_position(json& entry, double position, const PositionItems& at) {
+  entry["position"] = position;
+  if (std::abs(at.realised() - position) > 1e-9) entry["realised_position"] = at.realised();
+}
+
+json interval_json(int correct, int samples) {
   const stats::Interval i = stats::wilson_interval(correct, samples);
-  return {{"position", position},
-          {"correct", correct},
+  return {{"correct", correct},
           {"samples", samples},
           {"accuracy", samples > 0 ? static_cast<double>(correct) / samples : 0.0},
           {"low", i.low},
@@ -37,14 +62,16 @@ json interval_json(double position, int correct, int samples) {
 json role_intervals(const HeldoutRow& row) {
   json positions = json::array();
   int correct = 0, samples = 0;
-  for (const auto& [position, items] : by_position(row)) {
+  for (const auto& [position, at] : by_position(row)) {
+    const auto& items = at.items;
     const int k = static_cast<int>(std::count_if(items.begin(), items.end(), [](const SampleRecord* s) { return s->correct; }));
-    positions.push_back(interval_json(position, k, static_cast<int>(items.size())));
+    json entry = interval_json(k, static_cast<int>(items.size()));
+    name_position(entry, position, at);
+    positions.push_back(std::move(entry));
     correct += k;
     samples += static_cast<int>(items.size());
   }
-  json pooled = interval_json(0.0, correct, samples);
-  pooled.erase("position");
+  json pooled = interval_json(correct, samples);
   return {{"role", row.role}, {"positions", positions}, {"pooled", pooled}};
 }
 
@@ -93,15 +120,17 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   std::map<std::string, const SampleRecord*> other_by_id;
   for (const SampleRecord& s : other.samples) other_by_id[s.sample_id] = &s;
   std::vector<double> positions;
+  std::vector<PositionItems> position_items;
   std::vector<std::vector<stats::PairedOutcome>> strata;
-  for (const auto& [position, items] : by_position(best)) {
+  for (const auto& [position, at] : by_position(best)) {
     std::vector<stats::PairedOutcome> pairs;
-    for (const SampleRecord* s : items) {
+    for (const SampleRecord* s : at.items) {
       const auto it = other_by_id.find(s->sample_id);
       if (it != other_by_id.end()) pairs.push_back({it->second->correct, s->correct});
     }
     if (pairs.empty()) continue;
     positions.push_back(position);
+    position_items.push_back(at);
     strata.push_back(std::move(pairs));
   }
   json out = {{"role", best.role}, {"against", other.role}};
@@ -113,7 +142,7 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   json per_position = json::array();
   for (std::size_t s = 0; s < strata.size(); ++s) {
     json part = paired_part(strata, s, s + 1, options, options.bootstrap_seed + s);
-    part["position"] = positions[s];
+    name_position(part, positions[s], position_items[s]);
     per_position.push_back(std::move(part));
   }
   out["positions"] = per_position;

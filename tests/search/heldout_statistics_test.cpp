@@ -122,3 +122,33 @@ TEST(Pearson, KnownValuesAndDegenerateInputs) {
 
 }  // namespace
 }  // namespace midtune
+
+namespace midtune {
+namespace {
+
+// Ten chunks: the gold listed at 0.5 sits in chunk 5 of 0..9 (depth 5/9).
+// Intervals and comparisons name it 0.5, as position_scores do, with the
+// realised depth beside it; positions where the two agree carry no second name.
+TEST(HeldoutStatistics, PositionsAreNamedAsListedWithTheRealisedDepthBeside) {
+  const auto realised = [](HeldoutRow row) {
+    row.position_scores = nlohmann::json::array();
+    for (double listed : {0.0, 0.5, 1.0}) row.position_scores.push_back({{"position", listed}});
+    for (SampleRecord& s : row.samples)
+      if (s.gold_position == 0.5) s.gold_position = 5.0 / 9.0;
+    return row;
+  };
+  const HeldoutRow baseline = realised(role("baseline", 10, [](int i, double) { return i < 3; }));
+  const HeldoutRow best = realised(role("best", 10, [](int i, double) { return i < 6; }));
+  const nlohmann::json stats = heldout_statistics({baseline, best}, HeldoutStatisticsOptions{});
+  for (const nlohmann::json* positions : {&stats["intervals"][0]["positions"], &stats["comparisons"][0]["positions"]}) {
+    ASSERT_EQ(positions->size(), 3u) << positions->dump();
+    EXPECT_EQ((*positions)[1]["position"], 0.5) << positions->dump();
+    EXPECT_DOUBLE_EQ((*positions)[1]["realised_position"].get<double>(), 5.0 / 9.0);
+    EXPECT_FALSE((*positions)[0].contains("realised_position"));
+    EXPECT_FALSE((*positions)[2].contains("realised_position"));
+  }
+  EXPECT_EQ(stats["comparisons"][0]["middle"]["positions"], nlohmann::json::array({0.5}));
+}
+
+}  // namespace
+}  // namespace midtune
