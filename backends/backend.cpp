@@ -7,7 +7,8 @@ namespace midtune {
 nlohmann::json ModelIdentity::to_json() const {
   nlohmann::json out = {{"name", name}, {"architecture", architecture}, {"layers", layers}, {"heads", heads},
                         {"kv_heads", kv_heads}, {"hidden", hidden}, {"tokenizer_hash", tokenizer_hash}};
-  // Absent for the CPU engine, so the cache keys it has always written stay valid.
+  // Absent when empty, so the keys of backends without them stay as written.
+  if (!content_hash.empty()) out["content_hash"] = content_hash;
   if (!precision.empty()) out["precision"] = precision;
   return out;
 }

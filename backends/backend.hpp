@@ -61,6 +61,11 @@ struct ModelIdentity {
   int kv_heads = 0;
   int hidden = 0;
   std::string tokenizer_hash;
+  // "xxh3-128:<hex>" of the model file's bytes (its weights), so that two
+  // files sharing a name and shapes (two quantisations, an edited copy) never
+  // share results; empty for a backend that cannot tell (the synthetic test
+  // double, a server of an older midtune).
+  std::string content_hash;
   // How the backend computes, where it differs from the CPU engine's default
   // (empty): "bf16" for the batched GPU engine's bf16 products.
   std::string precision;

@@ -309,6 +309,7 @@ Slice build_slice(const SliceSpec& spec, Split split, const PromptWrapper& wrapp
                    ";positions=" + positions + ";split=" + to_string(split) +
                    ";samples=" + std::to_string(split == Split::search ? spec.search_samples : spec.heldout_samples) +
                    ";seed=" + std::to_string(spec.seed) + ";wrapper=" + wrapper.name + ";ids=" + hex64(ids_hash);
+  slice.source = source;
   return slice;
 }
 

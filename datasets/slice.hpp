@@ -61,6 +61,9 @@ struct Slice {
   // Dataset config + split + hash of the sample ids (+ prompt wrapper name):
   // equal identities mean identical prompts, so evaluation caches key on it.
   std::string identity;
+  // The data the prompts came from: "generated" (the KV generator, decided
+  // by the spec's seed) or "<file name>#<FNV-1a of its decompressed bytes>".
+  std::string source;
 };
 
 // Fraction of the way through n chunks -> chunk index round(f * (n - 1)).

@@ -1,6 +1,7 @@
 #include "backends/engine/engine_backend.hpp"
 
 #include "backends/engine/gguf/chat_template.hpp"
+#include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/ops/scoring.hpp"
 
@@ -22,6 +23,8 @@ EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOpti
     throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
+  identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
+  if (options_.fp32) identity_.precision = "fp32";  // absent for the default: its results keep their keys
 }
 
 ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const Tokenizer& tokenizer) {
@@ -33,14 +36,11 @@ ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const 
   id.kv_heads = static_cast<int>(c.kv_heads);
   id.hidden = static_cast<int>(c.hidden);
   id.tokenizer_hash = tokenizer.hash();
+  id.content_hash = gguf_content_hash(file);
   return id;
 }
 
-ModelIdentity EngineBackend::identity() const {
-  ModelIdentity id = engine_identity(model_->file(), model_->config(), tokenizer_);
-  if (options_.fp32) id.precision = "fp32";  // absent for the default: existing results keep their keys
-  return id;
-}
+ModelIdentity EngineBackend::identity() const { return identity_; }
 
 void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));

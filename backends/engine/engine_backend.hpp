@@ -59,6 +59,8 @@ struct RunStats {
 // keys), a BatchItem tokenised with its chunks, the GGUF's chat template, and
 // which interventions read the whole prompt (Ms-PoE, CALIOPE, SIW, PHS: the
 // prompt is prefilled alone and hooks::EngineIntervention drives the pass).
+// Reads the whole file once per file version for its content hash (cached on
+// disk, gguf/content_hash.hpp): call it once at load.
 ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& config, const Tokenizer& tokenizer);
 PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item);
 ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& identity);
@@ -108,6 +110,7 @@ class EngineBackend : public Backend {
   std::unique_ptr<Model> model_;
   Tokenizer tokenizer_;
   std::unique_ptr<tbb::task_arena> arena_;
+  ModelIdentity identity_;
 };
 
 }  // namespace midtune::engine

@@ -93,6 +93,9 @@ ServerInfo info_from_json(const json& j) {
   id.kv_heads = static_cast<int>(r.integer("kv_heads", 1, kMaxInt));
   id.hidden = static_cast<int>(r.integer("hidden", 1, kMaxInt));
   id.tokenizer_hash = r.string("tokenizer_hash", 0, 1024);
+  // Optional: a server of an older midtune does not send it (its results then
+  // key on the model's name and shapes alone, as they always did).
+  if (j.is_object() && j.contains("content_hash")) id.content_hash = r.string("content_hash", 1, 256);
   // Optional: only a server of a GPU engine says how it computes.
   if (j.is_object() && j.contains("precision")) id.precision = r.string("precision", 1, 64);
   const json& supports = array_field(r, "supports", 0, all_intervention_fields().size());

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/cli/heldout_report.hpp"
+#include "core/cli/provenance.hpp"
 #include "core/cli/table.hpp"
 #include "core/search/heldout.hpp"
 #include "core/search/heldout_statistics.hpp"
@@ -36,6 +37,7 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
   const std::int64_t id = experiment_record.id;
   json report = {{"database", db_path}, {"experiment", name}};
   report["search_config"] = experiment_record.search_config;
+  report["provenance"] = provenance_json(experiment_record.search_config);
 
   report["generations"] = json::array();
   for (const GenerationSummary& g : store.generation_summaries(id))
@@ -93,7 +95,8 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
 namespace {
 
 void print_markdown(const json& r, std::ostream& out) {
-  out << "# Experiment " << r["experiment"].get<std::string>() << "\n\n## Generations\n\n";
+  out << "# Experiment " << r["experiment"].get<std::string>() << "\n\nRun on: " << provenance_text(r["provenance"])
+      << "\n\n## Generations\n\n";
   std::vector<Row> rows;
   for (const json& g : r["generations"])
     rows.push_back({g["generation"].dump(), format_number(g["best"]), format_number(g["mean"]),
@@ -144,6 +147,11 @@ void print_markdown(const json& r, std::ostream& out) {
 // Long form: one row per value, so every section fits one CSV table.
 void print_long_csv(const json& r, std::ostream& out) {
   std::vector<Row> rows;
+  const json& model = r["provenance"]["model"];
+  if (model.is_object())
+    for (const auto& [field, value] : model.items())
+      rows.push_back({"model", "", field, value.is_string() ? value.get<std::string>() : value.dump()});
+  if (r["provenance"]["data"].is_string()) rows.push_back({"data", "", "contents", r["provenance"]["data"].get<std::string>()});
   for (const json& g : r["generations"])
     for (const char* field : {"best", "mean", "population", "evaluated", "from_cache", "raced"})
       rows.push_back({"generation", g["generation"].dump(), field,

@@ -220,6 +220,11 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   in.config_text = e.text;
   in.source_path = e.file.string();
   in.search_config = e.search_fingerprint();
+  // The experiment file names the model and the data; a resume must also see
+  // what they contain, or a replaced file (other weights, other questions
+  // under the same name) would mix two experiments in one population.
+  in.search_config["backend"]["identity"] = model.to_json();
+  in.search_config["dataset"]["contents"] = p->slice.source;
   in.objective = p->objective.get();
   in.scoring.fitness = fitness_kind_from_string(e.objective.fitness);
   in.scoring.weights = {e.objective.weights.beginning, e.objective.weights.middle, e.objective.weights.end};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/cli/provenance.hpp"
 #include "core/cli/table.hpp"
 #include "schema/store.hpp"
 
@@ -63,6 +64,10 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
                 {"experiment", "generations done", "individuals", "evaluated", "from cache", "raced", "passes run",
                  "passes saved by cache", "passes saved by racing", "best fitness", "prompts/s", "runs", "last run"},
                 rows);
+    // What each experiment ran on, so that two results files (or two
+    // experiments of one file) on different weights are told apart.
+    for (const ExperimentRecord& e : store.experiments())
+      out << e.name << ": " << provenance_text(provenance_json(e.search_config)) << '\n';
     return 0;
   } catch (const std::exception& e) {
     err << "ga-run status: " << e.what() << '\n';

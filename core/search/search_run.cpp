@@ -116,6 +116,9 @@ class SearchRun {
         std::string message = "experiment '" + in_.experiment_name + "' in " + store_.path() +
                               " was started with a different search; refusing to resume. Changed:";
         for (const std::string& c : changes) message += "\n  " + c;
+        if (!existing->search_config.value("backend", json::object()).contains("identity"))
+          message += "\nThis experiment was stored by a midtune that did not record the model's and the data's "
+                     "contents, so its evaluations cannot be checked against these files.";
         message += "\nRevert the edit, or start a fresh experiment in the same database with --new-experiment NAME.";
         throw ResumeRefused(message);
       }

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/engine/engine_backend.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/cli/subprocess.hpp"
@@ -328,6 +329,23 @@ TEST_P(Requantised, LogitsWithinToleranceOfTheFp32ReferenceOfTheSameFile) {
   std::printf("%s: worst |engine - fp32 reference| %.3f over %zu prompts (tolerance %.2f), top-1 kept %d/%zu\n",
               GetParam().c_str(), got.worst, prompts.size(), tolerance, got.top1_kept, prompts.size());
   EXPECT_LT(got.worst, tolerance);
+}
+
+// Two quantisations of one model share its name, architecture, shapes and
+// tokenizer: only the content hash keeps their results apart (the identity's
+// key is part of every evaluation's cache key and of the resume check).
+TEST(RequantisedIdentity, TwoQuantisationsOfOneModelHaveTwoIdentities) {
+  const char* shipped = std::getenv("MIDTUNE_MODEL");
+  if (shipped == nullptr || *shipped == '\0') GTEST_SKIP() << "MIDTUNE_MODEL not set (scripts/fetch_model.sh)";
+  REQUIRE_PEERS(quantised("Q8_0"));
+  const ModelIdentity q4_1 = EngineBackend(shipped, {.threads = 1}).identity();
+  const ModelIdentity q8_0 = EngineBackend(quantised("Q8_0"), {.threads = 1}).identity();
+  EXPECT_EQ(q4_1.name, q8_0.name);
+  EXPECT_EQ(q4_1.shape().layers, q8_0.shape().layers);
+  EXPECT_EQ(q4_1.hidden, q8_0.hidden);
+  EXPECT_EQ(q4_1.tokenizer_hash, q8_0.tokenizer_hash);
+  EXPECT_NE(q4_1.content_hash, q8_0.content_hash);
+  EXPECT_NE(q4_1.key(), q8_0.key());
 }
 
 TEST_P(Requantised, GreedyMatchesLlamaSimpleExceptAtNearTies) {

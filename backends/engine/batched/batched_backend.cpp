@@ -37,6 +37,10 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
     throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
+  identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
+  // bf16 products give other answers than the CPU engine's: their
+  // evaluations must not share cache entries or a population.
+  identity_.precision = "bf16";
   batch_tokens_ = options.batch_tokens;
   if (batch_tokens_ == 0) {
     const std::size_t per_token =
@@ -45,13 +49,7 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
   }
 }
 
-ModelIdentity BatchedBackend::identity() const {
-  ModelIdentity id = engine_identity(model_->file(), model_->config(), tokenizer_);
-  // bf16 products give other answers than the CPU engine's: their
-  // evaluations must not share cache entries or a population.
-  id.precision = "bf16";
-  return id;
-}
+ModelIdentity BatchedBackend::identity() const { return identity_; }
 
 void BatchedBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(model_->config()));

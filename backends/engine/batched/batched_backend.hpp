@@ -58,6 +58,7 @@ class BatchedBackend : public Backend {
   std::unique_ptr<DeviceOps> device_;
   std::unique_ptr<BatchedModel> model_;
   Tokenizer tokenizer_;
+  ModelIdentity identity_;
   std::size_t batch_tokens_ = 0;
   int last_passes_ = 0;
 };

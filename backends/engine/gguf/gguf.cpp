@@ -270,6 +270,12 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
     throw GgufError(path.string() + ": not a regular file");
   }
   size_ = static_cast<std::uint64_t>(st.st_size);
+  const auto nanoseconds = [](const timespec& t) { return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
+  stamp_ = {.device = static_cast<std::uint64_t>(st.st_dev),
+            .inode = static_cast<std::uint64_t>(st.st_ino),
+            .size = size_,
+            .mtime_ns = nanoseconds(st.st_mtim),
+            .ctime_ns = nanoseconds(st.st_ctim)};
   if (size_ > 0) {
     void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (mapped == MAP_FAILED) {
@@ -301,6 +307,7 @@ GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
     path_ = std::move(other.path_);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    stamp_ = other.stamp_;
     version_ = other.version_;
     alignment_ = other.alignment_;
     data_offset_ = other.data_offset_;

@@ -119,6 +119,18 @@ struct GgufTensorInfo {
   std::uint64_t rows() const;       // n_elements / dims[0] (0 for an empty tensor)
 };
 
+// Which file was opened, as fstat saw the mapped descriptor: the key under
+// which the file's content hash is cached (a file written again gets a new
+// modification or status-change time, a replaced one a new inode).
+struct FileStamp {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
 class GgufFile {
  public:
   // Maps and parses the whole header; throws GgufError on any inconsistency.
@@ -134,6 +146,9 @@ class GgufFile {
   std::uint64_t file_size() const { return size_; }
   std::uint64_t alignment() const { return alignment_; }
   std::uint64_t data_offset() const { return data_offset_; }
+  const FileStamp& stamp() const { return stamp_; }
+  // Every byte of the file (header, metadata, tensor table, tensor data).
+  std::span<const std::byte> bytes() const { return {base_, static_cast<std::size_t>(size_)}; }
 
   // --- metadata ---
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
@@ -179,6 +194,7 @@ class GgufFile {
   std::filesystem::path path_;
   const std::byte* base_ = nullptr;
   std::uint64_t size_ = 0;
+  FileStamp stamp_;
   std::uint32_t version_ = 0;
   std::uint64_t alignment_ = 32;
   std::uint64_t data_offset_ = 0;
