@@ -139,7 +139,10 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App* report = app.add_subcommand("report", "Per-generation best/mean, best genome, its scales and scores");
   report->add_option("db", db, "Results database")->required();
   report->add_option("--experiment", experiment_name, "Experiment name (default: the latest)");
-  report->add_option("--format", format, "md | json | csv")->check(CLI::IsMember({"md", "json", "csv"}));
+  report->add_option("--format", format, "md | json | csv | html (one self-contained page with the plots)")
+      ->check(CLI::IsMember({"md", "json", "csv", "html"}));
+  std::string report_out;
+  report->add_option("--out", report_out, "Write the report to this file instead of standard output");
   std::string svg_path;
   report->add_option("--svg", svg_path, "Write the held-out plot here (default: <experiment>-heldout.svg beside the database); an nsga2 front goes beside it as <stem>-front.svg");
   report->add_flag("--integrity-check", integrity_check, "Full PRAGMA integrity_check (default: quick_check)");
@@ -166,7 +169,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*validate) return validate_experiment(file, out, err);
   const Store::Check check = integrity_check ? Store::Check::full : Store::Check::quick;
   if (*status) return print_status(db, out, err, check);
-  if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check});
+  if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check, report_out});
   if (*query) return run_query(db, sql_text, out, err);
   if (*eval) return run_eval(eval_request, out, err);
   if (*phs_search) return run_phs_search(phs_args, out, err);

@@ -1,9 +1,12 @@
 #include "core/cli/report_command.hpp"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "core/cli/heldout_report.hpp"
+#include "core/cli/html_report.hpp"
 #include "core/cli/provenance.hpp"
 #include "core/cli/table.hpp"
 #include "core/search/heldout.hpp"
@@ -178,18 +181,31 @@ void print_long_csv(const json& r, std::ostream& out) {
 
 int print_report(const std::string& db_path, const std::string& experiment, const std::string& format,
                  std::ostream& out, std::ostream& err, const ReportOptions& options) {
-  if (format != "md" && format != "json" && format != "csv") {
-    err << "ga-run report: --format must be md, json or csv (got '" << format << "')\n";
+  if (format != "md" && format != "json" && format != "csv" && format != "html") {
+    err << "ga-run report: --format must be md, json, csv or html (got '" << format << "')\n";
     return 2;
   }
   try {
     const json report = build_report(db_path, experiment, options.check);
+    std::ostringstream text;
     if (format == "json")
-      out << report.dump(2) << '\n';
+      text << report.dump(2) << '\n';
     else if (format == "csv")
-      print_long_csv(report, out);
+      print_long_csv(report, text);
+    else if (format == "html")
+      text << html_report(report);
     else
-      print_markdown(report, out);
+      print_markdown(report, text);
+    if (options.out_path.empty()) {
+      out << text.str();
+    } else {
+      std::ofstream file(options.out_path, std::ios::trunc);
+      if (!(file << text.str()) || !file.flush()) {
+        err << "ga-run report: " << options.out_path << ": cannot write the report\n";
+        return 1;
+      }
+      err << "report: " << options.out_path << '\n';
+    }
     const std::string name = report["experiment"].get<std::string>();
     // The report is printed already. A plot that cannot be written beside the
     // database (a read-only results folder) is reported, not fatal; one that

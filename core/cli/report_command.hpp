@@ -1,4 +1,4 @@
-// `ga-run report DB [--experiment NAME] [--format md|json|csv]`:
+// `ga-run report DB [--experiment NAME] [--format md|json|csv|html] [--out FILE]`:
 // per-generation best/mean, the best genome, its decoded per-layer RoPE
 // scales (the Intervention stored with its evaluation) and per-position scores.
 #pragma once
@@ -20,6 +20,7 @@ nlohmann::json build_report(const std::string& db_path, const std::string& exper
 struct ReportOptions {
   std::string svg_path;  // empty: <experiment>-heldout.svg beside the database
   Store::Check check = Store::Check::quick;
+  std::string out_path;  // empty: the report goes to `out`
 };
 
 // Returns the exit status: 0, 1 (database or experiment problem), 2 (bad format).

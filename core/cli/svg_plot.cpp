@@ -10,6 +10,18 @@ namespace midtune::cli {
 
 using nlohmann::json;
 
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
 namespace {
 
 // One plotting panel: data ranges mapped into a pixel box.
@@ -26,17 +38,7 @@ std::string number(double value) {
   return buffer;
 }
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
+std::string escape(const std::string& text) { return xml_escape(text); }
 
 void text(std::ostringstream& svg, double x, double y, const std::string& content, const char* anchor = "middle") {
   svg << "<text x=\"" << number(x) << "\" y=\"" << number(y) << "\" text-anchor=\"" << anchor << "\">"
@@ -77,7 +79,210 @@ const char* colour_of(const std::string& role) {
   return "#d62728";  // best
 }
 
+std::string open_svg(int width, int height) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
+         std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"" +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" fill=\"white\"/>\n";
+}
+
+void legend_entry(std::ostringstream& svg, double x, double y, const std::string& label, const char* colour) {
+  svg << "<line x1=\"" << number(x) << "\" x2=\"" << number(x + 20) << "\" y1=\"" << number(y) << "\" y2=\""
+      << number(y) << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n";
+  text(svg, x + 26, y + 4, label, "start");
+}
+
+// Up to about five round ticks from low to high.
+std::vector<double> ticks(double low, double high) {
+  if (!(high > low)) return {low};
+  const double raw = (high - low) / 4.0;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude;
+  for (const double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
+  std::vector<double> out;
+  for (double t = std::ceil(low / step) * step; t <= high + 1e-9 * step; t += step)
+    out.push_back(std::abs(t) < 1e-9 * step ? 0.0 : t);  // a tick at zero reads "0", never "-0"
+  return out;
+}
+
 }  // namespace
+
+std::string fitness_plot_svg(const json& generations) {
+  std::ostringstream svg;
+  svg << open_svg(760, 430);
+  double low = INFINITY, high = -INFINITY;
+  int last = 0, most = 1;
+  for (const json& g : generations) {
+    for (const char* field : {"best", "mean"}) {
+      low = std::min(low, g.at(field).get<double>());
+      high = std::max(high, g.at(field).get<double>());
+    }
+    last = std::max(last, g.at("generation").get<int>());
+    most = std::max(most, g.at("population").get<int>());
+  }
+  if (!(high > low)) {
+    low = std::isfinite(low) ? low - 0.5 : 0.0;
+    high = low + 1.0;
+  }
+  const double pad = 0.05 * (high - low);
+  const Panel fitness{80, 20, 620, 220, -0.5, last + 0.5, low - pad, high + pad};
+  std::vector<double> generation_ticks;
+  for (const double t : ticks(0, std::max(1, last)))
+    if (t == std::floor(t) && t <= last) generation_ticks.push_back(t);
+  axes(svg, fitness, generation_ticks, ticks(low - pad, high + pad), "generation", "fitness");
+  for (const auto& [field, colour] : {std::pair{"mean", "#1f77b4"}, std::pair{"best", "#d62728"}}) {
+    std::vector<std::pair<double, double>> points;
+    for (const json& g : generations) points.emplace_back(g.at("generation").get<double>(), g.at(field).get<double>());
+    svg << "<g class=\"gen-" << field << "-line\">\n";
+    svg << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
+    for (const auto& [x, y] : points) svg << number(fitness.px(x)) << ',' << number(fitness.py(y)) << ' ';
+    svg << "\"/>\n";
+    for (const json& g : generations)
+      svg << "<circle class=\"gen-" << field << "\" data-generation=\"" << g.at("generation").get<int>()
+          << "\" cx=\"" << number(fitness.px(g.at("generation").get<double>())) << "\" cy=\""
+          << number(fitness.py(g.at(field).get<double>())) << "\" r=\"3.5\" fill=\"" << colour << "\"/>\n";
+    svg << "</g>\n";
+  }
+  legend_entry(svg, fitness.left + fitness.width + 10, fitness.top + 14, "best", "#d62728");
+  legend_entry(svg, fitness.left + fitness.width + 10, fitness.top + 30, "mean", "#1f77b4");
+
+  // How each generation's candidates were scored, stacked.
+  const Panel counts{80, 290, 620, 90, -0.5, last + 0.5, 0, static_cast<double>(most)};
+  axes(svg, counts, generation_ticks, {0, static_cast<double>(most)}, "", "candidates");
+  const double bar = std::min(30.0, 0.6 * counts.width / (last + 1));
+  const std::vector<std::pair<const char*, const char*>> parts = {
+      {"evaluated", "#1f77b4"}, {"from_cache", "#2ca02c"}, {"raced", "#ff7f0e"}};
+  for (const json& g : generations) {
+    double base = 0;
+    for (const auto& [field, colour] : parts) {
+      const double n = g.value(field, 0);
+      if (n <= 0) continue;
+      const double x = counts.px(g.at("generation").get<double>()) - bar / 2;
+      svg << "<rect class=\"gen-" << field << "\" data-generation=\"" << g.at("generation").get<int>()
+          << "\" x=\"" << number(x) << "\" y=\"" << number(counts.py(base + n)) << "\" width=\"" << number(bar)
+          << "\" height=\"" << number(counts.py(base) - counts.py(base + n)) << "\" fill=\"" << colour << "\"/>\n";
+      base += n;
+    }
+  }
+  double x = counts.left;
+  for (const auto& [label, colour] : {std::pair{"evaluated", "#1f77b4"}, std::pair{"from cache", "#2ca02c"},
+                                      std::pair{"dropped by racing", "#ff7f0e"}}) {
+    svg << "<rect x=\"" << number(x) << "\" y=\"406\" width=\"12\" height=\"12\" fill=\"" << colour << "\"/>\n";
+    text(svg, x + 18, 416, label, "start");
+    x += 150;
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string heldout_bands_svg(const json& heldout) {
+  std::ostringstream svg;
+  svg << open_svg(620, 400);
+  const Panel accuracy{80, 20, 380, 300, 0.0, 1.0, 0.0, 100.0};
+  axes(svg, accuracy, {0, 0.25, 0.5, 0.75, 1}, {0, 25, 50, 75, 100}, "gold position (fraction of the context)",
+       "accuracy (%)");
+  double legend_y = accuracy.top + 10;
+  for (const json& entry : heldout) {
+    const std::string role = entry.value("role", "");
+    const char* colour = colour_of(role);
+    const json intervals = entry.value("intervals", json::array());
+    // The band: the upper ends left to right, the lower ones back. A Pareto
+    // front's members get lines only: a band each would hide the others.
+    if (!intervals.empty() && role.rfind("front-", 0) != 0) {
+      svg << "<polygon class=\"role-band\" data-role=\"" << escape(role) << "\" fill=\"" << colour
+          << "\" opacity=\"0.15\" points=\"";
+      for (const json& i : intervals)
+        svg << number(accuracy.px(i.at("position").get<double>())) << ','
+            << number(accuracy.py(100.0 * i.at("high").get<double>())) << ' ';
+      for (auto i = intervals.rbegin(); i != intervals.rend(); ++i)
+        svg << number(accuracy.px(i->at("position").get<double>())) << ','
+            << number(accuracy.py(100.0 * i->at("low").get<double>())) << ' ';
+      svg << "\"/>\n";
+    }
+    std::vector<std::pair<double, double>> points;
+    for (const json& p : entry.value("position_scores", json::array()))
+      points.emplace_back(p.at("position").get<double>(), 100.0 * p.at("accuracy").get<double>());
+    if (points.empty()) continue;
+    svg << "<g class=\"role-line\" data-role=\"" << escape(role) << "\">\n";
+    polyline(svg, accuracy, points, colour);
+    svg << "</g>\n";
+    legend_entry(svg, accuracy.left + accuracy.width + 20, legend_y, role, colour);
+    legend_y += 18;
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string layer_scales_svg(const std::vector<double>& scales, double pi) {
+  std::ostringstream svg;
+  svg << open_svg(620, 330);
+  double high = std::max(1.2, pi);
+  for (double s : scales) high = std::max(high, s);
+  double low = 1.0;
+  for (double s : scales) low = std::min(low, s);
+  const double layers = static_cast<double>(std::max<std::size_t>(scales.size(), 2));
+  const Panel curve{80, 20, 380, 240, 0.0, layers - 1, low, high + 0.05 * (high - low)};
+  axes(svg, curve, ticks(0, layers - 1), ticks(curve.y_min, curve.y_max), "layer", "RoPE scale");
+  std::vector<std::pair<double, double>> points;
+  for (std::size_t l = 0; l < scales.size(); ++l) points.emplace_back(static_cast<double>(l), scales[l]);
+  if (points.size() == 1) points.emplace_back(layers - 1, scales[0]);  // one scale for every layer
+  svg << "<g class=\"best-scales\">\n";
+  if (!points.empty()) polyline(svg, curve, points, colour_of("best"));
+  svg << "</g>\n";
+  legend_entry(svg, curve.left + curve.width + 20, curve.top + 10, "best", colour_of("best"));
+  if (pi > 0) {
+    svg << "<line class=\"pi-scale\" x1=\"" << number(curve.px(0)) << "\" x2=\"" << number(curve.px(layers - 1))
+        << "\" y1=\"" << number(curve.py(pi)) << "\" y2=\"" << number(curve.py(pi)) << "\" stroke=\""
+        << colour_of("pi-mean") << "\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n";
+    legend_entry(svg, curve.left + curve.width + 20, curve.top + 28, "PI x" + number(pi), colour_of("pi-mean"));
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool reference_spacing) {
+  std::ostringstream svg;
+  svg << open_svg(620, 330);
+  const int n = std::max(heads, 1);
+  const Panel panel{80, 20, 380, 240, 0.0, static_cast<double>(std::max(n - 1, 1)), std::min(1.0, min_ratio),
+                    max_ratio + 0.05 * std::max(max_ratio - min_ratio, 0.1)};
+  axes(svg, panel, ticks(0, std::max(n - 1, 1)), ticks(panel.y_min, panel.y_max),
+       "head, in the order the engine assigns ratios", "RoPE ratio");
+  std::vector<std::pair<double, double>> points;
+  for (int i = 0; i < n; ++i) {
+    // Ms-PoE sec. 3.2: min + i (max - min) / (H - 1); its reference code: min + i (max - min) / H.
+    const double step = reference_spacing ? n : std::max(n - 1, 1);
+    points.emplace_back(i, min_ratio + i * (max_ratio - min_ratio) / step);
+  }
+  svg << "<g class=\"head-ratios\">\n";
+  polyline(svg, panel, points, colour_of("best"));
+  svg << "</g>\n</svg>\n";
+  return svg.str();
+}
+
+std::string value_bars_svg(const std::string& title, const std::vector<std::pair<std::string, double>>& values) {
+  std::ostringstream svg;
+  const int height = 40 + 26 * static_cast<int>(values.size());
+  svg << open_svg(620, height);
+  text(svg, 310, 18, title);
+  double high = 0.0;
+  for (const auto& [name, v] : values) high = std::max(high, std::abs(v));
+  if (high == 0.0) high = 1.0;
+  double y = 34;
+  for (const auto& [name, v] : values) {
+    text(svg, 170, y + 13, name, "end");
+    svg << "<rect class=\"value-bar\" x=\"180\" y=\"" << number(y) << "\" width=\""
+        << number(std::max(1.0, 320.0 * std::abs(v) / high)) << "\" height=\"18\" fill=\"" << colour_of("best")
+        << "\"/>\n";
+    text(svg, 190 + 320.0 * std::abs(v) / high, y + 13, number(v), "start");
+    y += 26;
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
 
 std::string heldout_plot_svg(const json& heldout, const std::string& title) {
   std::ostringstream svg;

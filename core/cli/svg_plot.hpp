@@ -10,6 +10,9 @@
 
 namespace midtune::cli {
 
+// `text` with <, >, & and " as entities: safe in SVG/HTML text and attributes.
+std::string xml_escape(const std::string& text);
+
 // `heldout` is heldout_json()'s array; `title` goes on top. Roles without
 // position scores are skipped; a best without per-layer scales draws the
 // right panel empty.
@@ -21,5 +24,29 @@ std::string heldout_plot_svg(const nlohmann::json& heldout, const std::string& t
 // objective is left to the report's table.
 std::string pareto_front_svg(const nlohmann::json& front, const std::vector<std::string>& objective_names,
                              const std::string& title);
+
+// --- the HTML report's plots (core/cli/html_report.hpp) ---
+
+// Best and mean fitness per generation (build_report()'s "generations"),
+// and below them how each generation's candidates were scored: evaluated,
+// from the cache, dropped by racing. Each point carries
+// class="gen-best"/"gen-mean" and data-generation.
+std::string fitness_plot_svg(const nlohmann::json& generations);
+
+// Held-out accuracy by gold position for each role, with its 95 % Wilson
+// interval drawn as a band (heldout_json() entries with "intervals").
+// Each role's line carries class="role-line" and data-role.
+std::string heldout_bands_svg(const nlohmann::json& heldout);
+
+// A per-layer RoPE scale curve beside a constant (PI's scale); `pi` <= 0:
+// none drawn.
+std::string layer_scales_svg(const std::vector<double>& scales, double pi);
+
+// Ms-PoE's per-head ratios from min to max over `heads` heads (the order in
+// which heads receive them is decided per prompt by the engine).
+std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool reference_spacing);
+
+// One bar per named value (SIW's alphas, CALIOPE's gaps, PHS's scale).
+std::string value_bars_svg(const std::string& title, const std::vector<std::pair<std::string, double>>& values);
 
 }  // namespace midtune::cli

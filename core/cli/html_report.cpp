@@ -1,0 +1,236 @@
+#include "core/cli/html_report.hpp"
+
+#include <sstream>
+#include <vector>
+
+#include "core/cli/provenance.hpp"
+#include "core/cli/svg_plot.hpp"
+#include "core/cli/table.hpp"
+#include "core/search/heldout_statistics.hpp"
+
+namespace midtune::cli {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body { font-family: sans-serif; max-width: 980px; margin: 24px auto; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
+dt { font-weight: bold; } dd { margin: 0; font-family: monospace; word-break: break-all; }
+table { border-collapse: collapse; margin: 8px 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+.verdict { padding: 6px 10px; margin: 4px 0; border-left: 4px solid #999; background: #f7f7f7; }
+.verdict.detected { border-color: #2ca02c; background: #eef8ee; }
+.note { color: #666; font-style: italic; }
+)";
+
+std::string cell(const json& value, int digits = 4) {
+  if (value.is_number_float()) return format_number(value.get<double>(), digits);
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_null()) return "-";
+  return value.dump();
+}
+
+void table(std::ostringstream& out, const std::vector<std::string>& header, const std::vector<Row>& rows,
+           const std::string& css_class = "") {
+  out << "<table" << (css_class.empty() ? "" : " class=\"" + css_class + "\"") << "><tr>";
+  for (const std::string& h : header) out << "<th>" << xml_escape(h) << "</th>";
+  out << "</tr>\n";
+  for (const Row& row : rows) {
+    out << "<tr>";
+    for (const std::string& c : row) out << "<td>" << xml_escape(c) << "</td>";
+    out << "</tr>\n";
+  }
+  out << "</table>\n";
+}
+
+void fact(std::ostringstream& out, const std::string& name, const std::string& value) {
+  out << "<dt>" << xml_escape(name) << "</dt><dd>" << xml_escape(value) << "</dd>\n";
+}
+
+void experiment_section(std::ostringstream& out, const json& r) {
+  const json& config = r.at("search_config");
+  const json dataset = config.value("dataset", json::object());
+  const json objective = config.value("objective", json::object());
+  const json search = config.value("search", json::object());
+  out << "<section id=\"experiment\"><h2>The experiment</h2><dl>\n";
+  fact(out, "run on", provenance_text(r.at("provenance")));
+  fact(out, "method", objective.value("kind", std::string("?")));
+  fact(out, "seed", cell(config.value("seed", json(nullptr))));
+  std::string protocol = dataset.value("kind", std::string("?")) + ", metric " +
+                         dataset.value("metric", std::string("?")) + ", gold positions " +
+                         dataset.value("gold_positions", json::array()).dump() + ", " +
+                         cell(dataset.value("search_samples", json(nullptr))) + " search and " +
+                         cell(dataset.value("heldout_samples", json(nullptr))) + " held-out items per position";
+  fact(out, "protocol", protocol);
+  fact(out, "strategy", search.value("strategy", std::string("?")) + " " + search.value(search.value("strategy", std::string()), json::object()).dump());
+  if (objective.contains("weights")) fact(out, "fitness weights", objective.at("weights").dump());
+  fact(out, "results file", r.value("database", std::string()));
+  out << "</dl></section>\n";
+}
+
+void answer_section(std::ostringstream& out, const json& r) {
+  out << "<section id=\"answer\"><h2>The answer</h2>\n";
+  const json& best = r.at("best");
+  out << "<p>Best of the search: candidate " << best.at("candidate").get<long long>() << " (generation "
+      << best.at("generation").get<int>() << "), search fitness " << cell(best.at("fitness")) << ".</p>\n";
+  if (!r.contains("heldout_statistics")) {
+    out << "<p class=\"note\">No held-out comparison yet: run the experiment to its end (the held-out step) "
+           "or <code>ga-run eval --split heldout</code>.</p>\n";
+  } else {
+    for (const json& c : r.at("heldout_statistics").at("comparisons"))
+      out << "<div class=\"verdict" << (c.value("detected", false) ? " detected" : "") << "\">"
+          << xml_escape(c.value("verdict", std::string())) << "</div>\n";
+  }
+  out << "</section>\n";
+}
+
+void fitness_section(std::ostringstream& out, const json& r) {
+  out << "<section id=\"fitness\"><h2>Fitness by generation</h2>\n" << fitness_plot_svg(r.at("generations"));
+  std::vector<Row> rows;
+  for (const json& g : r.at("generations"))
+    rows.push_back({cell(g.at("generation")), cell(g.at("best")), cell(g.at("mean")), cell(g.at("population")),
+                    cell(g.at("evaluated")), cell(g.at("from_cache")), cell(g.at("raced"))});
+  table(out, {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing"}, rows);
+  out << "</section>\n";
+}
+
+// PI's constant scale, when the held-out step evaluated it.
+double pi_scale(const json& heldout) {
+  for (const json& entry : heldout)
+    if (entry.value("role", "") == "pi-mean") {
+      const json scales = entry.value("layer_scales", json::array());
+      if (scales.size() == 1 && scales[0].is_number()) return scales[0].get<double>();
+    }
+  return 0.0;
+}
+
+void best_section(std::ostringstream& out, const json& r) {
+  const json& best = r.at("best");
+  const json& intervention = best.at("intervention");
+  out << "<section id=\"best\"><h2>The best intervention</h2>\n";
+  bool drawn = false;
+  std::vector<double> scales;
+  for (const json& s : best.value("layer_scales", json::array()))
+    if (s.is_number()) scales.push_back(s.get<double>());
+  if (!scales.empty()) {
+    out << "<h3>Per-layer RoPE scales" << (scales.size() == 1 ? " (one for every layer)" : "") << "</h3>\n"
+        << layer_scales_svg(scales, pi_scale(r.at("heldout")));
+    drawn = true;
+  }
+  const json model = r.at("provenance").at("model");
+  if (intervention.contains("mspoe")) {
+    const json& m = intervention.at("mspoe");
+    out << "<h3>Ms-PoE: per-head ratios from layer " << cell(m.value("first_layer", json(nullptr))) << " (order: "
+        << xml_escape(m.value("order", std::string("awareness"))) << ")</h3>\n"
+        << head_ratios_svg(m.value("min_ratio", 1.0), m.value("max_ratio", 1.0),
+                           model.is_object() ? model.value("heads", 1) : 1, m.value("reference_spacing", false));
+    drawn = true;
+  }
+  // SIW, CALIOPE and PHS are a handful of numbers each: one bar per number.
+  for (const auto& [field, title] : {std::pair{"siw", "SIW: first-token attention weights"},
+                                     std::pair{"position_map", "CALIOPE: chunk-wise position ids"},
+                                     std::pair{"hidden_channel", "PHS: one hidden-state channel"}}) {
+    if (!intervention.contains(field)) continue;
+    std::vector<std::pair<std::string, double>> values;
+    for (const auto& [name, value] : intervention.at(field).items())
+      if (value.is_number()) values.emplace_back(name, value.get<double>());
+    out << "<h3>" << xml_escape(title) << "</h3>\n" << value_bars_svg(intervention.at(field).dump(), values);
+    drawn = true;
+  }
+  if (!drawn) out << "<p class=\"note\">The plain model (no intervention) scored best.</p>\n";
+  out << "<details><summary>The intervention as stored</summary><code>" << xml_escape(intervention.dump())
+      << "</code></details></section>\n";
+}
+
+void heldout_section(std::ostringstream& out, const json& r) {
+  out << "<section id=\"heldout\"><h2>Held-out accuracy by gold position</h2>\n";
+  const json& heldout = r.at("heldout");
+  if (heldout.empty()) {
+    out << "<p class=\"note\">No held-out results yet.</p></section>\n";
+    return;
+  }
+  out << heldout_bands_svg(heldout)
+      << "<p class=\"note\">Bands: 95 % Wilson intervals of each role's accuracy at each position.</p>\n";
+  std::vector<Row> rows;
+  for (const json& entry : heldout)
+    for (const json& i : entry.value("intervals", json::array()))
+      rows.push_back({entry.value("role", ""),
+                      cell(i.at("position"), 3) +
+                          (i.contains("realised_position") ? " (at " + cell(i.at("realised_position"), 3) + ")" : ""),
+                      format_number(100.0 * i.at("accuracy").get<double>(), 1),
+                      format_number(100.0 * i.at("low").get<double>(), 1) + "-" +
+                          format_number(100.0 * i.at("high").get<double>(), 1),
+                      cell(i.at("correct")) + "/" + cell(i.at("samples"))});
+  table(out, {"role", "gold position", "accuracy %", "95 % interval", "correct"}, rows);
+  out << "</section>\n";
+}
+
+void comparisons_section(std::ostringstream& out, const json& r) {
+  out << "<section id=\"comparisons\"><h2>Paired comparisons</h2>\n";
+  if (!r.contains("heldout_statistics") || r.at("heldout_statistics").at("comparisons").empty()) {
+    out << "<p class=\"note\">No paired comparison: the held-out step has not run.</p></section>\n";
+    return;
+  }
+  const json& statistics = r.at("heldout_statistics");
+  out << "<p>The best against every other role on the same items: exact McNemar test and a paired bootstrap "
+      << "95 % interval over " << cell(statistics.value("bootstrap_replicates", json(nullptr)))
+      << " resamples; points are best minus the other.</p>\n";
+  std::vector<Row> rows;
+  for (const json& c : statistics.at("comparisons")) {
+    if (!c.contains("middle")) continue;
+    const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+    const json& m = c.at("middle");
+    rows.push_back({name, format_number(m.at("difference_points").get<double>(), 1),
+                    "[" + format_number(m.at("ci_points").at(0).get<double>(), 1) + ", " +
+                        format_number(m.at("ci_points").at(1).get<double>(), 1) + "]",
+                    format_number(m.at("mcnemar_p").get<double>(), 3),
+                    c.value("detected", false) ? "detected" : "not detected"});
+  }
+  table(out, {"comparison", "middle (points)", "95 % CI", "McNemar p", "verdict"}, rows);
+  out << "</section>\n";
+}
+
+void pareto_section(std::ostringstream& out, const json& r) {
+  const json& front = r.at("pareto_front");
+  if (front.empty()) return;
+  const json names = r.at("search_config").value("search", json::object()).value("objectives", json::array());
+  out << "<section id=\"pareto\"><h2>Pareto front</h2>\n"
+      << pareto_front_svg(front, names.get<std::vector<std::string>>(), "final front (every objective maximised)");
+  // The members the held-out step evaluated are the chosen ones (roles front-<candidate>).
+  std::vector<Row> rows;
+  for (const json& member : front) {
+    bool chosen = false;
+    for (const json& entry : r.at("heldout"))
+      chosen = chosen || entry.value("role", "") == "front-" + cell(member.at("candidate"));
+    Row row = {cell(member.at("candidate"))};
+    for (const auto& [name, value] : member.at("objectives").items()) row.push_back(name + " " + cell(value));
+    row.push_back(cell(member.at("fitness")));
+    row.push_back(chosen ? "held-out" : "-");
+    rows.push_back(row);
+  }
+  table(out, {"candidate", "objectives", "fitness", "chosen"}, rows);
+  out << "</section>\n";
+}
+
+}  // namespace
+
+std::string html_report(const json& r) {
+  std::ostringstream out;
+  const std::string name = r.at("experiment").get<std::string>();
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>midtune: " << xml_escape(name)
+      << "</title>\n<style>" << kStyle << "</style></head>\n<body>\n<h1>Experiment " << xml_escape(name) << "</h1>\n";
+  experiment_section(out, r);
+  answer_section(out, r);
+  fitness_section(out, r);
+  best_section(out, r);
+  heldout_section(out, r);
+  comparisons_section(out, r);
+  pareto_section(out, r);
+  out << "</body></html>\n";
+  return out.str();
+}
+
+}  // namespace midtune::cli
