@@ -243,13 +243,12 @@ class ConnectionStream final : public httplib::Stream {
     header_bytes_ = 0;
     line_.clear();
   }
-  bool refused() const { return refused_; }
 
   bool is_readable() const override { return off_ < len_ || wait(POLLIN, read_until(), true); }
   bool is_writable() const override { return wait(POLLOUT, write_until(), false); }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (refused_ || conn_.failure) return -1;
+    if (conn_.failure) return -1;
     if (off_ == len_) {
       if (Clock::now() >= deadline_ || !wait(POLLIN, read_until(), true)) {
         if (Clock::now() >= deadline_)
@@ -266,16 +265,13 @@ class ConnectionStream final : public httplib::Stream {
     }
     const std::size_t k = std::min(size, len_ - off_);
     if (in_headers_) scan_headers(buffer_.data() + off_, k);
-    if (refused_ || conn_.failure) return -1;
+    if (conn_.failure) return -1;  // httplib answers 400, which the error handler turns into this failure
     std::memcpy(ptr, buffer_.data() + off_, k);
     off_ += k;
     return static_cast<ssize_t>(k);
   }
 
-  ssize_t write(const char* ptr, size_t size) override {
-    if (refused_) return -1;  // the 401 is sent instead (send_error)
-    return send_some(ptr, size);
-  }
+  ssize_t write(const char* ptr, size_t size) override { return send_some(ptr, size); }
 
   // A whole reply of our own with "Connection: close" (a refusal httplib never sees).
   void send_error(int status, const char* reason, const std::string& code, const std::string& message) {
@@ -318,7 +314,8 @@ class ConnectionStream final : public httplib::Stream {
   bool wait(short events, Clock::time_point until, bool reading) const {
     for (;;) {
       if (reading && listener_ == -1) return false;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      // Rounded up: a wait that ends for time ends at or after `until`.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{conn_.fd, events, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
@@ -360,7 +357,7 @@ class ConnectionStream final : public httplib::Stream {
     if (bearer_token_matches(line.substr(colon + 1), token_))
       table_.set_authenticated(conn_);
     else
-      refused_ = true;
+      conn_.failure = BoundedHttpServer::ReadFailure{401, "unauthorized", "wrong bearer token"};
   }
 
   Connection& conn_;
@@ -377,7 +374,6 @@ class ConnectionStream final : public httplib::Stream {
   bool request_line_ = false;
   std::size_t header_bytes_ = 0;
   std::string line_;
-  bool refused_ = false;
 };
 
 }  // namespace
@@ -424,10 +420,6 @@ bool BoundedHttpServer::process_and_close_socket(int sock) {
       conn.failure.reset();
       bool closed = false;
       const bool ok = process_request(stream, left == 1, closed, nullptr);
-      if (stream.refused()) {
-        stream.send_error(401, "Unauthorized", "unauthorized", "wrong bearer token");
-        break;
-      }
       if (!ok || closed || conn.close_after_reply || conn.failure) break;
       table_->set_reading(conn, true);
     }

@@ -64,7 +64,8 @@ class BoundedHttpServer : public httplib::Server {
   // body was read: the body must not be taken for the next request).
   static void close_after_reply();
   // Why reading the request on this thread's connection failed, when it was
-  // a limit of this server: {status, code, message}; for the error handler.
+  // this server's doing (a deadline, a size limit, a wrong token): {status,
+  // code, message} for the error handler, as httplib itself only says 400.
   struct ReadFailure {
     int status;
     std::string code;
