@@ -29,6 +29,7 @@
 namespace midtune::server {
 namespace {
 
+using testing::run_to_exit;
 using testing::ServeProcess;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
@@ -228,15 +229,6 @@ TEST(GaServeLimits, BearerSchemeIsCaseInsensitive) {
   const auto other_scheme = http.Get("/v1/info", {{"Authorization", "Basic " + token}});
   ASSERT_TRUE(other_scheme);
   EXPECT_EQ(other_scheme->status, 401);
-}
-
-// Runs ga-serve with `args` to its exit; exit code and stderr.
-std::pair<int, std::string> run_to_exit(const std::string& args) {
-  const std::string err = ::testing::TempDir() + "ga-serve-limits-stderr.txt";
-  const int status = std::system(("timeout 20 " + std::string(MIDTUNE_BINARY_DIR) + "/ga-serve " + args +
-                                  " > /dev/null 2> " + err).c_str());
-  std::ifstream in(err);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
 }
 
 TEST(GaServeLimits, APublicAddressNeedsALongToken) {
