@@ -41,8 +41,8 @@ RopeScale rope_scale_from_json(const json& rs) {
     if (!rs[l].is_array() || rs[l].empty()) check::bad(row_field(l), "must be a non-empty list of scales");
     std::vector<double> row;
     for (const json& v : rs[l]) {
-      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-        check::bad(row_field(l), "scales must be finite numbers > 0");
+      if (!v.is_number()) check::bad(row_field(l), "scales must be numbers");
+      check::check_scale(v.get<double>(), row_field(l));
       row.push_back(v.get<double>());
     }
     out.push_back(std::move(row));
@@ -57,9 +57,7 @@ void validate_rope_scale(const RopeScale& rope_scale, const ModelShape& model) {
       check::bad(row_field(l), std::to_string(row.size()) + " values for " + std::to_string(model.heads) +
                                    " heads (give 1 or one per head)");
     }
-    for (double s : row) {
-      if (!std::isfinite(s) || s <= 0) check::bad(row_field(l), "scales must be finite and > 0");
-    }
+    for (double s : row) check::check_scale(s, row_field(l));
   }
   // One value for everything (PI), or one row per layer (LPES); a single row
   // of per-head values only fits a one-layer model.

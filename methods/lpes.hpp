@@ -31,7 +31,8 @@ std::vector<float> rope_scales_per_head(const RopeScale& rope_scale, int layers,
 nlohmann::json rope_scale_to_json(const RopeScale& rope_scale);
 // Throws std::invalid_argument "intervention.rope_scale[...]: ..." for a bad list.
 RopeScale rope_scale_from_json(const nlohmann::json& j);
-// Row and value counts fit the model, scales finite and > 0.
+// Row and value counts fit the model, scales finite and in
+// [method_checks::kMinScale, kMaxScale].
 void validate_rope_scale(const RopeScale& rope_scale, const ModelShape& model);
 
 // LPES decode (eqs. 5-6): the sampled per-layer scales as rows of one value.

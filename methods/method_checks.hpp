@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,21 @@ namespace midtune::method_checks {
 
 // Throws std::invalid_argument("intervention." + field + ": " + reason).
 [[noreturn]] void bad(const std::string& field, const std::string& reason);
+
+// A number no model can compute with (not finite, or outside what a method's
+// arithmetic carries), as opposed to a malformed Intervention: a server
+// answers it 422 invalid_input rather than 400.
+struct InvalidValue : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// RoPE scales and Ms-PoE ratios divide position indices. Outside this range
+// a float engine turns them into 0 or infinity (1e-300, 1e300) or a position
+// into noise; every method's search space lies far inside (0.1 to 8).
+inline constexpr double kMinScale = 1e-6;
+inline constexpr double kMaxScale = 1e6;
+// Throws InvalidValue unless `value` is finite and in [kMinScale, kMaxScale].
+void check_scale(double value, const std::string& field);
 
 // `where` ("" for the top level) must be an object with only `known` keys.
 void reject_unknown(const nlohmann::json& j, const std::string& where, std::initializer_list<const char*> known);

@@ -129,6 +129,14 @@ void check_layer_list(const std::vector<int>& layers, const std::string& field, 
   }
 }
 
+void check_scale(double value, const std::string& field) {
+  if (std::isfinite(value) && value >= kMinScale && value <= kMaxScale) return;
+  std::ostringstream text;
+  text << "intervention." << field << ": " << value << " is not a finite number in [" << kMinScale << ", "
+       << kMaxScale << "]";
+  throw InvalidValue(text.str());
+}
+
 void check_at_least(double value, double lowest, const std::string& field) {
   if (!std::isfinite(value) || value < lowest) {
     std::ostringstream text;

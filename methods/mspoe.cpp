@@ -65,7 +65,8 @@ MsPoe mspoe_from_json(const json& m) {
     if (!m["seed"].is_number_unsigned()) check::bad("mspoe.seed", "must be an integer >= 0");
     p.seed = m["seed"].get<std::uint64_t>();
   }
-  if (p.min_ratio <= 0) check::bad("mspoe.min_ratio", "must be > 0");
+  check::check_scale(p.min_ratio, "mspoe.min_ratio");
+  check::check_scale(p.max_ratio, "mspoe.max_ratio");
   if (p.min_ratio > p.max_ratio) check::bad("mspoe", "min_ratio must be <= max_ratio");
   const auto& orders = mspoe_orders();
   if (std::find(orders.begin(), orders.end(), p.order) == orders.end())
@@ -74,8 +75,8 @@ MsPoe mspoe_from_json(const json& m) {
 }
 
 void validate_mspoe(const MsPoe& mspoe, const ModelShape& model) {
-  if (!std::isfinite(mspoe.min_ratio) || mspoe.min_ratio <= 0) check::bad("mspoe.min_ratio", "must be finite and > 0");
-  if (!std::isfinite(mspoe.max_ratio) || mspoe.max_ratio <= 0) check::bad("mspoe.max_ratio", "must be finite and > 0");
+  check::check_scale(mspoe.min_ratio, "mspoe.min_ratio");
+  check::check_scale(mspoe.max_ratio, "mspoe.max_ratio");
   if (mspoe.min_ratio > mspoe.max_ratio) {
     check::bad("mspoe.min_ratio",
                std::to_string(mspoe.min_ratio) + " is above max_ratio " + std::to_string(mspoe.max_ratio));

@@ -11,6 +11,8 @@
 
 #include <httplib.h>
 
+#include "backends/server/bounded_http_server.hpp"
+#include "methods/method_checks.hpp"
 #include "methods/registry.hpp"
 
 namespace midtune::server {
@@ -50,15 +52,6 @@ void check_outputs(const std::vector<SampleOutput>& out, const std::vector<Batch
   }
 }
 
-// Compares all of both strings whatever the first difference, so the reply
-// time does not tell a guesser how much of the token was right.
-bool same_secret(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < given.size(); ++i)
-    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
-  return diff == 0;
-}
-
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
@@ -87,7 +80,12 @@ std::vector<std::string> probe_supported_fields(const Backend& backend) {
 }
 
 EvaluationServer::EvaluationServer(Backend& backend, ServeOptions options)
-    : backend_(backend), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : backend_(backend),
+      options_(std::move(options)),
+      http_(std::make_unique<BoundedHttpServer>(
+          ConnectionLimits{options_.read_timeout_s, options_.request_deadline_s, options_.max_connections,
+                           options_.max_connections_per_peer},
+          options_.token)) {
   info_.identity = backend_.identity();
   info_.user_prompt = options_.user_prompt;
   info_.supports = options_.supports.empty() ? probe_supported_fields(backend_) : options_.supports;
@@ -97,7 +95,7 @@ EvaluationServer::EvaluationServer(Backend& backend, ServeOptions options)
 EvaluationServer::~EvaluationServer() = default;
 
 void EvaluationServer::install_routes() {
-  httplib::Server& s = *http_;
+  BoundedHttpServer& s = *http_;
   s.set_payload_max_length(options_.limits.max_body_bytes);
   s.set_tcp_nodelay(true);  // small replies should not wait for the client's delayed ACK
   // httplib's default adds SO_REUSEPORT, which lets a second server bind a
@@ -108,24 +106,21 @@ void EvaluationServer::install_routes() {
     listen_socket_ = sock;  // the last socket httplib tries is the one it binds
   });
 
-  // Slow or idle clients: each holds a worker only until it stops sending
-  // for read_timeout_s; the pool is large enough that a handful of them
-  // cannot keep /v1/info or an evaluation waiting.
-  const auto timeout = std::chrono::duration<double>(options_.read_timeout_s);
-  s.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  s.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout * 4));
+  // Timeouts, deadlines and connection limits are BoundedHttpServer's; the
+  // keep-alive timeout here is only what the replies' Keep-Alive header says.
   s.set_keep_alive_timeout(static_cast<time_t>(std::ceil(options_.read_timeout_s)));
-  const auto workers = static_cast<std::size_t>(options_.max_connections);
-  s.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
 
   if (!options_.token.empty()) {
+    // Runs once the headers are in, before any body is read. A wrong token
+    // is refused even earlier, as its header line arrives (BoundedHttpServer).
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const std::string expected = "Bearer " + options_.token;
-      if (same_secret(req.get_header_value("Authorization"), expected))
+      if (bearer_token_matches(req.get_header_value("Authorization"), options_.token))
         return httplib::Server::HandlerResponse::Unhandled;
       reply_error(res, 401, "unauthorized",
                   req.has_header("Authorization") ? "wrong bearer token"
                                                   : "this server needs \"Authorization: Bearer <token>\"");
+      BoundedHttpServer::close_after_reply();  // the unread body must not be parsed as the next request
+      res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     });
   }
@@ -135,15 +130,22 @@ void EvaluationServer::install_routes() {
   });
 
   s.Post("/v1/evaluate", [this](const httplib::Request& req, httplib::Response& res) {
+    // Read in full: from here the connection waits for the backend, and is
+    // not closed to make room for new connections.
+    BoundedHttpServer::request_read();
     json body;
     try {
       body = json::parse(req.body);
-    } catch (const json::parse_error& e) {
+    } catch (const json::out_of_range& e) {  // a number literal past a double's range (1e999)
+      return reply_error(res, 422, "invalid_input", std::string("a number in the body overflows: ") + e.what());
+    } catch (const json::exception& e) {
       return reply_error(res, 400, "invalid_json", std::string("the body is not JSON: ") + e.what());
     }
     EvaluateRequest request;
     try {
       request = evaluate_request_from_json(body, options_.limits);
+    } catch (const InvalidValueError& e) {
+      return reply_error(res, 422, "invalid_input", e.what());
     } catch (const ProtocolError& e) {
       return reply_error(res, 400, "invalid_field", e.what());
     }
@@ -152,6 +154,8 @@ void EvaluationServer::install_routes() {
         if (std::find(info_.supports.begin(), info_.supports.end(), field) == info_.supports.end())
           throw std::invalid_argument("intervention." + field + ": not supported by this server");
       backend_.validate(request.intervention);
+    } catch (const method_checks::InvalidValue& e) {
+      return reply_error(res, 422, "invalid_input", e.what());
     } catch (const std::exception& e) {
       return reply_error(res, 422, "invalid_intervention", e.what());
     }
@@ -184,6 +188,11 @@ void EvaluationServer::install_routes() {
   // still get a protocol error body.
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    // httplib says 400 for any request it could not read; say which limit it was.
+    if (const auto failure = BoundedHttpServer::read_failure()) {
+      reply_error(res, failure->status, failure->code, failure->message);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     reply_error(res, res.status, default_code(res.status),
                 "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path);
     return httplib::Server::HandlerResponse::Handled;
@@ -210,8 +219,10 @@ int EvaluationServer::bind() {
     throw std::runtime_error("refusing to listen on " + options_.host +
                              " without a token: anyone who can reach it could run the model "
                              "(give --token-file, or listen on 127.0.0.1)");
-  if (!(options_.read_timeout_s > 0) || options_.max_connections < 1)
-    throw std::runtime_error("read timeout and connection limit must be positive");
+  if (!is_loopback_host(options_.host) && options_.token.size() < kMinPublicTokenLength)
+    throw std::runtime_error("refusing to listen on " + options_.host + " with a token of " +
+                             std::to_string(options_.token.size()) + " characters: it needs at least " +
+                             std::to_string(kMinPublicTokenLength) + " (e.g. openssl rand -hex 32)");
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                                       : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port <= 0)

@@ -13,11 +13,9 @@
 #include "backends/backend.hpp"
 #include "backends/server/protocol.hpp"
 
-namespace httplib {
-class Server;
-}
-
 namespace midtune::server {
+
+class BoundedHttpServer;
 
 struct ServeOptions {
   std::string host = "127.0.0.1";  // loopback unless the user asks otherwise
@@ -32,13 +30,20 @@ struct ServeOptions {
   // Non-empty: every request must carry "Authorization: Bearer <token>"
   // (else 401). Required to listen on anything but a loopback address.
   std::string token;
-  // A connection that sends nothing for this long is closed, so idle or
-  // half-sent requests cannot hold a worker for long.
+  // Slow and numerous clients (bounded_http_server.hpp): a connection that
+  // sends nothing for read_timeout_s is closed, and so is one whose request
+  // has not fully arrived request_deadline_s after its first byte. At most
+  // max_connections are held, max_connections_per_peer from one address;
+  // past either, the oldest one still reading a request is closed.
   double read_timeout_s = 3.0;
-  // Connections served at once; more wait until a worker is free (each
-  // worker is freed within read_timeout_s by a client that stalls).
-  int max_connections = 64;
+  double request_deadline_s = 30.0;
+  int max_connections = 256;
+  int max_connections_per_peer = 32;
 };
+
+// The shortest token accepted for an address other than loopback: anyone
+// who can reach the port may guess it.
+inline constexpr std::size_t kMinPublicTokenLength = 16;
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
@@ -56,7 +61,8 @@ class EvaluationServer {
 
   // Binds the listening socket and returns the port. Throws
   // std::runtime_error when the address cannot be bound, or is not a loopback
-  // address and no token is set (anyone who reaches it could use the model).
+  // address and no token of kMinPublicTokenLength characters or more is set
+  // (anyone who reaches it could use the model).
   int bind();
   // Serves until stop(); returns once the request in flight is answered.
   void serve();
@@ -73,7 +79,7 @@ class EvaluationServer {
   Backend& backend_;
   ServeOptions options_;
   ServerInfo info_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<BoundedHttpServer> http_;
   std::mutex backend_mutex_;  // one evaluation at a time
   std::atomic<bool> stopping_{false};
   int listen_socket_ = -1;  // set while httplib binds (socket options callback)

@@ -1,5 +1,6 @@
 // ga-serve: serves a midtune backend over PROTOCOL.md.
 //   ga-serve --model PATH --port N [--threads T] [--host 127.0.0.1] [--token-file PATH]
+//            [--request-deadline-s S] [--max-connections N] [--max-connections-per-peer N]
 //   ga-serve --model PATH --device cuda [--gpu N] [--batch-tokens N] ...   (the batched engine on a GPU)
 //   ga-serve --synthetic-test-double --port 0      (tests and benchmarks only)
 // Prints "ga-serve: listening on http://HOST:PORT" once it accepts requests
@@ -30,6 +31,9 @@ struct Args {
   int gpu = 0;
   std::size_t batch_tokens = 0;
   std::size_t max_items = 1024;
+  double request_deadline_s = 30.0;
+  int max_connections = 256;
+  int max_connections_per_peer = 32;
   bool synthetic = false;
   int synthetic_layers = 30;
   int synthetic_heads = 9;
@@ -54,6 +58,12 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
   options.gpu = args.gpu;
   options.batch_tokens = args.batch_tokens;
   return midtune::engine::make_engine_backend(args.model, options);
+}
+
+// "http://HOST:PORT", an IPv6 address in brackets (RFC 3986).
+std::string url_of(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 // The engine's chat template for one user message, as prefix + content + suffix
@@ -83,6 +93,17 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", args.gpu, "device cuda: which GPU (ga-run devices)")->check(CLI::NonNegativeNumber);
   app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--request-deadline-s", args.request_deadline_s,
+                 "seconds from a request's first byte to its last (line, headers, body); later: closed with 408")
+      ->check(CLI::Range(0.001, 86400.0));
+  // Below the 1024 descriptors select() takes: httplib refuses a connection on a higher one.
+  app.add_option("--max-connections", args.max_connections,
+                 "connections held at once; past it the oldest one still sending its request is closed")
+      ->check(CLI::Range(1, 900));
+  app.add_option("--max-connections-per-peer", args.max_connections_per_peer,
+                 "connections held at once from one address; past it that address's oldest one still "
+                 "sending its request is closed")
+      ->check(CLI::Range(1, 900));
   auto* synthetic = app.add_flag("--synthetic-test-double", args.synthetic,
                                  "TEST OPTION: serve the synthetic test double instead of a model");
   app.add_option("--synthetic-layers", args.synthetic_layers, "test double: layers")->needs(synthetic);
@@ -113,10 +134,20 @@ int main(int argc, char** argv) {
     if (!midtune::server::is_loopback_host(args.host) && options.token.empty())
       throw std::runtime_error("refusing to listen on " + args.host +
                                " without --token-file: anyone who can reach it could run the model");
+    if (!midtune::server::is_loopback_host(args.host) &&
+        options.token.size() < midtune::server::kMinPublicTokenLength)
+      throw std::runtime_error("refusing to listen on " + args.host + ": the token in --token-file " +
+                               args.token_file + " is " + std::to_string(options.token.size()) +
+                               " characters, an address other than loopback needs at least " +
+                               std::to_string(midtune::server::kMinPublicTokenLength) +
+                               " (e.g. openssl rand -hex 32 > " + args.token_file + ")");
     std::unique_ptr<midtune::Backend> backend = make_backend(args);
     options.host = args.host;
     options.port = args.port;
     options.limits.max_items = args.max_items;
+    options.request_deadline_s = args.request_deadline_s;
+    options.max_connections = args.max_connections;
+    options.max_connections_per_peer = args.max_connections_per_peer;
     options.user_prompt = user_prompt_of(*backend);
     midtune::server::EvaluationServer server(*backend, options);
     const int port = server.bind();
@@ -133,7 +164,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
-    std::cout << "ga-serve: listening on http://" << args.host << ":" << port << std::endl;
+    std::cout << "ga-serve: listening on " << url_of(args.host, port) << std::endl;
     server.serve();
     served = true;
     pthread_kill(signal_waiter.native_handle(), SIGTERM);  // release the waiter if no signal came

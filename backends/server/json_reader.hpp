@@ -16,6 +16,11 @@ namespace midtune::server {
 struct ProtocolError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+// A well-formed message carrying a number no model can compute with (a RoPE
+// scale of 1e300): PROTOCOL.md's 422 invalid_input, not 400.
+struct InvalidValueError : ProtocolError {
+  using ProtocolError::ProtocolError;
+};
 
 [[noreturn]] void protocol_error(const std::string& path, const std::string& reason);
 

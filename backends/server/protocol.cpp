@@ -4,6 +4,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "methods/method_checks.hpp"
 #include "methods/registry.hpp"
 
 namespace midtune::server {
@@ -141,6 +142,8 @@ EvaluateRequest evaluate_request_from_json(const json& j, const RequestLimits& l
   req.options.max_new_tokens = static_cast<int>(r.integer("max_new_tokens", 1, limits.max_new_tokens));
   try {
     req.intervention = Intervention::from_json(r.required("intervention"));
+  } catch (const method_checks::InvalidValue& e) {
+    throw InvalidValueError(e.what());
   } catch (const std::invalid_argument& e) {
     throw ProtocolError(e.what());  // already "intervention.<field>: reason"
   } catch (const json::exception& e) {

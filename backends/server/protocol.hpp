@@ -60,7 +60,8 @@ struct EvaluateRequest {
 nlohmann::json evaluate_request_to_json(const Intervention& intervention, const RunOptions& options,
                                         std::span<const BatchItem> items);
 // Throws ProtocolError naming the field; an Intervention that does not parse
-// is reported under "intervention.<field>".
+// is reported under "intervention.<field>", InvalidValueError when it parses
+// but holds a number no model can compute with.
 EvaluateRequest evaluate_request_from_json(const nlohmann::json& j, const RequestLimits& limits);
 
 nlohmann::json evaluate_reply_to_json(const std::vector<SampleOutput>& outputs);

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "methods/method_checks.hpp"
 #include "methods/pi.hpp"
 #include "methods/registry.hpp"
 
@@ -160,8 +161,18 @@ TEST(MethodRegistry, EachMethodsValidationNamesFieldAndReason) {
       << validation_error(lpes);
   Intervention pi;
   pi.rope_scale = uniform_rope_scale(0.0);
-  EXPECT_NE(validation_error(pi).find("intervention.rope_scale[0]: scales must be finite and > 0"), std::string::npos)
+  EXPECT_NE(validation_error(pi).find("intervention.rope_scale[0]: 0 is not a finite number in [1e-06, 1e+06]"),
+            std::string::npos)
       << validation_error(pi);
+  // Scales and ratios a float engine turns into 0 or infinity are InvalidValue
+  // (a server's 422 invalid_input), whether built in code or read from JSON.
+  for (const double scale : {1e300, 1e-300, 1e7}) {
+    pi.rope_scale = uniform_rope_scale(scale);
+    EXPECT_THROW(validate_intervention(pi, kSmol), method_checks::InvalidValue) << scale;
+    EXPECT_THROW(Intervention::from_json(pi.to_json()), method_checks::InvalidValue) << scale;
+  }
+  EXPECT_THROW(Intervention::from_json(nlohmann::json::parse(R"({"mspoe": {"max_ratio": 1e308}})")),
+               method_checks::InvalidValue);
   Intervention per_head_row;
   per_head_row.rope_scale = {std::vector<double>(9, 1.5)};
   EXPECT_NE(validation_error(per_head_row).find("intervention.rope_scale: 1 rows"), std::string::npos)

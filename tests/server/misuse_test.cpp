@@ -3,6 +3,7 @@
 // connections that must not stall /v1/info, and 4xx (not retried) for
 // requests that can never succeed.
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -64,6 +65,68 @@ TEST(ServerAuth, TokenIsRequiredAndChecked) {
   }
 }
 
+TEST(ServerAuth, BearerSchemeIsCaseInsensitive) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.token = "s3cret-token";
+  LoopbackEvaluationServer server(backend, options);
+  httplib::Client http(server.url());
+  http.set_read_timeout(std::chrono::seconds(5));
+  for (const std::string value : {"bearer s3cret-token", "BEARER  s3cret-token ", "Bearer\ts3cret-token"}) {
+    const auto res = http.Get("/v1/info", {{"Authorization", value}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << value;
+  }
+  for (const std::string value : {"bearers3cret-token", "Basic s3cret-token", "s3cret-token", "Bearer s3cret"}) {
+    const auto res = http.Get("/v1/info", {{"Authorization", value}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 401) << value;
+  }
+}
+
+// A connection to 127.0.0.1:port whose reads wait at most 5 s.
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw std::runtime_error("cannot connect to 127.0.0.1");
+  timeval guard{5, 0};  // no test waits longer for a reply
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
+  return fd;
+}
+
+// The server's reply up to its close (the status line and the error body
+// may come in separate segments); each recv waits at most the 5 s guard.
+std::string reply_until_closed(int fd) {
+  std::string reply;
+  char buffer[512];
+  for (ssize_t n; reply.size() < 8192 && (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+    reply.append(buffer, static_cast<std::size_t>(n));
+  return reply;
+}
+
+TEST(ServerAuth, AWrongTokenIsRefusedAsItsHeaderLineArrives) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.token = "s3cret-token";
+  options.read_timeout_s = 10.0;  // the refusal must not be a timeout's
+  LoopbackEvaluationServer server(backend, options);
+  const int fd = connect_loopback(server.port());
+  // The headers never end; the wrong token alone is enough to refuse.
+  const std::string head = "POST /v1/evaluate HTTP/1.1\r\nAuthorization: Bearer guess\r\nContent-Le";
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const auto started = Clock::now();
+  const std::string reply = reply_until_closed(fd);
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  ::close(fd);
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 401") << reply;
+  EXPECT_NE(reply.find("wrong bearer token"), std::string::npos) << reply;
+  EXPECT_LT(seconds, 4.0);  // normally milliseconds; a timeout would be 10 s
+}
+
 TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
   SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
   for (const std::string host : {"0.0.0.0", "::", "192.0.2.1"}) {
@@ -75,6 +138,18 @@ TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
       FAIL() << host << ": bound without a token";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("without a token"), std::string::npos) << e.what();
+    }
+  }
+  for (const std::string host : {"0.0.0.0", "::"}) {
+    ServeOptions options;
+    options.host = host;
+    options.token = std::string(kMinPublicTokenLength - 1, 'k');
+    EvaluationServer server(backend, options);
+    try {
+      server.bind();
+      FAIL() << host << ": bound with a short token";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("at least 16"), std::string::npos) << e.what();
     }
   }
   EXPECT_TRUE(is_loopback_host("127.0.0.1"));
@@ -147,6 +222,30 @@ TEST(ServerSlowClients, AStalledClientIsDisconnectedAfterTheReadTimeout) {
   if (n > 0) EXPECT_EQ(std::string(buffer, 12), "HTTP/1.1 400");
   EXPECT_GT(seconds, 0.2);  // not refused outright: it waited for the rest
   EXPECT_LT(seconds, 3.0) << "the server kept a stalled connection for " << seconds << " s";
+}
+
+TEST(ServerSlowClients, ARequestStillArrivingAtItsDeadlineGets408) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.request_deadline_s = 0.5;  // the idle timeout (3 s) is never reached: a byte every 50 ms
+  LoopbackEvaluationServer server(backend, options);
+  const int fd = connect_loopback(server.port());
+  const std::string head = "GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const auto started = Clock::now();
+  std::string reply;
+  // At most 5 s of trickling (100 bytes); the server should answer after 0.5 s.
+  for (int i = 0; i < 100 && reply.empty(); ++i) {
+    ::send(fd, "x", 1, MSG_NOSIGNAL);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) reply = reply_until_closed(fd);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  ::close(fd);
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 408") << reply;
+  EXPECT_NE(reply.find("request_timeout"), std::string::npos) << reply;
+  EXPECT_GT(seconds, 0.4);
+  EXPECT_LT(seconds, 4.5) << "the server kept a trickling connection for " << seconds << " s";
 }
 
 // Fails every evaluation the way `Error` says.

@@ -102,14 +102,7 @@ TEST(GaServeProcesses, BadRequestsDuringAnEvaluationDoNotDisturbIt) {
   testing::expect_same_outputs(running.get(), local.run(testing::lpes_like(1.5), items, RunOptions{}));
 }
 
-// Runs ga-serve with `args` to its exit; exit code and stderr.
-std::pair<int, std::string> run_to_exit(const std::string& args) {
-  const std::string err = ::testing::TempDir() + "ga-serve-stderr.txt";
-  const int status = std::system(("timeout 20 " + std::string(MIDTUNE_BINARY_DIR) + "/ga-serve " + args +
-                                  " > /dev/null 2> " + err).c_str());
-  std::ifstream in(err);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
-}
+using testing::run_to_exit;
 
 TEST(GaServeProcesses, CommandLineMistakesAreClearErrors) {
   auto [code, err] = run_to_exit("--model /nonexistent/model.gguf --port 0");

@@ -9,9 +9,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 extern char** environ;
 
@@ -84,5 +90,14 @@ class ServeProcess {
   pid_t pid_ = -1;
   std::string url_;
 };
+
+// Runs ga-serve with `args` to its exit (at most 20 s); exit code and stderr.
+inline std::pair<int, std::string> run_to_exit(const std::string& args) {
+  const std::string err = ::testing::TempDir() + "ga-serve-stderr.txt";
+  const int status = std::system(("timeout 20 " + std::string(MIDTUNE_BINARY_DIR) + "/ga-serve " + args +
+                                  " > /dev/null 2> " + err).c_str());
+  std::ifstream in(err);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
+}
 
 }  // namespace midtune::server::testing
