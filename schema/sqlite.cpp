@@ -57,14 +57,16 @@ bool non_empty_file(const std::string& path) {
 
 }  // namespace
 
-Database::Database(const std::string& path, Mode mode) : path_(path) {
+Database::Database(const std::string& path, Mode mode) : path_(path), read_only_(mode == Mode::read_only) {
   if (mode == Mode::read_only) {
     db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
-    if ((touch_schema(db_) & 0xff) != SQLITE_READONLY) return;
+    const int opened = touch_schema(db_) & 0xff;
+    if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
     // A read-only connection to a WAL file must write the shared-memory
     // index beside it, and rebuild it after a writer was killed
     // (SQLITE_READONLY_RECOVERY); it cannot do either in a directory it may
-    // not write.
+    // not write, nor open an index that is not there (SQLITE_CANTOPEN: a log
+    // left without its index).
     sqlite3_close_v2(db_);
     db_ = nullptr;
     if (non_empty_file(path + "-wal")) {
@@ -127,7 +129,53 @@ void Database::use_wal() {
   }
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+namespace {
+
+// A read-only connection to a WAL file creates the log and its index
+// (-wal, -shm) and cannot delete them when it closes; a read-write one
+// deletes both when it closes as the last connection (SQLite takes an
+// exclusive lock to know). With an empty log it has nothing to copy into the
+// file, so this writes nothing to the database itself. Best effort: where it
+// cannot open the file read-write, or another connection is open, the files
+// stay for SQLite to handle.
+void remove_empty_log(const std::string& path) {
+  std::error_code error;
+  const bool log = std::filesystem::exists(path + "-wal", error);
+  const bool index = std::filesystem::exists(path + "-shm", error);
+  if (!log && !index) return;
+  if (log && std::filesystem::file_size(path + "-wal", error) != 0) return;  // commits to keep
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK && !sqlite3_db_readonly(db, "main")) {
+    sqlite3_busy_timeout(db, 0);  // tidying never waits on other connections
+    touch_schema(db);             // opens the log, so closing removes it
+  }
+  sqlite3_close_v2(db);
+}
+
+int stop_at_deadline(void* database) {
+  auto* self = static_cast<Database*>(database);
+  return self->deadline_reached() ? 1 : 0;
+}
+
+}  // namespace
+
+Database::~Database() {
+  sqlite3_close_v2(db_);
+  if (read_only_ && !immutable_) remove_empty_log(path_);
+}
+
+void Database::set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  deadline_ = deadline;
+  deadline_passed_ = false;
+  // Called every 1000 virtual-machine instructions: microseconds apart, so a
+  // statement stops within a millisecond of the deadline at a negligible cost.
+  sqlite3_progress_handler(db_, deadline ? 1000 : 0, deadline ? stop_at_deadline : nullptr, this);
+}
+
+bool Database::deadline_reached() {
+  if (deadline_ && std::chrono::steady_clock::now() >= *deadline_) deadline_passed_ = true;
+  return deadline_passed_;
+}
 
 void Database::fail(const std::string& sql, const std::string& what) const {
   std::string message = path_ + ": " + what + ": " + sqlite3_errmsg(db_);
