@@ -873,9 +873,11 @@ std::vector<PhsChannelRecord> Store::phs_channels() {
   return out;
 }
 
-QueryOutcome run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
-                                 const std::function<void(const std::vector<std::string>&)>& on_columns,
-                                 const std::function<void(const std::vector<QueryCell>&)>& on_row) {
+namespace {
+
+QueryOutcome query_rows(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
+                        const std::function<void(const std::vector<std::string>&)>& on_columns,
+                        const std::function<void(const std::vector<QueryCell>&)>& on_row) {
   sql::Database db(path, sql::Database::Mode::read_only);
   sql::Statement statement = db.prepare(sql_text);
   if (!statement.readonly())
@@ -910,6 +912,21 @@ QueryOutcome run_read_only_query(const std::string& path, const std::string& sql
                         e.code);
   }
   return outcome;
+}
+
+}  // namespace
+
+QueryOutcome run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
+                                 const std::function<void(const std::vector<std::string>&)>& on_columns,
+                                 const std::function<void(const std::vector<QueryCell>&)>& on_row) {
+  try {
+    return query_rows(path, sql_text, limits, on_columns, on_row);
+  } catch (const sql::SqlError& e) {
+    // The file, not the statement, is at fault: said as every command says it.
+    if ((e.code & 0xff) == SQLITE_CORRUPT)
+      throw_damaged(path, std::string("reading it: ") + sqlite3_errstr(e.code));
+    throw;
+  }
 }
 
 QueryResult run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits) {

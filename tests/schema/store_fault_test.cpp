@@ -481,7 +481,106 @@ TEST_F(StoreFaultTest, ADamagedFileIsRefusedBeforeAnythingIsWritten) {
         EXPECT_NE(what.find(".recover"), std::string::npos) << what;
       }
       EXPECT_EQ(file_bytes(db_path()), damaged);
+      EXPECT_FALSE(fs::exists(db_path() + "-wal") || fs::exists(db_path() + "-shm")) << "no log left beside it";
     }
+  }
+}
+
+// A file cut short (a copy that stopped, a full disk): every way of opening
+// it, and a query, says it is damaged, naming it; its bytes stay.
+TEST_F(StoreFaultTest, ATruncatedFileIsRefusedAsDamaged) {
+  {
+    Store store(db_path());
+    for (int k = 0; k < 2000; ++k)
+      store.insert_evaluation(evaluation_keyed("key-" + std::to_string(k)),
+                              {{"s", 0.5, true, std::string(300, 'x'), -0.5, 100}});
+  }
+  fs::resize_file(db_path(), fs::file_size(db_path()) / 2);
+  const std::string truncated = file_bytes(db_path());
+  auto expect_damaged = [&](const std::function<void()>& open, const std::string& what) {
+    try {
+      open();
+      ADD_FAILURE() << what << ": a truncated file was read";
+    } catch (const DamagedDatabase& e) {
+      EXPECT_NE(std::string(e.what()).find(db_path() + ": the database is damaged ("), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("in SQL:"), std::string::npos) << "no raw SQL: " << e.what();
+    }
+    EXPECT_EQ(file_bytes(db_path()), truncated) << what;
+    EXPECT_FALSE(fs::exists(db_path() + "-wal") || fs::exists(db_path() + "-shm")) << what;
+  };
+  for (const auto access : {Store::Access::read_write, Store::Access::read_write_existing, Store::Access::read_only})
+    expect_damaged([&] { Store store(db_path(), access); }, "Store");
+  expect_damaged([&] { run_read_only_query(db_path(), "SELECT count(*) FROM sample_results"); }, "query");
+}
+
+// A midtune file that lost a table (or a column) of its schema version,
+// changed outside midtune: refused before anything is written, naming the
+// file and what is missing, rather than written into and failing later.
+TEST_F(StoreFaultTest, AFileMissingATableIsRefusedBeforeAnythingIsWritten) {
+  {
+    Store store(db_path());
+    store.create_experiment(experiment_named("exp"));
+  }
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write);
+    db.exec("DROP TABLE generations; DROP TABLE heldout_results; ALTER TABLE runs DROP COLUMN prompts");
+  }
+  const std::string before = file_bytes(db_path());
+  for (const auto access : {Store::Access::read_write, Store::Access::read_write_existing, Store::Access::read_only}) {
+    try {
+      Store store(db_path(), access);
+      ADD_FAILURE() << "a file missing tables was opened";
+    } catch (const DamagedDatabase& e) {
+      EXPECT_NE(std::string(e.what()).find(db_path() + ": the database is damaged: it lacks tables generations, "
+                                           "heldout_results and column runs.prompts of midtune schema version " +
+                                           std::to_string(latest_schema_version())),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(file_bytes(db_path()), before);
+  }
+}
+
+// A read-only connection to a WAL file creates its log and index beside it
+// and cannot remove them; readers remove them once they are the last
+// connection and the log is empty, and leave a writer's alone.
+TEST_F(StoreFaultTest, ReadersLeaveNoLogBesideTheFile) {
+  auto log_left = [&] { return fs::exists(db_path() + "-wal") || fs::exists(db_path() + "-shm"); };
+  {
+    Store store(db_path());
+    store.create_experiment(experiment_named("exp"));
+  }
+  ASSERT_FALSE(log_left());
+  const std::string before = file_bytes(db_path());
+  { Store reader(db_path(), Store::Access::read_only); }
+  EXPECT_FALSE(log_left()) << "Store, read-only";
+  EXPECT_EQ(run_read_only_query(db_path(), "SELECT name FROM experiments").rows.size(), 1u);
+  EXPECT_FALSE(log_left()) << "query";
+  { sql::Database reader(db_path(), sql::Database::Mode::read_only); }
+  EXPECT_FALSE(log_left()) << "a read-only connection";
+  EXPECT_EQ(file_bytes(db_path()), before);
+
+  Store writer(db_path());
+  writer.create_experiment(experiment_named("second"));
+  { Store reader(db_path(), Store::Access::read_only); }
+  EXPECT_TRUE(fs::exists(db_path() + "-wal")) << "the writer's log stays while it is open";
+  writer.create_experiment(experiment_named("third"));
+  EXPECT_EQ(Store(db_path(), Store::Access::read_only).experiments().size(), 3u);
+}
+
+// Somebody else's WAL-mode file: refused, and no log left beside it.
+TEST_F(StoreFaultTest, AForeignWalFileIsRefusedAndNoLogIsLeft) {
+  const std::string file = path("other.db");
+  {
+    sql::Database db(file, sql::Database::Mode::read_write_create);
+    db.exec("PRAGMA journal_mode=WAL; CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('x');");
+  }
+  ASSERT_FALSE(fs::exists(file + "-wal"));
+  const std::string before = file_bytes(file);
+  for (const auto access : {Store::Access::read_write, Store::Access::read_only}) {
+    EXPECT_THROW(Store(file, access), NotMidtuneDatabase);
+    EXPECT_EQ(file_bytes(file), before);
+    EXPECT_FALSE(fs::exists(file + "-wal") || fs::exists(file + "-shm"));
   }
 }
 
@@ -583,6 +682,29 @@ TEST_F(StoreFaultTest, ReadersNeverCreateAFile) {
 
 // ---- a read-only directory ----
 
+// The exit code of `body` run in a child process to which `folder` is
+// read-only: root ignores directory permissions, so a root caller's child
+// drops to an unprivileged user (nobody) first. kCannotDropPrivileges when
+// it cannot; kStillWritable when the folder stayed writable to it.
+constexpr int kCannotDropPrivileges = 4, kStillWritable = 5;
+int read_only_folder_child(const fs::path& folder, const std::function<int()>& body) {
+  if (chmod(folder.c_str(), 0555) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(kCannotDropPrivileges);
+    if (access(folder.c_str(), W_OK) == 0) _exit(kStillWritable);
+    try {
+      _exit(body());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "read-only directory: %s\n", e.what());
+      _exit(1);
+    }
+  }
+  const int code = pid > 0 ? wait_child(pid) : -1;
+  chmod(folder.c_str(), 0755);
+  return code;
+}
+
 // A finished WAL-mode file in a directory this process may not write: the
 // read-only connection cannot make the log's index beside it, so it reads
 // the file immutable (every commit is in it: no log is left).
@@ -596,33 +718,60 @@ TEST_F(StoreFaultTest, AWalFileInAReadOnlyDirectoryIsRead) {
   }
   ASSERT_FALSE(fs::exists(file + "-wal")) << "a closed store leaves no log";
   const std::string before = file_bytes(file);
-  ASSERT_EQ(chmod(folder.c_str(), 0555), 0);
-  const bool root = geteuid() == 0;
-  // root ignores directory permissions: the reader drops to an unprivileged
-  // user in a child process, so the directory really is read-only to it.
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (root && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(4);  // nobody
-    if (access(folder.c_str(), W_OK) == 0) _exit(5);  // the directory must not be writable now
-    try {
-      Store store(file, Store::Access::read_only);
-      const bool ok = store.experiments().size() == 1 && run_read_only_query(file, "SELECT name FROM experiments")
-                                                                 .rows.at(0)
-                                                                 .at(0)
-                                                                 .value_or("") == "exp";
-      _exit(ok ? 0 : 2);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "read-only directory: %s\n", e.what());
-      _exit(1);
-    }
-  }
-  const int code = wait_child(pid);
-  chmod(folder.c_str(), 0755);
-  if (code == 4) GTEST_SKIP() << "running as root and cannot switch to uid 65534, so no directory is read-only here";
-  EXPECT_NE(code, 5) << "the directory stayed writable";
+  const int code = read_only_folder_child(folder, [&] {
+    Store store(file, Store::Access::read_only);
+    return store.experiments().size() == 1 &&
+                   run_read_only_query(file, "SELECT name FROM experiments").rows.at(0).at(0).value_or("") == "exp"
+               ? 0
+               : 2;
+  });
+  if (code == kCannotDropPrivileges)
+    GTEST_SKIP() << "running as root and cannot switch to uid 65534, so no directory is read-only here";
+  EXPECT_NE(code, kStillWritable) << "the directory stayed writable";
   EXPECT_EQ(code, 0);
   EXPECT_EQ(file_bytes(file), before);
+  EXPECT_FALSE(fs::exists(file + "-shm"));
+}
+
+// The same file with a log beside it but not the log's index (copied
+// without it, or the index deleted): an empty log holds nothing, so the
+// file is read as it is; a log holding commits cannot be replayed without
+// writing the index, which is said, naming the log.
+TEST_F(StoreFaultTest, AWalFileWithoutItsIndexInAReadOnlyDirectory) {
+  const fs::path folder = dir_ / "ro";
+  fs::create_directories(folder);
+  const std::string file = (folder / "results.db").string();
+  {
+    Store writer(db_path());
+    writer.create_experiment(experiment_named("exp"));
+    fs::copy_file(db_path(), file);
+    fs::copy_file(db_path() + "-wal", file + "-wal");  // while open: the commit is in the log only
+  }
+  ASSERT_GT(fs::file_size(file + "-wal"), 0u);
+  ASSERT_FALSE(fs::exists(file + "-shm"));
+  int code = read_only_folder_child(folder, [&] {
+    try {
+      Store store(file, Store::Access::read_only);
+      return 2;
+    } catch (const sql::SqlError& e) {
+      const std::string what = e.what();
+      const bool clear = what.find(file + ": cannot read the database: its write-ahead log " + file + "-wal holds "
+                                          "commits") != std::string::npos;
+      if (!clear) std::fprintf(stderr, "message: %s\n", e.what());
+      return clear ? 0 : 3;
+    }
+  });
+  if (code == kCannotDropPrivileges)
+    GTEST_SKIP() << "running as root and cannot switch to uid 65534, so no directory is read-only here";
+  EXPECT_EQ(code, 0) << "a log with commits and no index: said so";
+
+  fs::copy_file(db_path(), file, fs::copy_options::overwrite_existing);  // now holds every commit
+  std::ofstream(file + "-wal", std::ios::trunc).close();
+  code = read_only_folder_child(folder, [&] {
+    Store store(file, Store::Access::read_only);
+    return store.experiments().size() == 1 ? 0 : 2;
+  });
+  EXPECT_EQ(code, 0) << "an empty log and no index: read";
   EXPECT_FALSE(fs::exists(file + "-shm"));
 }
 
