@@ -59,15 +59,33 @@ bool non_empty_file(const std::string& path) {
 
 Database::Database(const std::string& path, Mode mode) : path_(path), read_only_(mode == Mode::read_only) {
   if (mode == Mode::read_only) {
-    db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
-    const int opened = touch_schema(db_) & 0xff;
-    if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
+    const std::string folder = std::filesystem::absolute(path).parent_path().string();
+    const bool folder_writable = access(folder.c_str(), W_OK) == 0;
+    int opened = SQLITE_OK;
+    // In a writable directory SQLITE_CANTOPEN and SQLITE_READONLY with no
+    // commits in a log are passing: the last connection closing removes the
+    // log, then its index, and a reader in between finds one without the
+    // other. A few tries, milliseconds apart, see the files settled.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+      db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+      opened = touch_schema(db_) & 0xff;
+      if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
+      if (!folder_writable || non_empty_file(path + "-wal")) break;
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+    }
+    if (opened == SQLITE_CANTOPEN && folder_writable) {
+      // Still no index to open: as before, the next statement tries again.
+      db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+      return;
+    }
     // A read-only connection to a WAL file must write the shared-memory
     // index beside it, and rebuild it after a writer was killed
     // (SQLITE_READONLY_RECOVERY); it cannot do either in a directory it may
-    // not write, nor open an index that is not there (SQLITE_CANTOPEN: a log
-    // left without its index).
-    sqlite3_close_v2(db_);
+    // not write, nor create an index that is not there (SQLITE_CANTOPEN: a
+    // log left without its index).
+    sqlite3_close_v2(db_);  // a no-op when the tries above closed it
     db_ = nullptr;
     if (non_empty_file(path + "-wal")) {
       // Commits still in the log: a read-write connection that only reads
@@ -89,8 +107,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
       db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
       return;
     }
-    const std::string folder = std::filesystem::absolute(path).parent_path().string();
-    if (access(folder.c_str(), W_OK) == 0)
+    if (folder_writable)
       throw SqlError(path + ": cannot read the database read-only (the write-ahead log's index beside it is not "
                      "writable)", SQLITE_READONLY);
     // A directory nobody here may write, and no log: every commit is in the

@@ -356,9 +356,10 @@ TEST_F(StoreFaultCli, QueryStopsAnEndlessStatementAtItsTimeoutInBoundedMemory) {
   { Store store(db); }
   const Bounded baseline = run_bounded({"query", db, "SELECT 1"}, "/dev/null", path("base.err"), 60);
   ASSERT_EQ(baseline.finished.exit_code, 0) << baseline.finished.err;
-  // Every row printed (to /dev/null) until the timeout: millions of rows.
-  const Bounded endless = run_bounded({"query", db, std::string(kEndless) + "SELECT x FROM c", "--timeout", "2",
-                                       "--max-rows", "0"},
+  // Every row printed (to /dev/null) until the timeout: hundreds of
+  // thousands of rows of 1000 characters each.
+  const Bounded endless = run_bounded({"query", db, std::string(kEndless) + "SELECT x, hex(zeroblob(500)) FROM c",
+                                       "--timeout", "2", "--max-rows", "0"},
                                       "/dev/null", path("endless.err"), 60);
   EXPECT_EQ(endless.finished.signal, 0) << "not stopped by its timeout within 60 s";
   EXPECT_EQ(endless.finished.exit_code, 1) << endless.finished.err;
@@ -368,9 +369,9 @@ TEST_F(StoreFaultCli, QueryStopsAnEndlessStatementAtItsTimeoutInBoundedMemory) {
   // 2 s of run time normally; 30 s leaves room for a loaded machine while
   // still failing a statement that ignores the timeout.
   EXPECT_LT(endless.seconds, 30.0);
-  // Rows held in memory would take tens of bytes each, a million rows per
-  // second or more: far over 64 MB within the 2 s; streamed, the peak stays
-  // within a few MB of the process's peak for one row.
+  // Rows held in memory would take over 1 KB each, some 300000 rows a
+  // second on a loaded 2-core machine: hundreds of MB within the 2 s;
+  // streamed, the peak stays within a few MB of the process's peak for one row.
   EXPECT_LT(endless.max_rss_kb - baseline.max_rss_kb, 64 * 1024)
       << "peak " << endless.max_rss_kb << " kB against " << baseline.max_rss_kb << " kB for SELECT 1";
 

@@ -314,9 +314,14 @@ TEST_F(StoreFaultTest, ALeaseHeldByAZombieIsTakenOver) {
   const pid_t zombie = fork();
   ASSERT_GE(zombie, 0);
   if (zombie == 0) {
-    Store store(db_path());
-    store.acquire_lease("exp", {});
-    _exit(0);  // no release; not reaped until wait_child below
+    try {
+      Store store(db_path());
+      store.acquire_lease("exp", {});
+      _exit(0);  // no release; not reaped until wait_child below
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zombie-to-be: %s\n", e.what());
+      _exit(1);
+    }
   }
   // Exiting takes a moment; 10 s bounds a wait that normally takes milliseconds.
   for (int i = 0; i < 1000 && process_state(zombie) != 'Z'; ++i) usleep(10000);
@@ -396,7 +401,14 @@ pid_t child_in_new_pid_namespace(Body body) {
   if (unshare(CLONE_NEWPID) != 0) _exit(kCannotUnshare);
   const pid_t inner = fork();
   if (inner < 0) _exit(kCannotUnshare);
-  if (inner == 0) _exit(body());
+  if (inner == 0) {
+    try {
+      _exit(body());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "in the new PID namespace: %s\n", e.what());
+      _exit(1);
+    }
+  }
   _exit(wait_child(inner) == 0 ? 0 : 1);
 }
 
