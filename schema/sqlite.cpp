@@ -57,15 +57,35 @@ bool non_empty_file(const std::string& path) {
 
 }  // namespace
 
-Database::Database(const std::string& path, Mode mode) : path_(path) {
+Database::Database(const std::string& path, Mode mode) : path_(path), read_only_(mode == Mode::read_only) {
   if (mode == Mode::read_only) {
-    db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
-    if ((touch_schema(db_) & 0xff) != SQLITE_READONLY) return;
+    const std::string folder = std::filesystem::absolute(path).parent_path().string();
+    const bool folder_writable = access(folder.c_str(), W_OK) == 0;
+    int opened = SQLITE_OK;
+    // In a writable directory SQLITE_CANTOPEN and SQLITE_READONLY with no
+    // commits in a log are passing: the last connection closing removes the
+    // log, then its index, and a reader in between finds one without the
+    // other. A few tries, milliseconds apart, see the files settled.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+      db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+      opened = touch_schema(db_) & 0xff;
+      if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
+      if (!folder_writable || non_empty_file(path + "-wal")) break;
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+    }
+    if (opened == SQLITE_CANTOPEN && folder_writable) {
+      // Still no index to open: as before, the next statement tries again.
+      db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
+      return;
+    }
     // A read-only connection to a WAL file must write the shared-memory
     // index beside it, and rebuild it after a writer was killed
     // (SQLITE_READONLY_RECOVERY); it cannot do either in a directory it may
-    // not write.
-    sqlite3_close_v2(db_);
+    // not write, nor create an index that is not there (SQLITE_CANTOPEN: a
+    // log left without its index).
+    sqlite3_close_v2(db_);  // a no-op when the tries above closed it
     db_ = nullptr;
     if (non_empty_file(path + "-wal")) {
       // Commits still in the log: a read-write connection that only reads
@@ -87,8 +107,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path) {
       db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
       return;
     }
-    const std::string folder = std::filesystem::absolute(path).parent_path().string();
-    if (access(folder.c_str(), W_OK) == 0)
+    if (folder_writable)
       throw SqlError(path + ": cannot read the database read-only (the write-ahead log's index beside it is not "
                      "writable)", SQLITE_READONLY);
     // A directory nobody here may write, and no log: every commit is in the
@@ -127,7 +146,53 @@ void Database::use_wal() {
   }
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+namespace {
+
+// A read-only connection to a WAL file creates the log and its index
+// (-wal, -shm) and cannot delete them when it closes; a read-write one
+// deletes both when it closes as the last connection (SQLite takes an
+// exclusive lock to know). With an empty log it has nothing to copy into the
+// file, so this writes nothing to the database itself. Best effort: where it
+// cannot open the file read-write, or another connection is open, the files
+// stay for SQLite to handle.
+void remove_empty_log(const std::string& path) {
+  std::error_code error;
+  const bool log = std::filesystem::exists(path + "-wal", error);
+  const bool index = std::filesystem::exists(path + "-shm", error);
+  if (!log && !index) return;
+  if (log && std::filesystem::file_size(path + "-wal", error) != 0) return;  // commits to keep
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK && !sqlite3_db_readonly(db, "main")) {
+    sqlite3_busy_timeout(db, 0);  // tidying never waits on other connections
+    touch_schema(db);             // opens the log, so closing removes it
+  }
+  sqlite3_close_v2(db);
+}
+
+int stop_at_deadline(void* database) {
+  auto* self = static_cast<Database*>(database);
+  return self->deadline_reached() ? 1 : 0;
+}
+
+}  // namespace
+
+Database::~Database() {
+  sqlite3_close_v2(db_);
+  if (read_only_ && !immutable_) remove_empty_log(path_);
+}
+
+void Database::set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  deadline_ = deadline;
+  deadline_passed_ = false;
+  // Called every 1000 virtual-machine instructions: microseconds apart, so a
+  // statement stops within a millisecond of the deadline at a negligible cost.
+  sqlite3_progress_handler(db_, deadline ? 1000 : 0, deadline ? stop_at_deadline : nullptr, this);
+}
+
+bool Database::deadline_reached() {
+  if (deadline_ && std::chrono::steady_clock::now() >= *deadline_) deadline_passed_ = true;
+  return deadline_passed_;
+}
 
 void Database::fail(const std::string& sql, const std::string& what) const {
   std::string message = path_ + ": " + what + ": " + sqlite3_errmsg(db_);

@@ -3,6 +3,7 @@
 // SQL that failed, so a message from a user's run says where to look.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -88,7 +89,9 @@ class Database {
   // exist. Both set foreign keys and leave the file as it is: the journal
   // mode changes only through use_wal(). read_only: SQLITE_OPEN_READONLY,
   // the file must exist; in a directory this process cannot write, a WAL
-  // file is read immutable (see sqlite.cpp). Every mode sets kBusyTimeoutMs.
+  // file is read immutable (see sqlite.cpp); closing it removes the empty
+  // write-ahead log and its index that reading a WAL file leaves beside it,
+  // unless another connection still uses them. Every mode sets kBusyTimeoutMs.
   Database(const std::string& path, Mode mode);
   ~Database();
   Database(const Database&) = delete;
@@ -106,6 +109,13 @@ class Database {
   // readers never block the writer; NORMAL sync is durable across a killed
   // process (only power loss can drop the last commits).
   void use_wal();
+  // Statements running past `deadline` stop with SQLITE_INTERRUPT
+  // (sqlite3_progress_handler); nullopt: no deadline.
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline);
+  // True once a statement was stopped by the deadline.
+  bool deadline_passed() const { return deadline_passed_; }
+  // The progress handler's test: true from the deadline on.
+  bool deadline_reached();
   // True when opened read-only with immutable=1 (see the constructor).
   bool immutable() const { return immutable_; }
   const std::string& path() const { return path_; }
@@ -117,7 +127,10 @@ class Database {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  bool read_only_ = false;
   bool immutable_ = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool deadline_passed_ = false;
 };
 
 // BEGIN IMMEDIATE on construction; rolls back unless commit() was called.

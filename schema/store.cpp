@@ -1,12 +1,13 @@
 #include "schema/store.hpp"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include <sqlite3.h>
@@ -37,11 +38,7 @@ std::vector<PositionScore> position_scores_from_json(const json& j) {
 
 namespace {
 
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
-}
+std::string host_name() { return this_process().host; }
 
 // The tables every midtune file has had since schema version 1: a file
 // from before application_id existed is recognised by them.
@@ -52,6 +49,14 @@ std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
+}
+
+// What checking found, and how to recover.
+[[noreturn]] void throw_damaged(const std::string& path, const std::string& found) {
+  throw DamagedDatabase(path + ": the database is damaged (" + found +
+                        "); nothing was written to it. Recover what is readable with\n  sqlite3 " + path +
+                        " .recover | sqlite3 recovered.db\nor go back to the last good copy (README, "
+                        "\"Troubleshooting\").");
 }
 
 // Whose file this is, read without changing anything (no journal-mode
@@ -68,6 +73,10 @@ void check_identity(sql::Database& db) {
     auto s = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
     while (s.step()) tables.push_back(s.column_text(0));
   } catch (const sql::SqlError& e) {
+    // A midtune file cut short (a copy that stopped, a full disk) reads as
+    // malformed already here.
+    if ((e.code & 0xff) == SQLITE_CORRUPT) throw_damaged(db.path(), std::string("reading its header and schema: ") +
+                                                                        sqlite3_errstr(e.code));
     if ((e.code & 0xff) != SQLITE_NOTADB) throw;
     throw NotMidtuneDatabase(db.path() + ": not a midtune results database: not an SQLite file, or its header is "
                              "damaged (" + e.what() + "); it was left unchanged");
@@ -86,6 +95,49 @@ void check_identity(sql::Database& db) {
                         " is newer than this midtune understands (" + std::to_string(latest_schema_version()) + ")");
 }
 
+// Every table and its columns.
+std::map<std::string, std::set<std::string>> schema_columns(sql::Database& db) {
+  auto s = db.prepare(
+      "SELECT m.name, c.name FROM sqlite_master m JOIN pragma_table_info(m.name) c "
+      "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'");
+  std::map<std::string, std::set<std::string>> out;
+  while (s.step()) out[s.column_text(0)].insert(s.column_text(1));
+  return out;
+}
+
+// A midtune file must hold every table and column its schema version
+// has (the migrations up to it, replayed into memory); one that lost some
+// (dropped or altered outside midtune) would be written into and then fail
+// every read. Refused before anything is written, naming what is missing.
+void check_tables(sql::Database& db) {
+  const int version = db.user_version();
+  if (version <= 0) return;
+  sql::Database expected_db(":memory:", sql::Database::Mode::read_write_create);
+  for (const Migration& m : schema_migrations())
+    if (m.version <= version) expected_db.exec(m.sql);
+  const auto expected = schema_columns(expected_db);
+  const auto found = schema_columns(db);
+  std::vector<std::string> tables, columns;
+  for (const auto& [table, names] : expected) {
+    const auto have = found.find(table);
+    if (have == found.end()) {
+      tables.push_back(table);
+      continue;
+    }
+    for (const std::string& column : names)
+      if (!have->second.count(column)) columns.push_back(table + "." + column);
+  }
+  if (tables.empty() && columns.empty()) return;
+  std::string missing;
+  if (!tables.empty()) missing = "table" + std::string(tables.size() > 1 ? "s " : " ") + join(tables);
+  if (!columns.empty())
+    missing += (missing.empty() ? "" : " and ") + std::string("column") + (columns.size() > 1 ? "s " : " ") +
+               join(columns);
+  throw DamagedDatabase(db.path() + ": the database is damaged: it lacks " + missing + " of midtune schema version " +
+                        std::to_string(version) + " (changed outside midtune?); nothing was written to it. Go back "
+                        "to the last good copy (README, \"Troubleshooting\").");
+}
+
 // PRAGMA quick_check / integrity_check; a damaged file is refused with what
 // SQLite found and how to recover.
 void check_integrity(sql::Database& db, Store::Check check) {
@@ -100,10 +152,7 @@ void check_integrity(sql::Database& db, Store::Check check) {
   if (problems == std::vector<std::string>{"ok"}) return;
   std::string found;
   for (const std::string& p : problems) found += "\n  " + p;
-  throw DamagedDatabase(db.path() + ": the database is damaged (PRAGMA " + pragma + " found:" + found +
-                        "\n); nothing was written to it. Recover what is readable with\n  sqlite3 " + db.path() +
-                        " .recover | sqlite3 recovered.db\nor go back to the last good copy (README, "
-                        "\"Troubleshooting\").");
+  throw_damaged(db.path(), "PRAGMA " + pragma + " found:" + found + "\n");
 }
 
 // Checks an existing, non-empty file on a read-only connection of its own,
@@ -123,6 +172,7 @@ const std::string& checked(const std::string& path, Store::Access access, Store:
   if (access == Store::Access::read_only && probe.user_version() == 0)
     throw NotMidtuneDatabase(path + ": an empty database, not a midtune results database yet");
   check_integrity(probe, check);
+  check_tables(probe);
   return path;
 }
 
@@ -144,6 +194,7 @@ Store::Store(const std::string& path, Access access, Check check)
     : db_(checked(path, access, check), database_mode(access)) {
   if (access == Access::read_only) {
     racing_columns_ = has_column("individuals", "raced_samples");
+    lease_identity_columns_ = has_column("experiment_leases", "boot_id");
     return;
   }
   db_.use_wal();
@@ -209,50 +260,77 @@ std::string Store::exact_only(const std::string& alias) const {
 }
 
 bool process_gone_on_this_host(const std::string& host, std::int64_t pid) {
-  if (host != host_name() || pid <= 0 || pid > INT_MAX) return false;
-  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;  // EPERM: it exists
+  return holder_gone({host, pid, std::nullopt, std::nullopt, std::nullopt}, 0.0);
 }
 
 bool LeaseRecord::alive() const {
-  return heartbeat_age_seconds <= stale_after_seconds && !process_gone_on_this_host(host, pid);
+  return heartbeat_age_seconds <= stale_after_seconds && !holder_gone(holder(), heartbeat_age_seconds);
 }
 
 std::optional<LeaseRecord> Store::lease(const std::string& name) {
   if (!has_table("experiment_leases")) return std::nullopt;
   auto s = db_.prepare(
-      "SELECT experiment, host, pid, started_at, heartbeat_at, (julianday('now') - julianday(heartbeat_at)) * 86400.0, "
-      "stale_after_seconds FROM experiment_leases WHERE experiment = ?");
+      std::string("SELECT experiment, host, pid, started_at, heartbeat_at, "
+                  "(julianday('now') - julianday(heartbeat_at)) * 86400.0, stale_after_seconds, ") +
+      (lease_identity_columns_ ? "pid_start_ticks, boot_id, pid_namespace" : "NULL, NULL, NULL") +
+      " FROM experiment_leases WHERE experiment = ?");
   s.bind_all(name);
   if (!s.step()) return std::nullopt;
-  return LeaseRecord{s.column_text(0),   s.column_text(1),   s.column_int64(2), s.column_text(3),
-                     s.column_text(4),   s.column_double(5), s.column_double(6)};
+  LeaseRecord r;
+  r.experiment = s.column_text(0);
+  r.host = s.column_text(1);
+  r.pid = s.column_int64(2);
+  r.started_at = s.column_text(3);
+  r.heartbeat_at = s.column_text(4);
+  r.heartbeat_age_seconds = s.column_double(5);
+  r.stale_after_seconds = s.column_double(6);
+  if (!s.is_null(7)) r.pid_start_ticks = s.column_int64(7);
+  if (!s.is_null(8)) r.boot_id = s.column_text(8);
+  if (!s.is_null(9)) r.pid_namespace = s.column_text(9);
+  return r;
 }
+
+namespace {
+
+// The lease row's columns that name its holder, and their values for `me`,
+// so that a holder only ever moves or drops its own lease (two containers'
+// processes may share host name and pid).
+constexpr const char* kLeaseHolderIs =
+    "host = ? AND pid = ? AND pid_start_ticks IS ? AND boot_id IS ? AND pid_namespace IS ?";
+
+}  // namespace
 
 std::optional<LeaseRecord> Store::acquire_lease(const std::string& name, const LeasePolicy& policy) {
   if (!(policy.stale_after_seconds > 0))
     throw std::invalid_argument("lease: stale_after_seconds must be positive (got " +
                                 std::to_string(policy.stale_after_seconds) + ")");
+  const ProcessIdentity me = this_process();
   sql::Transaction tx(db_);
   const std::optional<LeaseRecord> previous = lease(name);
-  const bool mine = previous && previous->host == host_name() && previous->pid == getpid();
+  const bool mine = previous && previous->host == me.host && previous->pid == me.pid &&
+                    previous->pid_start_ticks == me.start_ticks && previous->boot_id == me.boot_id &&
+                    previous->pid_namespace == me.pid_namespace;
   if (previous && !mine && previous->alive() && !policy.takeover)
     throw LeaseHeld("experiment '" + name + "' in " + path() + " is being run by pid " +
                     std::to_string(previous->pid) + " on host " + previous->host + " since " + previous->started_at +
                     " (last heartbeat " + std::to_string(static_cast<long long>(previous->heartbeat_age_seconds)) +
                     " s ago; use --takeover after it died)");
   auto s = db_.prepare(
-      "INSERT OR REPLACE INTO experiment_leases (experiment, host, pid, stale_after_seconds) VALUES (?, ?, ?, ?)");
-  s.bind_all(name, host_name(), static_cast<std::int64_t>(getpid()), policy.stale_after_seconds);
+      "INSERT OR REPLACE INTO experiment_leases (experiment, host, pid, stale_after_seconds, pid_start_ticks, boot_id, "
+      "pid_namespace) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  s.bind_all(name, me.host, me.pid, policy.stale_after_seconds, me.start_ticks, me.boot_id, me.pid_namespace);
   s.run();
   tx.commit();
   leased_experiment_ = name;
+  lease_holder_ = me;
   return mine ? std::nullopt : previous;
 }
 
 void Store::release_lease() {
   if (!leased_experiment_) return;
-  auto s = db_.prepare("DELETE FROM experiment_leases WHERE experiment = ? AND host = ? AND pid = ?");
-  s.bind_all(*leased_experiment_, host_name(), static_cast<std::int64_t>(getpid()));
+  auto s = db_.prepare(std::string("DELETE FROM experiment_leases WHERE experiment = ? AND ") + kLeaseHolderIs);
+  s.bind_all(*leased_experiment_, lease_holder_.host, lease_holder_.pid, lease_holder_.start_ticks,
+             lease_holder_.boot_id, lease_holder_.pid_namespace);
   s.run();
   leased_experiment_.reset();
 }
@@ -363,9 +441,11 @@ void Store::heartbeat(std::int64_t run_id, int evaluations, int prompts, double 
 void Store::beat_lease() {
   if (!leased_experiment_) return;
   auto lease_beat = db_.prepare(
-      "UPDATE experiment_leases SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
-      "WHERE experiment = ? AND host = ? AND pid = ?");
-  lease_beat.bind_all(*leased_experiment_, host_name(), static_cast<std::int64_t>(getpid()));
+      std::string("UPDATE experiment_leases SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+                  "WHERE experiment = ? AND ") +
+      kLeaseHolderIs);
+  lease_beat.bind_all(*leased_experiment_, lease_holder_.host, lease_holder_.pid, lease_holder_.start_ticks,
+                      lease_holder_.boot_id, lease_holder_.pid_namespace);
   lease_beat.run();
   if (db_.changes() == 0) {
     const auto owner = lease(*leased_experiment_);
@@ -793,20 +873,68 @@ std::vector<PhsChannelRecord> Store::phs_channels() {
   return out;
 }
 
-QueryResult run_read_only_query(const std::string& path, const std::string& sql_text) {
+namespace {
+
+QueryOutcome query_rows(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
+                        const std::function<void(const std::vector<std::string>&)>& on_columns,
+                        const std::function<void(const std::vector<QueryCell>&)>& on_row) {
   sql::Database db(path, sql::Database::Mode::read_only);
   sql::Statement statement = db.prepare(sql_text);
   if (!statement.readonly())
     throw QueryRefused("refused: the statement would modify " + path +
                        " (query is read-only; use the sqlite3 shell to change a database)\n  SQL: " + sql_text);
-  QueryResult result;
-  for (int c = 0; c < statement.column_count(); ++c) result.columns.push_back(statement.column_name(c));
-  while (statement.step()) {
-    std::vector<std::optional<std::string>> row;
-    for (int c = 0; c < statement.column_count(); ++c)
-      row.push_back(statement.is_null(c) ? std::nullopt : std::optional<std::string>(statement.column_text(c)));
-    result.rows.push_back(std::move(row));
+  std::vector<std::string> columns;
+  for (int c = 0; c < statement.column_count(); ++c) columns.push_back(statement.column_name(c));
+  on_columns(columns);
+  if (limits.timeout_seconds > 0)
+    db.set_deadline(std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(limits.timeout_seconds)));
+  QueryOutcome outcome;
+  std::vector<QueryCell> row(columns.size());
+  try {
+    while (statement.step()) {
+      if (limits.max_rows > 0 && outcome.rows == limits.max_rows) {
+        outcome.cut = true;
+        break;
+      }
+      for (int c = 0; c < statement.column_count(); ++c)
+        row[c] = statement.is_null(c) ? std::nullopt : QueryCell(statement.column_text(c));
+      on_row(row);
+      ++outcome.rows;
+    }
+  } catch (const sql::SqlError& e) {
+    if ((e.code & 0xff) != SQLITE_INTERRUPT || !db.deadline_passed()) throw;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", limits.timeout_seconds);
+    throw QueryTimedOut(path + ": the statement ran past its time limit of " + seconds + " s and was stopped (" +
+                            std::to_string(outcome.rows) + " rows delivered)",
+                        e.code);
   }
+  return outcome;
+}
+
+}  // namespace
+
+QueryOutcome run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
+                                 const std::function<void(const std::vector<std::string>&)>& on_columns,
+                                 const std::function<void(const std::vector<QueryCell>&)>& on_row) {
+  try {
+    return query_rows(path, sql_text, limits, on_columns, on_row);
+  } catch (const sql::SqlError& e) {
+    // The file, not the statement, is at fault: said as every command says it.
+    if ((e.code & 0xff) == SQLITE_CORRUPT)
+      throw_damaged(path, std::string("reading it: ") + sqlite3_errstr(e.code));
+    throw;
+  }
+}
+
+QueryResult run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits) {
+  QueryResult result;
+  result.cut = run_read_only_query(
+                   path, sql_text, limits, [&](const std::vector<std::string>& columns) { result.columns = columns; },
+                   [&](const std::vector<QueryCell>& row) { result.rows.push_back(row); })
+                   .cut;
   return result;
 }
 

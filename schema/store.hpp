@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schema/process_identity.hpp"
 #include "schema/sqlite.hpp"
 
 namespace midtune {
@@ -55,13 +56,14 @@ struct LeasePolicy {
   // Declared in the lease: a heartbeat older than this means the owner died.
   // Heartbeats come with every evaluation's commit, so this must exceed the
   // longest single evaluation (minutes for a large model behind a server).
-  // A dead owner on the same host is recognised at once by its pid.
+  // A dead owner on the same host is recognised at once (holder_gone).
   double stale_after_seconds = 900.0;
   bool takeover = false;  // take the lease even from a live owner
 };
 
-// True when `host` is this machine and no process `pid` exists on it (a
-// process on another host, or one that exists, is not known to be gone).
+// True when `host` is this machine and process `pid` provably ended there
+// (holder_gone with the pid alone: a process on another host, or one that
+// exists, is not known to be gone).
 bool process_gone_on_this_host(const std::string& host, std::int64_t pid);
 
 struct LeaseRecord {
@@ -72,7 +74,14 @@ struct LeaseRecord {
   std::string heartbeat_at;
   double heartbeat_age_seconds = 0.0;
   double stale_after_seconds = 0.0;
-  // The heartbeat is fresh and the owner is not known to be dead.
+  // The holder's start time, boot and PID namespace (schema 9; unknown in
+  // older leases).
+  std::optional<std::int64_t> pid_start_ticks;
+  std::optional<std::string> boot_id;
+  std::optional<std::string> pid_namespace;
+  ProcessIdentity holder() const { return {host, pid, pid_start_ticks, boot_id, pid_namespace}; }
+  // The heartbeat is fresh and the holder is not known to be dead
+  // (holder_gone).
   bool alive() const;
 };
 
@@ -408,20 +417,49 @@ class Store {
   std::int64_t insert_evaluation_rows(const EvaluationRecord& record, const std::vector<SampleRecord>& samples);
   sql::Database db_;
   std::optional<std::string> leased_experiment_;
+  // Who holds leased_experiment_ (this process, as written into the lease).
+  ProcessIdentity lease_holder_;
   bool racing_columns_ = true;
+  // Read-only files may predate schema 9 (leases without the holder's
+  // identity).
+  bool lease_identity_columns_ = true;
 };
 
 // `ga-run query`: one read-only statement on its own read-only connection.
 struct QueryResult {
   std::vector<std::string> columns;
   std::vector<std::vector<std::optional<std::string>>> rows;  // nullopt: NULL
+  bool cut = false;  // more rows than QueryLimits::max_rows
 };
 // The statement would modify the database.
 struct QueryRefused : sql::SqlError {
   using sql::SqlError::SqlError;
 };
-// Throws QueryRefused for a statement that could write, sql::SqlError for
-// a file that cannot be read or SQL that does not compile.
-QueryResult run_read_only_query(const std::string& path, const std::string& sql_text);
+// The statement ran past QueryLimits::timeout_seconds and was stopped.
+struct QueryTimedOut : sql::SqlError {
+  using sql::SqlError::SqlError;
+};
+// What a query may take: wall time for the whole statement and rows
+// delivered; 0 means no limit.
+struct QueryLimits {
+  double timeout_seconds = 60.0;
+  std::int64_t max_rows = 10000;
+};
+using QueryCell = std::optional<std::string>;  // nullopt: NULL
+// Calls on_columns with the column names, then on_row with each row as
+// SQLite produces it (nothing is held, so memory stays bounded however many
+// rows the statement makes), up to limits.max_rows rows. Returns the number
+// of rows delivered and whether more were left (cut). Throws QueryRefused
+// for a statement that could write, QueryTimedOut past the timeout, and
+// sql::SqlError for a file that cannot be read or SQL that does not compile.
+struct QueryOutcome {
+  std::int64_t rows = 0;
+  bool cut = false;
+};
+QueryOutcome run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits,
+                                 const std::function<void(const std::vector<std::string>&)>& on_columns,
+                                 const std::function<void(const std::vector<QueryCell>&)>& on_row);
+// The same, the rows collected (at most limits.max_rows of them).
+QueryResult run_read_only_query(const std::string& path, const std::string& sql_text, const QueryLimits& limits = {});
 
 }  // namespace midtune

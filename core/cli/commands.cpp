@@ -149,6 +149,13 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App* query = app.add_subcommand("query", "Run one read-only SQL statement and print the rows");
   query->add_option("db", db, "Results database")->required();
   query->add_option("sql", sql_text, "One SQL statement (read-only)")->required();
+  QueryLimits query_limits;
+  query->add_option("--timeout", query_limits.timeout_seconds,
+                    "Stop the statement after this many seconds (default 60; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  query->add_option("--max-rows", query_limits.max_rows,
+                    "Print at most this many rows, then say the output was cut (default 10000; 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
 
   EvalRequest eval_request;
   CLI::App* eval = add_eval_command(app, eval_request);
@@ -170,7 +177,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   const Store::Check check = integrity_check ? Store::Check::full : Store::Check::quick;
   if (*status) return print_status(db, out, err, check);
   if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check, report_out});
-  if (*query) return run_query(db, sql_text, out, err);
+  if (*query) return run_query(db, sql_text, out, err, query_limits);
   if (*eval) return run_eval(eval_request, out, err);
   if (*phs_search) return run_phs_search(phs_args, out, err);
   if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran

@@ -5,24 +5,34 @@
 
 namespace midtune::cli {
 
-void print_table(std::ostream& out, const Row& header, const std::vector<Row>& rows) {
+std::vector<size_t> table_widths(const Row& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size());
   for (size_t c = 0; c < header.size(); ++c) width[c] = std::max<size_t>(3, header[c].size());
   for (const Row& row : rows)
     for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  auto line = [&](const Row& row) {
-    out << '|';
-    for (size_t c = 0; c < width.size(); ++c) {
-      const std::string cell = c < row.size() ? row[c] : "";
-      out << ' ' << cell << std::string(width[c] - cell.size(), ' ') << " |";
-    }
-    out << '\n';
-  };
-  line(header);
+  return width;
+}
+
+void print_table_line(std::ostream& out, const std::vector<size_t>& widths, const Row& row) {
   out << '|';
-  for (size_t w : width) out << std::string(w + 2, '-') << '|';
+  for (size_t c = 0; c < widths.size(); ++c) {
+    const std::string cell = c < row.size() ? row[c] : "";
+    out << ' ' << cell << std::string(widths[c] - std::min(widths[c], cell.size()), ' ') << " |";
+  }
   out << '\n';
-  for (const Row& row : rows) line(row);
+}
+
+void print_table_rule(std::ostream& out, const std::vector<size_t>& widths) {
+  out << '|';
+  for (size_t w : widths) out << std::string(w + 2, '-') << '|';
+  out << '\n';
+}
+
+void print_table(std::ostream& out, const Row& header, const std::vector<Row>& rows) {
+  const std::vector<size_t> widths = table_widths(header, rows);
+  print_table_line(out, widths, header);
+  print_table_rule(out, widths);
+  for (const Row& row : rows) print_table_line(out, widths, row);
 }
 
 namespace {

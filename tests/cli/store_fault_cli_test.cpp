@@ -4,14 +4,18 @@
 // else's file, and results in a read-only directory. The Store side of the
 // same faults: tests/schema/store_fault_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "schema/sqlite.hpp"
+#include "schema/store.hpp"
 #include "tests/cli/results_db.hpp"
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
@@ -218,6 +222,7 @@ TEST_F(StoreFaultCli, ADamagedDatabaseIsRefusedAndNotWritten) {
     EXPECT_NE(f.err.find(db + ": the database is damaged (PRAGMA "), std::string::npos) << f.err;
     EXPECT_NE(f.err.find(".recover"), std::string::npos) << f.err;
     EXPECT_EQ(file_bytes(db), damaged) << args[0];
+    EXPECT_FALSE(fs::exists(db + "-wal") || fs::exists(db + "-shm")) << args[0] << ": no log left beside it";
   }
 }
 
@@ -304,6 +309,247 @@ TEST_F(StoreFaultCli, ResultsInAReadOnlyDirectoryAreRead) {
   chmod(folder.c_str(), 0755);
   EXPECT_EQ(file_bytes(db), before);
   EXPECT_FALSE(fs::exists(folder / "readonly-heldout.svg"));
+}
+
+// ---- ga-run query: bounded in time, rows and memory ----
+
+constexpr const char* kEndless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) ";
+
+struct Bounded {
+  Finished finished;
+  double seconds = 0.0;
+  long max_rss_kb = 0;  // the child's own peak resident memory (wait4)
+};
+
+// Runs ga-run to its end, at most `limit_s` seconds (then it is killed,
+// which the caller sees as signal SIGKILL), with its peak memory.
+Bounded run_bounded(const std::vector<std::string>& args, const std::string& out_file, const std::string& err_file,
+                    double limit_s) {
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = testing::spawn_ga_run(args, out_file, err_file);
+  Bounded b;
+  int status = 0;
+  rusage usage{};
+  for (;;) {
+    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
+    b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (done == pid) break;
+    if (b.seconds > limit_s) {
+      kill(pid, SIGKILL);
+      wait4(pid, &status, 0, &usage);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFEXITED(status)) b.finished.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) b.finished.signal = WTERMSIG(status);
+  b.finished.out = testing::read_file(out_file);
+  b.finished.err = testing::read_file(err_file);
+  b.max_rss_kb = usage.ru_maxrss;
+  return b;
+}
+
+// An endless statement is stopped by --timeout with a message naming the
+// flag, and rows stream out instead of piling up in memory.
+TEST_F(StoreFaultCli, QueryStopsAnEndlessStatementAtItsTimeoutInBoundedMemory) {
+  const std::string db = path("results.db");
+  { Store store(db); }
+  const Bounded baseline = run_bounded({"query", db, "SELECT 1"}, "/dev/null", path("base.err"), 60);
+  ASSERT_EQ(baseline.finished.exit_code, 0) << baseline.finished.err;
+  // Every row printed (to /dev/null) until the timeout: hundreds of
+  // thousands of rows of 1000 characters each.
+  const Bounded endless = run_bounded({"query", db, std::string(kEndless) + "SELECT x, hex(zeroblob(500)) FROM c",
+                                       "--timeout", "2", "--max-rows", "0"},
+                                      "/dev/null", path("endless.err"), 60);
+  EXPECT_EQ(endless.finished.signal, 0) << "not stopped by its timeout within 60 s";
+  EXPECT_EQ(endless.finished.exit_code, 1) << endless.finished.err;
+  EXPECT_NE(endless.finished.err.find("ga-run query: stopped by --timeout 2: " + db), std::string::npos)
+      << endless.finished.err;
+  EXPECT_NE(endless.finished.err.find("--timeout SECONDS"), std::string::npos) << endless.finished.err;
+  // 2 s of run time normally; 30 s leaves room for a loaded machine while
+  // still failing a statement that ignores the timeout.
+  EXPECT_LT(endless.seconds, 30.0);
+  // Rows held in memory would take over 1 KB each, some 300000 rows a
+  // second on a loaded 2-core machine: hundreds of MB within the 2 s;
+  // streamed, the peak stays within a few MB of the process's peak for one row.
+  EXPECT_LT(endless.max_rss_kb - baseline.max_rss_kb, 64 * 1024)
+      << "peak " << endless.max_rss_kb << " kB against " << baseline.max_rss_kb << " kB for SELECT 1";
+
+  // A statement that never yields a row is stopped all the same.
+  const Finished count = run_bounded({"query", db, std::string(kEndless) + "SELECT count(*) FROM c", "--timeout",
+                                      "2"},
+                                     path("count.out"), path("count.err"), 60)
+                             .finished;
+  EXPECT_EQ(count.exit_code, 1) << count.err;
+  EXPECT_NE(count.err.find("stopped by --timeout 2"), std::string::npos) << count.err;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// --max-rows (10000 by default) cuts the output and says so; a result
+// within it is printed whole, without the note.
+TEST_F(StoreFaultCli, QueryCutsAtMaxRowsAndSaysSo) {
+  const std::string db = path("results.db");
+  { Store store(db); }
+  const Finished endless = run_ga_run({"query", db, std::string(kEndless) + "SELECT x FROM c"}, dir_.string());
+  EXPECT_EQ(endless.exit_code, 0) << endless.err;
+  const std::vector<std::string> lines = lines_of(endless.out);
+  ASSERT_EQ(lines.size(), 2u + 10000u + 1u) << "header, rule, 10000 rows, the note";
+  EXPECT_EQ(lines[2 + 9999], "| 10000 |");
+  EXPECT_EQ(lines.back(), "(cut at 10000 rows; --max-rows to see more)");
+
+  const std::string five = std::string(kEndless) + "SELECT x FROM c LIMIT 5";
+  const Finished cut = run_ga_run({"query", db, five, "--max-rows", "3"}, dir_.string());
+  EXPECT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(cut.out, "| x   |\n|-----|\n| 1   |\n| 2   |\n| 3   |\n(cut at 3 rows; --max-rows to see more)\n");
+  const Finished whole = run_ga_run({"query", db, five, "--max-rows", "5"}, dir_.string());
+  EXPECT_EQ(whole.out, "| x   |\n|-----|\n| 1   |\n| 2   |\n| 3   |\n| 4   |\n| 5   |\n(5 rows)\n");
+  EXPECT_EQ(run_ga_run({"query", db, "SELECT 1", "--max-rows", "-1"}, dir_.string()).exit_code, 2);
+}
+
+// The table as it always was: columns padded to the widest cell, NULL
+// written out; rows past the first batch keep the first batch's widths.
+TEST_F(StoreFaultCli, QueryPrintsATable) {
+  const std::string db = path("results.db");
+  finished_run("table", db);
+  const Finished small = run_ga_run(
+      {"query", db, "SELECT name, NULL AS missing, 12345 AS n FROM experiments UNION ALL SELECT 'x', NULL, 1"},
+      dir_.string());
+  EXPECT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.out,
+            "| name  | missing | n     |\n"
+            "|-------|---------|-------|\n"
+            "| table | NULL    | 12345 |\n"
+            "| x     | NULL    | 1     |\n"
+            "(2 rows)\n");
+  const Finished many = run_ga_run({"query", db, std::string(kEndless) + "SELECT x FROM c LIMIT 1000"}, dir_.string());
+  const std::vector<std::string> lines = lines_of(many.out);
+  ASSERT_EQ(lines.size(), 1003u) << many.err;
+  for (int x = 1; x <= 1000; ++x) {
+    const std::string cell = std::to_string(x);
+    EXPECT_EQ(lines[1 + x], "| " + cell + std::string(cell.size() < 3 ? 3 - cell.size() : 0, ' ') + " |");
+  }
+  EXPECT_EQ(lines.back(), "(1000 rows)");
+}
+
+// ---- what the read-only commands leave, and files they cannot use ----
+
+// status, report and query on a finished WAL file, and on somebody else's
+// WAL file (refused by status and report), leave no -wal/-shm beside it.
+TEST_F(StoreFaultCli, ReadOnlyCommandsLeaveNoLogBesideTheFile) {
+  const std::string db = path("results.db");
+  finished_run("tidy", db);
+  ASSERT_FALSE(fs::exists(db + "-wal") || fs::exists(db + "-shm"));
+  const std::string foreign = path("other.db");
+  {
+    sql::Database d(foreign, sql::Database::Mode::read_write_create);
+    d.exec("PRAGMA journal_mode=WAL; CREATE TABLE notes (t TEXT);");
+  }
+  for (const std::string& file : {db, foreign}) {
+    const std::string before = file_bytes(file);
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"status", file}, {"report", file, "--svg", path("plot.svg")}, {"query", file, "SELECT 1"}}) {
+      const Finished f = run_ga_run(args, dir_.string());
+      // query reads any SQLite file; status and report only midtune's
+      EXPECT_EQ(f.exit_code == 0, file == db || args[0] == "query") << args[0] << ' ' << file << '\n' << f.err;
+      EXPECT_FALSE(fs::exists(file + "-wal")) << args[0] << ' ' << file;
+      EXPECT_FALSE(fs::exists(file + "-shm")) << args[0] << ' ' << file;
+      EXPECT_EQ(file_bytes(file), before) << args[0] << ' ' << file;
+    }
+  }
+}
+
+// A results file cut in half: every command names it as damaged, without
+// raw SQL, and leaves it as it was.
+TEST_F(StoreFaultCli, ATruncatedDatabaseIsCalledDamaged) {
+  const std::string db = path("results.db");
+  finished_run("truncated", db, 6);
+  fs::resize_file(db, fs::file_size(db) / 2);
+  const std::string truncated = file_bytes(db);
+  const std::vector<std::vector<std::string>> commands = {{"status", db},
+                                                          {"report", db},
+                                                          {path("truncated.yaml"), "--db", db, "--quiet"},
+                                                          {"query", db, "SELECT count(*) FROM individuals"}};
+  for (const auto& args : commands) {
+    const Finished f = run_ga_run(args, dir_.string());
+    EXPECT_EQ(f.exit_code, 1) << args[0] << '\n' << f.err;
+    EXPECT_NE(f.err.find(db + ": the database is damaged ("), std::string::npos) << args[0] << '\n' << f.err;
+    EXPECT_EQ(f.err.find("in SQL:"), std::string::npos) << args[0] << '\n' << f.err;
+    EXPECT_EQ(file_bytes(db), truncated) << args[0];
+    EXPECT_FALSE(fs::exists(db + "-wal") || fs::exists(db + "-shm")) << args[0];
+  }
+}
+
+// A results file that lost a table: a run refuses it before writing,
+// naming the file and the table; status and report say the same.
+TEST_F(StoreFaultCli, AResultsFileMissingATableIsRefused) {
+  const std::string db = path("results.db");
+  finished_run("partial", db);
+  {
+    sql::Database d(db, sql::Database::Mode::read_write);
+    d.exec("DROP TABLE generations");
+  }
+  const std::string before = file_bytes(db);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {path("partial.yaml"), "--db", db, "--quiet"}, {"status", db}, {"report", db}}) {
+    const Finished f = run_ga_run(args, dir_.string());
+    EXPECT_EQ(f.exit_code, 1) << args[0] << '\n' << f.err;
+    EXPECT_NE(f.err.find(db + ": the database is damaged: it lacks table generations of midtune schema version"),
+              std::string::npos)
+        << args[0] << '\n' << f.err;
+    EXPECT_EQ(file_bytes(db), before) << args[0];
+  }
+}
+
+// ---- a killed run's lease: zombies and containers ----
+
+// kill -9 and the same command at once, before the killed process is
+// reaped (a zombie, as for ~0.1 s after a kill in a shell): taken over.
+TEST_F(StoreFaultCli, ARunKilledButNotYetReapedIsTakenOver) {
+  write("zombie.yaml", experiment_yaml("zombie", 4, 40.0));
+  const std::string db = path("results.db");
+  const pid_t victim =
+      testing::spawn_ga_run({path("zombie.yaml"), "--db", db, "--quiet"}, path("victim.out"), path("victim.err"));
+  ASSERT_FALSE(wait_for_row(db, "SELECT 1 FROM experiment_leases").empty()) << testing::read_file(path("victim.err"));
+  kill(victim, SIGKILL);
+  siginfo_t info{};
+  // Wait until it is a zombie, without reaping it (WNOWAIT); bounded by the kill.
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(victim), &info, WEXITED | WNOWAIT), 0);
+  const Finished resumed = run_ga_run({path("zombie.yaml"), "--db", db, "--quiet"}, dir_.string());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("took over the lease of pid " + std::to_string(victim)), std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(testing::wait_for(victim, path("victim.out"), path("victim.err")).signal, SIGKILL);
+}
+
+// A run in a container (here `unshare --pid --fork --mount-proc`: ga-run is
+// pid 1 of its own PID namespace) killed with its namespace: the same
+// command outside takes its lease over at once and resumes.
+TEST_F(StoreFaultCli, ARunKilledInAnotherPidNamespaceIsTakenOver) {
+  if (!fs::exists("/usr/bin/unshare")) GTEST_SKIP() << "no /usr/bin/unshare (util-linux)";
+  const Finished probe = testing::run_process({"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "/bin/true"},
+                                              dir_.string());
+  if (probe.exit_code != 0) GTEST_SKIP() << "unshare --pid is not permitted here: " << probe.err;
+  finished_run("contained", path("reference.db"), 4);
+  write("contained.yaml", experiment_yaml("contained", 4, 40.0));
+  const std::string db = path("results.db");
+  // --kill-child: killing unshare kills ga-run (pid 1 inside) and so the namespace.
+  const pid_t unshare = testing::spawn_process({"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                                testing::ga_run_path(), path("contained.yaml"), "--db", db, "--quiet"},
+                                               path("victim.out"), path("victim.err"));
+  ASSERT_EQ(wait_for_row(db, "SELECT pid FROM experiment_leases WHERE (SELECT count(*) FROM individuals) >= 5"), "1")
+      << testing::read_file(path("victim.err"));
+  kill(unshare, SIGKILL);
+  testing::wait_for(unshare, path("victim.out"), path("victim.err"));
+  const Finished resumed = run_ga_run({path("contained.yaml"), "--db", db, "--quiet"}, dir_.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("took over the lease of pid 1 on host"), std::string::npos) << resumed.err;
+  EXPECT_EQ(rows(db, kResult, "contained"), rows(path("reference.db"), kResult, "contained"));
 }
 
 }  // namespace
