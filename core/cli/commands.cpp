@@ -5,6 +5,7 @@
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/engine_commands.hpp"
 #include "core/cli/eval_command.hpp"
+#include "core/cli/mpi_run.hpp"
 #include "core/cli/phs_search_command.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
@@ -13,6 +14,7 @@
 #include "core/cli/status_command.hpp"
 #include "core/cli/table.hpp"
 #include "core/experiment/experiment.hpp"
+#include "core/parallel/ranks.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -28,11 +30,18 @@ void warn_if_test_double(const Experiment& e, std::ostream& err) {
 }  // namespace
 
 int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  if (parallel::launcher_world_size() > 1) return run_on_ranks(request, out, err);
+  return run_experiment_with(
+      request, [](const Experiment& e, const std::string& name) { return prepare_search(e, name); }, out, err);
+}
+
+int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare, std::ostream& out,
+                        std::ostream& err) {
   std::unique_ptr<PreparedSearch> prepared;
   Experiment experiment;
   try {
     experiment = load_experiment(request.experiment_file);
-    prepared = prepare_search(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
+    prepared = prepare(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
   } catch (const ConfigError& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitUsage;
@@ -126,6 +135,11 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
                  "Seconds without a heartbeat after which another ga-run may take this run's experiment over "
                  "(default 900; every evaluation's commit is a heartbeat)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--unit-prompts", run.unit_prompts,
+                 "Under mpirun/srun: prompts per unit of work an evaluator rank takes (default " +
+                     std::to_string(parallel::kDefaultUnitPrompts) +
+                     "); the same value gives the same results for any number of ranks")
+      ->check(CLI::Range(1, 1024));
   bool integrity_check = false;
   app.add_flag("--integrity-check", integrity_check,
                "Check the database with the full PRAGMA integrity_check when opening it (default: quick_check)");

@@ -1,0 +1,250 @@
+// ga-run under mpirun as a user starts it (a subprocess, --oversubscribe on
+// this small machine): one search on N ranks stores the same rows and prints
+// the same report as a single ga-run, for every N; evaluators that run
+// another model, or cannot build theirs, are refused before anything is
+// evaluated, naming rank and host; nothing hangs.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/results_db.hpp"
+#include "tests/cli/subprocess.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Finished;
+
+// Rows that must be equal bit for bit: every sample (output, gold
+// log-probability printed to 17 digits), evaluation, individual and
+// generation checkpoint; ids and times aside.
+const std::vector<std::pair<std::string, std::string>> kRows = {
+    {"samples",
+     "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), s.prompt_tokens "
+     "FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id ORDER BY e.cache_key, s.sample_id"},
+    {"evaluations",
+     "SELECT cache_key, status, complete, position_scores, fitness_inputs FROM evaluations ORDER BY cache_key"},
+    {"individuals",
+     "SELECT candidate_id, generation, genome, origin, parents, printf('%.17g', fitness), cache_hit, raced_samples "
+     "FROM individuals ORDER BY experiment_id, candidate_id"},
+    {"generations",
+     "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY "
+     "experiment_id, generation"},
+};
+
+// The report without what depends on the clock (times, rates).
+nlohmann::json without_timing(nlohmann::json j) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto& [key, value] : j.items()) {
+      const bool timing = key.find("second") != std::string::npos || key.find("time") != std::string::npos ||
+                          key.find("wall") != std::string::npos || key.ends_with("_at") ||
+                          key.find("per_s") != std::string::npos || key == "db" || key == "database";
+      if (!timing) out[key] = without_timing(value);
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& value : j) out.push_back(without_timing(value));
+    return out;
+  }
+  return j;
+}
+
+class MpiRanks : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+#ifndef MIDTUNE_MPIEXEC
+    GTEST_SKIP() << "this build has no MPI (CMake found no MPI library, or -DMIDTUNE_MPI=OFF): "
+                    "the MPI evaluator ranks are not built";
+#else
+    TempDirTest::SetUp();
+    ASSERT_TRUE(fs::exists(testing::ga_run_path())) << testing::ga_run_path();
+    // Open MPI refuses to start as root unless told; CI runs as root. Set
+    // here, for this test's children only.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv(parallel_test_hook());
+#endif
+  }
+  static const char* parallel_test_hook() { return "MIDTUNE_TEST_MODEL_OVERRIDE_RANK"; }
+
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+
+  // Runs `args` to its end, or kills it after `limit_s` and fails: a job
+  // that hangs is a failure, never a stuck test.
+  Finished run_bounded(std::vector<std::string> argv, double limit_s) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const pid_t pid = testing::spawn_process(std::move(argv), out, err);
+    const auto start = std::chrono::steady_clock::now();
+    int status = 0;
+    for (;;) {
+      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ADD_FAILURE() << "still running after " << limit_s << " s; killed";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    Finished f;
+    if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+    f.out = testing::read_file(out);
+    f.err = testing::read_file(err);
+    return f;
+  }
+
+  // ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
+  Finished ga_run(int ranks, const std::vector<std::string>& args, double limit_s) const {
+    std::vector<std::string> argv;
+#ifdef MIDTUNE_MPIEXEC
+    if (ranks > 0) argv = {MIDTUNE_MPIEXEC, "--oversubscribe", "-n", std::to_string(ranks)};
+#endif
+    argv.push_back(testing::ga_run_path());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_bounded(argv, limit_s);
+  }
+
+  // Runs exp.yaml plainly and on each rank count; every database must hold
+  // the plain run's rows and give its report.
+  void same_results_for_rank_counts(const std::vector<int>& rank_counts, const std::string& unit_prompts,
+                                    double limit_s) {
+    const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, limit_s);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const Finished plain_report = ga_run(0, {"report", path("plain.db"), "--format", "json"}, 60);
+    ASSERT_EQ(plain_report.exit_code, 0) << plain_report.err;
+    const nlohmann::json expected = without_timing(nlohmann::json::parse(plain_report.out));
+    for (const auto& [what, sql] : kRows) ASSERT_FALSE(testing::query_rows(path("plain.db"), sql).empty()) << what;
+    for (const int n : rank_counts) {
+      SCOPED_TRACE("mpirun -n " + std::to_string(n));
+      const std::string db = path("ranks" + std::to_string(n) + ".db");
+      const Finished run =
+          ga_run(n, {path("exp.yaml"), "--db", db, "--unit-prompts", unit_prompts}, limit_s);
+      ASSERT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_NE(run.err.find(std::to_string(n - 1) + " evaluator ranks, units of " + unit_prompts + " prompts"),
+                std::string::npos)
+          << run.err;
+      EXPECT_EQ(run.out.substr(0, run.out.find("report:")), plain.out.substr(0, plain.out.find("report:")));
+      for (const auto& [what, sql] : kRows)
+        EXPECT_EQ(testing::query_rows(db, sql), testing::query_rows(path("plain.db"), sql)) << what;
+      const Finished report = ga_run(0, {"report", db, "--format", "json"}, 60);
+      ASSERT_EQ(report.exit_code, 0) << report.err;
+      EXPECT_EQ(without_timing(nlohmann::json::parse(report.out)), expected);
+    }
+  }
+};
+
+// The test double with racing: slices of a race are cut into units as well;
+// 24 search prompts in units of 4 keep 4 evaluators busy.
+TEST_F(MpiRanks, SyntheticSearchWithRacingStoresTheSameRowsForAnyRankCount) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-check", 3, 0.0) +
+                        "  racing: {first: 2, step: 2, confidence: 0.8}\n");
+  // Normal: a few seconds per run; the bound only catches a hang.
+  same_results_for_rank_counts({2, 3, 5}, "4", 300);
+  EXPECT_GT(std::stoi(testing::query_rows(path("ranks5.db"),
+                                          "SELECT count(*) FROM individuals WHERE raced_samples IS NOT NULL")[0]),
+            0)
+      << "the experiment races some children";
+}
+
+fs::path test_model() {
+  const char* env = std::getenv("MIDTUNE_MODEL");
+  return env && *env ? fs::path(env) : fs::path();
+}
+
+// The CPU engine on the real model, one thread per rank: units of 2 prompts
+// (so each unit shares a different prompt prefix than the whole batch does)
+// give the rows of a single process bit for bit.
+TEST_F(MpiRanks, EngineSearchStoresTheSameRowsForAnyRankCount) {
+  if (test_model().empty() || !fs::exists(test_model())) GTEST_SKIP() << "MIDTUNE_MODEL not set or missing";
+  write("exp.yaml", "name: mpi-engine\nseed: 5\nbackend: {kind: engine, model: " + test_model().string() +
+                        ", device: cpu, threads: 1}\n"
+                        "dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, "
+                        "heldout_samples: 2, prime_answer: true}\n"
+                        "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 2}\n"
+                        "search:\n  strategy: ga\n  ga: {population: 4, parents: 2, generations: 1, mutants: 1, "
+                        "crossovers: 1}\n");
+  // Normal: about a minute per run on two loaded cores; the bound catches a hang.
+  same_results_for_rank_counts({2, 3}, "2", 540);
+}
+
+fs::path vocab_dir() {
+  if (const char* env = std::getenv("MIDTUNE_VOCAB_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/llama.cpp-vocab-0.3.36" : fs::path();
+}
+
+// Writes the tiny random-weight GGUF `name` (tests/engine/tiny_arch_gguf.hpp);
+// false when the vocabulary files are missing.
+bool write_tiny_model(const std::string& name, const std::string& file) {
+  for (const auto& spec : testing::tiny_arch_specs()) {
+    if (spec.name != name) continue;
+    if (!fs::exists(vocab_dir() / spec.vocab_file)) return false;
+    testing::TinyGgufWriter::write(file, testing::tiny_arch_gguf(spec, GgufFile(vocab_dir() / spec.vocab_file)));
+    return true;
+  }
+  return false;
+}
+
+std::string tiny_engine_experiment(const std::string& model) {
+  return "name: mpi-refuse\nseed: 1\nbackend: {kind: engine, model: " + model +
+         ", device: cpu, threads: 1}\n"
+         "dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, heldout_samples: 2}\n"
+         "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 1}\n"
+         "search:\n  strategy: ga\n  ga: {population: 4, parents: 2, generations: 1, mutants: 1, crossovers: 1}\n";
+}
+
+// Rank 2 is given another model through the test hook: the driver refuses
+// before the results file is even opened, naming rank 2 and its host.
+TEST_F(MpiRanks, EvaluatorOnAnotherModelIsRefusedBeforeAnyEvaluation) {
+  if (!write_tiny_model("llama3", path("model.gguf")) || !write_tiny_model("qwen2", path("other.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  write("exp.yaml", tiny_engine_experiment(path("model.gguf")));
+  setenv(parallel_test_hook(), ("2:" + path("other.gguf")).c_str(), 1);
+  // Normal: a second or two (tiny models); the bound catches a hang.
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db")}, 120);
+  unsetenv(parallel_test_hook());
+  EXPECT_NE(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("refusing to start; nothing was evaluated"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("rank 2 on host "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("but rank 1 on host "), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db"))) << "the results file was opened";
+
+  // The same job with every rank on the same model runs.
+  const Finished same = ga_run(3, {path("exp.yaml"), "--db", path("results.db"), "--quiet"}, 120);
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+}
+
+// An evaluator that cannot build its backend (its model file is missing on
+// its node) ends the job with a non-zero status naming it, never a hang.
+TEST_F(MpiRanks, EvaluatorThatCannotBuildItsBackendEndsTheJob) {
+  if (!write_tiny_model("llama3", path("model.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  write("exp.yaml", tiny_engine_experiment(path("model.gguf")));
+  setenv(parallel_test_hook(), ("1:" + path("missing.gguf")).c_str(), 1);
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db")}, 120);
+  unsetenv(parallel_test_hook());
+  EXPECT_NE(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("rank 1 on host "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("could not build its backend"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("missing.gguf"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db")));
+}
+
+}  // namespace
+}  // namespace midtune
