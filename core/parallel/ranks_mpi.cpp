@@ -1,8 +1,8 @@
 // MPI ranks: messages are JSON text (the server protocol's request, reply
-// and info) in MPI_CHAR messages, one tag per kind. Receives poll with
-// MPI_Iprobe and a short sleep instead of blocking in MPI_Recv: Open MPI's
-// blocking calls spin, and an evaluator waiting for its next unit must not
-// take a core from one that computes.
+// and info) in MPI_CHAR messages, one tag per kind. Every wait polls
+// (MPI_Iprobe, MPI_Test) with a short sleep instead of blocking in MPI:
+// Open MPI's blocking calls spin, and an evaluator waiting for its next unit
+// must not take a core from one that computes.
 #include <mpi.h>
 
 #include <algorithm>
@@ -30,6 +30,12 @@ namespace {
 
 enum Tag : int { kSetup = 1, kHello = 2, kUnit = 3, kReply = 4, kStop = 5 };
 
+// The longest sleep between probes: short while the driver waits for a
+// unit's answer (every delay there holds back the next unit), longer for a
+// rank waiting at start-up or between evaluations.
+constexpr std::chrono::microseconds kUnitWait{100};
+constexpr std::chrono::microseconds kIdleWait{250};
+
 void check(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
@@ -38,11 +44,37 @@ void check(int code, const char* what) {
   throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(text, length));
 }
 
+// Calls ready() until it is true, sleeping between calls (from 10 us up to
+// `longest`): a rank never spins inside MPI, where Open MPI busy-waits and,
+// on a busy host, keeps the peer it waits for from running. A waiting rank
+// wakes a few thousand times a second at most, which costs no measurable CPU.
+template <class Ready>
+void poll(Ready ready, std::chrono::microseconds longest) {
+  auto pause = std::chrono::microseconds(10);
+  while (!ready()) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, longest);
+  }
+}
+
+void wait(MPI_Request& request, const char* what) {
+  poll(
+      [&] {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+        return done != 0;
+      },
+      kUnitWait);
+}
+
 void send(int destination, int tag, const json& message) {
   const std::string text = server::dump_for_wire(message);
   if (text.size() > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error("a message of " + std::to_string(text.size()) + " bytes is too large for one MPI message");
-  check(MPI_Send(text.data(), static_cast<int>(text.size()), MPI_CHAR, destination, tag, MPI_COMM_WORLD), "send");
+  MPI_Request request;
+  check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, destination, tag, MPI_COMM_WORLD, &request),
+        "send");
+  wait(request, "send");
 }
 
 struct Message {
@@ -52,23 +84,23 @@ struct Message {
 };
 
 // The next message from `source` with `tag` (MPI_ANY_SOURCE / MPI_ANY_TAG
-// allowed). Sleeps between probes, from 20 us up to 1 ms: a unit takes far
-// longer than that, so the delay costs a fraction of a per cent.
-Message receive(int source, int tag) {
+// allowed), noticed at most `longest` after it arrives.
+Message receive(int source, int tag, std::chrono::microseconds longest) {
   MPI_Status status;
-  int flag = 0;
-  auto pause = std::chrono::microseconds(20);
-  for (;;) {
-    check(MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &status), "probe");
-    if (flag) break;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
+  poll(
+      [&] {
+        int flag = 0;
+        check(MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &status), "probe");
+        return flag != 0;
+      },
+      longest);
   int count = 0;
   check(MPI_Get_count(&status, MPI_CHAR, &count), "get_count");
   std::string text(static_cast<std::size_t>(count), '\0');
-  check(MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+  MPI_Request request;
+  check(MPI_Irecv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, &request),
         "receive");
+  wait(request, "receive");
   Message m{status.MPI_SOURCE, status.MPI_TAG, {}};
   try {
     m.body = json::parse(text);
@@ -146,7 +178,7 @@ class UnitDispatchBackend : public Backend {
         idle.erase(idle.begin());
         busy[rank] = next++;
       }
-      const Message m = receive(MPI_ANY_SOURCE, kReply);
+      const Message m = receive(MPI_ANY_SOURCE, kReply, kUnitWait);
       const auto found = busy.find(m.source);
       if (found == busy.end())
         throw std::runtime_error(by_rank_.at(m.source)->where() + " answered a unit it was not given");
@@ -246,7 +278,7 @@ std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompt
   std::vector<Evaluator> evaluators;
   std::vector<std::string> problems;
   for (int r = 1; r < place_.size; ++r) {
-    const Message m = receive(r, kHello);
+    const Message m = receive(r, kHello, kIdleWait);
     Evaluator e;
     e.rank = r;
     e.host = m.body.value("host", "?");
@@ -288,7 +320,7 @@ void RankSession::stop_evaluators(const std::string& reason) {
 }
 
 std::optional<json> RankSession::receive_setup() {
-  const Message m = receive(0, MPI_ANY_TAG);
+  const Message m = receive(0, MPI_ANY_TAG, kIdleWait);
   if (m.tag == kStop) return std::nullopt;
   if (m.tag != kSetup) throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " before the setup");
   return m.body;
@@ -316,7 +348,7 @@ std::string RankSession::serve(Backend* backend, const std::string& build_error,
   server::RequestLimits limits;
   limits.max_items = std::numeric_limits<std::size_t>::max();
   for (;;) {
-    const Message m = receive(0, MPI_ANY_TAG);
+    const Message m = receive(0, MPI_ANY_TAG, kIdleWait);
     if (m.tag == kStop) return m.body.value("reason", "");
     if (m.tag != kUnit) throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " mid-search");
     json reply = backend == nullptr ? server::error_body("backend_error", error)
