@@ -55,10 +55,11 @@ int evaluate(parallel::RankSession& session, std::ostream& err) {
     backend = make_backend(e);
   } catch (const std::exception& e) {
     error = e.what();
-    err << "ga-run: " << where(place) << ": could not build the backend: " << error << '\n';
+    err << ("ga-run: " + where(place) + ": could not build the backend: " + error + "\n") << std::flush;
   }
   const std::string reason = session.serve(backend.get(), error, device);
-  if (!reason.empty()) err << "ga-run: " << where(place) << " stopped: " << reason << '\n';
+  // One write per line: the launcher merges every rank's standard error.
+  if (!reason.empty()) err << ("ga-run: " + where(place) + " stopped: " + reason + "\n") << std::flush;
   return kExitOk;
 }
 

@@ -246,5 +246,26 @@ TEST_F(MpiRanks, EvaluatorThatCannotBuildItsBackendEndsTheJob) {
   EXPECT_FALSE(fs::exists(path("results.db")));
 }
 
+// A backend error on an evaluator mid-search (every prompt longer than the
+// tiny model's 4096-token context) fails the search as in one process: exit
+// 1 naming the rank and host, the failure stored, every rank ended.
+TEST_F(MpiRanks, BackendErrorOnAnEvaluatorEndsTheJobNamingTheRank) {
+  if (!write_tiny_model("llama3", path("model.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  std::string yaml = tiny_engine_experiment(path("model.gguf"));
+  yaml.replace(yaml.find("pairs: 3"), 8, "pairs: 150");
+  write("exp.yaml", yaml);
+  // Normal: a few seconds; the bound catches a hang.
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db"), "--quiet"}, 120);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find("exceed the model context"), std::string::npos) << run.err;
+  EXPECT_TRUE(run.err.find("rank 1 on host ") != std::string::npos ||
+              run.err.find("rank 2 on host ") != std::string::npos)
+      << run.err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "SELECT status FROM evaluations"),
+            std::vector<std::string>{"failed"});
+  EXPECT_TRUE(testing::query_rows(path("results.db"), "SELECT * FROM individuals").empty());
+}
+
 }  // namespace
 }  // namespace midtune
