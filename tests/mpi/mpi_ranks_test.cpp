@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +29,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Finished;
+
+#ifdef MIDTUNE_MPIEXEC
+#define MIDTUNE_MPIEXEC_OR_EMPTY MIDTUNE_MPIEXEC
+#else
+#define MIDTUNE_MPIEXEC_OR_EMPTY ""
+#endif
 
 // Rows that must be equal bit for bit: every sample (output, gold
 // log-probability printed to 17 digits), evaluation, individual and
@@ -265,6 +274,96 @@ TEST_F(MpiRanks, BackendErrorOnAnEvaluatorEndsTheJobNamingTheRank) {
   EXPECT_EQ(testing::query_rows(path("results.db"), "SELECT status FROM evaluations"),
             std::vector<std::string>{"failed"});
   EXPECT_TRUE(testing::query_rows(path("results.db"), "SELECT * FROM individuals").empty());
+}
+
+// The ranks mpirun started for job `launcher` (its children) by MPI rank.
+std::map<int, pid_t> ranks_of(pid_t launcher) {
+  std::map<int, pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream stat(testing::read_file(entry.path() / "stat"));
+    std::string pid, comm, state;
+    pid_t parent = 0;
+    stat >> pid >> comm >> state >> parent;
+    if (parent != launcher) continue;
+    const std::string environ = testing::read_file(entry.path() / "environ");
+    const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
+    for (std::size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
+      if (environ.compare(at, key.size(), key) == 0) out[std::stoi(environ.substr(at + key.size()))] = std::stoi(name);
+      if (environ.find('\0', at) == std::string::npos) break;
+    }
+  }
+  return out;
+}
+
+// kill -9 of a random rank, driver or evaluator, at a random moment: the
+// launcher ends the whole job (here within a couple of seconds; bound 30 s),
+// the results file stays intact, and running the same command again with
+// another rank count ends with the rows of an uninterrupted run.
+TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 20.0) +
+                        "  racing: {first: 2, step: 2, confidence: 0.8}\n");
+  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("kill seed " + std::to_string(seed));
+  // From MPI start-up (about 1.5 s here) to well into the search.
+  std::uniform_real_distribution<double> moment(0.5, 4.0);
+  int kills = 0, driver_kills = 0, mid_search_kills = 0, last_stored = 0;
+  for (int attempt = 0; attempt < 30 && kills < 10; ++attempt) {
+    const int n = 2 + attempt % 3;
+    const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", std::to_string(n),
+                                           testing::ga_run_path(), path("exp.yaml"), "--db", path("killed.db"),
+                                           "--quiet", "--unit-prompts", "4"};
+    const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+    std::this_thread::sleep_for(std::chrono::duration<double>(moment(rng)));
+    const std::map<int, pid_t> ranks = ranks_of(launcher);
+    int status = 0;
+    if (static_cast<int>(ranks.size()) < n) {  // finished (or not yet started): let it end
+      waitpid(launcher, &status, 0);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) break;  // the search completed
+      continue;
+    }
+    const int victim = std::uniform_int_distribution<int>(0, n - 1)(rng);
+    kill(ranks.at(victim), SIGKILL);
+    ++kills;
+    driver_kills += victim == 0;
+    const auto killed_at = std::chrono::steady_clock::now();
+    bool ended = false;
+    while (std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
+      if (waitpid(launcher, &status, WNOHANG) == launcher) {
+        ended = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ended) {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, &status, 0);
+    }
+    ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
+    // Every rank is gone before the next start (the lease of a dead driver is taken over).
+    for (const auto& [rank, pid] : ranks)
+      for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!fs::exists(path("killed.db"))) continue;  // killed during start-up
+    EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+    const int stored = std::stoi(testing::query_rows(path("killed.db"), "SELECT count(*) FROM individuals")[0]);
+    mid_search_kills += stored > last_stored;
+    last_stored = stored;
+  }
+  EXPECT_GE(mid_search_kills, 3) << "too few kills landed mid-search (" << kills << " kills)";
+  const Finished resumed = ga_run(3, {path("exp.yaml"), "--db", path("killed.db"), "--quiet", "--unit-prompts", "4"}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : kRows)
+    EXPECT_EQ(testing::query_rows(path("killed.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
+  RecordProperty("kills", kills);
+  RecordProperty("driver_kills", driver_kills);
+  RecordProperty("mid_search_kills", mid_search_kills);
 }
 
 }  // namespace
