@@ -94,7 +94,9 @@ class RankSession {
   // search's model identity).
   std::unique_ptr<Backend> connect_evaluators(std::size_t unit_prompts);
   // Tells every evaluator to end; `reason` (empty after a finished search)
-  // goes to their standard error.
+  // goes to their standard error. When the dispatch backend failed with
+  // units still out (an MPI or protocol failure, not a backend error), ends
+  // every rank instead (abort), since those evaluators cannot be stopped.
   void stop_evaluators(const std::string& reason);
 
   // --- an evaluator (rank > 0) ---
@@ -108,7 +110,7 @@ class RankSession {
 
  private:
   RankPlace place_;
-  bool finalized_ = false;
+  bool units_lost_ = false;  // set by the dispatch backend
 };
 
 }  // namespace midtune::parallel

@@ -134,8 +134,10 @@ struct Evaluator {
 // evaluator is left mid-message when the search stops.
 class UnitDispatchBackend : public Backend {
  public:
-  UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts)
-      : evaluators_(std::move(evaluators)), unit_prompts_(unit_prompts) {
+  // `units_lost` is set when run() ends by an exception with units still
+  // out: those evaluators may wait forever to hand their answers over.
+  UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, bool& units_lost)
+      : evaluators_(std::move(evaluators)), unit_prompts_(unit_prompts), units_lost_(units_lost) {
     for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
   }
 
@@ -158,6 +160,15 @@ class UnitDispatchBackend : public Backend {
 
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override {
+    units_lost_ = true;  // until every unit is answered
+    std::vector<SampleOutput> outputs = dispatch(intervention, batch, options);
+    units_lost_ = false;
+    return outputs;
+  }
+
+ private:
+  std::vector<SampleOutput> dispatch(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                     const RunOptions& options) {
     const std::span<const BatchItem> items(batch);
     std::vector<SampleOutput> outputs(batch.size());
     const std::size_t units = (batch.size() + unit_prompts_ - 1) / unit_prompts_;
@@ -201,6 +212,7 @@ class UnitDispatchBackend : public Backend {
         failure = by_rank_.at(m.source)->where() + ": unreadable reply: " + e.what();
       }
     }
+    units_lost_ = false;  // every unit is answered
     if (failure) {
       if (failure_code == "invalid_input") throw InvalidInputError(*failure);
       if (failure_code == "invalid_request") throw std::invalid_argument(*failure);
@@ -209,11 +221,11 @@ class UnitDispatchBackend : public Backend {
     return outputs;
   }
 
- private:
   const Evaluator& reference() const { return evaluators_.front(); }
   std::vector<Evaluator> evaluators_;  // by rank; the first is the reference
   std::map<int, const Evaluator*> by_rank_;
   std::size_t unit_prompts_;
+  bool& units_lost_;
 };
 
 // The chat template of `backend` for one user message, as the server
@@ -261,7 +273,7 @@ RankSession::RankSession() {
 }
 
 RankSession::~RankSession() {
-  if (!finalized_) MPI_Finalize();
+  MPI_Finalize();
 }
 
 void RankSession::abort(int code) {
@@ -312,10 +324,11 @@ std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompt
     for (const std::string& p : problems) message += "\n  " + p;
     throw EvaluatorsRefused(message);
   }
-  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts);
+  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, units_lost_);
 }
 
 void RankSession::stop_evaluators(const std::string& reason) {
+  if (units_lost_) abort(1);  // an evaluator may be stuck handing over an answer nobody takes
   for (int r = 1; r < place_.size; ++r) send(r, kStop, {{"reason", reason}});
 }
 
