@@ -182,6 +182,13 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*status) return print_status(db, out, err, check);
   if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check});
   if (*query) return run_query(db, sql_text, out, err);
+  if ((*eval || *phs_search) && parallel::launcher_world_size() > 1) {
+    // Every rank would run the whole command and write the same database.
+    err << "ga-run: " << (*eval ? "eval" : "phs-search")
+        << " runs as one process: start it without mpirun or srun (a search, ga-run EXPERIMENT.yaml, is what "
+           "uses MPI ranks)\n";
+    return kExitUsage;
+  }
   if (*eval) return run_eval(eval_request, out, err);
   if (*phs_search) return run_phs_search(phs_args, out, err);
   if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran

@@ -171,6 +171,16 @@ TEST_F(MpiRanks, SyntheticSearchWithRacingStoresTheSameRowsForAnyRankCount) {
       << "the experiment races some children";
 }
 
+// Commands that write the database and do not use ranks are refused under a
+// launcher rather than run once per rank.
+TEST_F(MpiRanks, EvalUnderALauncherIsRefused) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-eval", 1, 0.0));
+  const Finished run = ga_run(2, {"eval", path("exp.yaml"), "--db", path("results.db")}, 120);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("eval runs as one process"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db")));
+}
+
 fs::path test_model() {
   const char* env = std::getenv("MIDTUNE_MODEL");
   return env && *env ? fs::path(env) : fs::path();
