@@ -28,6 +28,9 @@ struct RunRequest {
   // Under an MPI launcher: prompts per unit of work handed to an evaluator
   // rank (the unit boundaries; 0 = parallel::kDefaultUnitPrompts).
   std::size_t unit_prompts = 0;
+  // Under an MPI launcher: seconds an evaluator may take for one unit
+  // before the job ends (0: no deadline).
+  double unit_timeout_s = 0;
 };
 
 // Runs or resumes; prints progress to err and a summary to out. Started by

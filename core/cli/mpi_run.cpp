@@ -71,7 +71,7 @@ int drive(parallel::RankSession& session, const RunRequest& request, std::ostrea
       [&](const Experiment& e, const std::string& name) {
         session.send_setup(
             {{"experiment_text", e.text}, {"experiment_file", e.file.string()}, {"driver_host", place.host}});
-        auto backend = session.connect_evaluators(unit_prompts);
+        auto backend = session.connect_evaluators(unit_prompts, request.unit_timeout_s);
         if (!request.quiet)
           err << "ga-run: driver " << where(place) << ", " << place.size - 1 << " evaluator ranks, units of "
               << unit_prompts << " prompts\n";

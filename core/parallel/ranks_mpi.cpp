@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <span>
 #include <thread>
 
@@ -48,33 +49,40 @@ void check(int code, const char* what) {
 // `longest`): a rank never spins inside MPI, where Open MPI busy-waits and,
 // on a busy host, keeps the peer it waits for from running. A waiting rank
 // wakes a few thousand times a second at most, which costs no measurable CPU.
+// Returns false when `deadline` passes first.
+using Clock = std::chrono::steady_clock;
 template <class Ready>
-void poll(Ready ready, std::chrono::microseconds longest) {
+bool poll(Ready ready, std::chrono::microseconds longest, Clock::time_point deadline = Clock::time_point::max()) {
   auto pause = std::chrono::microseconds(10);
   while (!ready()) {
+    if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, longest);
   }
+  return true;
 }
 
-void wait(MPI_Request& request, const char* what) {
-  poll(
+// False when `deadline` passed first (the request is then still pending).
+bool wait(MPI_Request& request, const char* what, Clock::time_point deadline = Clock::time_point::max()) {
+  return poll(
       [&] {
         int done = 0;
         check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
         return done != 0;
       },
-      kUnitWait);
+      kUnitWait, deadline);
 }
 
-void send(int destination, int tag, const json& message) {
+// False when the destination did not take the message by `deadline` (a
+// large message waits for the receiver, which may hang).
+bool send(int destination, int tag, const json& message, Clock::time_point deadline = Clock::time_point::max()) {
   const std::string text = server::dump_for_wire(message);
   if (text.size() > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error("a message of " + std::to_string(text.size()) + " bytes is too large for one MPI message");
   MPI_Request request;
   check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, destination, tag, MPI_COMM_WORLD, &request),
         "send");
-  wait(request, "send");
+  return wait(request, "send", deadline);
 }
 
 struct Message {
@@ -84,16 +92,19 @@ struct Message {
 };
 
 // The next message from `source` with `tag` (MPI_ANY_SOURCE / MPI_ANY_TAG
-// allowed), noticed at most `longest` after it arrives.
-Message receive(int source, int tag, std::chrono::microseconds longest) {
+// allowed), noticed at most `longest` after it arrives; nullopt when none
+// came by `deadline`.
+std::optional<Message> receive_by(int source, int tag, std::chrono::microseconds longest,
+                                  Clock::time_point deadline) {
   MPI_Status status;
-  poll(
+  const bool arrived = poll(
       [&] {
         int flag = 0;
         check(MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &status), "probe");
         return flag != 0;
       },
-      longest);
+      longest, deadline);
+  if (!arrived) return std::nullopt;
   int count = 0;
   check(MPI_Get_count(&status, MPI_CHAR, &count), "get_count");
   std::string text(static_cast<std::size_t>(count), '\0');
@@ -108,6 +119,16 @@ Message receive(int source, int tag, std::chrono::microseconds longest) {
     throw std::runtime_error("rank " + std::to_string(m.source) + " sent a message that is not JSON: " + e.what());
   }
   return m;
+}
+
+Message receive(int source, int tag, std::chrono::microseconds longest) {
+  return *receive_by(source, tag, longest, Clock::time_point::max());
+}
+
+std::string format_seconds(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
 }
 
 std::string processor_name() {
@@ -136,8 +157,12 @@ class UnitDispatchBackend : public Backend {
  public:
   // `units_lost` is set when run() ends by an exception with units still
   // out: those evaluators may wait forever to hand their answers over.
-  UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, bool& units_lost)
-      : evaluators_(std::move(evaluators)), unit_prompts_(unit_prompts), units_lost_(units_lost) {
+  UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, double unit_timeout_s,
+                      bool& units_lost)
+      : evaluators_(std::move(evaluators)),
+        unit_prompts_(unit_prompts),
+        unit_timeout_s_(unit_timeout_s),
+        units_lost_(units_lost) {
     for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
   }
 
@@ -179,22 +204,35 @@ class UnitDispatchBackend : public Backend {
     std::set<int> idle;
     for (const Evaluator& e : evaluators_) idle.insert(e.rank);
     std::map<int, std::size_t> busy;  // rank -> unit
+    std::map<int, Clock::time_point> due;  // rank -> when its unit is overdue
     std::size_t next = 0;
     std::optional<std::string> failure;
     std::string failure_code;
     while ((next < units && !failure) || !busy.empty()) {
       while (next < units && !failure && !idle.empty()) {
         const int rank = *idle.begin();
-        send(rank, kUnit, {{"unit", next}, {"request", server::evaluate_request_to_json(intervention, options, unit_items(next))}});
+        const Clock::time_point deadline =
+            unit_timeout_s_ > 0
+                ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s_))
+                : Clock::time_point::max();
         idle.erase(idle.begin());
-        busy[rank] = next++;
+        busy[rank] = next;
+        due[rank] = deadline;
+        const json request = server::evaluate_request_to_json(intervention, options, unit_items(next));
+        if (!send(rank, kUnit, {{"unit", next++}, {"request", request}}, deadline)) overdue(rank, busy.at(rank));
       }
-      const Message m = receive(MPI_ANY_SOURCE, kReply, kUnitWait);
+      const auto first_due = std::min_element(due.begin(), due.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      });
+      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, first_due->second);
+      if (!reply) overdue(first_due->first, busy.at(first_due->first));
+      const Message& m = *reply;
       const auto found = busy.find(m.source);
       if (found == busy.end())
         throw std::runtime_error(by_rank_.at(m.source)->where() + " answered a unit it was not given");
       const std::size_t unit = found->second;
       busy.erase(found);
+      due.erase(m.source);
       idle.insert(m.source);
       if (failure) continue;  // drain the others, keep the first failure
       try {
@@ -221,10 +259,17 @@ class UnitDispatchBackend : public Backend {
     return outputs;
   }
 
+  // Units are still out: the session ends every rank (units_lost_).
+  [[noreturn]] void overdue(int rank, std::size_t unit) const {
+    throw std::runtime_error(by_rank_.at(rank)->where() + " has not answered unit " + std::to_string(unit) + " in " +
+                             format_seconds(unit_timeout_s_) + " s (--unit-timeout); ending the job");
+  }
+
   const Evaluator& reference() const { return evaluators_.front(); }
   std::vector<Evaluator> evaluators_;  // by rank; the first is the reference
   std::map<int, const Evaluator*> by_rank_;
   std::size_t unit_prompts_;
+  double unit_timeout_s_;  // 0: no deadline
   bool& units_lost_;
 };
 
@@ -285,7 +330,7 @@ void RankSession::send_setup(const json& setup) {
   for (int r = 1; r < place_.size; ++r) send(r, kSetup, setup);
 }
 
-std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompts) {
+std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompts, double unit_timeout_s) {
   if (unit_prompts == 0) throw std::invalid_argument("prompts per unit must be at least 1");
   std::vector<Evaluator> evaluators;
   std::vector<std::string> problems;
@@ -324,7 +369,7 @@ std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompt
     for (const std::string& p : problems) message += "\n  " + p;
     throw EvaluatorsRefused(message);
   }
-  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, units_lost_);
+  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, unit_timeout_s, units_lost_);
 }
 
 void RankSession::stop_evaluators(const std::string& reason) {

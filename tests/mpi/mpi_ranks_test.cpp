@@ -376,5 +376,44 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
   RecordProperty("mid_search_kills", mid_search_kills);
 }
 
+// An evaluator that hangs (stopped with SIGSTOP: alive, silent) ends the
+// job once a unit is --unit-timeout overdue, naming the rank; nothing waits
+// forever.
+TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-hang", 30, 20.0));
+  const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
+                                         testing::ga_run_path(), path("exp.yaml"), "--db", path("results.db"),
+                                         "--quiet", "--unit-timeout", "2"};
+  const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+  std::map<int, pid_t> ranks;
+  // Until every rank has started (MPI start-up takes about 1.5 s here).
+  for (int i = 0; i < 1000 && ranks.size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ranks = ranks_of(launcher);
+  }
+  ASSERT_EQ(ranks.size(), 3u);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // into the search
+  kill(ranks.at(1), SIGSTOP);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  int status = 0;
+  bool ended = false;
+  // Normal: the 2 s deadline plus the abort, about 3 s; 60 s catches a hang.
+  while (!ended && std::chrono::steady_clock::now() - stopped_at < std::chrono::seconds(60)) {
+    ended = waitpid(launcher, &status, WNOHANG) == launcher;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!ended) {
+    kill(launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+  }
+  for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+  ASSERT_TRUE(ended) << "the job outlived a hung evaluator by 60 s";
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string err = testing::read_file(path("err.txt"));
+  EXPECT_NE(err.find("rank 1 on host "), std::string::npos) << err;
+  EXPECT_NE(err.find("(--unit-timeout); ending the job"), std::string::npos) << err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+}
+
 }  // namespace
 }  // namespace midtune
