@@ -143,7 +143,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.add_option("--unit-timeout", run.unit_timeout_s,
                  "Under mpirun/srun: seconds an evaluator rank may take for one unit before the job ends as "
                  "failed, for a rank that hangs (default 0: no deadline; a rank that dies ends the job anyway)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e7));
   bool integrity_check = false;
   app.add_flag("--integrity-check", integrity_check,
                "Check the database with the full PRAGMA integrity_check when opening it (default: quick_check)");

@@ -1,5 +1,7 @@
 // The ga-run command line (CLI11): `ga-run EXPERIMENT.yaml [--db PATH]
-// [--quiet] [--new-experiment NAME] [--takeover] [--lease-timeout S]`, `validate`, `status`, `report`, `query`.
+// [--quiet] [--new-experiment NAME] [--takeover] [--lease-timeout S]
+// [--unit-prompts K] [--unit-timeout S]` (the last two under mpirun/srun),
+// `validate`, `status`, `report`, `query`.
 #pragma once
 
 #include <functional>

@@ -90,9 +90,10 @@ class RankSession {
   // Waits for every evaluator's introduction and returns the Backend that
   // dispatches units of `unit_prompts` prompts to them; it must not outlive
   // this session. An evaluator that has not answered a unit after
-  // `unit_timeout_s` seconds (0: no deadline) fails the run and the job ends. Throws EvaluatorsRefused naming the rank and host of every
-  // evaluator that failed or differs from rank 1 (whose identity is then the
-  // search's model identity).
+  // `unit_timeout_s` seconds (0: no deadline) fails the run and the job
+  // ends. Throws EvaluatorsRefused naming the rank and host of every
+  // evaluator that failed or differs from rank 1 (whose identity is then
+  // the search's model identity).
   std::unique_ptr<Backend> connect_evaluators(std::size_t unit_prompts, double unit_timeout_s = 0);
   // Tells every evaluator to end; `reason` (empty after a finished search)
   // goes to their standard error. When the dispatch backend failed with

@@ -162,6 +162,7 @@ class UnitDispatchBackend : public Backend {
       : evaluators_(std::move(evaluators)),
         unit_prompts_(unit_prompts),
         unit_timeout_s_(unit_timeout_s),
+        timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s))),
         units_lost_(units_lost) {
     for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
   }
@@ -186,9 +187,7 @@ class UnitDispatchBackend : public Backend {
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override {
     units_lost_ = true;  // until every unit is answered
-    std::vector<SampleOutput> outputs = dispatch(intervention, batch, options);
-    units_lost_ = false;
-    return outputs;
+    return dispatch(intervention, batch, options);
   }
 
  private:
@@ -211,10 +210,7 @@ class UnitDispatchBackend : public Backend {
     while ((next < units && !failure) || !busy.empty()) {
       while (next < units && !failure && !idle.empty()) {
         const int rank = *idle.begin();
-        const Clock::time_point deadline =
-            unit_timeout_s_ > 0
-                ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s_))
-                : Clock::time_point::max();
+        const Clock::time_point deadline = unit_timeout_s_ > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
         idle.erase(idle.begin());
         busy[rank] = next;
         due[rank] = deadline;
@@ -270,6 +266,7 @@ class UnitDispatchBackend : public Backend {
   std::map<int, const Evaluator*> by_rank_;
   std::size_t unit_prompts_;
   double unit_timeout_s_;  // 0: no deadline
+  Clock::duration timeout_;
   bool& units_lost_;
 };
 
@@ -380,7 +377,8 @@ void RankSession::stop_evaluators(const std::string& reason) {
 std::optional<json> RankSession::receive_setup() {
   const Message m = receive(0, MPI_ANY_TAG, kIdleWait);
   if (m.tag == kStop) return std::nullopt;
-  if (m.tag != kSetup) throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " before the setup");
+  if (m.tag != kSetup)
+    throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " before the setup");
   return m.body;
 }
 

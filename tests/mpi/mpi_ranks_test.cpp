@@ -41,7 +41,8 @@ using testing::Finished;
 // generation checkpoint; ids and times aside.
 const std::vector<std::pair<std::string, std::string>> kRows = {
     {"samples",
-     "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), s.prompt_tokens "
+     "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), "
+     "s.prompt_tokens "
      "FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id ORDER BY e.cache_key, s.sample_id"},
     {"evaluations",
      "SELECT cache_key, status, complete, position_scores, fitness_inputs FROM evaluations ORDER BY cache_key"},
@@ -367,7 +368,8 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
     last_stored = stored;
   }
   EXPECT_GE(mid_search_kills, 3) << "too few kills landed mid-search (" << kills << " kills)";
-  const Finished resumed = ga_run(3, {path("exp.yaml"), "--db", path("killed.db"), "--quiet", "--unit-prompts", "4"}, 300);
+  const Finished resumed =
+      ga_run(3, {path("exp.yaml"), "--db", path("killed.db"), "--quiet", "--unit-prompts", "4"}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   for (const auto& [what, sql] : kRows)
     EXPECT_EQ(testing::query_rows(path("killed.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
