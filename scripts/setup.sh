@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # python3-venv: scripts/fetch_peers.sh makes the peer tests' pinned Python with it.
 PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   libeigen3-dev libtbb-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libcli11-dev
-  libgtest-dev libgmock-dev libyaml-cpp-dev libcpp-httplib-dev zlib1g-dev libpcre2-dev libxxhash-dev)
+  libgtest-dev libgmock-dev libyaml-cpp-dev libcpp-httplib-dev zlib1g-dev libpcre2-dev libxxhash-dev
+  openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

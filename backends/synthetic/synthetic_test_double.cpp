@@ -75,8 +75,8 @@ std::vector<SampleOutput> SyntheticTestDoubleBackend::run(const Intervention& in
                                                           const std::vector<BatchItem>& batch,
                                                           const RunOptions& /*options*/) {
   validate(intervention);
-  if (config_.latency_ms > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.latency_ms));
+  const double sleep_ms = config_.latency_ms + config_.prompt_latency_ms * static_cast<double>(batch.size());
+  if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
   const std::string canonical = intervention.canonical();
   std::vector<SampleOutput> out;
   out.reserve(batch.size());

@@ -21,6 +21,9 @@ struct SyntheticTestDoubleConfig {
   double noise = 0.05;      // amplitude of the per-intervention accuracy jitter
   std::uint64_t seed = 0;   // picks the noise; the target curve is fixed
   double latency_ms = 0.0;  // sleep per run() call, so tests can kill mid-evaluation
+  // Sleep per prompt: a model's cost that grows with the batch and takes no
+  // CPU (benchmarks of many evaluator ranks on a small machine).
+  double prompt_latency_ms = 0.0;
 };
 
 class SyntheticTestDoubleBackend : public Backend {

@@ -5,6 +5,7 @@
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/engine_commands.hpp"
 #include "core/cli/eval_command.hpp"
+#include "core/cli/mpi_run.hpp"
 #include "core/cli/phs_search_command.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
@@ -13,6 +14,7 @@
 #include "core/cli/status_command.hpp"
 #include "core/cli/table.hpp"
 #include "core/experiment/experiment.hpp"
+#include "core/parallel/ranks.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -28,11 +30,18 @@ void warn_if_test_double(const Experiment& e, std::ostream& err) {
 }  // namespace
 
 int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& err) {
+  if (parallel::launcher_world_size() > 1) return run_on_ranks(request, out, err);
+  return run_experiment_with(
+      request, [](const Experiment& e, const std::string& name) { return prepare_search(e, name); }, out, err);
+}
+
+int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare, std::ostream& out,
+                        std::ostream& err) {
   std::unique_ptr<PreparedSearch> prepared;
   Experiment experiment;
   try {
     experiment = load_experiment(request.experiment_file);
-    prepared = prepare_search(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
+    prepared = prepare(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
   } catch (const ConfigError& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitUsage;
@@ -126,6 +135,15 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
                  "Seconds without a heartbeat after which another ga-run may take this run's experiment over "
                  "(default 900; every evaluation's commit is a heartbeat)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--unit-prompts", run.unit_prompts,
+                 "Under mpirun/srun: prompts per unit of work an evaluator rank takes (default " +
+                     std::to_string(parallel::kDefaultUnitPrompts) +
+                     "); the same value gives the same results for any number of ranks")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--unit-timeout", run.unit_timeout_s,
+                 "Under mpirun/srun: seconds an evaluator rank may take for one unit before the job ends as "
+                 "failed, for a rank that hangs (default 0: no deadline; a rank that dies ends the job anyway)")
+      ->check(CLI::Range(0.0, 1e7));
   bool integrity_check = false;
   app.add_flag("--integrity-check", integrity_check,
                "Check the database with the full PRAGMA integrity_check when opening it (default: quick_check)");
@@ -178,6 +196,13 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*status) return print_status(db, out, err, check);
   if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check, report_out});
   if (*query) return run_query(db, sql_text, out, err, query_limits);
+  if ((*eval || *phs_search) && parallel::launcher_world_size() > 1) {
+    // Every rank would run the whole command and write the same database.
+    err << "ga-run: " << (*eval ? "eval" : "phs-search")
+        << " runs as one process: start it without mpirun or srun (a search, ga-run EXPERIMENT.yaml, is what "
+           "uses MPI ranks)\n";
+    return kExitUsage;
+  }
   if (*eval) return run_eval(eval_request, out, err);
   if (*phs_search) return run_phs_search(phs_args, out, err);
   if (!app.get_subcommands().empty()) return kExitOk;  // an engine command ran

@@ -1,10 +1,15 @@
 // The ga-run command line (CLI11): `ga-run EXPERIMENT.yaml [--db PATH]
-// [--quiet] [--new-experiment NAME] [--takeover] [--lease-timeout S]`, `validate`, `status`, `report`, `query`.
+// [--quiet] [--new-experiment NAME] [--takeover] [--lease-timeout S]
+// [--unit-prompts K] [--unit-timeout S]` (the last two under mpirun/srun),
+// `validate`, `status`, `report`, `query`.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 
+#include "core/cli/run_setup.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -22,10 +27,23 @@ struct RunRequest {
   bool takeover = false;                 // take the experiment's lease from a live owner
   double lease_timeout_seconds = LeasePolicy{}.stale_after_seconds;  // declared in the lease
   bool integrity_check = false;          // full PRAGMA integrity_check at open (default: quick_check)
+  // Under an MPI launcher: prompts per unit of work handed to an evaluator
+  // rank (the unit boundaries; 0 = parallel::kDefaultUnitPrompts).
+  std::size_t unit_prompts = 0;
+  // Under an MPI launcher: seconds an evaluator may take for one unit
+  // before the job ends (0: no deadline).
+  double unit_timeout_s = 0;
 };
 
-// Runs or resumes; prints progress to err and a summary to out.
+// Runs or resumes; prints progress to err and a summary to out. Started by
+// an MPI launcher with several processes, runs as its ranks (mpi_run.hpp).
 int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& err);
+
+// Builds the search's parts from the loaded experiment (the backend included).
+using PrepareSearch = std::function<std::unique_ptr<PreparedSearch>(const Experiment&, const std::string& name)>;
+// run_experiment with its parts built by `prepare`: what the driver rank runs.
+int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare, std::ostream& out,
+                        std::ostream& err);
 // Loads and checks an experiment file (and builds its objective and strategy
 // when the backend is the synthetic test double, whose layer count is known).
 int validate_experiment(const std::string& file, std::ostream& out, std::ostream& err);

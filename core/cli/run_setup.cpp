@@ -23,6 +23,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     config.heads = b.synthetic.heads;
     config.noise = b.synthetic.noise;
     config.latency_ms = b.synthetic.latency_ms;
+    config.prompt_latency_ms = b.synthetic.prompt_latency_ms;
     config.seed = experiment.seed;
     return std::make_unique<SyntheticTestDoubleBackend>(config);
   }
@@ -205,10 +206,10 @@ std::unique_ptr<PreparedSplit> prepare_split(const Experiment& e, Backend& backe
 }
 
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::string& experiment_name,
-                                               datasets::Split split) {
+                                               datasets::Split split, std::unique_ptr<Backend> backend) {
   require_input_files(e);
   auto p = std::make_unique<PreparedSearch>();
-  p->backend = make_backend(e);
+  p->backend = backend ? std::move(backend) : make_backend(e);
   const ModelIdentity model = p->backend->identity();
   p->objective = make_objective(e.objective, model.layers);
   require_searchable_on_backend(e, *p->objective, *p->backend);

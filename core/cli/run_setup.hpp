@@ -50,8 +50,10 @@ void require_searchable_on_backend(const Experiment& experiment, const Objective
 std::unique_ptr<PreparedSplit> prepare_split(const Experiment& experiment, Backend& backend, datasets::Split split);
 
 // experiment_name overrides experiment.name (--new-experiment). `split`
-// chooses the prompts (`ga-run eval` may use heldout).
+// chooses the prompts (`ga-run eval` may use heldout). `backend`: one built
+// already (MPI ranks' dispatch backend); null: make_backend(experiment).
 std::unique_ptr<PreparedSearch> prepare_search(const Experiment& experiment, const std::string& experiment_name,
-                                               datasets::Split split = datasets::Split::search);
+                                               datasets::Split split = datasets::Split::search,
+                                               std::unique_ptr<Backend> backend = nullptr);
 
 }  // namespace midtune

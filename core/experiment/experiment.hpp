@@ -31,6 +31,7 @@ struct SyntheticConfig {  // tests and benchmarks only
   int heads = 9;
   double noise = 0.05;
   double latency_ms = 0.0;
+  double prompt_latency_ms = 0.0;  // a sleep per prompt, as a model's cost (benchmarks)
   bool operator==(const SyntheticConfig&) const = default;
 };
 

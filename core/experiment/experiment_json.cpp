@@ -43,6 +43,7 @@ json backend_json(const BackendConfig& backend, bool fingerprint) {
     j["heads"] = backend.synthetic.heads;
     j["noise"] = backend.synthetic.noise;
     if (!fingerprint) j["latency_ms"] = backend.synthetic.latency_ms;
+    if (!fingerprint) j["prompt_latency_ms"] = backend.synthetic.prompt_latency_ms;
   }
   return j;
 }

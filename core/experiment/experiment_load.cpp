@@ -19,7 +19,7 @@ namespace {
 
 const std::vector<std::string> kEngineKeys = {"model", "device", "gpu", "threads", "batch_tokens", "precision"};
 const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
-const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms"};
+const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms", "prompt_latency_ms"};
 
 void reject_keys_of_other_kind(const MapReader& section, const std::vector<std::string>& keys,
                                const std::string& owner_kind, const std::string& kind) {
@@ -129,6 +129,7 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     synthetic.heads = static_cast<int>(section.integer_or("heads", synthetic.heads, 1, 1024));
     synthetic.noise = section.number_or("noise", synthetic.noise, 0, 1);
     synthetic.latency_ms = section.number_or("latency_ms", synthetic.latency_ms, 0, 3.6e6);
+    synthetic.prompt_latency_ms = section.number_or("prompt_latency_ms", synthetic.prompt_latency_ms, 0, 3.6e6);
   }
   return backend;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace midtune {
 namespace {
 
@@ -79,6 +81,32 @@ TEST(SyntheticTestDouble, ValidatesInterventions) {
   EXPECT_THROW(backend.validate(siw), std::invalid_argument);
   EXPECT_THROW(SyntheticTestDoubleBackend({.layers = 0}), std::invalid_argument);
   EXPECT_EQ(backend.identity().name, "synthetic-test-double");
+}
+
+// MPI evaluator ranks cut batches into units: an item's output must not
+// depend on which other items share its batch.
+TEST(SyntheticTestDouble, OutputsDoNotDependOnTheRestOfTheBatch) {
+  SyntheticTestDoubleConfig config;
+  config.layers = 4;
+  config.prompt_latency_ms = 0.5;
+  SyntheticTestDoubleBackend backend(config);
+  Intervention iv;
+  iv.rope_scale = {{1.3}};
+  std::vector<BatchItem> batch = items(0.5, 12);
+  const std::vector<BatchItem> more = items(0.0, 5);
+  batch.insert(batch.end(), more.begin(), more.end());
+  const auto whole = backend.run(iv, batch, {Mode::teacher_forced, 0});
+  for (std::size_t unit : {1u, 4u, 5u}) {
+    for (std::size_t begin = 0; begin < batch.size(); begin += unit) {
+      const std::vector<BatchItem> part(batch.begin() + begin, batch.begin() + std::min(batch.size(), begin + unit));
+      const auto got = backend.run(iv, part, {Mode::teacher_forced, 0});
+      for (std::size_t k = 0; k < part.size(); ++k) {
+        EXPECT_EQ(got[k].id, whole[begin + k].id);
+        EXPECT_EQ(got[k].output_text, whole[begin + k].output_text);
+        EXPECT_EQ(got[k].gold_logprob, whole[begin + k].gold_logprob);
+      }
+    }
+  }
 }
 
 }  // namespace

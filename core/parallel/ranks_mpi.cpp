@@ -1,0 +1,417 @@
+// MPI ranks: messages are JSON text (the server protocol's request, reply
+// and info) in MPI_CHAR messages, one tag per kind. Every wait polls
+// (MPI_Iprobe, MPI_Test) with a short sleep instead of blocking in MPI:
+// Open MPI's blocking calls spin, and an evaluator waiting for its next unit
+// must not take a core from one that computes.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <span>
+#include <thread>
+
+#include "backends/server/evaluation_server.hpp"
+#include "backends/server/protocol.hpp"
+#include "backends/server/server_backend.hpp"
+#include "core/parallel/ranks.hpp"
+
+namespace midtune::parallel {
+
+using nlohmann::json;
+
+bool mpi_built() { return true; }
+
+namespace {
+
+enum Tag : int { kSetup = 1, kHello = 2, kUnit = 3, kReply = 4, kStop = 5 };
+
+// The longest sleep between probes: short while the driver waits for a
+// unit's answer (every delay there holds back the next unit), longer for a
+// rank waiting at start-up or between evaluations.
+constexpr std::chrono::microseconds kUnitWait{100};
+constexpr std::chrono::microseconds kIdleWait{250};
+
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(text, length));
+}
+
+// Calls ready() until it is true, sleeping between calls (from 10 us up to
+// `longest`): a rank never spins inside MPI, where Open MPI busy-waits and,
+// on a busy host, keeps the peer it waits for from running. A waiting rank
+// wakes a few thousand times a second at most, which costs no measurable CPU.
+// Returns false when `deadline` passes first.
+using Clock = std::chrono::steady_clock;
+template <class Ready>
+bool poll(Ready ready, std::chrono::microseconds longest, Clock::time_point deadline = Clock::time_point::max()) {
+  auto pause = std::chrono::microseconds(10);
+  while (!ready()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, longest);
+  }
+  return true;
+}
+
+// False when `deadline` passed first (the request is then still pending).
+bool wait(MPI_Request& request, const char* what, Clock::time_point deadline = Clock::time_point::max()) {
+  return poll(
+      [&] {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+        return done != 0;
+      },
+      kUnitWait, deadline);
+}
+
+// False when the destination did not take the message by `deadline` (a
+// large message waits for the receiver, which may hang).
+bool send(int destination, int tag, const json& message, Clock::time_point deadline = Clock::time_point::max()) {
+  const std::string text = server::dump_for_wire(message);
+  if (text.size() > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error("a message of " + std::to_string(text.size()) + " bytes is too large for one MPI message");
+  MPI_Request request;
+  check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, destination, tag, MPI_COMM_WORLD, &request),
+        "send");
+  return wait(request, "send", deadline);
+}
+
+struct Message {
+  int source = -1;
+  int tag = -1;
+  json body;
+};
+
+// The next message from `source` with `tag` (MPI_ANY_SOURCE / MPI_ANY_TAG
+// allowed), noticed at most `longest` after it arrives; nullopt when none
+// came by `deadline`.
+std::optional<Message> receive_by(int source, int tag, std::chrono::microseconds longest,
+                                  Clock::time_point deadline) {
+  MPI_Status status;
+  const bool arrived = poll(
+      [&] {
+        int flag = 0;
+        check(MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &status), "probe");
+        return flag != 0;
+      },
+      longest, deadline);
+  if (!arrived) return std::nullopt;
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_CHAR, &count), "get_count");
+  std::string text(static_cast<std::size_t>(count), '\0');
+  MPI_Request request;
+  check(MPI_Irecv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, &request),
+        "receive");
+  wait(request, "receive");
+  Message m{status.MPI_SOURCE, status.MPI_TAG, {}};
+  try {
+    m.body = json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(m.source) + " sent a message that is not JSON: " + e.what());
+  }
+  return m;
+}
+
+Message receive(int source, int tag, std::chrono::microseconds longest) {
+  return *receive_by(source, tag, longest, Clock::time_point::max());
+}
+
+std::string format_seconds(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
+}
+
+std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int length = 0;
+  check(MPI_Get_processor_name(name, &length), "get_processor_name");
+  return std::string(name, length);
+}
+
+// What an evaluator told the driver when it started.
+struct Evaluator {
+  int rank = 0;
+  std::string host;
+  std::string device;
+  server::ServerInfo info;
+  std::string where() const { return "rank " + std::to_string(rank) + " on host " + host; }
+};
+
+// The driver's Backend: every run() is cut into units of `unit_prompts`
+// consecutive prompts (the boundaries depend only on the batch, never on
+// how many evaluators there are or which is free), each idle evaluator takes
+// the next unit, and the outputs come back in item order. The units of one
+// run() are all answered before it returns, also when one fails, so no
+// evaluator is left mid-message when the search stops.
+class UnitDispatchBackend : public Backend {
+ public:
+  // `units_lost` is set when run() ends by an exception with units still
+  // out: those evaluators may wait forever to hand their answers over.
+  UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, double unit_timeout_s,
+                      bool& units_lost)
+      : evaluators_(std::move(evaluators)),
+        unit_prompts_(unit_prompts),
+        unit_timeout_s_(unit_timeout_s),
+        timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s))),
+        units_lost_(units_lost) {
+    for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
+  }
+
+  ModelIdentity identity() const override { return reference().info.identity; }
+
+  void validate(const Intervention& intervention) const override {
+    server::check_intervention_fits(intervention, reference().info.identity, reference().info.supports);
+  }
+
+  // The evaluators' chat template, under the engine's name for the model, as
+  // the server backend wraps prompts: the driver builds the same prompts and
+  // slice identities a single ga-run builds.
+  std::optional<ChatWrapper> chat_wrapper() const override {
+    const auto& wrap = reference().info.user_prompt;
+    if (!wrap) return std::nullopt;
+    return ChatWrapper{chat_template_name(identity()), [wrap = *wrap](const std::string& message) {
+                         return WrappedUserMessage{wrap.prefix + message + wrap.suffix, wrap.prefix.size()};
+                       }};
+  }
+
+  std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                const RunOptions& options) override {
+    units_lost_ = true;  // until every unit is answered
+    return dispatch(intervention, batch, options);
+  }
+
+ private:
+  std::vector<SampleOutput> dispatch(const Intervention& intervention, const std::vector<BatchItem>& batch,
+                                     const RunOptions& options) {
+    const std::span<const BatchItem> items(batch);
+    std::vector<SampleOutput> outputs(batch.size());
+    const std::size_t units = (batch.size() + unit_prompts_ - 1) / unit_prompts_;
+    auto unit_items = [&](std::size_t unit) {
+      const std::size_t begin = unit * unit_prompts_;
+      return items.subspan(begin, std::min(unit_prompts_, batch.size() - begin));
+    };
+    std::set<int> idle;
+    for (const Evaluator& e : evaluators_) idle.insert(e.rank);
+    std::map<int, std::size_t> busy;  // rank -> unit
+    std::map<int, Clock::time_point> due;  // rank -> when its unit is overdue
+    std::size_t next = 0;
+    std::optional<std::string> failure;
+    std::string failure_code;
+    while ((next < units && !failure) || !busy.empty()) {
+      while (next < units && !failure && !idle.empty()) {
+        const int rank = *idle.begin();
+        const Clock::time_point deadline = unit_timeout_s_ > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
+        idle.erase(idle.begin());
+        busy[rank] = next;
+        due[rank] = deadline;
+        const json request = server::evaluate_request_to_json(intervention, options, unit_items(next));
+        if (!send(rank, kUnit, {{"unit", next++}, {"request", request}}, deadline)) overdue(rank, busy.at(rank));
+      }
+      const auto first_due = std::min_element(due.begin(), due.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      });
+      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, first_due->second);
+      if (!reply) overdue(first_due->first, busy.at(first_due->first));
+      const Message& m = *reply;
+      const auto found = busy.find(m.source);
+      if (found == busy.end())
+        throw std::runtime_error(by_rank_.at(m.source)->where() + " answered a unit it was not given");
+      const std::size_t unit = found->second;
+      busy.erase(found);
+      due.erase(m.source);
+      idle.insert(m.source);
+      if (failure) continue;  // drain the others, keep the first failure
+      try {
+        if (m.body.contains("error")) {
+          failure_code = m.body["error"].value("code", "");
+          failure = by_rank_.at(m.source)->where() + ": " + m.body["error"].value("message", "");
+          continue;
+        }
+        if (m.body.value("unit", units) != unit)
+          throw server::ProtocolError("the reply names another unit");
+        const std::vector<SampleOutput> got = server::evaluate_reply_from_json(m.body.at("reply"), unit_items(unit));
+        std::copy(got.begin(), got.end(), outputs.begin() + static_cast<std::ptrdiff_t>(unit * unit_prompts_));
+      } catch (const std::exception& e) {
+        failure_code = "backend_error";
+        failure = by_rank_.at(m.source)->where() + ": unreadable reply: " + e.what();
+      }
+    }
+    units_lost_ = false;  // every unit is answered
+    if (failure) {
+      if (failure_code == "invalid_input") throw InvalidInputError(*failure);
+      if (failure_code == "invalid_request") throw std::invalid_argument(*failure);
+      throw BackendError(*failure);
+    }
+    return outputs;
+  }
+
+  // Units are still out: the session ends every rank (units_lost_).
+  [[noreturn]] void overdue(int rank, std::size_t unit) const {
+    throw std::runtime_error(by_rank_.at(rank)->where() + " has not answered unit " + std::to_string(unit) + " in " +
+                             format_seconds(unit_timeout_s_) + " s (--unit-timeout); ending the job");
+  }
+
+  const Evaluator& reference() const { return evaluators_.front(); }
+  std::vector<Evaluator> evaluators_;  // by rank; the first is the reference
+  std::map<int, const Evaluator*> by_rank_;
+  std::size_t unit_prompts_;
+  double unit_timeout_s_;  // 0: no deadline
+  Clock::duration timeout_;
+  bool& units_lost_;
+};
+
+// The chat template of `backend` for one user message, as the server
+// protocol states it (prefix + message + suffix): the backend's wrapper of
+// an empty message.
+std::optional<server::PromptTemplate> user_prompt_of(const Backend& backend) {
+  const auto chat = backend.chat_wrapper();
+  if (!chat) return std::nullopt;
+  const WrappedUserMessage empty = chat->wrap("");
+  return server::PromptTemplate{empty.text.substr(0, empty.content_begin), empty.text.substr(empty.content_begin)};
+}
+
+// One unit: the reply, or the protocol's error body.
+json evaluate_unit(Backend& backend, const json& request, const server::RequestLimits& limits) {
+  try {
+    const server::EvaluateRequest r = server::evaluate_request_from_json(request, limits);
+    return {{"reply", server::evaluate_reply_to_json(backend.run(r.intervention, r.items, r.options))}};
+  } catch (const InvalidInputError& e) {
+    return server::error_body("invalid_input", e.what());
+  } catch (const BackendError& e) {
+    return server::error_body("backend_error", e.what());
+  } catch (const std::invalid_argument& e) {
+    return server::error_body("invalid_request", e.what());
+  } catch (const std::exception& e) {
+    return server::error_body("backend_error", e.what());
+  }
+}
+
+}  // namespace
+
+RankSession::RankSession() {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "initialized");
+  if (!initialized) check(MPI_Init(nullptr, nullptr), "init");
+  check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "set_errhandler");
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &place_.rank), "comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &place_.size), "comm_size");
+  place_.host = processor_name();
+  // The ranks that share this host's memory: the node-local rank picks a GPU.
+  MPI_Comm local;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, place_.rank, MPI_INFO_NULL, &local), "split_type");
+  check(MPI_Comm_rank(local, &place_.local_rank), "local comm_rank");
+  check(MPI_Comm_size(local, &place_.local_size), "local comm_size");
+  MPI_Comm_free(&local);
+}
+
+RankSession::~RankSession() {
+  MPI_Finalize();
+}
+
+void RankSession::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; should it, end this rank anyway
+}
+
+void RankSession::send_setup(const json& setup) {
+  for (int r = 1; r < place_.size; ++r) send(r, kSetup, setup);
+}
+
+std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompts, double unit_timeout_s) {
+  if (unit_prompts == 0) throw std::invalid_argument("prompts per unit must be at least 1");
+  std::vector<Evaluator> evaluators;
+  std::vector<std::string> problems;
+  for (int r = 1; r < place_.size; ++r) {
+    const Message m = receive(r, kHello, kIdleWait);
+    Evaluator e;
+    e.rank = r;
+    e.host = m.body.value("host", "?");
+    if (m.body.contains("error")) {
+      problems.push_back(e.where() + " could not build its backend: " + m.body.value("error", ""));
+      continue;
+    }
+    e.device = m.body.value("device", "");
+    try {
+      e.info = server::info_from_json(m.body.at("info"));
+    } catch (const std::exception& error) {
+      problems.push_back(e.where() + " sent an unreadable introduction: " + error.what());
+      continue;
+    }
+    evaluators.push_back(std::move(e));
+  }
+  if (problems.empty()) {
+    const Evaluator& first = evaluators.front();
+    for (const Evaluator& e : evaluators) {
+      if (e.info.identity.key() != first.info.identity.key()) {
+        problems.push_back(e.where() + " (" + e.device + ") runs model " + e.info.identity.key() + ", but " +
+                           first.where() + " (" + first.device + ") runs " + first.info.identity.key());
+      } else if (e.info.user_prompt != first.info.user_prompt || e.info.supports != first.info.supports) {
+        problems.push_back(e.where() + " wraps prompts or supports methods differently from " + first.where());
+      }
+    }
+  }
+  if (!problems.empty()) {
+    std::string message = "refusing to start; nothing was evaluated. Every evaluator must run the same model file, "
+                          "precision and device kind:";
+    for (const std::string& p : problems) message += "\n  " + p;
+    throw EvaluatorsRefused(message);
+  }
+  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, unit_timeout_s, units_lost_);
+}
+
+void RankSession::stop_evaluators(const std::string& reason) {
+  if (units_lost_) abort(1);  // an evaluator may be stuck handing over an answer nobody takes
+  for (int r = 1; r < place_.size; ++r) send(r, kStop, {{"reason", reason}});
+}
+
+std::optional<json> RankSession::receive_setup() {
+  const Message m = receive(0, MPI_ANY_TAG, kIdleWait);
+  if (m.tag == kStop) return std::nullopt;
+  if (m.tag != kSetup)
+    throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " before the setup");
+  return m.body;
+}
+
+std::string RankSession::serve(Backend* backend, const std::string& build_error, const std::string& device) {
+  json hello = {{"rank", place_.rank}, {"host", place_.host}, {"device", device}};
+  std::string error = build_error;
+  if (backend != nullptr) {
+    try {
+      server::ServerInfo info;
+      info.identity = backend->identity();
+      info.user_prompt = user_prompt_of(*backend);
+      info.supports = server::probe_supported_fields(*backend);
+      hello["info"] = server::info_to_json(info);
+    } catch (const std::exception& e) {  // a model without a chat template, say
+      error = e.what();
+      backend = nullptr;
+    }
+  }
+  if (backend == nullptr) hello["error"] = error;
+  send(0, kHello, hello);
+  // A unit is never larger than the driver cut it; the protocol's other
+  // limits are the server's.
+  server::RequestLimits limits;
+  limits.max_items = std::numeric_limits<std::size_t>::max();
+  for (;;) {
+    const Message m = receive(0, MPI_ANY_TAG, kIdleWait);
+    if (m.tag == kStop) return m.body.value("reason", "");
+    if (m.tag != kUnit) throw std::runtime_error("the driver sent message " + std::to_string(m.tag) + " mid-search");
+    json reply = backend == nullptr ? server::error_body("backend_error", error)
+                                    : evaluate_unit(*backend, m.body.at("request"), limits);
+    reply["unit"] = m.body.at("unit");
+    send(0, kReply, reply);
+  }
+}
+
+}  // namespace midtune::parallel

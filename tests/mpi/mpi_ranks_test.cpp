@@ -1,0 +1,421 @@
+// ga-run under mpirun as a user starts it (a subprocess, --oversubscribe on
+// this small machine): one search on N ranks stores the same rows and prints
+// the same report as a single ga-run, for every N; evaluators that run
+// another model, or cannot build theirs, are refused before anything is
+// evaluated, naming rank and host; nothing hangs.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/results_db.hpp"
+#include "tests/cli/subprocess.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/engine/tiny_arch_gguf.hpp"
+
+namespace midtune {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Finished;
+
+#ifdef MIDTUNE_MPIEXEC
+#define MIDTUNE_MPIEXEC_OR_EMPTY MIDTUNE_MPIEXEC
+#else
+#define MIDTUNE_MPIEXEC_OR_EMPTY ""
+#endif
+
+// Rows that must be equal bit for bit: every sample (output, gold
+// log-probability printed to 17 digits), evaluation, individual and
+// generation checkpoint; ids and times aside.
+const std::vector<std::pair<std::string, std::string>> kRows = {
+    {"samples",
+     "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), "
+     "s.prompt_tokens "
+     "FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id ORDER BY e.cache_key, s.sample_id"},
+    {"evaluations",
+     "SELECT cache_key, status, complete, position_scores, fitness_inputs FROM evaluations ORDER BY cache_key"},
+    {"individuals",
+     "SELECT candidate_id, generation, genome, origin, parents, printf('%.17g', fitness), cache_hit, raced_samples "
+     "FROM individuals ORDER BY experiment_id, candidate_id"},
+    {"generations",
+     "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY "
+     "experiment_id, generation"},
+};
+
+// The report without what depends on the clock (times, rates).
+nlohmann::json without_timing(nlohmann::json j) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto& [key, value] : j.items()) {
+      const bool timing = key.find("second") != std::string::npos || key.find("time") != std::string::npos ||
+                          key.find("wall") != std::string::npos || key.ends_with("_at") ||
+                          key.find("per_s") != std::string::npos || key == "db" || key == "database";
+      if (!timing) out[key] = without_timing(value);
+    }
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& value : j) out.push_back(without_timing(value));
+    return out;
+  }
+  return j;
+}
+
+class MpiRanks : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+#ifndef MIDTUNE_MPIEXEC
+    GTEST_SKIP() << "this build has no MPI (CMake found no MPI library, or -DMIDTUNE_MPI=OFF): "
+                    "the MPI evaluator ranks are not built";
+#else
+    TempDirTest::SetUp();
+    ASSERT_TRUE(fs::exists(testing::ga_run_path())) << testing::ga_run_path();
+    // Open MPI refuses to start as root unless told; CI runs as root. Set
+    // here, for this test's children only.
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv(parallel_test_hook());
+#endif
+  }
+  static const char* parallel_test_hook() { return "MIDTUNE_TEST_MODEL_OVERRIDE_RANK"; }
+
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
+
+  // Runs `args` to its end, or kills it after `limit_s` and fails: a job
+  // that hangs is a failure, never a stuck test.
+  Finished run_bounded(std::vector<std::string> argv, double limit_s) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const pid_t pid = testing::spawn_process(std::move(argv), out, err);
+    const auto start = std::chrono::steady_clock::now();
+    int status = 0;
+    for (;;) {
+      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ADD_FAILURE() << "still running after " << limit_s << " s; killed";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    Finished f;
+    if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+    f.out = testing::read_file(out);
+    f.err = testing::read_file(err);
+    return f;
+  }
+
+  // ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
+  Finished ga_run(int ranks, const std::vector<std::string>& args, double limit_s) const {
+    std::vector<std::string> argv;
+#ifdef MIDTUNE_MPIEXEC
+    if (ranks > 0) argv = {MIDTUNE_MPIEXEC, "--oversubscribe", "-n", std::to_string(ranks)};
+#endif
+    argv.push_back(testing::ga_run_path());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_bounded(argv, limit_s);
+  }
+
+  // Runs exp.yaml plainly and on each rank count; every database must hold
+  // the plain run's rows and give its report.
+  void same_results_for_rank_counts(const std::vector<int>& rank_counts, const std::string& unit_prompts,
+                                    double limit_s) {
+    const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, limit_s);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const Finished plain_report = ga_run(0, {"report", path("plain.db"), "--format", "json"}, 60);
+    ASSERT_EQ(plain_report.exit_code, 0) << plain_report.err;
+    const nlohmann::json expected = without_timing(nlohmann::json::parse(plain_report.out));
+    for (const auto& [what, sql] : kRows) ASSERT_FALSE(testing::query_rows(path("plain.db"), sql).empty()) << what;
+    for (const int n : rank_counts) {
+      SCOPED_TRACE("mpirun -n " + std::to_string(n));
+      const std::string db = path("ranks" + std::to_string(n) + ".db");
+      const Finished run =
+          ga_run(n, {path("exp.yaml"), "--db", db, "--unit-prompts", unit_prompts}, limit_s);
+      ASSERT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_NE(run.err.find(std::to_string(n - 1) + " evaluator ranks, units of " + unit_prompts + " prompts"),
+                std::string::npos)
+          << run.err;
+      EXPECT_EQ(run.out.substr(0, run.out.find("report:")), plain.out.substr(0, plain.out.find("report:")));
+      for (const auto& [what, sql] : kRows)
+        EXPECT_EQ(testing::query_rows(db, sql), testing::query_rows(path("plain.db"), sql)) << what;
+      const Finished report = ga_run(0, {"report", db, "--format", "json"}, 60);
+      ASSERT_EQ(report.exit_code, 0) << report.err;
+      EXPECT_EQ(without_timing(nlohmann::json::parse(report.out)), expected);
+    }
+  }
+};
+
+// The test double with racing: slices of a race are cut into units as well;
+// 24 search prompts in units of 4 keep 4 evaluators busy.
+TEST_F(MpiRanks, SyntheticSearchWithRacingStoresTheSameRowsForAnyRankCount) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-check", 3, 0.0) +
+                        "  racing: {first: 2, step: 2, confidence: 0.8}\n");
+  // Normal: a few seconds per run; the bound only catches a hang.
+  same_results_for_rank_counts({2, 3, 5}, "4", 300);
+  EXPECT_GT(std::stoi(testing::query_rows(path("ranks5.db"),
+                                          "SELECT count(*) FROM individuals WHERE raced_samples IS NOT NULL")[0]),
+            0)
+      << "the experiment races some children";
+}
+
+// Commands that write the database and do not use ranks are refused under a
+// launcher rather than run once per rank.
+TEST_F(MpiRanks, EvalUnderALauncherIsRefused) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-eval", 1, 0.0));
+  const Finished run = ga_run(2, {"eval", path("exp.yaml"), "--db", path("results.db")}, 120);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("eval runs as one process"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db")));
+}
+
+fs::path test_model() {
+  const char* env = std::getenv("MIDTUNE_MODEL");
+  return env && *env ? fs::path(env) : fs::path();
+}
+
+// The CPU engine on the real model, one thread per rank: units of 2 prompts
+// (so each unit shares a different prompt prefix than the whole batch does)
+// give the rows of a single process bit for bit.
+TEST_F(MpiRanks, EngineSearchStoresTheSameRowsForAnyRankCount) {
+  if (test_model().empty() || !fs::exists(test_model())) GTEST_SKIP() << "MIDTUNE_MODEL not set or missing";
+  write("exp.yaml", "name: mpi-engine\nseed: 5\nbackend: {kind: engine, model: " + test_model().string() +
+                        ", device: cpu, threads: 1}\n"
+                        "dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, "
+                        "heldout_samples: 2, prime_answer: true}\n"
+                        "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 2}\n"
+                        "search:\n  strategy: ga\n  ga: {population: 4, parents: 2, generations: 1, mutants: 1, "
+                        "crossovers: 1}\n");
+  // Normal: about a minute per run on two loaded cores; the bound catches a hang.
+  same_results_for_rank_counts({2, 3}, "2", 540);
+}
+
+fs::path vocab_dir() {
+  if (const char* env = std::getenv("MIDTUNE_VOCAB_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/llama.cpp-vocab-0.3.36" : fs::path();
+}
+
+// Writes the tiny random-weight GGUF `name` (tests/engine/tiny_arch_gguf.hpp);
+// false when the vocabulary files are missing.
+bool write_tiny_model(const std::string& name, const std::string& file) {
+  for (const auto& spec : testing::tiny_arch_specs()) {
+    if (spec.name != name) continue;
+    if (!fs::exists(vocab_dir() / spec.vocab_file)) return false;
+    testing::TinyGgufWriter::write(file, testing::tiny_arch_gguf(spec, GgufFile(vocab_dir() / spec.vocab_file)));
+    return true;
+  }
+  return false;
+}
+
+std::string tiny_engine_experiment(const std::string& model) {
+  return "name: mpi-refuse\nseed: 1\nbackend: {kind: engine, model: " + model +
+         ", device: cpu, threads: 1}\n"
+         "dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, heldout_samples: 2}\n"
+         "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 1}\n"
+         "search:\n  strategy: ga\n  ga: {population: 4, parents: 2, generations: 1, mutants: 1, crossovers: 1}\n";
+}
+
+// Rank 2 is given another model through the test hook: the driver refuses
+// before the results file is even opened, naming rank 2 and its host.
+TEST_F(MpiRanks, EvaluatorOnAnotherModelIsRefusedBeforeAnyEvaluation) {
+  if (!write_tiny_model("llama3", path("model.gguf")) || !write_tiny_model("qwen2", path("other.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  write("exp.yaml", tiny_engine_experiment(path("model.gguf")));
+  setenv(parallel_test_hook(), ("2:" + path("other.gguf")).c_str(), 1);
+  // Normal: a second or two (tiny models); the bound catches a hang.
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db")}, 120);
+  unsetenv(parallel_test_hook());
+  EXPECT_NE(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("refusing to start; nothing was evaluated"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("rank 2 on host "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("but rank 1 on host "), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db"))) << "the results file was opened";
+
+  // The same job with every rank on the same model runs.
+  const Finished same = ga_run(3, {path("exp.yaml"), "--db", path("results.db"), "--quiet"}, 120);
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+}
+
+// An evaluator that cannot build its backend (its model file is missing on
+// its node) ends the job with a non-zero status naming it, never a hang.
+TEST_F(MpiRanks, EvaluatorThatCannotBuildItsBackendEndsTheJob) {
+  if (!write_tiny_model("llama3", path("model.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  write("exp.yaml", tiny_engine_experiment(path("model.gguf")));
+  setenv(parallel_test_hook(), ("1:" + path("missing.gguf")).c_str(), 1);
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db")}, 120);
+  unsetenv(parallel_test_hook());
+  EXPECT_NE(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("rank 1 on host "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("could not build its backend"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("missing.gguf"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(path("results.db")));
+}
+
+// A backend error on an evaluator mid-search (every prompt longer than the
+// tiny model's 4096-token context) fails the search as in one process: exit
+// 1 naming the rank and host, the failure stored, every rank ended.
+TEST_F(MpiRanks, BackendErrorOnAnEvaluatorEndsTheJobNamingTheRank) {
+  if (!write_tiny_model("llama3", path("model.gguf")))
+    GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  std::string yaml = tiny_engine_experiment(path("model.gguf"));
+  yaml.replace(yaml.find("pairs: 3"), 8, "pairs: 150");
+  write("exp.yaml", yaml);
+  // Normal: a few seconds; the bound catches a hang.
+  const Finished run = ga_run(3, {path("exp.yaml"), "--db", path("results.db"), "--quiet"}, 120);
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find("exceed the model context"), std::string::npos) << run.err;
+  EXPECT_TRUE(run.err.find("rank 1 on host ") != std::string::npos ||
+              run.err.find("rank 2 on host ") != std::string::npos)
+      << run.err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "SELECT status FROM evaluations"),
+            std::vector<std::string>{"failed"});
+  EXPECT_TRUE(testing::query_rows(path("results.db"), "SELECT * FROM individuals").empty());
+}
+
+// The ranks mpirun started for job `launcher` (its children) by MPI rank.
+std::map<int, pid_t> ranks_of(pid_t launcher) {
+  std::map<int, pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream stat(testing::read_file(entry.path() / "stat"));
+    std::string pid, comm, state;
+    pid_t parent = 0;
+    stat >> pid >> comm >> state >> parent;
+    if (parent != launcher) continue;
+    const std::string environ = testing::read_file(entry.path() / "environ");
+    const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
+    for (std::size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
+      if (environ.compare(at, key.size(), key) == 0) out[std::stoi(environ.substr(at + key.size()))] = std::stoi(name);
+      if (environ.find('\0', at) == std::string::npos) break;
+    }
+  }
+  return out;
+}
+
+// kill -9 of a random rank, driver or evaluator, at a random moment: the
+// launcher ends the whole job (here within a couple of seconds; bound 30 s),
+// the results file stays intact, and running the same command again with
+// another rank count ends with the rows of an uninterrupted run.
+TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 20.0) +
+                        "  racing: {first: 2, step: 2, confidence: 0.8}\n");
+  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("kill seed " + std::to_string(seed));
+  // From MPI start-up (about 1.5 s here) to well into the search.
+  std::uniform_real_distribution<double> moment(0.5, 4.0);
+  int kills = 0, driver_kills = 0, mid_search_kills = 0, last_stored = 0;
+  for (int attempt = 0; attempt < 30 && kills < 10; ++attempt) {
+    const int n = 2 + attempt % 3;
+    const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", std::to_string(n),
+                                           testing::ga_run_path(), path("exp.yaml"), "--db", path("killed.db"),
+                                           "--quiet", "--unit-prompts", "4"};
+    const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+    std::this_thread::sleep_for(std::chrono::duration<double>(moment(rng)));
+    const std::map<int, pid_t> ranks = ranks_of(launcher);
+    int status = 0;
+    if (static_cast<int>(ranks.size()) < n) {  // finished (or not yet started): let it end
+      waitpid(launcher, &status, 0);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) break;  // the search completed
+      continue;
+    }
+    const int victim = std::uniform_int_distribution<int>(0, n - 1)(rng);
+    kill(ranks.at(victim), SIGKILL);
+    ++kills;
+    driver_kills += victim == 0;
+    const auto killed_at = std::chrono::steady_clock::now();
+    bool ended = false;
+    while (std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
+      if (waitpid(launcher, &status, WNOHANG) == launcher) {
+        ended = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ended) {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, &status, 0);
+    }
+    ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
+    // Every rank is gone before the next start (the lease of a dead driver is taken over).
+    for (const auto& [rank, pid] : ranks)
+      for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!fs::exists(path("killed.db"))) continue;  // killed during start-up
+    EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+    const int stored = std::stoi(testing::query_rows(path("killed.db"), "SELECT count(*) FROM individuals")[0]);
+    mid_search_kills += stored > last_stored;
+    last_stored = stored;
+  }
+  EXPECT_GE(mid_search_kills, 3) << "too few kills landed mid-search (" << kills << " kills)";
+  const Finished resumed =
+      ga_run(3, {path("exp.yaml"), "--db", path("killed.db"), "--quiet", "--unit-prompts", "4"}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : kRows)
+    EXPECT_EQ(testing::query_rows(path("killed.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
+  RecordProperty("kills", kills);
+  RecordProperty("driver_kills", driver_kills);
+  RecordProperty("mid_search_kills", mid_search_kills);
+}
+
+// An evaluator that hangs (stopped with SIGSTOP: alive, silent) ends the
+// job once a unit is --unit-timeout overdue, naming the rank; nothing waits
+// forever.
+TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-hang", 30, 20.0));
+  const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
+                                         testing::ga_run_path(), path("exp.yaml"), "--db", path("results.db"),
+                                         "--quiet", "--unit-timeout", "2"};
+  const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+  std::map<int, pid_t> ranks;
+  // Until every rank has started (MPI start-up takes about 1.5 s here).
+  for (int i = 0; i < 1000 && ranks.size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ranks = ranks_of(launcher);
+  }
+  ASSERT_EQ(ranks.size(), 3u);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // into the search
+  kill(ranks.at(1), SIGSTOP);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  int status = 0;
+  bool ended = false;
+  // Normal: the 2 s deadline plus the abort, about 3 s; 60 s catches a hang.
+  while (!ended && std::chrono::steady_clock::now() - stopped_at < std::chrono::seconds(60)) {
+    ended = waitpid(launcher, &status, WNOHANG) == launcher;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!ended) {
+    kill(launcher, SIGKILL);
+    waitpid(launcher, &status, 0);
+  }
+  for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+  ASSERT_TRUE(ended) << "the job outlived a hung evaluator by 60 s";
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::string err = testing::read_file(path("err.txt"));
+  EXPECT_NE(err.find("rank 1 on host "), std::string::npos) << err;
+  EXPECT_NE(err.find("(--unit-timeout); ending the job"), std::string::npos) << err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+}
+
+}  // namespace
+}  // namespace midtune
