@@ -105,6 +105,11 @@ class Backend {
   virtual void validate(const Intervention& intervention) const = 0;
   // The model's chat template; nullopt: prompts are sent as written.
   virtual std::optional<ChatWrapper> chat_wrapper() const { return std::nullopt; }
+  // How this backend computes, recorded with every run: "device", and where
+  // known "kernel_path" (the CPU engine's instruction-set family), "threads",
+  // "precision". Results of one seed are bit-identical on one kernel path;
+  // across paths near-tie decisions may differ.
+  virtual nlohmann::json execution() const { return nlohmann::json::object(); }
 };
 
 // ChatWrapper::name for a model.

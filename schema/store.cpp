@@ -422,11 +422,22 @@ ExperimentRecord Store::create_experiment(const ExperimentRecord& record) {
   return *find_experiment(record.name);
 }
 
-std::int64_t Store::start_run(std::int64_t experiment_id) {
-  auto s = db_.prepare("INSERT INTO runs (experiment_id, host, pid) VALUES (?, ?, ?)");
+std::int64_t Store::start_run(std::int64_t experiment_id, const nlohmann::json& provenance) {
+  auto s = db_.prepare("INSERT INTO runs (experiment_id, host, pid, provenance) VALUES (?, ?, ?, ?)");
   s.bind_all(experiment_id, host_name(), static_cast<std::int64_t>(getpid()));
+  s.bind(4, provenance.is_null() ? std::optional<std::string>() : std::optional<std::string>(provenance.dump()));
   s.run();
   return db_.last_insert_rowid();
+}
+
+std::vector<RunProvenance> Store::run_provenances(std::int64_t experiment_id) {
+  auto s = db_.prepare("SELECT id, started_at, provenance FROM runs WHERE experiment_id = ? ORDER BY id");
+  s.bind_all(experiment_id);
+  std::vector<RunProvenance> out;
+  while (s.step())
+    out.push_back({s.column_int64(0), s.column_text(1),
+                   s.is_null(2) ? nlohmann::json(nullptr) : nlohmann::json::parse(s.column_text(2))});
+  return out;
 }
 
 void Store::heartbeat(std::int64_t run_id, int evaluations, int prompts, double backend_seconds) {
@@ -671,17 +682,17 @@ std::optional<FitnessStats> Store::fitness_of_candidates(std::int64_t experiment
 
 void Store::save_checkpoint(const GenerationRecord& record, std::int64_t run_id) {
   sql::Transaction tx(db_);
-  save_generation(record);
+  save_generation(record, run_id);
   heartbeat(run_id);
   tx.commit();
 }
 
-void Store::save_generation(const GenerationRecord& r) {
+void Store::save_generation(const GenerationRecord& r, std::optional<std::int64_t> run_id) {
   auto s = db_.prepare(
       "INSERT INTO generations (experiment_id, generation, population, strategy_state, best_fitness, "
-      "mean_fitness) VALUES (?, ?, ?, ?, ?, ?)");
+      "mean_fitness, run_id) VALUES (?, ?, ?, ?, ?, ?, ?)");
   s.bind_all(r.experiment_id, r.generation, r.population.dump(), r.strategy_state.dump(), r.best_fitness,
-             r.mean_fitness);
+             r.mean_fitness, run_id);
   s.run();
 }
 
@@ -708,13 +719,14 @@ std::vector<GenerationSummary> Store::generation_summaries(std::int64_t experime
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
       "AND i.cache_hit = 1), "
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
-      "AND i.raced_samples IS NOT NULL) "
+      "AND i.raced_samples IS NOT NULL), g.run_id "
       "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
   s.bind_all(experiment_id);
   std::vector<GenerationSummary> out;
   while (s.step())
     out.push_back({s.column_int64(0), s.column_double(1), s.column_double(2), s.column_int64(3), s.column_int64(4),
-                   s.column_int64(5), s.column_int64(6)});
+                   s.column_int64(5), s.column_int64(6),
+                   s.is_null(7) ? std::nullopt : std::optional<std::int64_t>(s.column_int64(7))});
   return out;
 }
 

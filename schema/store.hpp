@@ -264,6 +264,14 @@ struct GenerationSummary {
   // Dropped by racing before the whole split (a child that took a partial
   // row from the cache counts in from_cache too).
   std::int64_t raced = 0;
+  std::optional<std::int64_t> run_id;  // the run that stored it (none before schema v10)
+};
+
+// One ga-run process's work on an experiment and what computed it.
+struct RunProvenance {
+  std::int64_t run_id = -1;
+  std::string started_at;
+  nlohmann::json provenance;  // null for runs stored before schema v10
 };
 
 // A candidate channel of `ga-run phs-search` (table phs_channels).
@@ -320,7 +328,10 @@ class Store {
   void release_lease();
   std::optional<LeaseRecord> lease(const std::string& name);
 
-  std::int64_t start_run(std::int64_t experiment_id);
+  // `provenance`: what computes this run's rows (core/cli/build_info.hpp).
+  std::int64_t start_run(std::int64_t experiment_id, const nlohmann::json& provenance = nullptr);
+  // Every run of the experiment, oldest first.
+  std::vector<RunProvenance> run_provenances(std::int64_t experiment_id);
   // Moves the heartbeat (the run's, and the lease's when one is held) and
   // adds to the run's counters.
   void heartbeat(std::int64_t run_id, int evaluations = 0, int prompts = 0, double backend_seconds = 0.0);
@@ -378,7 +389,8 @@ class Store {
   // (a JSON array); nullopt when none of them is stored.
   std::optional<FitnessStats> fitness_of_candidates(std::int64_t experiment_id, const nlohmann::json& candidate_ids);
 
-  void save_generation(const GenerationRecord& record);
+  // `run_id`: the run that computed it (generations.run_id; none in tests).
+  void save_generation(const GenerationRecord& record, std::optional<std::int64_t> run_id = std::nullopt);
   // The generation checkpoint and the run's heartbeat, in one transaction.
   void save_checkpoint(const GenerationRecord& record, std::int64_t run_id);
   std::optional<GenerationRecord> latest_generation(std::int64_t experiment_id);

@@ -42,6 +42,13 @@ ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const 
 
 ModelIdentity EngineBackend::identity() const { return identity_; }
 
+nlohmann::json EngineBackend::execution() const {
+  return {{"device", "cpu"},
+          {"kernel_path", to_string(options_.isa)},
+          {"threads", arena_->max_concurrency()},
+          {"precision", options_.fp32 ? "fp32" : "int8 activations (float types at their own precision)"}};
+}
+
 void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
 }

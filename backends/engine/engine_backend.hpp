@@ -80,6 +80,8 @@ class EngineBackend : public Backend {
   void validate(const Intervention& intervention) const override;
   // The GGUF's chat template.
   std::optional<ChatWrapper> chat_wrapper() const override;
+  // {"device": "cpu", "kernel_path": "avx2" | ..., "threads", "precision"}.
+  nlohmann::json execution() const override;
 
   const Model& model() const { return *model_; }
   const RunStats& last_run_stats() const { return last_stats_; }

@@ -38,6 +38,7 @@ class SyntheticTestDoubleBackend : public Backend {
   void validate(const Intervention& intervention) const override;
   // Not a model: prompts are used as written.
   std::optional<ChatWrapper> chat_wrapper() const override { return std::nullopt; }
+  nlohmann::json execution() const override { return {{"device", kKind}}; }
 
   // The hidden optimum: the per-layer scale the accuracy curve rewards.
   double target_scale(int layer) const;

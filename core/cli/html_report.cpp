@@ -68,6 +68,8 @@ void experiment_section(std::ostringstream& out, const json& r) {
   fact(out, "strategy", search.value("strategy", std::string("?")) + " " + search.value(search.value("strategy", std::string()), json::object()).dump());
   if (objective.contains("weights")) fact(out, "fitness weights", objective.at("weights").dump());
   fact(out, "results file", r.value("database", std::string()));
+  for (const json& run : r.value("runs", json::array()))
+    fact(out, "run " + run.at("run").dump(), run.at("started_at").get<std::string>() + ": " + run_text(run.at("provenance")));
   out << "</dl></section>\n";
 }
 
@@ -92,8 +94,11 @@ void fitness_section(std::ostringstream& out, const json& r) {
   std::vector<Row> rows;
   for (const json& g : r.at("generations"))
     rows.push_back({cell(g.at("generation")), cell(g.at("best")), cell(g.at("mean")), cell(g.at("population")),
-                    cell(g.at("evaluated")), cell(g.at("from_cache")), cell(g.at("raced"))});
-  table(out, {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing"}, rows);
+                    cell(g.at("evaluated")), cell(g.at("from_cache")), cell(g.at("raced")),
+                    g.value("computed_on", std::string("-"))});
+  table(out,
+        {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing", "computed on"},
+        rows);
   out << "</section>\n";
 }
 

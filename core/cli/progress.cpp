@@ -62,6 +62,12 @@ void Progress::message(const std::string& line) {
   out_ << line << std::endl;
 }
 
+void Progress::warning(const std::string& line) {
+  if (bar_drawn_) out_ << '\n';
+  bar_drawn_ = false;
+  out_ << "warning: " << line << std::endl;
+}
+
 void Progress::finish() {
   if (bar_drawn_) out_ << '\n';
   bar_drawn_ = false;

@@ -22,6 +22,7 @@ class Progress : public SearchProgress {
   void generation_done(int generation, int generations, double best, double mean, int evaluated,
                        int cached) override;
   void message(const std::string& line) override;
+  void warning(const std::string& line) override;  // printed under --quiet too
   void finish() override;
 
  private:

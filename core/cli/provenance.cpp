@@ -29,4 +29,22 @@ std::string provenance_text(const json& provenance) {
   return text;
 }
 
+std::string run_path(const json& run) {
+  if (!run.is_object()) return "-";
+  const json execution = run.value("execution", json::object());
+  if (execution.contains("kernel_path")) return execution["kernel_path"].get<std::string>();
+  return execution.value("device", std::string("-"));
+}
+
+std::string run_text(const json& run) {
+  if (!run.is_object()) return "not recorded (stored by an earlier midtune)";
+  const json execution = run.value("execution", json::object());
+  std::string text = "midtune " + run.value("build", json::object()).value("version", std::string("?"));
+  if (execution.contains("kernel_path")) text += ", kernel path " + execution["kernel_path"].get<std::string>();
+  if (execution.contains("device")) text += ", device " + execution["device"].get<std::string>();
+  if (execution.contains("threads")) text += ", " + execution["threads"].dump() + " threads";
+  if (execution.contains("precision")) text += ", precision " + execution["precision"].get<std::string>();
+  return text + ", " + run.value("cpu", std::string("?")) + ", host " + run.value("host", std::string("?"));
+}
+
 }  // namespace midtune::cli

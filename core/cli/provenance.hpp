@@ -16,4 +16,12 @@ nlohmann::json provenance_json(const nlohmann::json& search_config);
 // One line: "SmolLM2-135M-Instruct (llama, 30 layers, xxh3-128:…); data kv.jsonl#…".
 std::string provenance_text(const nlohmann::json& provenance);
 
+// How a run computed, short: "avx2" (the CPU engine's kernel path), else the
+// device ("cuda:0 …", "synthetic-test-double"); "-" for a run stored before
+// runs recorded it.
+std::string run_path(const nlohmann::json& run_provenance);
+
+// One line about a run: "midtune 7dd37d8, kernel path avx2, 2 threads, AMD EPYC, host vm".
+std::string run_text(const nlohmann::json& run_provenance);
+
 }  // namespace midtune::cli

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -42,9 +43,19 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
   report["search_config"] = experiment_record.search_config;
   report["provenance"] = provenance_json(experiment_record.search_config);
 
+  // What computed the rows: each run's provenance, and each generation's run.
+  report["runs"] = json::array();
+  std::map<std::int64_t, json> run_of;
+  for (const RunProvenance& run : store.run_provenances(id)) {
+    report["runs"].push_back({{"run", run.run_id}, {"started_at", run.started_at}, {"provenance", run.provenance}});
+    run_of[run.run_id] = run.provenance;
+  }
   report["generations"] = json::array();
   for (const GenerationSummary& g : store.generation_summaries(id))
     report["generations"].push_back({{"generation", g.generation},
+                                     {"run", g.run_id ? json(*g.run_id) : json(nullptr)},
+                                     {"computed_on", g.run_id && run_of.count(*g.run_id) ? run_path(run_of[*g.run_id])
+                                                                                         : std::string("-")},
                                      {"best", g.best},
                                      {"mean", g.mean},
                                      {"population", g.population},
@@ -103,9 +114,16 @@ void print_markdown(const json& r, std::ostream& out) {
   std::vector<Row> rows;
   for (const json& g : r["generations"])
     rows.push_back({g["generation"].dump(), format_number(g["best"]), format_number(g["mean"]),
-                    g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump(), g["raced"].dump()});
-  print_table(out, {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing"},
+                    g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump(), g["raced"].dump(),
+                    g["computed_on"].get<std::string>()});
+  print_table(out,
+              {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing",
+               "computed on"},
               rows);
+  out << "\nRuns:\n";
+  for (const json& run : r["runs"])
+    out << "- run " << run["run"].dump() << " (" << run["started_at"].get<std::string>()
+        << "): " << run_text(run["provenance"]) << '\n';
   const json& b = r["best"];
   out << "\n## Best individual\n\ncandidate " << b["candidate"] << " (generation " << b["generation"] << ", "
       << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"]) << "\n\ngenome: "
@@ -159,6 +177,8 @@ void print_long_csv(const json& r, std::ostream& out) {
     for (const char* field : {"best", "mean", "population", "evaluated", "from_cache", "raced"})
       rows.push_back({"generation", g["generation"].dump(), field,
                       g[field].is_number_float() ? format_number(g[field], 6) : g[field].dump()});
+  for (const json& g : r["generations"])
+    rows.push_back({"generation", g["generation"].dump(), "computed_on", g["computed_on"].get<std::string>()});
   const json& b = r["best"];
   rows.push_back({"best", "", "candidate", b["candidate"].dump()});
   rows.push_back({"best", "", "fitness", format_number(b["fitness"], 6)});

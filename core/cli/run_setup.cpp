@@ -7,6 +7,7 @@
 #include "backends/engine/batched/engine_factory.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
+#include "core/cli/build_info.hpp"
 #include "core/experiment/config_error.hpp"
 #include "core/ga/factory.hpp"
 #include "core/search/prompt_wrapper.hpp"
@@ -226,6 +227,7 @@ std::unique_ptr<PreparedSearch> prepare_search(const Experiment& e, const std::s
   // under the same name) would mix two experiments in one population.
   in.search_config["backend"]["identity"] = model.to_json();
   in.search_config["dataset"]["contents"] = p->slice.source;
+  in.provenance = cli::run_provenance(*p->backend);
   in.objective = p->objective.get();
   in.scoring.fitness = fitness_kind_from_string(e.objective.fitness);
   in.scoring.weights = {e.objective.weights.beginning, e.objective.weights.middle, e.objective.weights.end};

@@ -66,8 +66,11 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
                 rows);
     // What each experiment ran on, so that two results files (or two
     // experiments of one file) on different weights are told apart.
-    for (const ExperimentRecord& e : store.experiments())
+    for (const ExperimentRecord& e : store.experiments()) {
       out << e.name << ": " << provenance_text(provenance_json(e.search_config)) << '\n';
+      const std::vector<RunProvenance> runs = store.run_provenances(e.id);
+      if (!runs.empty()) out << "  last run: " << run_text(runs.back().provenance) << '\n';
+    }
     return 0;
   } catch (const std::exception& e) {
     err << "ga-run status: " << e.what() << '\n';

@@ -17,6 +17,8 @@ class SearchProgress {
   virtual void generation_done(int generation, int generations, double best, double mean, int evaluated,
                                int cached) = 0;
   virtual void message(const std::string& line) = 0;
+  // What the user must see even when progress is off.
+  virtual void warning(const std::string& line) { message("warning: " + line); }
   virtual void finish() = 0;
 };
 

@@ -49,7 +49,9 @@ class SearchRun {
   RunSummary run() {
     const ExperimentRecord experiment = open_experiment();
     summary_.experiment_id = experiment.id;
-    run_id_ = store_.start_run(experiment.id);
+    const std::vector<RunProvenance> earlier = store_.run_provenances(experiment.id);
+    run_id_ = store_.start_run(experiment.id, in_.provenance);
+    warn_if_computed_elsewhere(earlier);
     std::unique_ptr<Strategy> strategy = in_.make_strategy();
     if (auto checkpoint = store_.latest_generation(experiment.id)) {
       strategy->load_state(checkpoint->strategy_state);
@@ -144,6 +146,29 @@ class SearchRun {
                           *other + "; the backend now serves " + now +
                           "; refusing to resume. Point the backend at the same model, or start a fresh "
                           "experiment in the same database with --new-experiment NAME.");
+    }
+  }
+
+  // Rows are bit-identical only on one kernel path: a resume on another
+  // (another machine, MIDTUNE_ISA, a requeue onto another node type) may
+  // part from the earlier rows at near-tie decisions. Said once per run.
+  void warn_if_computed_elsewhere(const std::vector<RunProvenance>& earlier) {
+    const json now = in_.provenance.is_object() ? in_.provenance.value("execution", json::object()) : json::object();
+    for (auto run = earlier.rbegin(); run != earlier.rend(); ++run) {
+      if (!run->provenance.is_object()) continue;
+      const json before = run->provenance.value("execution", json::object());
+      std::string changed;
+      for (const char* field : {"device", "kernel_path", "precision"})
+        if (before.contains(field) && now.contains(field) && before[field] != now[field])
+          changed += std::string(changed.empty() ? "" : ", ") + field + " " + before[field].get<std::string>() +
+                     " -> " + now[field].get<std::string>();
+      if (!changed.empty())
+        progress_.warning("experiment '" + in_.experiment_name + "' was computed by run " +
+                          std::to_string(run->run_id) + " on " + run->provenance.value("host", std::string("?")) +
+                          " (" + run->provenance.value("cpu", std::string("?")) + "); this run differs: " + changed +
+                          ". Decisions at near-ties may differ from the earlier rows; `ga-run report` marks "
+                          "which generations each run computed.");
+      return;  // the latest run with a record is the one to compare with
     }
   }
 

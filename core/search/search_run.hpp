@@ -37,6 +37,8 @@ struct SearchInputs : EvaluationInputs {
   // Everything that decides the search (Experiment::search_fingerprint());
   // a resume with a different one is refused, naming search_differences().
   nlohmann::json search_config;
+  // What computes this run's rows (core/cli/build_info.hpp), stored with the run.
+  nlohmann::json provenance;
   const Objective* objective = nullptr;
   // The stored fitness (and, for nsga2, the objectives told to the strategy).
   SearchScoring scoring;

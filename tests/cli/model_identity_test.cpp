@@ -7,11 +7,18 @@
 // (tests/engine/tiny_arch_gguf.hpp; skipped without MIDTUNE_VOCAB_DIR); the
 // data tests run on the synthetic test double.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <set>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "backends/engine/gguf/gguf.hpp"
 #include "tests/cli/results_db.hpp"
@@ -33,6 +40,12 @@ fs::path vocab_dir() {
 }
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
 
 class ModelIdentityRun : public testing::TempDirTest {
  protected:
@@ -129,6 +142,65 @@ TEST_F(ModelIdentityRun, EditedWeightsUnderTheSameNameNeverShareAnEvaluation) {
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.out.find("Run on: midtune-tiny-llama3 (llama, 2 layers, " + hashes[1]), std::string::npos)
       << report.out;
+}
+
+bool cpu_has_avx2() {
+  std::ifstream in("/proc/cpuinfo");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return text.find(" avx2") != std::string::npos;
+}
+
+// Each run records what computed it; a resume on another kernel path (here
+// forced with MIDTUNE_ISA) warns once, and the report marks which kernel
+// path computed which generations.
+TEST_F(ModelIdentityRun, AResumeOnAnotherKernelPathWarnsAndTheReportSaysWhichComputedWhat) {
+  const auto specs = testing::tiny_arch_specs();
+  const testing::TinyArchSpec& spec = specs.at(1);
+  if (!fs::exists(vocab_dir() / spec.vocab_file)) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU has only the scalar kernel path";
+  const std::string model = path("model.gguf");
+  testing::TinyGgufWriter::write(model, testing::tiny_arch_gguf(spec, GgufFile(vocab_dir() / spec.vocab_file)));
+  std::string yaml = engine_experiment("paths", model);
+  yaml.replace(yaml.find("generations: 1"), 14, "generations: 4");
+  write_text(path("paths.yaml"), yaml);
+
+  // Scalar kernels until the first generation is stored, then kill -9.
+  ::setenv("MIDTUNE_ISA", "scalar", 1);
+  const pid_t scalar_run = testing::spawn_ga_run({path("paths.yaml"), "--quiet"}, path("out1.txt"), path("err1.txt"));
+  ::unsetenv("MIDTUNE_ISA");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool stored = false;
+  while (!stored && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (fs::exists(path("results.db")))
+      try {
+        stored = query_rows(path("results.db"), "SELECT count(*) FROM generations").at(0) != "0";
+      } catch (const std::exception&) {  // the schema may not be there yet
+      }
+  }
+  ::kill(scalar_run, SIGKILL);
+  ::waitpid(scalar_run, nullptr, 0);
+  ASSERT_TRUE(stored) << testing::read_file(path("err1.txt"));
+
+  ::setenv("MIDTUNE_ISA", "avx2", 1);
+  const auto resumed = run_ga_run({path("paths.yaml"), "--quiet"}, dir_.string());
+  ::unsetenv("MIDTUNE_ISA");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(count_of(resumed.err, "warning: experiment 'paths' was computed by run 1"), 1u) << resumed.err;
+  EXPECT_NE(resumed.err.find("kernel_path scalar -> avx2"), std::string::npos) << resumed.err;
+
+  const auto report = run_ga_run({"report", path("results.db"), "--format", "json"}, dir_.string());
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const auto json = nlohmann::json::parse(report.out);
+  std::set<std::string> paths;
+  for (const auto& g : json.at("generations")) paths.insert(g.at("computed_on").get<std::string>());
+  EXPECT_EQ(paths, (std::set<std::string>{"scalar", "avx2"})) << json.at("generations").dump();
+  ASSERT_EQ(json.at("runs").size(), 2u);
+  EXPECT_FALSE(json.at("runs")[1].at("provenance").at("build").at("version").get<std::string>().empty());
+  EXPECT_EQ(json.at("runs")[1].at("provenance").at("execution").at("threads"), 2);
+  const auto status = run_ga_run({"status", path("results.db")}, dir_.string());
+  EXPECT_NE(status.out.find("last run: midtune "), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("kernel path avx2, device cpu, 2 threads"), std::string::npos) << status.out;
 }
 
 // A KV file of `items` items with `pairs` pairs each; `variant` changes the

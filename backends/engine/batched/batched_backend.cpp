@@ -51,6 +51,8 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
 
 ModelIdentity BatchedBackend::identity() const { return identity_; }
 
+nlohmann::json BatchedBackend::execution() const { return {{"device", device_->name()}, {"precision", "bf16"}}; }
+
 void BatchedBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(model_->config()));
 }

@@ -38,6 +38,8 @@ class BatchedBackend : public Backend {
                  BatchedOptions options = {});
 
   ModelIdentity identity() const override;
+  // {"device": the device's name, "precision": "bf16"}.
+  nlohmann::json execution() const override;
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override;
   void validate(const Intervention& intervention) const override;
