@@ -75,7 +75,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
         << s.resumed_individuals << " resumed; best fitness "
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
-    if (stop_request().load() != 0) throw RunStopped("asked to stop before the held-out step");
+    if (stop_request().load() != 0) throw RunStopped("before the held-out step");
     progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
     run_heldout_step(store, experiment, *prepared, s.experiment_id, out);
     return kExitOk;
@@ -87,7 +87,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
     return kExitBusy;
   } catch (const RunStopped& e) {
     // The store is closed by now: the lease is released for the next run.
-    err << "ga-run: " << stop_signal_name() << ": stopped (" << e.what() << "); every finished evaluation is in "
+    err << "ga-run: " << stop_signal_name() << ": stopped " << e.what() << "; every finished evaluation is in "
         << db << "; run the same command to resume (exit " << kExitStopped << ")\n";
     return kExitStopped;
   } catch (const std::exception& e) {

@@ -242,10 +242,14 @@ class UnitDispatchBackend : public Backend {
                                                       std::min({first_due->second, stop_by, Clock::now() + kStopCheck}));
       if (!reply) {
         const Clock::time_point now = Clock::now();
-        if (now >= first_due->second) overdue(first_due->first, busy.at(first_due->first));
-        if (now >= stop_by)  // units_lost_ stays set: the session ends every rank
-          throw RunStopped(std::to_string(busy.size()) + " units in flight did not come back within " +
-                           format_seconds(stop_grace_s_) + " s of the stop request");
+        const bool unit_overdue = now >= first_due->second;
+        // Stopping (also with every unit sent), a unit that does not come
+        // back in time ends the job as stopped, not failed: what finished is
+        // stored. units_lost_ stays set, so the session ends every rank.
+        if (stop_seen() && (unit_overdue || now >= stop_by))
+          throw RunStopped("with " + std::to_string(busy.size()) + " units in flight that did not come back within " +
+                           format_seconds(stop_grace_s_) + " s");
+        if (unit_overdue) overdue(first_due->first, busy.at(first_due->first));
         continue;
       }
       const Message& m = *reply;
@@ -281,8 +285,8 @@ class UnitDispatchBackend : public Backend {
     // Every unit sent before the stop came back; with all of them sent the
     // evaluation is whole and is returned to be stored.
     if (next < units)
-      throw RunStopped("stopped dispatching after " + std::to_string(next) + " of " + std::to_string(units) +
-                       " units of an evaluation; it runs again on resume");
+      throw RunStopped("after " + std::to_string(next) + " of " + std::to_string(units) +
+                       " units of an evaluation (it runs again on resume)");
     return outputs;
   }
 

@@ -115,7 +115,7 @@ class SearchRun {
   // written, and the same command resumes from here.
   void stop_if_asked() const {
     if (in_.stop_signal != nullptr && in_.stop_signal->load() != 0)
-      throw RunStopped("asked to stop (signal " + std::to_string(in_.stop_signal->load()) + ")");
+      throw RunStopped("before the next evaluation");
   }
 
   ExperimentRecord open_experiment() {

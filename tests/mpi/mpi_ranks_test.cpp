@@ -445,5 +445,43 @@ TEST_F(MpiRanks, SigtermStopsTheJobResumablyAndAnotherRankCountResumes) {
     EXPECT_EQ(testing::query_rows(path("stopped.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
 }
 
+// Asked to stop while an evaluator hangs on its unit (SIGSTOPped): the
+// driver waits for it no longer than --unit-timeout, then ends every rank
+// with the stop's status 75, not a failure; the results file is intact and
+// the lease released.
+TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
+  std::string yaml = testing::synthetic_lpes_experiment("mpi-stop-hang", 30, 0.0);
+  yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
+  write("exp.yaml", yaml);
+  // 20 s: far above a unit's 80 ms, and far above the 1 s between the
+  // SIGSTOP and the SIGTERM below even on a loaded machine, so the deadline
+  // that ends the job is the stop's.
+  const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
+                                         testing::ga_run_path(), path("exp.yaml"), "--db", path("results.db"),
+                                         "--quiet", "--unit-prompts", "4", "--unit-timeout", "20"};
+  const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+  const bool reached = testing::wait_for_generations(path("results.db"), 1, 120);
+  const std::map<int, pid_t> ranks = ranks_of(launcher);
+  if (ranks.size() == 3u) {
+    kill(ranks.at(1), SIGSTOP);
+    // Rank 1 is the first idle rank the driver picks: within this second it holds a unit it never answers.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    kill(ranks.at(0), SIGTERM);
+  }
+  bool timed_out = false;
+  // Normal: the 20 s deadline and MPI's abort; the bound catches a hang.
+  const Finished stopped = testing::wait_bounded(launcher, path("out.txt"), path("err.txt"), 120, &timed_out);
+  for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+  ASSERT_TRUE(reached) << stopped.err;
+  ASSERT_EQ(ranks.size(), 3u) << stopped.err;
+  ASSERT_FALSE(timed_out) << "still running 120 s after the signal\n" << stopped.err;
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGTERM: stopped with 1 units in flight that did not come back within 20 s"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+  EXPECT_TRUE(testing::query_rows(path("results.db"), "SELECT pid FROM experiment_leases").empty());
+}
+
 }  // namespace
 }  // namespace midtune
