@@ -219,7 +219,8 @@ class UnitDispatchBackend : public Backend {
     auto stop_seen = [&] {
       if (!stopping && stop_ != nullptr && stop_->load() != 0) {
         stopping = true;
-        stop_by = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_grace_s_));
+        stop_by = Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_grace_s_));
       }
       return stopping;
     };
@@ -238,8 +239,8 @@ class UnitDispatchBackend : public Backend {
         return a.second < b.second;
       });
       // Wakes at least every kStopCheck to see a stop request while waiting.
-      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait,
-                                                      std::min({first_due->second, stop_by, Clock::now() + kStopCheck}));
+      const Clock::time_point wake = std::min({first_due->second, stop_by, Clock::now() + kStopCheck});
+      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, wake);
       if (!reply) {
         const Clock::time_point now = Clock::now();
         const bool unit_overdue = now >= first_due->second;

@@ -83,7 +83,8 @@ class MpiRanks : public testing::TempDirTest {
   Finished run_bounded(std::vector<std::string> argv, double limit_s) const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
     bool timed_out = false;
-    Finished f = testing::wait_bounded(testing::spawn_process(std::move(argv), out, err), out, err, limit_s, &timed_out);
+    const pid_t pid = testing::spawn_process(std::move(argv), out, err);
+    Finished f = testing::wait_bounded(pid, out, err, limit_s, &timed_out);
     if (timed_out) ADD_FAILURE() << "still running after " << limit_s << " s; killed";
     return f;
   }
