@@ -124,6 +124,12 @@ struct BackendError : std::runtime_error {
 struct InvalidInputError : BackendError {
   using BackendError::BackendError;
 };
+// A run given up because the process was asked to stop (SIGTERM, SIGINT,
+// SIGUSR1): not a failure of the backend, so nothing is recorded for it;
+// the same command evaluates it again.
+struct RunStopped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 const char* to_string(Mode mode);
 Mode mode_from_string(const std::string& text);  // throws std::invalid_argument

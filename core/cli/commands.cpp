@@ -12,6 +12,7 @@
 #include "core/cli/report_command.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/cli/status_command.hpp"
+#include "core/cli/stop_signals.hpp"
 #include "core/cli/table.hpp"
 #include "core/experiment/experiment.hpp"
 #include "core/parallel/ranks.hpp"
@@ -31,6 +32,7 @@ void warn_if_test_double(const Experiment& e, std::ostream& err) {
 
 int run_experiment(const RunRequest& request, std::ostream& out, std::ostream& err) {
   if (parallel::launcher_world_size() > 1) return run_on_ranks(request, out, err);
+  install_stop_handlers();
   return run_experiment_with(
       request, [](const Experiment& e, const std::string& name) { return prepare_search(e, name); }, out, err);
 }
@@ -53,6 +55,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
     return kExitFailure;
   }
   const std::string db = request.db.empty() ? experiment.storage.db.string() : request.db;
+  prepared->inputs.stop_signal = &stop_request();
   try {
     if (!request.quiet) warn_if_test_double(experiment, err);
     Store store(db, Store::Access::read_write, request.integrity_check ? Store::Check::full : Store::Check::quick);
@@ -72,6 +75,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
         << s.resumed_individuals << " resumed; best fitness "
         << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
+    if (stop_request().load() != 0) throw RunStopped("before the held-out step");
     progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
     run_heldout_step(store, experiment, *prepared, s.experiment_id, out);
     return kExitOk;
@@ -81,6 +85,11 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
   } catch (const LeaseHeld& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitBusy;
+  } catch (const RunStopped& e) {
+    // The store is closed by now: the lease is released for the next run.
+    err << "ga-run: " << stop_signal_name() << ": stopped " << e.what() << "; every finished evaluation is in "
+        << db << "; run the same command to resume (exit " << kExitStopped << ")\n";
+    return kExitStopped;
   } catch (const std::exception& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitFailure;

@@ -18,6 +18,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;  // usage or configuration error
 inline constexpr int kExitBusy = 3;   // another live process runs the experiment (its lease)
+// Stopped on request (SIGTERM, SIGINT, SIGUSR1) after the evaluations in
+// flight; everything finished is stored and the same command resumes.
+// sysexits.h's EX_TEMPFAIL ("try again later"), which job scripts test for.
+inline constexpr int kExitStopped = 75;
 
 struct RunRequest {
   std::string experiment_file;

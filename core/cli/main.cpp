@@ -1,5 +1,6 @@
 // ga-run: run or resume an experiment, validate it, and read its database.
-// Exit status: 0 success, 2 usage or configuration error, 1 anything else.
+// Exit status: 0 success, 2 usage or configuration error, 3 the experiment is
+// run by another process, 75 stopped on request (resumable), 1 anything else.
 #include <CLI/CLI.hpp>
 
 #include <iostream>

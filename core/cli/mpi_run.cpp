@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "core/cli/stop_signals.hpp"
 #include "core/experiment/experiment.hpp"
 #include "core/parallel/ranks.hpp"
 
@@ -71,16 +72,19 @@ int drive(parallel::RankSession& session, const RunRequest& request, std::ostrea
       [&](const Experiment& e, const std::string& name) {
         session.send_setup(
             {{"experiment_text", e.text}, {"experiment_file", e.file.string()}, {"driver_host", place.host}});
-        auto backend = session.connect_evaluators(unit_prompts, request.unit_timeout_s);
+        auto backend = session.connect_evaluators(unit_prompts, request.unit_timeout_s, &stop_request());
         if (!request.quiet)
           err << "ga-run: driver " << where(place) << ", " << place.size - 1 << " evaluator ranks, units of "
               << unit_prompts << " prompts\n";
         return prepare_search(e, name, datasets::Split::search, std::move(backend));
       },
       out, err);
+  // Units a stop could not wait for end the job with the stop's status: the
+  // lease is released and everything finished stored by now.
   session.stop_evaluators(code == kExitOk ? ""
                                           : "the driver (" + where(place) + ") ended with exit status " +
-                                                std::to_string(code));
+                                                std::to_string(code),
+                          code == kExitStopped ? kExitStopped : kExitFailure);
   return code;
 }
 
@@ -100,6 +104,12 @@ int run_on_ranks(const RunRequest& request, std::ostream& out, std::ostream& err
     err << "ga-run: " << e.what() << '\n';
     return kExitFailure;
   }
+  // The launcher (mpirun, srun, Slurm's preemption) signals every rank; the
+  // driver alone decides how the job stops.
+  if (session->is_driver())
+    install_stop_handlers();
+  else
+    ignore_stop_signals();
   try {
     return session->is_driver() ? drive(*session, request, out, err) : evaluate(*session, err);
   } catch (const std::exception& e) {

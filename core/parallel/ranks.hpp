@@ -14,6 +14,7 @@
 // mpi_built() false and refuses to start a RankSession.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <filesystem>
 #include <memory>
@@ -50,6 +51,11 @@ std::optional<std::filesystem::path> test_model_override(int rank);
 // enough that the engine's shared prompt prefix is computed once for several
 // prompts.
 inline constexpr std::size_t kDefaultUnitPrompts = 8;
+
+// Asked to stop (SIGTERM), the driver sends no new unit and waits this long
+// for the units in flight when --unit-timeout does not say: well inside the
+// 120 s that the Slurm script's --signal leaves before the job is killed.
+inline constexpr double kStopGraceSeconds = 60;
 
 // Where a rank runs.
 struct RankPlace {
@@ -91,15 +97,20 @@ class RankSession {
   // dispatches units of `unit_prompts` prompts to them; it must not outlive
   // this session. An evaluator that has not answered a unit after
   // `unit_timeout_s` seconds (0: no deadline) fails the run and the job
-  // ends. Throws EvaluatorsRefused naming the rank and host of every
-  // evaluator that failed or differs from rank 1 (whose identity is then
-  // the search's model identity).
-  std::unique_ptr<Backend> connect_evaluators(std::size_t unit_prompts, double unit_timeout_s = 0);
+  // ends. Once `stop` is non-zero (a signal asked the driver to stop), a
+  // run() sends no new unit, waits for those in flight (at most
+  // `unit_timeout_s`, or kStopGraceSeconds without one) and, with units left
+  // unsent, throws RunStopped. Throws EvaluatorsRefused naming the rank and
+  // host of every evaluator that failed or differs from rank 1 (whose
+  // identity is then the search's model identity).
+  std::unique_ptr<Backend> connect_evaluators(std::size_t unit_prompts, double unit_timeout_s = 0,
+                                              const std::atomic<int>* stop = nullptr);
   // Tells every evaluator to end; `reason` (empty after a finished search)
   // goes to their standard error. When the dispatch backend failed with
-  // units still out (an MPI or protocol failure, not a backend error), ends
-  // every rank instead (abort), since those evaluators cannot be stopped.
-  void stop_evaluators(const std::string& reason);
+  // units still out (an MPI or protocol failure, not a backend error, or a
+  // stop whose units did not come back in time), ends every rank instead
+  // with MPI_Abort(`abort_code`), since those evaluators cannot be stopped.
+  void stop_evaluators(const std::string& reason, int abort_code = 1);
 
   // --- an evaluator (rank > 0) ---
   // The driver's setup, or nullopt when the driver stopped before sending one.

@@ -36,6 +36,9 @@ enum Tag : int { kSetup = 1, kHello = 2, kUnit = 3, kReply = 4, kStop = 5 };
 // rank waiting at start-up or between evaluations.
 constexpr std::chrono::microseconds kUnitWait{100};
 constexpr std::chrono::microseconds kIdleWait{250};
+// How often the driver, waiting for an answer, looks whether it was asked to
+// stop: the units in flight get their grace counted from about then.
+constexpr std::chrono::milliseconds kStopCheck{100};
 
 void check(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
@@ -151,18 +154,21 @@ struct Evaluator {
 // consecutive prompts (the boundaries depend only on the batch, never on
 // how many evaluators there are or which is free), each idle evaluator takes
 // the next unit, and the outputs come back in item order. The units of one
-// run() are all answered before it returns, also when one fails, so no
-// evaluator is left mid-message when the search stops.
+// run() are all answered before it returns, also when one fails or the
+// driver is asked to stop, so no evaluator is left mid-message when the
+// search stops.
 class UnitDispatchBackend : public Backend {
  public:
   // `units_lost` is set when run() ends by an exception with units still
   // out: those evaluators may wait forever to hand their answers over.
   UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, double unit_timeout_s,
-                      bool& units_lost)
+                      const std::atomic<int>* stop, bool& units_lost)
       : evaluators_(std::move(evaluators)),
         unit_prompts_(unit_prompts),
         unit_timeout_s_(unit_timeout_s),
         timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s))),
+        stop_grace_s_(unit_timeout_s > 0 ? unit_timeout_s : kStopGraceSeconds),
+        stop_(stop),
         units_lost_(units_lost) {
     for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
   }
@@ -207,8 +213,19 @@ class UnitDispatchBackend : public Backend {
     std::size_t next = 0;
     std::optional<std::string> failure;
     std::string failure_code;
-    while ((next < units && !failure) || !busy.empty()) {
-      while (next < units && !failure && !idle.empty()) {
+    // Asked to stop: no new unit; those in flight have until `stop_by`.
+    bool stopping = false;
+    Clock::time_point stop_by = Clock::time_point::max();
+    auto stop_seen = [&] {
+      if (!stopping && stop_ != nullptr && stop_->load() != 0) {
+        stopping = true;
+        stop_by = Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_grace_s_));
+      }
+      return stopping;
+    };
+    while ((next < units && !failure && !stop_seen()) || !busy.empty()) {
+      while (next < units && !failure && !stop_seen() && !idle.empty()) {
         const int rank = *idle.begin();
         const Clock::time_point deadline = unit_timeout_s_ > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
         idle.erase(idle.begin());
@@ -217,11 +234,25 @@ class UnitDispatchBackend : public Backend {
         const json request = server::evaluate_request_to_json(intervention, options, unit_items(next));
         if (!send(rank, kUnit, {{"unit", next++}, {"request", request}}, deadline)) overdue(rank, busy.at(rank));
       }
+      if (busy.empty()) break;  // stopped with nothing in flight
       const auto first_due = std::min_element(due.begin(), due.end(), [](const auto& a, const auto& b) {
         return a.second < b.second;
       });
-      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, first_due->second);
-      if (!reply) overdue(first_due->first, busy.at(first_due->first));
+      // Wakes at least every kStopCheck to see a stop request while waiting.
+      const Clock::time_point wake = std::min({first_due->second, stop_by, Clock::now() + kStopCheck});
+      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, wake);
+      if (!reply) {
+        const Clock::time_point now = Clock::now();
+        const bool unit_overdue = now >= first_due->second;
+        // Stopping (also with every unit sent), a unit that does not come
+        // back in time ends the job as stopped, not failed: what finished is
+        // stored. units_lost_ stays set, so the session ends every rank.
+        if (stop_seen() && (unit_overdue || now >= stop_by))
+          throw RunStopped("with " + std::to_string(busy.size()) + " units in flight that did not come back within " +
+                           format_seconds(stop_grace_s_) + " s");
+        if (unit_overdue) overdue(first_due->first, busy.at(first_due->first));
+        continue;
+      }
       const Message& m = *reply;
       const auto found = busy.find(m.source);
       if (found == busy.end())
@@ -252,6 +283,11 @@ class UnitDispatchBackend : public Backend {
       if (failure_code == "invalid_request") throw std::invalid_argument(*failure);
       throw BackendError(*failure);
     }
+    // Every unit sent before the stop came back; with all of them sent the
+    // evaluation is whole and is returned to be stored.
+    if (next < units)
+      throw RunStopped("after " + std::to_string(next) + " of " + std::to_string(units) +
+                       " units of an evaluation (it runs again on resume)");
     return outputs;
   }
 
@@ -267,6 +303,8 @@ class UnitDispatchBackend : public Backend {
   std::size_t unit_prompts_;
   double unit_timeout_s_;  // 0: no deadline
   Clock::duration timeout_;
+  double stop_grace_s_;  // how long units in flight may take after a stop request
+  const std::atomic<int>* stop_;  // non-zero: asked to stop; may be null
   bool& units_lost_;
 };
 
@@ -327,7 +365,8 @@ void RankSession::send_setup(const json& setup) {
   for (int r = 1; r < place_.size; ++r) send(r, kSetup, setup);
 }
 
-std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompts, double unit_timeout_s) {
+std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompts, double unit_timeout_s,
+                                                         const std::atomic<int>* stop) {
   if (unit_prompts == 0) throw std::invalid_argument("prompts per unit must be at least 1");
   std::vector<Evaluator> evaluators;
   std::vector<std::string> problems;
@@ -366,11 +405,12 @@ std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompt
     for (const std::string& p : problems) message += "\n  " + p;
     throw EvaluatorsRefused(message);
   }
-  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, unit_timeout_s, units_lost_);
+  return std::make_unique<UnitDispatchBackend>(std::move(evaluators), unit_prompts, unit_timeout_s, stop,
+                                               units_lost_);
 }
 
-void RankSession::stop_evaluators(const std::string& reason) {
-  if (units_lost_) abort(1);  // an evaluator may be stuck handing over an answer nobody takes
+void RankSession::stop_evaluators(const std::string& reason, int abort_code) {
+  if (units_lost_) abort(abort_code);  // an evaluator may be stuck handing over an answer nobody takes
   for (int r = 1; r < place_.size; ++r) send(r, kStop, {{"reason", reason}});
 }
 

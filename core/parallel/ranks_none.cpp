@@ -17,8 +17,8 @@ RankSession::RankSession() { no_mpi(); }
 RankSession::~RankSession() = default;
 void RankSession::abort(int) { no_mpi(); }
 void RankSession::send_setup(const nlohmann::json&) { no_mpi(); }
-std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t, double) { no_mpi(); }
-void RankSession::stop_evaluators(const std::string&) { no_mpi(); }
+std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t, double, const std::atomic<int>*) { no_mpi(); }
+void RankSession::stop_evaluators(const std::string&, int) { no_mpi(); }
 std::optional<nlohmann::json> RankSession::receive_setup() { no_mpi(); }
 std::string RankSession::serve(Backend*, const std::string&, const std::string&) { no_mpi(); }
 

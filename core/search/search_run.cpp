@@ -60,6 +60,7 @@ class SearchRun {
     }
     summary_.already_complete = strategy->done();
     while (!strategy->done()) {
+      stop_if_asked();
       const int generation = strategy->generation();
       std::optional<ExperimentMemory> memory;
       if (in_.unique_children) {
@@ -80,6 +81,7 @@ class SearchRun {
         outcomes = race_batch(experiment.id, generation, batch, *field);
       } else {
         for (const Candidate& candidate : batch) {
+          stop_if_asked();
           outcomes.push_back(fitness_of(experiment.id, generation, candidate));
           candidate_done(outcomes.back());
         }
@@ -111,6 +113,13 @@ class SearchRun {
   }
 
  private:
+  // Between evaluations: the one in flight has been stored, nothing is half
+  // written, and the same command resumes from here.
+  void stop_if_asked() const {
+    if (in_.stop_signal != nullptr && in_.stop_signal->load() != 0)
+      throw RunStopped("before the next evaluation");
+  }
+
   ExperimentRecord open_experiment() {
     if (auto existing = store_.find_experiment(in_.experiment_name)) {
       const auto changes = search_differences(existing->search_config, in_.search_config);
@@ -412,8 +421,11 @@ class SearchRun {
       }
     }
     for (const std::size_t m : schedule_) {
-      for (Entrant& e : entrants)
-        if (!e.outcome) extend(experiment_id, generation, e, m);
+      for (Entrant& e : entrants) {
+        if (e.outcome) continue;
+        stop_if_asked();
+        extend(experiment_id, generation, e, m);
+      }
       if (m < 2 || m >= units_.size()) continue;
       // The contenders of this look: the carried parents, then every
       // candidate not dropped at an earlier look.

@@ -6,6 +6,7 @@
 // and at most the evaluation in flight is redone.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -52,6 +53,10 @@ struct SearchInputs : EvaluationInputs {
   // Per item, the key that pairs items across gold positions into racing
   // units (the base item); empty: each item's own index.
   std::vector<std::string> race_keys;
+  // Non-zero once the process is asked to stop (the signal's number, set by
+  // a signal handler): the search throws RunStopped before its next
+  // evaluation, so everything finished stays stored. Null: never stops.
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 struct RunSummary {

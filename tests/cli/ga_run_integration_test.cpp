@@ -13,6 +13,8 @@
 #include <random>
 #include <thread>
 
+#include <signal.h>
+
 #include <nlohmann/json.hpp>
 
 #include "schema/sqlite.hpp"
@@ -149,6 +151,52 @@ void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& 
             rows(path("reference.db"), "SELECT sum(evaluations) FROM runs"));
   EXPECT_EQ(rows(path("killed.db"), "SELECT count(*) FROM evaluations WHERE status = 'ok'"),
             rows(path("reference.db"), "SELECT count(*) FROM evaluations WHERE status = 'ok'"));
+}
+
+// SIGTERM (Slurm, kill) and SIGINT (Ctrl-C) stop a run after the evaluation
+// in flight with exit 75: the file intact, the lease released, and the same
+// command resumes to the rows of an uninterrupted run.
+TEST_F(GaRunIntegration, SigtermOrSigintStopsResumablyAndTheRerunEndsLikeAnUninterruptedRun) {
+  // 24 prompts of 5 ms: about 0.12 s per evaluation, 34 evaluations.
+  std::string yaml = experiment_yaml(4, 0);
+  yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 5, ");
+  write("exp.yaml", yaml);
+  const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const int all_generations = testing::stored_generations(path("reference.db"));
+  ASSERT_EQ(all_generations, 5);
+
+  const std::string out = path("out.txt"), err = path("err.txt");
+  int stopped_at = 0;
+  for (const auto& [stop_signal, after] : {std::pair{SIGTERM, 1}, std::pair{SIGINT, 3}}) {
+    SCOPED_TRACE(stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    const pid_t pid = testing::spawn_ga_run({path("exp.yaml"), "--db", path("stopped.db")}, out, err);
+    // Normal: under a second to the first checkpoint; the bound catches a hang.
+    const bool reached = testing::wait_for_generations(path("stopped.db"), after, 60);
+    kill(pid, stop_signal);
+    bool timed_out = false;
+    // Normal: one evaluation (0.12 s) to stop; the bound catches a run that ignores the signal.
+    const Finished stopped = testing::wait_bounded(pid, out, err, 60, &timed_out);
+    ASSERT_TRUE(reached) << "no checkpoint " << after << " within 60 s\n" << stopped.err;
+    ASSERT_FALSE(timed_out) << "still running 60 s after the signal\n" << stopped.err;
+    EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+    EXPECT_NE(stopped.err.find(stop_signal == SIGTERM ? "SIGTERM: stopped" : "SIGINT: stopped"), std::string::npos)
+        << stopped.err;
+    EXPECT_NE(stopped.err.find("run the same command to resume"), std::string::npos) << stopped.err;
+    EXPECT_EQ(rows(path("stopped.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+    // The lease is gone, not left for the next run to find dead.
+    EXPECT_TRUE(rows(path("stopped.db"), "SELECT pid FROM experiment_leases").empty());
+    // Stopped mid-search: the signal came with `after` checkpoints stored and
+    // the run stops before its next evaluation, far from the end.
+    stopped_at = testing::stored_generations(path("stopped.db"));
+    EXPECT_GE(stopped_at, after);
+    EXPECT_LT(stopped_at, all_generations);
+  }
+  const Finished resumed = run_ga_run({path("exp.yaml"), "--db", path("stopped.db"), "--quiet"}, dir_.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : testing::stored_rows())
+    EXPECT_EQ(rows(path("stopped.db"), sql), rows(path("reference.db"), sql)) << what;
+  RecordProperty("generations_at_second_stop", stopped_at);
 }
 
 TEST_F(GaRunIntegration, EditedExperimentIsRefusedNamingTheChange) {

@@ -2,7 +2,10 @@
 // test double, and reading rows back from a results database.
 #pragma once
 
+#include <chrono>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "schema/sqlite.hpp"
@@ -39,6 +42,49 @@ inline std::vector<std::string> query_rows(const std::string& db, const std::str
     out.push_back(row);
   }
   return out;
+}
+
+// Rows that must be equal bit for bit between an interrupted-and-resumed
+// run and an uninterrupted one: every sample (output, gold log-probability
+// printed to 17 digits), evaluation, individual and generation checkpoint;
+// ids and times aside.
+inline const std::vector<std::pair<std::string, std::string>>& stored_rows() {
+  static const std::vector<std::pair<std::string, std::string>> rows = {
+      {"samples",
+       "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), "
+       "s.prompt_tokens "
+       "FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id ORDER BY e.cache_key, s.sample_id"},
+      {"evaluations",
+       "SELECT cache_key, status, complete, position_scores, fitness_inputs FROM evaluations ORDER BY cache_key"},
+      {"individuals",
+       "SELECT candidate_id, generation, genome, origin, parents, printf('%.17g', fitness), cache_hit, "
+       "raced_samples FROM individuals ORDER BY experiment_id, candidate_id"},
+      {"generations",
+       "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY "
+       "experiment_id, generation"},
+  };
+  return rows;
+}
+
+// How many generation checkpoints `db` holds; 0 while the file or its
+// tables do not exist yet (a run still starting).
+inline int stored_generations(const std::string& db) {
+  try {
+    return std::stoi(query_rows(db, "SELECT count(*) FROM generations")[0]);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// Waits until `db` holds at least `count` checkpoints, polling every 20 ms
+// for at most `limit_s` seconds; false when it did not.
+inline bool wait_for_generations(const std::string& db, int count, double limit_s) {
+  const auto start = std::chrono::steady_clock::now();
+  while (stored_generations(db) < count) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace midtune::testing

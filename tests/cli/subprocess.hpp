@@ -78,6 +78,25 @@ inline Finished wait_for(pid_t pid, const std::string& out_file, const std::stri
   return f;
 }
 
+// Waits for `pid` at most `limit_s` seconds; a child still running then is
+// killed (SIGKILL) and reported as timed_out, never left to hang the test.
+inline Finished wait_bounded(pid_t pid, const std::string& out_file, const std::string& err_file, double limit_s,
+                             bool* timed_out) {
+  *timed_out = false;
+  for (int waited_ms = 0;; waited_ms += 20) {
+    siginfo_t info{};
+    // WNOWAIT: only looks; wait_for reaps the child and reads its status.
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) break;
+    if (waited_ms > limit_s * 1000) {
+      kill(pid, SIGKILL);
+      *timed_out = true;
+      break;
+    }
+    usleep(20000);
+  }
+  return wait_for(pid, out_file, err_file);
+}
+
 inline Finished run_ga_run(const std::vector<std::string>& args, const std::string& dir, bool unprivileged = false) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
   return wait_for(spawn_ga_run(args, out, err, unprivileged), out, err);

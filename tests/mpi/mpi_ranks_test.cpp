@@ -36,23 +36,7 @@ using testing::Finished;
 #define MIDTUNE_MPIEXEC_OR_EMPTY ""
 #endif
 
-// Rows that must be equal bit for bit: every sample (output, gold
-// log-probability printed to 17 digits), evaluation, individual and
-// generation checkpoint; ids and times aside.
-const std::vector<std::pair<std::string, std::string>> kRows = {
-    {"samples",
-     "SELECT e.cache_key, s.sample_id, s.gold_position, s.correct, s.output, printf('%.17g', s.gold_logprob), "
-     "s.prompt_tokens "
-     "FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id ORDER BY e.cache_key, s.sample_id"},
-    {"evaluations",
-     "SELECT cache_key, status, complete, position_scores, fitness_inputs FROM evaluations ORDER BY cache_key"},
-    {"individuals",
-     "SELECT candidate_id, generation, genome, origin, parents, printf('%.17g', fitness), cache_hit, raced_samples "
-     "FROM individuals ORDER BY experiment_id, candidate_id"},
-    {"generations",
-     "SELECT generation, population, strategy_state, printf('%.17g', best_fitness) FROM generations ORDER BY "
-     "experiment_id, generation"},
-};
+const auto& kRows = testing::stored_rows();
 
 // The report without what depends on the clock (times, rates).
 nlohmann::json without_timing(nlohmann::json j) {
@@ -98,24 +82,10 @@ class MpiRanks : public testing::TempDirTest {
   // that hangs is a failure, never a stuck test.
   Finished run_bounded(std::vector<std::string> argv, double limit_s) const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    bool timed_out = false;
     const pid_t pid = testing::spawn_process(std::move(argv), out, err);
-    const auto start = std::chrono::steady_clock::now();
-    int status = 0;
-    for (;;) {
-      if (waitpid(pid, &status, WNOHANG) == pid) break;
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ADD_FAILURE() << "still running after " << limit_s << " s; killed";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    Finished f;
-    if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
-    f.out = testing::read_file(out);
-    f.err = testing::read_file(err);
+    Finished f = testing::wait_bounded(pid, out, err, limit_s, &timed_out);
+    if (timed_out) ADD_FAILURE() << "still running after " << limit_s << " s; killed";
     return f;
   }
 
@@ -415,6 +385,103 @@ TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
   EXPECT_NE(err.find("rank 1 on host "), std::string::npos) << err;
   EXPECT_NE(err.find("(--unit-timeout); ending the job"), std::string::npos) << err;
   EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+}
+
+// SIGTERM as Slurm delivers it (scancel, preemption, --signal: to every
+// rank of the step) stops the job cleanly: evaluators ignore it and finish
+// their units, the driver stores what finished, releases the lease and the
+// job exits 75. SIGUSR1 to mpirun (which forwards it; Open MPI's mpirun
+// turns a SIGTERM of its own into a kill of every rank) does the same. The
+// same command with another rank count resumes to the rows of an
+// uninterrupted run.
+TEST_F(MpiRanks, SigtermStopsTheJobResumablyAndAnotherRankCountResumes) {
+  std::string yaml = testing::synthetic_lpes_experiment("mpi-stop", 4, 0.0);
+  // Units of 4 prompts of 20 ms: 80 ms a unit, 6 units an evaluation.
+  yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
+  write("exp.yaml", yaml);
+  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const int all_generations = testing::stored_generations(path("plain.db"));
+  ASSERT_EQ(all_generations, 5);
+
+  struct Stop {
+    int ranks;
+    int after;  // checkpoints stored before the signal
+    bool to_every_rank;  // SIGTERM to each rank, else SIGUSR1 to mpirun
+  };
+  for (const Stop stop : {Stop{3, 1, true}, Stop{2, 3, false}}) {
+    SCOPED_TRACE("mpirun -n " + std::to_string(stop.ranks));
+    const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n",
+                                           std::to_string(stop.ranks), testing::ga_run_path(), path("exp.yaml"),
+                                           "--db", path("stopped.db"), "--unit-prompts", "4"};
+    const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+    // Normal: MPI start-up (1.5 s) and a generation or three; the bound catches a hang.
+    const bool reached = testing::wait_for_generations(path("stopped.db"), stop.after, 120);
+    const std::map<int, pid_t> ranks = ranks_of(launcher);
+    if (stop.to_every_rank) {
+      for (const auto& [rank, pid] : ranks) kill(pid, SIGTERM);
+    } else {
+      kill(launcher, SIGUSR1);
+    }
+    bool timed_out = false;
+    // Normal: the units in flight (80 ms each) and MPI's end; the bound
+    // catches a job that does not stop.
+    const Finished stopped = testing::wait_bounded(launcher, path("out.txt"), path("err.txt"), 120, &timed_out);
+    for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+    ASSERT_TRUE(reached) << "no checkpoint " << stop.after << " within 120 s\n" << stopped.err;
+    ASSERT_EQ(static_cast<int>(ranks.size()), stop.ranks) << stopped.err;
+    ASSERT_FALSE(timed_out) << "still running 120 s after the signal\n" << stopped.err;
+    EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+    EXPECT_NE(stopped.err.find(stop.to_every_rank ? "SIGTERM: stopped" : "SIGUSR1: stopped"), std::string::npos)
+        << stopped.err;
+    EXPECT_EQ(stopped.err.find("ending every rank"), std::string::npos) << "a clean stop, no abort\n" << stopped.err;
+    EXPECT_EQ(testing::query_rows(path("stopped.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+    EXPECT_TRUE(testing::query_rows(path("stopped.db"), "SELECT pid FROM experiment_leases").empty());
+    EXPECT_LT(testing::stored_generations(path("stopped.db")), all_generations) << "stopped mid-search";
+  }
+  const Finished resumed =
+      ga_run(2, {path("exp.yaml"), "--db", path("stopped.db"), "--quiet", "--unit-prompts", "4"}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : kRows)
+    EXPECT_EQ(testing::query_rows(path("stopped.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
+}
+
+// Asked to stop while an evaluator hangs on its unit (SIGSTOPped): the
+// driver waits for it no longer than --unit-timeout, then ends every rank
+// with the stop's status 75, not a failure; the results file is intact and
+// the lease released.
+TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
+  std::string yaml = testing::synthetic_lpes_experiment("mpi-stop-hang", 30, 0.0);
+  yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
+  write("exp.yaml", yaml);
+  // 20 s: far above a unit's 80 ms, and far above the 1 s between the
+  // SIGSTOP and the SIGTERM below even on a loaded machine, so the deadline
+  // that ends the job is the stop's.
+  const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
+                                         testing::ga_run_path(), path("exp.yaml"), "--db", path("results.db"),
+                                         "--quiet", "--unit-prompts", "4", "--unit-timeout", "20"};
+  const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
+  const bool reached = testing::wait_for_generations(path("results.db"), 1, 120);
+  const std::map<int, pid_t> ranks = ranks_of(launcher);
+  if (ranks.size() == 3u) {
+    kill(ranks.at(1), SIGSTOP);
+    // Rank 1 is the first idle rank the driver picks: within this second it holds a unit it never answers.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    kill(ranks.at(0), SIGTERM);
+  }
+  bool timed_out = false;
+  // Normal: the 20 s deadline and MPI's abort; the bound catches a hang.
+  const Finished stopped = testing::wait_bounded(launcher, path("out.txt"), path("err.txt"), 120, &timed_out);
+  for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+  ASSERT_TRUE(reached) << stopped.err;
+  ASSERT_EQ(ranks.size(), 3u) << stopped.err;
+  ASSERT_FALSE(timed_out) << "still running 120 s after the signal\n" << stopped.err;
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGTERM: stopped with 1 units in flight that did not come back within 20 s"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+  EXPECT_TRUE(testing::query_rows(path("results.db"), "SELECT pid FROM experiment_leases").empty());
 }
 
 }  // namespace
