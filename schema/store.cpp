@@ -195,6 +195,7 @@ Store::Store(const std::string& path, Access access, Check check)
   if (access == Access::read_only) {
     racing_columns_ = has_column("individuals", "raced_samples");
     lease_identity_columns_ = has_column("experiment_leases", "boot_id");
+    provenance_columns_ = has_column("runs", "provenance");
     return;
   }
   db_.use_wal();
@@ -431,7 +432,9 @@ std::int64_t Store::start_run(std::int64_t experiment_id, const nlohmann::json& 
 }
 
 std::vector<RunProvenance> Store::run_provenances(std::int64_t experiment_id) {
-  auto s = db_.prepare("SELECT id, started_at, provenance FROM runs WHERE experiment_id = ? ORDER BY id");
+  // A file read before schema v10 has no provenance column: its runs say nothing.
+  auto s = db_.prepare(std::string("SELECT id, started_at, ") + (provenance_columns_ ? "provenance" : "NULL") +
+                       " FROM runs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment_id);
   std::vector<RunProvenance> out;
   while (s.step())
@@ -719,7 +722,7 @@ std::vector<GenerationSummary> Store::generation_summaries(std::int64_t experime
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
       "AND i.cache_hit = 1), "
       "(SELECT count(*) FROM individuals i WHERE i.experiment_id = g.experiment_id AND i.generation = g.generation "
-      "AND i.raced_samples IS NOT NULL), g.run_id "
+      "AND i.raced_samples IS NOT NULL), " + std::string(provenance_columns_ ? "g.run_id " : "NULL ") +
       "FROM generations g WHERE g.experiment_id = ? ORDER BY g.generation");
   s.bind_all(experiment_id);
   std::vector<GenerationSummary> out;

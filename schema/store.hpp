@@ -435,6 +435,8 @@ class Store {
   // Read-only files may predate schema 9 (leases without the holder's
   // identity).
   bool lease_identity_columns_ = true;
+  // Read-only files may predate schema 10 (runs without their provenance).
+  bool provenance_columns_ = true;
 };
 
 // `ga-run query`: one read-only statement on its own read-only connection.

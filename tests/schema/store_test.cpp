@@ -294,6 +294,40 @@ TEST_F(StoreTest, ReadOnlyFileFromBeforeRacingStillReads) {
   EXPECT_EQ(status.saved_by_racing, 0);
 }
 
+// A file from before runs recorded their provenance (schema 9) reads with
+// runs and generations that say nothing about what computed them; opened
+// for writing it is migrated and new runs record it.
+TEST_F(StoreTest, AFileFromBeforeRunProvenanceReadsAndMigrates) {
+  {
+    sql::Database db(db_path(), sql::Database::Mode::read_write_create);
+    for (int v = 0; v < 9; ++v) db.exec(schema_migrations()[v].sql);
+    db.exec("PRAGMA user_version = 9");
+    db.exec("PRAGMA application_id = " + std::to_string(kMidtuneApplicationId));
+    db.exec("INSERT INTO experiments (name, config_text, config_hash, search_config) VALUES ('old', '', 'h', '{}')");
+    db.exec("INSERT INTO runs (experiment_id, host, pid) VALUES (1, 'h', 1)");
+    db.exec("INSERT INTO generations (experiment_id, generation, population, strategy_state) VALUES (1, 0, '[]', '{}')");
+  }
+  {
+    Store store(db_path(), Store::Access::read_only);
+    EXPECT_EQ(store.schema_version(), 9);
+    const auto runs = store.run_provenances(1);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_TRUE(runs[0].provenance.is_null());
+    ASSERT_EQ(store.generation_summaries(1).size(), 1u);
+    EXPECT_FALSE(store.generation_summaries(1)[0].run_id);
+  }
+  Store store(db_path());
+  EXPECT_EQ(store.schema_version(), latest_schema_version());
+  const std::int64_t run = store.start_run(1, {{"execution", {{"kernel_path", "avx2"}}}});
+  store.save_checkpoint({1, 1, nlohmann::json::array(), nlohmann::json::object(), std::nullopt, std::nullopt}, run);
+  const auto runs = store.run_provenances(1);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_TRUE(runs[0].provenance.is_null()) << "an old run is left as it was";
+  EXPECT_EQ(runs[1].provenance["execution"]["kernel_path"], "avx2");
+  EXPECT_FALSE(store.generation_summaries(1)[0].run_id);
+  EXPECT_EQ(store.generation_summaries(1)[1].run_id, run);
+}
+
 TEST_F(StoreTest, ReadOnlyConnectionRefusesWrites) {
   { Store store(db_path()); }
   sql::Database ro(db_path(), sql::Database::Mode::read_only);
