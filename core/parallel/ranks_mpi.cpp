@@ -147,6 +147,7 @@ struct Evaluator {
   std::string host;
   std::string device;
   server::ServerInfo info;
+  json execution;  // the evaluator's Backend::execution()
   std::string where() const { return "rank " + std::to_string(rank) + " on host " + host; }
 };
 
@@ -174,6 +175,15 @@ class UnitDispatchBackend : public Backend {
   }
 
   ModelIdentity identity() const override { return reference().info.identity; }
+
+  // How the evaluators compute (rank 1's, as for the identity; a run's
+  // provenance), with how many there are and the unit size.
+  nlohmann::json execution() const override {
+    json out = reference().execution.is_object() ? reference().execution : json::object();
+    out["evaluators"] = evaluators_.size();
+    out["unit_prompts"] = unit_prompts_;
+    return out;
+  }
 
   void validate(const Intervention& intervention) const override {
     server::check_intervention_fits(intervention, reference().info.identity, reference().info.supports);
@@ -380,6 +390,7 @@ std::unique_ptr<Backend> RankSession::connect_evaluators(std::size_t unit_prompt
       continue;
     }
     e.device = m.body.value("device", "");
+    e.execution = m.body.value("execution", json::object());
     try {
       e.info = server::info_from_json(m.body.at("info"));
     } catch (const std::exception& error) {
@@ -432,6 +443,7 @@ std::string RankSession::serve(Backend* backend, const std::string& build_error,
       info.user_prompt = user_prompt_of(*backend);
       info.supports = server::probe_supported_fields(*backend);
       hello["info"] = server::info_to_json(info);
+      hello["execution"] = backend->execution();
     } catch (const std::exception& e) {  // a model without a chat template, say
       error = e.what();
       backend = nullptr;

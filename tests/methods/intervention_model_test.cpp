@@ -5,8 +5,11 @@
 // positions, Ms-PoE ratios per layer, SIW dense chunks).
 //
 // Tolerances: the engine rounds activations to int8 per 32-block before
-// every matmul, so plain logits already differ from fp32 by up to ~0.75
-// (engine_model_test). kLogitTolerance bounds |engine - reference| on the
+// every matmul, so plain logits already differ from fp32 by up to ~0.75 on
+// the AVX-512 path and ~1.1 on the AVX2 path (engine_model_test; the
+// summation order moves the int8 rounding cascade, and the bounds must hold
+// on every path a CPU dispatches to: on an AVX2-only CPU CALIOPE's effect
+// error measured 1.05 and Ms-PoE's logit error 1.75). kLogitTolerance bounds |engine - reference| on the
 // top ids and also the error of the intervention's effect (with - plain on
 // the same ids; measured, it is about as large as the absolute error, so
 // quantisation error does not cancel much). Top-1 must
@@ -33,10 +36,10 @@
 namespace midtune::engine::hooks {
 namespace {
 
-constexpr double kLogitTolerance = 1.0;
+constexpr double kLogitTolerance = 1.5;
 // Ms-PoE (alone or in the combo) can swap the ratios of near-tied heads (see
 // below), which moves logits a little more.
-constexpr double kMsPoeLogitTolerance = 1.5;
+constexpr double kMsPoeLogitTolerance = 2.0;
 constexpr double kTopMargin = 0.5;
 constexpr double kDecisionAgreement = 0.6;  // share of layers with an identical Ms-PoE entropy order / SIW dense set
 constexpr double kCountAgreement = 0.95;    // share of heads whose Ms-PoE awareness count is within 1 key

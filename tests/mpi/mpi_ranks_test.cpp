@@ -45,7 +45,8 @@ nlohmann::json without_timing(nlohmann::json j) {
     for (auto& [key, value] : j.items()) {
       const bool timing = key.find("second") != std::string::npos || key.find("time") != std::string::npos ||
                           key.find("wall") != std::string::npos || key.ends_with("_at") ||
-                          key.find("per_s") != std::string::npos || key == "db" || key == "database";
+                          key.find("per_s") != std::string::npos || key == "db" || key == "database" ||
+                          key == "runs";  // each run's provenance: host, threads, evaluators
       if (!timing) out[key] = without_timing(value);
     }
     return out;
