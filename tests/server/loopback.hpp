@@ -2,6 +2,13 @@
 // (fakes that misbehave on purpose, or a real EvaluationServer) and batches.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +20,23 @@
 #include "backends/server/evaluation_server.hpp"
 
 namespace midtune::server::testing {
+
+// A raw connection to 127.0.0.1:port (for requests no client library would
+// send) whose reads wait at most 5 s.
+inline int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot connect to 127.0.0.1");
+  }
+  timeval guard{5, 0};  // no test waits longer for a reply
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
+  return fd;
+}
 
 // An httplib server on 127.0.0.1, any free port, serving on its own thread
 // until destroyed. Register handlers on server() before start().

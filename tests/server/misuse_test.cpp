@@ -19,6 +19,7 @@
 namespace midtune::server {
 namespace {
 
+using testing::connect_loopback;
 using testing::LoopbackEvaluationServer;
 using Clock = std::chrono::steady_clock;
 
@@ -84,19 +85,6 @@ TEST(ServerAuth, BearerSchemeIsCaseInsensitive) {
   }
 }
 
-// A connection to 127.0.0.1:port whose reads wait at most 5 s.
-int connect_loopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    throw std::runtime_error("cannot connect to 127.0.0.1");
-  timeval guard{5, 0};  // no test waits longer for a reply
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
-  return fd;
-}
 
 // The server's reply up to its close (the status line and the error body
 // may come in separate segments); each recv waits at most the 5 s guard.

@@ -46,13 +46,7 @@ class Tricklers {
  public:
   Tricklers(int port, std::size_t count) : closed_at_(count) {
     for (std::size_t i = 0; i < count; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(static_cast<std::uint16_t>(port));
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-        throw std::runtime_error("cannot connect to 127.0.0.1");
+      const int fd = server::testing::connect_loopback(port);
       const std::string head = "GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
       ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
       fds_.push_back(fd);
