@@ -1,5 +1,6 @@
 #include "backends/backend.hpp"
 
+#include <chrono>
 #include <stdexcept>
 
 namespace midtune {
@@ -14,6 +15,27 @@ nlohmann::json ModelIdentity::to_json() const {
 }
 
 std::string ModelIdentity::key() const { return to_json().dump(); }
+
+void Backend::run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
+                       const std::atomic<int>* stop) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    RunJobResult result;
+    if (stop != nullptr && stop->load() != 0) {
+      result.error = std::make_exception_ptr(RunStopped("before the next evaluation"));
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        result.outputs = run(*jobs[i].intervention, jobs[i].batch, options);
+      } catch (...) {
+        result.error = std::current_exception();
+      }
+      result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    const bool last = result.error != nullptr;
+    done(i, std::move(result));
+    if (last) return;
+  }
+}
 
 const char* to_string(Mode mode) { return mode == Mode::generate ? "generate" : "teacher_forced"; }
 

@@ -3,7 +3,9 @@
 // metric needs. Backends never see a genome.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -91,6 +93,24 @@ struct ChatWrapper {
   std::function<WrappedUserMessage(const std::string& message)> wrap;
 };
 
+// One of several independent runs handed to Backend::run_each.
+struct RunJob {
+  const Intervention* intervention = nullptr;  // outlives the run_each call
+  std::vector<BatchItem> batch;
+};
+
+// What became of one RunJob: its outputs (one per batch item, in order), or
+// the exception it ended with (BackendError, InvalidInputError,
+// std::invalid_argument, RunStopped).
+struct RunJobResult {
+  std::vector<SampleOutput> outputs;
+  std::exception_ptr error;
+  // What the job cost the backend: its wall time, or, on several workers,
+  // the time each spent on its parts, added up.
+  double seconds = 0.0;
+};
+using RunJobDone = std::function<void(std::size_t job, RunJobResult result)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -103,6 +123,22 @@ class Backend {
   // Checks an Intervention against this model (layer/head/channel ranges);
   // throws std::invalid_argument with the reason.
   virtual void validate(const Intervention& intervention) const = 0;
+  // Runs independent jobs and hands each one's result to `done`, in job
+  // order, as soon as it and every job before it have finished: a backend
+  // with several workers (MPI evaluator ranks) computes later jobs while
+  // `done` stores earlier ones, and a stored prefix never depends on how
+  // many workers there were. `done` is called for a prefix of the jobs; a
+  // result with an error (the job failed, or the run stopped) is the last
+  // one. Once `stop` is non-zero no new job starts, and the first job not
+  // run comes back as RunStopped. If `done` throws, run_each rethrows once
+  // nothing is in flight. The default runs the jobs one after another with
+  // run().
+  virtual void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
+                        const std::atomic<int>* stop = nullptr);
+  // How the workers of a backend with several are doing (per worker: where
+  // it runs, units done, time busy and waiting), for `ga-run status`; null
+  // for a backend that computes in this process.
+  virtual nlohmann::json workers() const { return nullptr; }
   // The model's chat template; nullopt: prompts are sent as written.
   virtual std::optional<ChatWrapper> chat_wrapper() const { return std::nullopt; }
   // How this backend computes, recorded with every run: "device", and where

@@ -5,8 +5,10 @@
 # under mpirun with 1 driver + E evaluators for each E. Prints the time per
 # generation (from the stored checkpoints, so MPI start-up is left out), the
 # speed-up against one evaluator and against the single process, the whole
-# run's wall time, and whether every stored sample equals the single
-# process's.
+# run's wall time, the share of time the evaluators waited for a unit and
+# the cost of a unit beyond its prompts' sleep (messages, JSON, the driver's
+# turn-around; from the driver's record in runs.workers), and whether every
+# stored sample equals the single process's.
 #   usage: bench/mpi_scaling.sh [BUILD_DIR] [OUT_DIR]
 #   env:   EVALUATORS="1 2 4" PROMPT_MS=2 POPULATION=16 SAMPLES=32 GENERATIONS=2 UNIT_PROMPTS=8 RACING=0
 set -euo pipefail
@@ -45,6 +47,14 @@ SAMPLES_SQL="SELECT e.cache_key, s.sample_id, s.correct, printf('%.17g', s.gold_
 PER_GENERATION_SQL="SELECT avg((julianday(g.created_at) - julianday(p.created_at)) * 86400) FROM generations g
   JOIN generations p ON p.experiment_id = g.experiment_id AND p.generation = g.generation - 1"
 
+# Over every rank: the share of time waited, and the mean ms per unit beyond
+# its prompts' sleep.
+WORKERS_SQL="SELECT 100.0 * (1 - sum(json_extract(w.value, '\$.busy_seconds')) /
+    (json_extract(r.workers, '\$.seconds') * count(*))),
+  1000.0 * (sum(json_extract(w.value, '\$.busy_seconds')) - sum(json_extract(w.value, '\$.prompts')) * $PROMPT_MS / 1000.0)
+    / sum(json_extract(w.value, '\$.units'))
+  FROM runs r, json_each(r.workers, '\$.ranks') w GROUP BY r.id"
+
 run() {  # NAME COMMAND...: runs on a fresh database, prints "wall per_generation"
   local name=$1; shift
   rm -f "$OUT/$name.db"*
@@ -59,9 +69,12 @@ run() {  # NAME COMMAND...: runs on a fresh database, prints "wall per_generatio
 echo "$((SAMPLES * 3)) prompts per evaluation, population $POPULATION, $GENERATIONS generations after the first," \
   "$PROMPT_MS ms per prompt, units of $UNIT_PROMPTS, racing $RACING; out: $OUT"
 read -r single_wall single_gen < <(run single "$GA_RUN")
-printf '| %-22s | %14s | %12s | %12s | %8s | %s\n' run "s/generation" "vs 1 eval." "vs single" "wall s" "samples"
-printf '|%s|%s|%s|%s|%s|%s\n' ------------------------ ---------------- -------------- -------------- ---------- -------
-printf '| %-22s | %14.3f | %12s | %12s | %8.2f | %s\n' "one process" "$single_gen" "" "1.00x" "$single_wall" reference
+printf '| %-22s | %14s | %12s | %12s | %8s | %8s | %12s | %s\n' run "s/generation" "vs 1 eval." "vs single" "wall s" \
+  "waited" "ms/unit over" "samples"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' ------------------------ ---------------- -------------- -------------- ---------- \
+  ---------- -------------- -------
+printf '| %-22s | %14.3f | %12s | %12s | %8.2f | %8s | %12s | %s\n' "one process" "$single_gen" "" "1.00x" \
+  "$single_wall" "" "" reference
 one_eval=""
 for e in $EVALUATORS; do
   read -r wall gen < <(run "e$e" mpirun --oversubscribe -n $((e + 1)) "$GA_RUN" --unit-prompts "$UNIT_PROMPTS")
@@ -69,6 +82,7 @@ for e in $EVALUATORS; do
   same=identical
   [ "$(sqlite3 "$OUT/single.db" "$SAMPLES_SQL" | md5sum)" = "$(sqlite3 "$OUT/e$e.db" "$SAMPLES_SQL" | md5sum)" ] ||
     same=DIFFERENT
-  printf '| %-22s | %14.3f | %11.2fx | %11.2fx | %8.2f | %s\n' "1 driver + $e evaluators" "$gen" \
-    "$(echo "$one_eval / $gen" | bc -l)" "$(echo "$single_gen / $gen" | bc -l)" "$wall" "$same"
+  IFS='|' read -r waited over < <(sqlite3 "$OUT/e$e.db" "$WORKERS_SQL")
+  printf '| %-22s | %14.3f | %11.2fx | %11.2fx | %8.2f | %7.1f%% | %12.2f | %s\n' "1 driver + $e evaluators" "$gen" \
+    "$(echo "$one_eval / $gen" | bc -l)" "$(echo "$single_gen / $gen" | bc -l)" "$wall" "$waited" "$over" "$same"
 done

@@ -196,6 +196,7 @@ Store::Store(const std::string& path, Access access, Check check)
     racing_columns_ = has_column("individuals", "raced_samples");
     lease_identity_columns_ = has_column("experiment_leases", "boot_id");
     provenance_columns_ = has_column("runs", "provenance");
+    workers_column_ = has_column("runs", "workers");
     return;
   }
   db_.use_wal();
@@ -432,15 +433,23 @@ std::int64_t Store::start_run(std::int64_t experiment_id, const nlohmann::json& 
 }
 
 std::vector<RunProvenance> Store::run_provenances(std::int64_t experiment_id) {
-  // A file read before schema v10 has no provenance column: its runs say nothing.
-  auto s = db_.prepare(std::string("SELECT id, started_at, ") + (provenance_columns_ ? "provenance" : "NULL") +
-                       " FROM runs WHERE experiment_id = ? ORDER BY id");
+  // A file read before schema v10 (v11) has no provenance (workers) column:
+  // its runs say nothing.
+  auto s = db_.prepare(std::string("SELECT id, started_at, ") + (provenance_columns_ ? "provenance" : "NULL") + ", " +
+                       (workers_column_ ? "workers" : "NULL") + " FROM runs WHERE experiment_id = ? ORDER BY id");
   s.bind_all(experiment_id);
   std::vector<RunProvenance> out;
-  while (s.step())
-    out.push_back({s.column_int64(0), s.column_text(1),
-                   s.is_null(2) ? nlohmann::json(nullptr) : nlohmann::json::parse(s.column_text(2))});
+  auto json_or_null = [&s](int column) {
+    return s.is_null(column) ? nlohmann::json(nullptr) : nlohmann::json::parse(s.column_text(column));
+  };
+  while (s.step()) out.push_back({s.column_int64(0), s.column_text(1), json_or_null(2), json_or_null(3)});
   return out;
+}
+
+void Store::record_workers(std::int64_t run_id, const nlohmann::json& workers) {
+  auto s = db_.prepare("UPDATE runs SET workers = ? WHERE id = ?");
+  s.bind_all(workers.dump(), run_id);
+  s.run();
 }
 
 void Store::heartbeat(std::int64_t run_id, int evaluations, int prompts, double backend_seconds) {

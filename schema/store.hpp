@@ -272,6 +272,9 @@ struct RunProvenance {
   std::int64_t run_id = -1;
   std::string started_at;
   nlohmann::json provenance;  // null for runs stored before schema v10
+  // An MPI run's evaluator ranks as the driver last recorded them
+  // (Store::record_workers); null for a run in one process.
+  nlohmann::json workers;
 };
 
 // A candidate channel of `ga-run phs-search` (table phs_channels).
@@ -336,6 +339,9 @@ class Store {
   // adds to the run's counters.
   void heartbeat(std::int64_t run_id, int evaluations = 0, int prompts = 0, double backend_seconds = 0.0);
   void finish_run(std::int64_t run_id);
+  // How the run's evaluator ranks are doing (Backend::workers()), replacing
+  // what was recorded before.
+  void record_workers(std::int64_t run_id, const nlohmann::json& workers);
 
   // The cache: only successful, complete evaluations are returned.
   std::optional<EvaluationRecord> find_evaluation(const std::string& cache_key);
@@ -437,6 +443,8 @@ class Store {
   bool lease_identity_columns_ = true;
   // Read-only files may predate schema 10 (runs without their provenance).
   bool provenance_columns_ = true;
+  // Read-only files may predate schema 11 (runs without their workers).
+  bool workers_column_ = true;
 };
 
 // `ga-run query`: one read-only statement on its own read-only connection.

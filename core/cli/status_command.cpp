@@ -19,6 +19,27 @@ bool process_alive(const std::string& host_pid) {
   return !process_gone_on_this_host(host_pid.substr(0, space), std::stoll(host_pid.substr(space + 1)));
 }
 
+// An MPI run's evaluator ranks (Backend::workers()): where each runs, what
+// it answered, and the fraction of the time it waited for a unit (racing's
+// looks, the end of a generation, the driver storing results).
+void print_workers(std::ostream& out, const nlohmann::json& workers) {
+  const nlohmann::json ranks = workers.value("ranks", nlohmann::json::array());
+  double busy = 0.0, seconds = workers.value("seconds", 0.0);
+  std::vector<Row> rows;
+  for (const nlohmann::json& r : ranks) {
+    busy += r.value("busy_seconds", 0.0);
+    rows.push_back({std::to_string(r.value("rank", 0)), r.value("host", std::string("?")),
+                    r.value("device", std::string("?")), std::to_string(r.value("units", 0)),
+                    std::to_string(r.value("prompts", 0)), format_number(r.value("busy_seconds", 0.0), 1),
+                    format_number(100.0 * r.value("idle_fraction", 0.0), 1) + " %"});
+  }
+  const double idle = ranks.empty() || seconds <= 0 ? 0.0 : 1.0 - busy / (seconds * static_cast<double>(ranks.size()));
+  out << "  " << ranks.size() << " evaluator ranks, units of " << workers.value("unit_prompts", 0) << " prompts, over "
+      << format_number(seconds, 1) << " s: evaluators waited " << format_number(100.0 * std::max(0.0, idle), 1)
+      << " % of the time\n";
+  print_table(out, {"rank", "host", "device", "units", "prompts", "busy s", "waited"}, rows);
+}
+
 }  // namespace
 
 int print_status(const std::string& db_path, std::ostream& out, std::ostream& err, Store::Check check) {
@@ -69,7 +90,9 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
     for (const ExperimentRecord& e : store.experiments()) {
       out << e.name << ": " << provenance_text(provenance_json(e.search_config)) << '\n';
       const std::vector<RunProvenance> runs = store.run_provenances(e.id);
-      if (!runs.empty()) out << "  last run: " << run_text(runs.back().provenance) << '\n';
+      if (runs.empty()) continue;
+      out << "  last run: " << run_text(runs.back().provenance) << '\n';
+      if (runs.back().workers.is_object()) print_workers(out, runs.back().workers);
     }
     return 0;
   } catch (const std::exception& e) {

@@ -151,17 +151,19 @@ struct Evaluator {
   std::string where() const { return "rank " + std::to_string(rank) + " on host " + host; }
 };
 
-// The driver's Backend: every run() is cut into units of `unit_prompts`
-// consecutive prompts (the boundaries depend only on the batch, never on
-// how many evaluators there are or which is free), each idle evaluator takes
-// the next unit, and the outputs come back in item order. The units of one
-// run() are all answered before it returns, also when one fails or the
-// driver is asked to stop, so no evaluator is left mid-message when the
-// search stops.
+// The driver's Backend: the jobs of a run_each() (one per candidate, or per
+// candidate's racing slice) are cut into units of `unit_prompts`
+// consecutive prompts, job after job (the boundaries depend only on the
+// jobs, never on how many evaluators there are or which is free); each idle
+// evaluator takes the next unit, so the evaluators work on several
+// candidates at once, and each job's outputs come back in item order as
+// soon as it and every job before it are answered. Every unit sent is
+// answered before run_each() returns, also when one fails, `done` throws or
+// the driver is asked to stop, so no evaluator is left mid-message.
 class UnitDispatchBackend : public Backend {
  public:
-  // `units_lost` is set when run() ends by an exception with units still
-  // out: those evaluators may wait forever to hand their answers over.
+  // `units_lost` is set when run_each() ends by an exception with units
+  // still out: those evaluators may wait forever to hand their answers over.
   UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, double unit_timeout_s,
                       const std::atomic<int>* stop, bool& units_lost)
       : evaluators_(std::move(evaluators)),
@@ -170,8 +172,12 @@ class UnitDispatchBackend : public Backend {
         timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unit_timeout_s))),
         stop_grace_s_(unit_timeout_s > 0 ? unit_timeout_s : kStopGraceSeconds),
         stop_(stop),
-        units_lost_(units_lost) {
-    for (const Evaluator& e : evaluators_) by_rank_[e.rank] = &e;
+        units_lost_(units_lost),
+        connected_(Clock::now()) {
+    for (const Evaluator& e : evaluators_) {
+      by_rank_[e.rank] = &e;
+      work_[e.rank] = {};
+    }
   }
 
   ModelIdentity identity() const override { return reference().info.identity; }
@@ -183,6 +189,26 @@ class UnitDispatchBackend : public Backend {
     out["evaluators"] = evaluators_.size();
     out["unit_prompts"] = unit_prompts_;
     return out;
+  }
+
+  // Per evaluator: where it runs, the units it answered, and how much of the
+  // time since the evaluators connected it computed and waited (for a unit:
+  // racing's looks, the end of a generation, the driver storing results).
+  nlohmann::json workers() const override {
+    const double since = seconds(Clock::now() - connected_);
+    json ranks = json::array();
+    for (const Evaluator& e : evaluators_) {
+      const Work& w = work_.at(e.rank);
+      const double busy = w.busy_seconds + (w.busy ? seconds(Clock::now() - w.sent) : 0.0);
+      ranks.push_back({{"rank", e.rank},
+                       {"host", e.host},
+                       {"device", e.device},
+                       {"units", w.units},
+                       {"prompts", w.prompts},
+                       {"busy_seconds", busy},
+                       {"idle_fraction", since > 0 ? std::clamp(1.0 - busy / since, 0.0, 1.0) : 0.0}});
+    }
+    return {{"seconds", since}, {"unit_prompts", unit_prompts_}, {"ranks", ranks}};
   }
 
   void validate(const Intervention& intervention) const override {
@@ -202,54 +228,137 @@ class UnitDispatchBackend : public Backend {
 
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override {
-    units_lost_ = true;  // until every unit is answered
-    return dispatch(intervention, batch, options);
+    RunJobResult got;
+    run_each({RunJob{&intervention, batch}}, options, [&](std::size_t, RunJobResult result) { got = std::move(result); },
+             nullptr);
+    if (got.error) std::rethrow_exception(got.error);
+    return std::move(got.outputs);
+  }
+
+  void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
+                const std::atomic<int>* stop) override {
+    units_lost_ = true;  // until every unit sent is answered
+    Dispatch(*this, jobs, options, done, stop).run();
   }
 
  private:
-  std::vector<SampleOutput> dispatch(const Intervention& intervention, const std::vector<BatchItem>& batch,
-                                     const RunOptions& options) {
-    const std::span<const BatchItem> items(batch);
-    std::vector<SampleOutput> outputs(batch.size());
-    const std::size_t units = (batch.size() + unit_prompts_ - 1) / unit_prompts_;
-    auto unit_items = [&](std::size_t unit) {
-      const std::size_t begin = unit * unit_prompts_;
-      return items.subspan(begin, std::min(unit_prompts_, batch.size() - begin));
-    };
-    std::set<int> idle;
-    for (const Evaluator& e : evaluators_) idle.insert(e.rank);
-    std::map<int, std::size_t> busy;  // rank -> unit
-    std::map<int, Clock::time_point> due;  // rank -> when its unit is overdue
-    std::size_t next = 0;
-    std::optional<std::string> failure;
-    std::string failure_code;
-    // Asked to stop: no new unit; those in flight have until `stop_by`.
-    bool stopping = false;
-    Clock::time_point stop_by = Clock::time_point::max();
-    auto stop_seen = [&] {
-      if (!stopping && stop_ != nullptr && stop_->load() != 0) {
-        stopping = true;
-        stop_by = Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_grace_s_));
+  // One run_each(): its units, who holds which, and what is delivered.
+  class Dispatch {
+   public:
+    Dispatch(UnitDispatchBackend& backend, const std::vector<RunJob>& jobs, const RunOptions& options,
+             const RunJobDone& done, const std::atomic<int>* stop)
+        : b_(backend), jobs_(jobs), options_(options), done_(done), stop_(stop), state_(jobs.size()) {
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        const std::size_t size = jobs[j].batch.size();
+        state_[j].outputs.resize(size);
+        for (std::size_t begin = 0; begin < size; begin += b_.unit_prompts_) {
+          units_.push_back({j, begin, std::min(b_.unit_prompts_, size - begin)});
+          ++state_[j].units_left;
+        }
       }
-      return stopping;
-    };
-    while ((next < units && !failure && !stop_seen()) || !busy.empty()) {
-      while (next < units && !failure && !stop_seen() && !idle.empty()) {
-        const int rank = *idle.begin();
-        const Clock::time_point deadline = unit_timeout_s_ > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
-        idle.erase(idle.begin());
-        busy[rank] = next;
-        due[rank] = deadline;
-        const json request = server::evaluate_request_to_json(intervention, options, unit_items(next));
-        if (!send(rank, kUnit, {{"unit", next++}, {"request", request}}, deadline)) overdue(rank, busy.at(rank));
+      for (const Evaluator& e : b_.evaluators_) idle_.insert(e.rank);
+    }
+
+    void run() {
+      for (;;) {
+        send_to_idle();
+        deliver_finished();
+        if (busy_.empty()) {
+          if (may_send() && !idle_.empty()) continue;
+          break;
+        }
+        receive_one();
       }
-      if (busy.empty()) break;  // stopped with nothing in flight
-      const auto first_due = std::min_element(due.begin(), due.end(), [](const auto& a, const auto& b) {
-        return a.second < b.second;
+      b_.units_lost_ = false;  // every unit sent is answered
+      if (callback_error_) std::rethrow_exception(callback_error_);
+      if (delivered_ == jobs_.size()) return;
+      // The first job not delivered ends the run: it failed, or the driver
+      // stopped before all its units were sent.
+      RunJobResult last;
+      last.error = state_[delivered_].error;
+      if (!last.error)
+        last.error = std::make_exception_ptr(RunStopped("after " + std::to_string(next_) + " of " +
+                                                        std::to_string(units_.size()) +
+                                                        " units of these evaluations (the rest run again on resume)"));
+      done_(delivered_, std::move(last));
+    }
+
+   private:
+    struct Unit {
+      std::size_t job;
+      std::size_t begin;
+      std::size_t count;
+    };
+    struct JobState {
+      std::size_t units_left = 0;
+      std::vector<SampleOutput> outputs;
+      std::exception_ptr error;
+      // Its units' time from sent to answered, added up: what the job cost
+      // the evaluators (device-seconds), whichever ranks computed it.
+      double seconds = 0.0;
+    };
+
+    bool stop_seen() {
+      const bool asked = (stop_ != nullptr && stop_->load() != 0) || (b_.stop_ != nullptr && b_.stop_->load() != 0);
+      if (!stopping_ && asked) {
+        stopping_ = true;
+        stop_by_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(b_.stop_grace_s_));
+      }
+      return stopping_;
+    }
+
+    // No new unit after a failure (the jobs before the failed one have all
+    // been sent: units go out in job order), a throwing `done`, or a stop.
+    bool may_send() { return next_ < units_.size() && !failed_ && !callback_error_ && !stop_seen(); }
+
+    std::span<const BatchItem> items_of(const Unit& unit) const {
+      return std::span<const BatchItem>(jobs_[unit.job].batch).subspan(unit.begin, unit.count);
+    }
+
+    void send_to_idle() {
+      while (may_send() && !idle_.empty()) {
+        const int rank = *idle_.begin();
+        idle_.erase(idle_.begin());
+        const Clock::time_point now = Clock::now();
+        const Clock::time_point deadline = b_.unit_timeout_s_ > 0 ? now + b_.timeout_ : Clock::time_point::max();
+        const std::size_t u = next_++;
+        busy_[rank] = u;
+        due_[rank] = deadline;
+        Work& w = b_.work_.at(rank);
+        w.busy = true;
+        w.sent = now;
+        const json request =
+            server::evaluate_request_to_json(*jobs_[units_[u].job].intervention, options_, items_of(units_[u]));
+        if (!send(rank, kUnit, {{"unit", u}, {"request", request}}, deadline)) b_.overdue(rank, u);
+      }
+    }
+
+    // Hands over every job that is answered and has every earlier job
+    // handed over, while `done` does not throw.
+    void deliver_finished() {
+      while (!callback_error_ && delivered_ < state_.size() && state_[delivered_].units_left == 0 &&
+             !state_[delivered_].error) {
+        JobState& job = state_[delivered_];
+        RunJobResult result;
+        result.outputs = std::move(job.outputs);
+        result.seconds = job.seconds;
+        try {
+          done_(delivered_, std::move(result));
+        } catch (...) {
+          callback_error_ = std::current_exception();  // rethrown once the units out are answered
+          return;
+        }
+        ++delivered_;
+      }
+    }
+
+    void receive_one() {
+      const auto first_due = std::min_element(due_.begin(), due_.end(), [](const auto& x, const auto& y) {
+        return x.second < y.second;
       });
       // Wakes at least every kStopCheck to see a stop request while waiting.
-      const Clock::time_point wake = std::min({first_due->second, stop_by, Clock::now() + kStopCheck});
+      const Clock::time_point wake = std::min({first_due->second, stop_by_, Clock::now() + kStopCheck});
       const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, wake);
       if (!reply) {
         const Clock::time_point now = Clock::now();
@@ -257,49 +366,83 @@ class UnitDispatchBackend : public Backend {
         // Stopping (also with every unit sent), a unit that does not come
         // back in time ends the job as stopped, not failed: what finished is
         // stored. units_lost_ stays set, so the session ends every rank.
-        if (stop_seen() && (unit_overdue || now >= stop_by))
-          throw RunStopped("with " + std::to_string(busy.size()) + " units in flight that did not come back within " +
-                           format_seconds(stop_grace_s_) + " s");
-        if (unit_overdue) overdue(first_due->first, busy.at(first_due->first));
-        continue;
+        if (stop_seen() && (unit_overdue || now >= stop_by_))
+          throw RunStopped("with " + std::to_string(busy_.size()) + " units in flight that did not come back within " +
+                           format_seconds(b_.stop_grace_s_) + " s");
+        if (unit_overdue) b_.overdue(first_due->first, busy_.at(first_due->first));
+        return;
       }
       const Message& m = *reply;
-      const auto found = busy.find(m.source);
-      if (found == busy.end())
-        throw std::runtime_error(by_rank_.at(m.source)->where() + " answered a unit it was not given");
-      const std::size_t unit = found->second;
-      busy.erase(found);
-      due.erase(m.source);
-      idle.insert(m.source);
-      if (failure) continue;  // drain the others, keep the first failure
-      try {
-        if (m.body.contains("error")) {
-          failure_code = m.body["error"].value("code", "");
-          failure = by_rank_.at(m.source)->where() + ": " + m.body["error"].value("message", "");
-          continue;
+      const auto found = busy_.find(m.source);
+      if (found == busy_.end())
+        throw std::runtime_error(b_.by_rank_.at(m.source)->where() + " answered a unit it was not given");
+      const std::size_t u = found->second;
+      busy_.erase(found);
+      due_.erase(m.source);
+      idle_.insert(m.source);
+      const Clock::time_point now = Clock::now();
+      Work& w = b_.work_.at(m.source);
+      const double took = seconds(now - w.sent);
+      w.busy = false;
+      w.busy_seconds += took;
+      ++w.units;
+      w.prompts += units_[u].count;
+      JobState& job = state_[units_[u].job];
+      job.seconds += took;
+      if (job.error) return;  // the job failed already: keep its first failure
+      const std::string where = b_.by_rank_.at(m.source)->where();
+      if (m.body.contains("error")) {
+        const std::string code = m.body["error"].value("code", "");
+        const std::string message = where + ": " + m.body["error"].value("message", "");
+        if (code == "invalid_input") {
+          job.error = std::make_exception_ptr(InvalidInputError(message));
+        } else if (code == "invalid_request") {
+          job.error = std::make_exception_ptr(std::invalid_argument(message));
+        } else {
+          job.error = std::make_exception_ptr(BackendError(message));
         }
-        if (m.body.value("unit", units) != unit)
-          throw server::ProtocolError("the reply names another unit");
-        const std::vector<SampleOutput> got = server::evaluate_reply_from_json(m.body.at("reply"), unit_items(unit));
-        std::copy(got.begin(), got.end(), outputs.begin() + static_cast<std::ptrdiff_t>(unit * unit_prompts_));
-      } catch (const std::exception& e) {
-        failure_code = "backend_error";
-        failure = by_rank_.at(m.source)->where() + ": unreadable reply: " + e.what();
+      } else {
+        try {
+          if (m.body.value("unit", units_.size()) != u) throw server::ProtocolError("the reply names another unit");
+          const std::vector<SampleOutput> got =
+              server::evaluate_reply_from_json(m.body.at("reply"), items_of(units_[u]));
+          std::copy(got.begin(), got.end(), job.outputs.begin() + static_cast<std::ptrdiff_t>(units_[u].begin));
+          --job.units_left;
+        } catch (const std::exception& e) {
+          job.error = std::make_exception_ptr(BackendError(where + ": unreadable reply: " + e.what()));
+        }
       }
+      if (job.error) failed_ = true;
     }
-    units_lost_ = false;  // every unit is answered
-    if (failure) {
-      if (failure_code == "invalid_input") throw InvalidInputError(*failure);
-      if (failure_code == "invalid_request") throw std::invalid_argument(*failure);
-      throw BackendError(*failure);
-    }
-    // Every unit sent before the stop came back; with all of them sent the
-    // evaluation is whole and is returned to be stored.
-    if (next < units)
-      throw RunStopped("after " + std::to_string(next) + " of " + std::to_string(units) +
-                       " units of an evaluation (it runs again on resume)");
-    return outputs;
-  }
+
+    UnitDispatchBackend& b_;
+    const std::vector<RunJob>& jobs_;
+    const RunOptions& options_;
+    const RunJobDone& done_;
+    const std::atomic<int>* stop_;
+    std::vector<Unit> units_;
+    std::vector<JobState> state_;
+    std::size_t next_ = 0;       // the next unit to send
+    std::size_t delivered_ = 0;  // jobs handed to `done`
+    std::set<int> idle_;
+    std::map<int, std::size_t> busy_;           // rank -> unit
+    std::map<int, Clock::time_point> due_;      // rank -> when its unit is overdue
+    bool failed_ = false;                       // a job failed: send no new unit
+    std::exception_ptr callback_error_;
+    bool stopping_ = false;  // asked to stop: no new unit; those in flight have until stop_by_
+    Clock::time_point stop_by_ = Clock::time_point::max();
+  };
+
+  // What one evaluator did since the evaluators connected.
+  struct Work {
+    std::size_t units = 0;
+    std::size_t prompts = 0;
+    double busy_seconds = 0.0;  // its units' time from sent to answered
+    bool busy = false;
+    Clock::time_point sent{};
+  };
+
+  static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
   // Units are still out: the session ends every rank (units_lost_).
   [[noreturn]] void overdue(int rank, std::size_t unit) const {
@@ -316,6 +459,8 @@ class UnitDispatchBackend : public Backend {
   double stop_grace_s_;  // how long units in flight may take after a stop request
   const std::atomic<int>* stop_;  // non-zero: asked to stop; may be null
   bool& units_lost_;
+  Clock::time_point connected_;
+  std::map<int, Work> work_;
 };
 
 // The chat template of `backend` for one user message, as the server

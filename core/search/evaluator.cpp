@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 
@@ -76,21 +77,67 @@ SampleRecord Evaluator::sample_record(std::size_t index, const SampleOutput& out
           output.prompt_tokens};
 }
 
-std::vector<SampleRecord> Evaluator::run_items(const Intervention& intervention, const std::vector<std::size_t>& indices,
-                                               double& seconds) const {
-  if (indices.empty()) return {};
-  in_.backend->validate(intervention);
-  std::vector<BatchItem> batch;
-  for (std::size_t i : indices) batch.push_back(in_.items.at(i));
+namespace {
+
+void check_output_count(const RunJobResult& result, std::size_t prompts) {
+  if (result.error) std::rethrow_exception(result.error);
+  if (result.outputs.size() != prompts)
+    throw BackendError("backend returned " + std::to_string(result.outputs.size()) + " outputs for " +
+                       std::to_string(prompts) + " prompts");
+}
+
+// One job run alone, timed as run_each times it.
+RunJobResult run_alone(Backend& backend, const RunJob& job, const RunOptions& options) {
+  RunJobResult result;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<SampleOutput> outputs = in_.backend->run(intervention, batch, in_.run_options);
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (outputs.size() != batch.size())
-    throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
-                       std::to_string(batch.size()) + " prompts");
+  result.outputs = backend.run(*job.intervention, job.batch, options);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace
+
+RunJob Evaluator::job(const Intervention& intervention, const std::vector<std::size_t>& items) const {
+  RunJob job{&intervention, {}};
+  job.batch.reserve(items.size());
+  for (std::size_t i : items) job.batch.push_back(in_.items.at(i));
+  return job;
+}
+
+std::vector<std::size_t> Evaluator::all_items() const {
+  std::vector<std::size_t> items(in_.items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) items[i] = i;
+  return items;
+}
+
+std::vector<std::size_t> Evaluator::missing_items(const std::vector<SampleRecord>& samples) const {
+  std::vector<bool> have(in_.items.size(), false);
+  for (const SampleRecord& s : samples) have[item_index(s.sample_id)] = true;
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < have.size(); ++i)
+    if (!have[i]) missing.push_back(i);
+  return missing;
+}
+
+std::vector<SampleRecord> Evaluator::scored_items(const std::vector<std::size_t>& indices,
+                                                  const RunJobResult& result) const {
+  check_output_count(result, indices.size());
   std::vector<SampleRecord> samples;
-  for (std::size_t k = 0; k < indices.size(); ++k) samples.push_back(sample_record(indices[k], outputs[k]));
+  for (std::size_t k = 0; k < indices.size(); ++k) samples.push_back(sample_record(indices[k], result.outputs[k]));
   return samples;
+}
+
+std::vector<SampleRecord> Evaluator::run_items(const Intervention& intervention, const std::vector<std::size_t>& indices,
+                                               double& seconds, const PrefetchedRun* ahead) const {
+  if (indices.empty()) return {};
+  if (ahead != nullptr && ahead->items == indices) {
+    seconds += ahead->result.seconds;
+    return scored_items(indices, ahead->result);
+  }
+  in_.backend->validate(intervention);
+  const RunJobResult result = run_alone(*in_.backend, job(intervention, indices), in_.run_options);
+  seconds += result.seconds;
+  return scored_items(indices, result);
 }
 
 SampleSummary Evaluator::summarise(const std::vector<SampleRecord>& samples) const {
@@ -110,14 +157,10 @@ SampleSummary Evaluator::summarise(const std::vector<SampleRecord>& samples) con
 ExtendedEvaluation Evaluator::complete_partial(Store& store, std::optional<std::int64_t> run_id,
                                                const Intervention& intervention, const std::string& key,
                                                const std::vector<SampleRecord>& samples,
-                                               const Store::IndividualOf& individual) const {
-  std::vector<bool> have(in_.items.size(), false);
-  for (const SampleRecord& s : samples) have[item_index(s.sample_id)] = true;
-  std::vector<std::size_t> missing;
-  for (std::size_t i = 0; i < have.size(); ++i)
-    if (!have[i]) missing.push_back(i);
+                                               const Store::IndividualOf& individual,
+                                               const PrefetchedRun* ahead) const {
   EvaluationRecord record = describe(intervention, key);
-  const std::vector<SampleRecord> fresh = run_items(intervention, missing, record.wall_seconds);
+  const std::vector<SampleRecord> fresh = run_items(intervention, missing_items(samples), record.wall_seconds, ahead);
   return store.add_samples(
       run_id, record, fresh, [this](const std::vector<SampleRecord>& all) { return summarise(all); }, individual);
 }
@@ -137,36 +180,82 @@ EvaluationRecord Evaluator::describe(const Intervention& intervention, const std
   return record;
 }
 
-NewEvaluation Evaluator::run(const Intervention& intervention, const std::string& key) const {
+NewEvaluation Evaluator::run(const Intervention& intervention, const std::string& key,
+                             const PrefetchedRun* ahead) const {
+  if (ahead != nullptr && ahead->items == all_items()) return scored(intervention, key, ahead->result);
   in_.backend->validate(intervention);
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<SampleOutput> outputs = in_.backend->run(intervention, in_.items, in_.run_options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (outputs.size() != in_.items.size())
-    throw BackendError("backend returned " + std::to_string(outputs.size()) + " outputs for " +
-                       std::to_string(in_.items.size()) + " prompts");
+  return scored(intervention, key, run_alone(*in_.backend, job(intervention, all_items()), in_.run_options));
+}
+
+NewEvaluation Evaluator::scored(const Intervention& intervention, const std::string& key,
+                                const RunJobResult& result) const {
+  check_output_count(result, in_.items.size());
   NewEvaluation fresh{describe(intervention, key), {}};
   std::vector<bool> correct;
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    fresh.samples.push_back(sample_record(i, outputs[i]));
+  for (std::size_t i = 0; i < result.outputs.size(); ++i) {
+    fresh.samples.push_back(sample_record(i, result.outputs[i]));
     correct.push_back(fresh.samples.back().correct);
   }
   const auto tally = metrics::tally_by_position(in_.gold_positions, in_.position_index, correct);
   fresh.record.position_scores = stored_scores(tally);
   fresh.record.fitness_inputs = summary_json(tally);
-  fresh.record.wall_seconds = seconds;
+  fresh.record.wall_seconds = result.seconds;
   return fresh;
 }
 
-SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& intervention) const {
+void RunPlan::add(std::size_t work, RunJob job, std::vector<std::size_t> job_items) {
+  jobs.push_back(std::move(job));
+  owner.push_back(work);
+  items.push_back(std::move(job_items));
+}
+
+void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
+                  const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
+                  const std::atomic<int>* stop) {
+  std::size_t next = 0;
+  backend.run_each(
+      plan.jobs, options,
+      [&](std::size_t job, RunJobResult result) {
+        for (; next < plan.owner[job]; ++next) handle(next, nullptr);
+        const PrefetchedRun ahead{plan.items[job], std::move(result)};
+        handle(next++, &ahead);
+      },
+      stop);
+  if (stop != nullptr && stop->load() != 0 && next < count) throw RunStopped("before the next evaluation");
+  for (; next < count; ++next) handle(next, nullptr);
+}
+
+void Evaluator::evaluate_all(Store& store, const std::vector<Intervention>& interventions,
+                             const std::function<void(std::size_t, SplitEvaluation)>& stored) const {
+  RunPlan plan;
+  std::set<std::string> planned;
+  for (std::size_t i = 0; i < interventions.size(); ++i) {
+    const std::string key = cache_key(interventions[i]);
+    if (planned.count(key) > 0 || store.find_evaluation(key)) continue;
+    try {
+      in_.backend->validate(interventions[i]);
+    } catch (const std::invalid_argument&) {
+      break;  // fails in its turn, as it would alone
+    }
+    std::vector<std::size_t> items = all_items();
+    if (const auto partial = store.find_partial_evaluation(key)) items = missing_items(store.evaluation_samples(partial->id));
+    planned.insert(key);
+    RunJob run = job(interventions[i], items);  // before items is moved
+    plan.add(i, std::move(run), std::move(items));
+  }
+  run_in_order(*in_.backend, in_.run_options, plan, interventions.size(),
+               [&](std::size_t i, const PrefetchedRun* ahead) { stored(i, evaluate(store, interventions[i], ahead)); });
+}
+
+SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& intervention, const PrefetchedRun* ahead) const {
   const std::string key = cache_key(intervention);
   if (auto cached = store.find_evaluation(key)) return from_record(*cached, true);
   if (auto partial = store.find_partial_evaluation(key)) {
     const ExtendedEvaluation done =
-        complete_partial(store, std::nullopt, intervention, key, store.evaluation_samples(partial->id));
+        complete_partial(store, std::nullopt, intervention, key, store.evaluation_samples(partial->id), {}, ahead);
     return from_record(*store.evaluation(done.id), done.was_complete);
   }
-  NewEvaluation fresh = run(intervention, key);
+  NewEvaluation fresh = run(intervention, key, ahead);
   // Another process (a second experiment in the same file) may have stored
   // the same key while the backend ran: its row is the cached result.
   const StoredEvaluation stored = store.cache_evaluation(fresh.record, fresh.samples);

@@ -56,6 +56,33 @@ struct SplitEvaluation {
   double wall_seconds = 0.0;
 };
 
+// A backend run made ahead of its turn (Backend::run_each, several
+// evaluations side by side): the split's items it ran and its result. Used
+// only where the evaluation, when its turn comes, needs exactly these items.
+struct PrefetchedRun {
+  std::vector<std::size_t> items;
+  RunJobResult result;
+};
+
+// Backend runs planned for a list of work (a batch's candidates, a racing
+// step's entrants, the held-out step's roles), handed to the backend
+// together.
+struct RunPlan {
+  std::vector<RunJob> jobs;
+  std::vector<std::size_t> owner;               // per job, the work it is for
+  std::vector<std::vector<std::size_t>> items;  // per job, the split's items it runs
+  void add(std::size_t work, RunJob job, std::vector<std::size_t> job_items);
+};
+
+// Runs the plan's jobs side by side (Backend::run_each) and calls
+// handle(w, ahead) for work w = 0 .. count-1 in order, as the backend
+// finishes them; `ahead` is w's planned run, or null when it has none. Once
+// `stop` is non-zero no new job starts and RunStopped is thrown between two
+// pieces of work, with everything handled so far done.
+void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
+                  const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
+                  const std::atomic<int>* stop = nullptr);
+
 class Evaluator {
  public:
   // Asks the backend for its model identity once.
@@ -68,17 +95,34 @@ class Evaluator {
   // Runs the backend on every item and scores and tallies the outputs; stores
   // nothing. Throws BackendError (also when the backend returns the wrong
   // number of outputs) and std::invalid_argument (an Intervention the model
-  // refuses).
-  NewEvaluation run(const Intervention& intervention, const std::string& key) const;
+  // refuses). With `ahead` a run of all_items(), its result is scored
+  // instead (its error rethrown).
+  NewEvaluation run(const Intervention& intervention, const std::string& key,
+                    const PrefetchedRun* ahead = nullptr) const;
   // The stored evaluation with the same cache key, or run() and store it. A
   // race's partial row under the key is completed: only its missing samples
   // run.
-  SplitEvaluation evaluate(Store& store, const Intervention& intervention) const;
+  SplitEvaluation evaluate(Store& store, const Intervention& intervention,
+                           const PrefetchedRun* ahead = nullptr) const;
+  // evaluate() for each intervention, in order, with the backend runs they
+  // need handed to the backend together; each result goes to `stored` as
+  // soon as it is stored.
+  void evaluate_all(Store& store, const std::vector<Intervention>& interventions,
+                    const std::function<void(std::size_t, SplitEvaluation)>& stored) const;
+
+  // Several evaluations side by side (Backend::run_each): the job that runs
+  // the split's items at `items`, in that order.
+  RunJob job(const Intervention& intervention, const std::vector<std::size_t>& items) const;
+  // Every item of the split, in order.
+  std::vector<std::size_t> all_items() const;
+  // The split's items that `samples` (a partial row's) lacks, in order.
+  std::vector<std::size_t> missing_items(const std::vector<SampleRecord>& samples) const;
 
   // Runs and scores the items at `indices` only (racing's slices); adds the
-  // backend's wall time to `seconds`. Throws as run() does.
+  // backend's wall time to `seconds`. Throws as run() does. `ahead`, when
+  // it ran exactly these items, is scored instead.
   std::vector<SampleRecord> run_items(const Intervention& intervention, const std::vector<std::size_t>& indices,
-                                      double& seconds) const;
+                                      double& seconds, const PrefetchedRun* ahead = nullptr) const;
   // The per-position tallies of whichever items `samples` hold (by
   // sample_id), and whether they are all the split's items.
   SampleSummary summarise(const std::vector<SampleRecord>& samples) const;
@@ -90,9 +134,12 @@ class Evaluator {
   ExtendedEvaluation complete_partial(Store& store, std::optional<std::int64_t> run_id,
                                       const Intervention& intervention, const std::string& key,
                                       const std::vector<SampleRecord>& samples,
-                                      const Store::IndividualOf& individual = {}) const;
+                                      const Store::IndividualOf& individual = {},
+                                      const PrefetchedRun* ahead = nullptr) const;
 
  private:
+  NewEvaluation scored(const Intervention& intervention, const std::string& key, const RunJobResult& result) const;
+  std::vector<SampleRecord> scored_items(const std::vector<std::size_t>& indices, const RunJobResult& result) const;
   SampleRecord sample_record(std::size_t index, const SampleOutput& output) const;
   const EvaluationInputs& in_;
   ModelIdentity model_;

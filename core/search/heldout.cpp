@@ -83,11 +83,14 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
     entries.push_back({"front-" + std::to_string(member.candidate_id),
                        Intervention::from_json(json::parse(evaluation->intervention)), {}});
   }
-  const Evaluator evaluator(heldout_inputs);
-  for (HeldoutEntry& entry : entries) {
-    entry.evaluation = evaluator.evaluate(store, entry.intervention);
-    store.record_heldout(experiment_id, entry.role, "heldout", entry.evaluation.evaluation_id);
-  }
+  // Every role's run handed to the backend together: MPI evaluator ranks
+  // work on all of them at once.
+  std::vector<Intervention> interventions;
+  for (const HeldoutEntry& entry : entries) interventions.push_back(entry.intervention);
+  Evaluator(heldout_inputs).evaluate_all(store, interventions, [&](std::size_t i, SplitEvaluation evaluation) {
+    entries[i].evaluation = std::move(evaluation);
+    store.record_heldout(experiment_id, entries[i].role, "heldout", entries[i].evaluation.evaluation_id);
+  });
   return entries;
 }
 

@@ -1,7 +1,9 @@
 #include "core/search/search_run.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -80,11 +82,7 @@ class SearchRun {
       if (field) {
         outcomes = race_batch(experiment.id, generation, batch, *field);
       } else {
-        for (const Candidate& candidate : batch) {
-          stop_if_asked();
-          outcomes.push_back(fitness_of(experiment.id, generation, candidate));
-          candidate_done(outcomes.back());
-        }
+        outcomes = evaluate_batch(experiment.id, generation, batch);
       }
       std::vector<double> fitness;
       std::vector<std::vector<double>> objectives;
@@ -107,6 +105,7 @@ class SearchRun {
     if (const std::string reason = strategy->stop_reason(); !reason.empty() && summary_.generations_done > 0)
       progress_.message("stopped after generation " + std::to_string(strategy->generation()) + ": " + reason);
     progress_.finish();
+    record_workers(true);
     store_.finish_run(run_id_);
     fill_best(experiment.id);
     return summary_;
@@ -198,6 +197,19 @@ class SearchRun {
   void candidate_done(const Outcome& outcome) {
     if (!outcome.raced) best_ = std::max(best_, outcome.fitness);
     progress_.candidate_done(++done_candidates_, outcome.cache_hit, best_);
+    record_workers(false);
+  }
+
+  // How an MPI run's evaluator ranks are doing, for `ga-run status`: at
+  // every checkpoint and the end, and between them at most every few
+  // seconds (each record is a write to the results file).
+  void record_workers(bool always) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!always && now - workers_recorded_ < std::chrono::seconds(5)) return;
+    const json workers = in_.backend->workers();
+    if (workers.is_null()) return;
+    store_.record_workers(run_id_, workers);
+    workers_recorded_ = now;
   }
 
   std::vector<const SampleRecord*> by_item(const std::vector<SampleRecord>& samples) const {
@@ -237,7 +249,52 @@ class SearchRun {
     return {stored.fitness, false, false, std::move(objectives)};
   }
 
-  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate) {
+  // The batch's candidates one after another, as fitness_of() scores them,
+  // with the backend runs they need handed to the backend together
+  // (Backend::run_each), so that evaluator ranks work on several candidates
+  // at once. Each candidate is stored when its run and every earlier one
+  // are done, so the rows and their order are those of a one-by-one
+  // evaluation. No run is planned for a candidate that is stored, cached,
+  // or a repeat of an earlier one in the batch (a cache hit by its turn);
+  // nor from the first intervention the model refuses: that candidate and
+  // those after it are scored one by one, and it fails as it would alone.
+  std::vector<Outcome> evaluate_batch(std::int64_t experiment_id, int generation, const std::vector<Candidate>& batch) {
+    std::vector<Intervention> interventions(batch.size());
+    RunPlan plan;
+    std::set<std::string> planned;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (store_.find_individual(experiment_id, batch[i].id)) continue;
+      interventions[i] = in_.objective->decode(batch[i].genome);
+      const std::string key = evaluator_.cache_key(interventions[i]);
+      if (planned.count(key) > 0 || store_.find_evaluation(key)) continue;
+      try {
+        in_.backend->validate(interventions[i]);
+      } catch (const std::invalid_argument&) {
+        break;
+      }
+      std::vector<std::size_t> items = evaluator_.all_items();
+      if (const auto partial = store_.find_partial_evaluation(key))
+        items = evaluator_.missing_items(store_.evaluation_samples(partial->id));
+      planned.insert(key);
+      RunJob run = evaluator_.job(interventions[i], items);  // before items is moved
+      plan.add(i, std::move(run), std::move(items));
+    }
+    std::vector<Outcome> outcomes;
+    in_order(plan, batch.size(), [&](std::size_t i, const PrefetchedRun* ahead) {
+      outcomes.push_back(fitness_of(experiment_id, generation, batch[i], ahead));
+      candidate_done(outcomes.back());
+    });
+    return outcomes;
+  }
+
+  void in_order(const RunPlan& plan, std::size_t count,
+                const std::function<void(std::size_t, const PrefetchedRun*)>& handle) {
+    run_in_order(*in_.backend, in_.run_options, plan, count, handle, in_.stop_signal);
+  }
+
+  // `ahead`: the candidate's backend run, made ahead of its turn.
+  Outcome fitness_of(std::int64_t experiment_id, int generation, const Candidate& candidate,
+                     const PrefetchedRun* ahead = nullptr) {
     if (auto stored = stored_individual(experiment_id, candidate)) {
       std::vector<double> objectives;
       if (!in_.scoring.objectives.empty()) {  // recomputed from the stored evaluation, as first computed
@@ -252,9 +309,10 @@ class SearchRun {
     const Intervention intervention = in_.objective->decode(candidate.genome);
     const std::string key = evaluator_.cache_key(intervention);
     try {
+      if (ahead != nullptr && ahead->result.error) std::rethrow_exception(ahead->result.error);
       if (auto partial = store_.find_partial_evaluation(key))
-        return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial);
-      return store_candidate(experiment_id, generation, candidate, intervention, key);
+        return complete_and_record(experiment_id, generation, candidate, intervention, key, *partial, ahead);
+      return store_candidate(experiment_id, generation, candidate, intervention, key, ahead);
     } catch (const BackendError& error) {
       record_failure(intervention, key, error);
       throw;
@@ -277,9 +335,10 @@ class SearchRun {
   // transaction stores the evaluation, its samples, the individual and the
   // heartbeat together, or nothing.
   Outcome store_candidate(std::int64_t experiment_id, int generation, const Candidate& candidate,
-                          const Intervention& intervention, const std::string& key) {
+                          const Intervention& intervention, const std::string& key,
+                          const PrefetchedRun* ahead = nullptr) {
     std::optional<NewEvaluation> fresh;
-    if (!store_.find_evaluation(key)) fresh = evaluator_.run(intervention, key);
+    if (!store_.find_evaluation(key)) fresh = evaluator_.run(intervention, key, ahead);
     std::vector<double> objectives;
     const IndividualRecord record = store_.record_individual(
         run_id_, key,
@@ -355,15 +414,18 @@ class SearchRun {
   // transaction.
   Outcome complete_and_record(std::int64_t experiment_id, int generation, const Candidate& candidate,
                               const Intervention& intervention, const std::string& key,
-                              const EvaluationRecord& partial) {
+                              const EvaluationRecord& partial, const PrefetchedRun* ahead) {
     const std::vector<SampleRecord> samples = store_.evaluation_samples(partial.id);
     std::optional<Outcome> outcome;
-    evaluator_.complete_partial(store_, run_id_, intervention, key, samples, [&](const ExtendedEvaluation& e) {
-      auto [record, result] = race_result(false, experiment_id, generation, candidate, e.id, e.samples, 0,
-                                          e.was_complete || e.samples.size() == samples.size());
-      outcome = result;
-      return std::optional<IndividualRecord>(record);
-    });
+    evaluator_.complete_partial(
+        store_, run_id_, intervention, key, samples,
+        [&](const ExtendedEvaluation& e) {
+          auto [record, result] = race_result(false, experiment_id, generation, candidate, e.id, e.samples, 0,
+                                              e.was_complete || e.samples.size() == samples.size());
+          outcome = result;
+          return std::optional<IndividualRecord>(record);
+        },
+        ahead);
     count(*outcome);
     return *outcome;
   }
@@ -421,11 +483,7 @@ class SearchRun {
       }
     }
     for (const std::size_t m : schedule_) {
-      for (Entrant& e : entrants) {
-        if (e.outcome) continue;
-        stop_if_asked();
-        extend(experiment_id, generation, e, m);
-      }
+      extend_all(experiment_id, generation, entrants, m);
       if (m < 2 || m >= units_.size()) continue;
       // The contenders of this look: the carried parents, then every
       // candidate not dropped at an earlier look.
@@ -471,32 +529,74 @@ class SearchRun {
     return race_unit_values(units_, m, weights_, in_.position_index, by_item(samples), in_.scoring.fitness);
   }
 
-  // Runs the items of units [0, m) that the candidate's stored row lacks, in
-  // one transaction with its individual when that completes the row.
-  void extend(std::int64_t experiment_id, int generation, Entrant& e, std::size_t m) {
+  // Every entrant still racing grows to units [0, m), as extend() grows
+  // them one after another, with their runs handed to the backend together
+  // (as evaluate_batch() does for a batch without racing).
+  void extend_all(std::int64_t experiment_id, int generation, std::vector<Entrant>& entrants, std::size_t m) {
+    std::vector<Entrant*> racing;
+    for (Entrant& e : entrants)
+      if (!e.outcome) racing.push_back(&e);
+    RunPlan plan;
+    std::set<std::string> planned;
+    for (std::size_t k = 0; k < racing.size(); ++k) {
+      const Entrant& e = *racing[k];
+      if (planned.count(e.key) > 0) continue;  // grown by the earlier entrant's run
+      std::vector<std::size_t> missing = extension_of(e, m).missing;
+      if (missing.empty()) continue;
+      try {
+        in_.backend->validate(e.intervention);
+      } catch (const std::invalid_argument&) {
+        break;  // fails in its turn, as it would alone
+      }
+      planned.insert(e.key);
+      RunJob run = evaluator_.job(e.intervention, missing);  // before missing is moved
+      plan.add(k, std::move(run), std::move(missing));
+    }
+    in_order(plan, racing.size(), [&](std::size_t k, const PrefetchedRun* ahead) {
+      extend(experiment_id, generation, *racing[k], m, ahead);
+    });
+  }
+
+  // What growing an entrant to units [0, m) finds stored under its key, and
+  // the items of those units still missing.
+  struct Extension {
     std::vector<SampleRecord> samples;
-    bool complete = false;
-    if (const auto whole = store_.find_evaluation(e.key)) {  // another candidate or process completed it
-      samples = store_.evaluation_samples(whole->id);
-      complete = true;
+    bool complete = false;  // another candidate or process completed the row
+    std::int64_t partial_id = -1;
+    std::vector<std::size_t> missing;
+  };
+  Extension extension_of(const Entrant& e, std::size_t m) const {
+    Extension x;
+    if (const auto whole = store_.find_evaluation(e.key)) {
+      x.samples = store_.evaluation_samples(whole->id);
+      x.complete = true;
     } else if (const auto partial = store_.find_partial_evaluation(e.key)) {
-      samples = store_.evaluation_samples(partial->id);
-      e.evaluation_id = partial->id;
+      x.samples = store_.evaluation_samples(partial->id);
+      x.partial_id = partial->id;
     }
     std::vector<bool> have(in_.items.size(), false);
-    for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
-    std::vector<std::size_t> missing;
+    for (const SampleRecord& s : x.samples) have[evaluator_.item_index(s.sample_id)] = true;
     for (std::size_t k = 0; k < m; ++k)
       for (std::size_t item : units_[k])
-        if (!have[item]) missing.push_back(item);
-    if (missing.empty() && !complete) {
-      e.samples = std::move(samples);
+        if (!have[item]) x.missing.push_back(item);
+    return x;
+  }
+
+  // Runs the items of units [0, m) that the candidate's stored row lacks, in
+  // one transaction with its individual when that completes the row.
+  // `ahead`: the run of those items, made ahead of its turn.
+  void extend(std::int64_t experiment_id, int generation, Entrant& e, std::size_t m,
+              const PrefetchedRun* ahead = nullptr) {
+    Extension x = extension_of(e, m);
+    if (x.partial_id >= 0) e.evaluation_id = x.partial_id;
+    if (x.missing.empty() && !x.complete) {
+      e.samples = std::move(x.samples);
       return;
     }
     EvaluationRecord record = evaluator_.describe(e.intervention, e.key);
     std::vector<SampleRecord> fresh;
     try {
-      fresh = evaluator_.run_items(e.intervention, missing, record.wall_seconds);
+      fresh = evaluator_.run_items(e.intervention, x.missing, record.wall_seconds, ahead);
     } catch (const BackendError& error) {
       record_failure(e.intervention, e.key, error);
       throw;
@@ -504,9 +604,10 @@ class SearchRun {
     e.ran = e.ran || !fresh.empty();
     const ExtendedEvaluation stored = store_.add_samples(
         run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
-        [&](const ExtendedEvaluation& x) -> std::optional<IndividualRecord> {
-          if (!x.complete) return std::nullopt;
-          auto [r, result] = race_result(false, experiment_id, generation, *e.candidate, x.id, x.samples, 0, !e.ran);
+        [&](const ExtendedEvaluation& grown) -> std::optional<IndividualRecord> {
+          if (!grown.complete) return std::nullopt;
+          auto [r, result] =
+              race_result(false, experiment_id, generation, *e.candidate, grown.id, grown.samples, 0, !e.ran);
           e.outcome = result;
           return r;
         });
@@ -536,6 +637,7 @@ class SearchRun {
           std::accumulate(batch_fitness.begin(), batch_fitness.end(), 0.0) / static_cast<double>(batch_fitness.size());
     }
     store_.save_checkpoint(record, run_id_);
+    record_workers(true);
     return {*record.best_fitness, *record.mean_fitness};
   }
 
@@ -560,6 +662,7 @@ class SearchRun {
   std::vector<double> weights_;
   int done_candidates_ = 0;
   double best_ = -INFINITY;
+  std::chrono::steady_clock::time_point workers_recorded_{};
 };
 
 }  // namespace

@@ -126,7 +126,29 @@ class MpiRanks : public testing::TempDirTest {
       const Finished report = ga_run(0, {"report", db, "--format", "json"}, 60);
       ASSERT_EQ(report.exit_code, 0) << report.err;
       EXPECT_EQ(without_timing(nlohmann::json::parse(report.out)), expected);
+      expect_workers_recorded(db, n - 1);
     }
+  }
+
+  // The driver recorded every evaluator rank for `ga-run status`: each
+  // search prompt the run counted was answered by some rank, and status
+  // shows a line per rank with the share of time the evaluators waited.
+  void expect_workers_recorded(const std::string& db, int evaluators) const {
+    const auto prompts = testing::query_rows(db, "SELECT prompts FROM runs");
+    ASSERT_EQ(prompts.size(), 1u);
+    // Per run: the prompts it counted, the prompts its ranks answered, how
+    // many ranks, and whether every idle fraction lies in [0, 1].
+    EXPECT_EQ(testing::query_rows(db, "SELECT r.prompts, sum(json_extract(w.value, '$.prompts')), count(*), "
+                                      "min(json_extract(w.value, '$.idle_fraction') BETWEEN 0 AND 1) "
+                                      "FROM runs r, json_each(r.workers, '$.ranks') w GROUP BY r.id"),
+              std::vector<std::string>{prompts[0] + " | " + prompts[0] + " | " + std::to_string(evaluators) + " | 1"});
+    const Finished status = ga_run(0, {"status", db}, 60);
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_NE(status.out.find(std::to_string(evaluators) + " evaluator ranks, units of"), std::string::npos)
+        << status.out;
+    EXPECT_NE(status.out.find("evaluators waited"), std::string::npos) << status.out;
+    for (int rank = 1; rank <= evaluators; ++rank)
+      EXPECT_NE(status.out.find("| " + std::to_string(rank) + " "), std::string::npos) << status.out;
   }
 };
 
@@ -284,7 +306,9 @@ std::map<int, pid_t> ranks_of(pid_t launcher) {
 // the results file stays intact, and running the same command again with
 // another rank count ends with the rows of an uninterrupted run.
 TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
-  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 20.0) +
+  // 60 ms a backend call: with the evaluators on several candidates at once
+  // the search still lasts well past the latest kill moment on 3 evaluators.
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 60.0) +
                         "  racing: {first: 2, step: 2, confidence: 0.8}\n");
   const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
