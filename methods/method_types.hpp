@@ -1,4 +1,4 @@
-// The vocabulary every method module speaks (objectives/<method>.hpp): gene
+// The vocabulary every method module speaks (methods/<method>.hpp): gene
 // schemas and values, the model's shape for validation. It sits at the bottom
 // with the Intervention contract and depends only on the standard library and
 // nlohmann/json, so backends, the experiment loader and the objectives can

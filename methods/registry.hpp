@@ -3,7 +3,7 @@
 // a method asks here: the Intervention's JSON (methods/intervention.cpp), the
 // experiment loader (core/experiment), the server protocol, the backends'
 // validation against the model and the gene-table objectives. A method's facts
-// live in its own module, objectives/<method>.{hpp,cpp}.
+// live in its own module, methods/<method>.{hpp,cpp}.
 #pragma once
 
 #include <functional>
