@@ -3,7 +3,8 @@
 // a method asks here: the Intervention's JSON (methods/intervention.cpp), the
 // experiment loader (core/experiment), the server protocol, the backends'
 // validation against the model and the gene-table objectives. A method's facts
-// live in its own module, methods/<method>.{hpp,cpp}.
+// live in its own module, methods/<method>.{hpp,cpp}; backends see only the
+// mechanism its field drives (intervention_needs), never its name.
 #pragma once
 
 #include <functional>
