@@ -92,8 +92,9 @@ MethodModule optional_field_method(std::string name, std::string field, Mechanis
 const std::vector<const MethodModule*>& method_modules();
 // Adds a method defined outside this list (a test's toy method, a plug-in)
 // that drives an existing Intervention field: its module and this call are
-// all it needs. Call before anything reads the registry (not synchronised
-// with readers). Throws std::invalid_argument when the name is taken, the
+// all it needs. The registry keeps its address: pass a module that lives as
+// long as the program (a function-local static, as every module is). Call
+// before anything reads the registry (not synchronised with readers). Throws std::invalid_argument when the name is taken, the
 // field is not an Intervention field, the mechanism differs from the field
 // owner's, or a function is missing.
 void register_method(const MethodModule& module);
