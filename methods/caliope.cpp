@@ -115,7 +115,8 @@ PositionMap position_map_from_genes(const GeneValues& genes) {
 
 const MethodModule& caliope_method() {
   static const MethodModule module = optional_field_method<PositionMap>(
-      "caliope", "position_map", &Intervention::position_map, genes(), {{"delta_min", "delta_max"}},
+      "caliope", "position_map", Mechanism::prompt_positions,
+      &Intervention::position_map, genes(), {{"delta_min", "delta_max"}},
       {position_map_to_json, position_map_from_json, validate_position_map, position_map_from_genes},
       PositionMap{.kind = caliope_calibrators().front()});
   return module;

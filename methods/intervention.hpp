@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-// Each method's parameter struct lives in its module (objectives/<method>.hpp).
+// Each method's parameter struct lives in its module (methods/<method>.hpp).
 #include "methods/caliope.hpp"  // PositionMap
 #include "methods/lpes.hpp"     // rope_scale (LPES, PI)
 #include "methods/mspoe.hpp"    // MsPoe

@@ -79,6 +79,7 @@ const MethodModule& lpes_method() {
   static const MethodModule module{
       .name = "lpes",
       .field = "rope_scale",
+      .mechanism = Mechanism::layer_rope_scales,
       .genes = {},
       .orders = {},
       .is_set = [](const Intervention& iv) { return !iv.rope_scale.empty(); },

@@ -1,4 +1,4 @@
-// Shared by the method modules (objectives/<method>.cpp): reading a section
+// Shared by the method modules (methods/<method>.cpp): reading a section
 // of the Intervention's JSON and checking parameters against the model, each
 // failure a std::invalid_argument "intervention.<field>: <reason>".
 #pragma once

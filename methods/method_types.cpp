@@ -39,6 +39,46 @@ const char* to_string(GeneType type) {
   return "?";
 }
 
+const char* to_string(Mechanism mechanism) {
+  switch (mechanism) {
+    case Mechanism::layer_rope_scales: return "layer_rope_scales";
+    case Mechanism::prompt_head_rope_scales: return "prompt_head_rope_scales";
+    case Mechanism::prompt_positions: return "prompt_positions";
+    case Mechanism::key0_weight: return "key0_weight";
+    case Mechanism::qk_channel_scaling: return "qk_channel_scaling";
+  }
+  return "?";
+}
+
+MechanismNeeds mechanism_needs(Mechanism mechanism) {
+  switch (mechanism) {
+    // Scales are fixed before the pass: one call, prefixes shareable.
+    case Mechanism::layer_rope_scales: return {};
+    // Ms-PoE ranks heads by the last query's attention over the whole prompt
+    // and sends the layer's scales back before its RoPE.
+    case Mechanism::prompt_head_rope_scales:
+      return {.prompt_alone = true, .one_call_prefill = true, .host_round_trip = true};
+    // Positions depend on the prompt's length and chunks; gold tokens then
+    // continue after the last remapped position. Positions are per token, so
+    // a chunked prefill computes the same.
+    case Mechanism::prompt_positions: return {.prompt_alone = true};
+    // SIW reads the prefill's last row per layer and sends factors back.
+    case Mechanism::key0_weight:
+      return {.prompt_alone = true, .one_call_prefill = true, .host_round_trip = true};
+    // PHS recomputes the prompt's last row in the prefill; its scaling is data
+    // a device applies where the rows live.
+    case Mechanism::qk_channel_scaling: return {.prompt_alone = true, .one_call_prefill = true};
+  }
+  return {};
+}
+
+MechanismNeeds& MechanismNeeds::operator|=(const MechanismNeeds& other) {
+  prompt_alone = prompt_alone || other.prompt_alone;
+  one_call_prefill = one_call_prefill || other.one_call_prefill;
+  host_round_trip = host_round_trip || other.host_round_trip;
+  return *this;
+}
+
 const GeneValue& GeneValues::at(const std::string& name) const {
   const auto found = values_.find(name);
   if (found == values_.end()) throw std::logic_error(method_ + ": no value for gene '" + name + "'");

@@ -1,4 +1,4 @@
-// The vocabulary every method module speaks (objectives/<method>.hpp): gene
+// The vocabulary every method module speaks (methods/<method>.hpp): gene
 // schemas and values, the model's shape for validation. It sits at the bottom
 // with the Intervention contract and depends only on the standard library and
 // nlohmann/json, so backends, the experiment loader and the objectives can
@@ -61,6 +61,40 @@ class GeneValues {
   std::string method_;
   std::map<std::string, GeneValue> values_;
 };
+
+// How the forward pass realises a method: the mechanism its Intervention
+// field drives, named by what the model does (backends/engine/model.hpp,
+// ForwardHooks), never by method. Several methods may drive one (PI and LPES
+// both set RoPE scales), and a new method that reuses a mechanism needs
+// nothing new in any backend.
+enum class Mechanism {
+  layer_rope_scales,        // RoPE scales per layer / head, fixed per sequence (LPES, PI)
+  prompt_head_rope_scales,  // per-head RoPE scales decided in the prefill from the last query's rows (Ms-PoE)
+  prompt_positions,         // the prompt's positions remapped from its chunks (CALIOPE)
+  key0_weight,              // key 0's attention weight rescaled per query, from the prefill's last row (SIW)
+  qk_channel_scaling,       // one Q/K input channel scaled, keys re-cached, last rows recomputed (PHS)
+};
+const char* to_string(Mechanism mechanism);
+
+// What running an intervention needs of a backend; each mechanism's needs
+// are stated once (mechanism_needs), and an Intervention's are the union over
+// the mechanisms of the fields it sets (intervention_needs, methods/registry.hpp).
+struct MechanismNeeds {
+  // The prompt is the sequence's first forward call and nothing else: the
+  // mechanism is decided from the whole prompt (its chunks, its last query),
+  // so gold tokens come in a second call and no prefix is shared by items.
+  bool prompt_alone = false;
+  // That first call is not split into prefill chunks: the mechanism reads
+  // the last query's attention over every prompt key in each layer.
+  bool one_call_prefill = false;
+  // On a GPU, rows go to the host and a decision comes back within the
+  // pass, which synchronises the device stream.
+  bool host_round_trip = false;
+
+  MechanismNeeds& operator|=(const MechanismNeeds& other);
+  bool operator==(const MechanismNeeds&) const = default;
+};
+MechanismNeeds mechanism_needs(Mechanism mechanism);
 
 // What validation needs to know of a model.
 struct ModelShape {

@@ -100,7 +100,8 @@ MsPoe mspoe_from_genes(const GeneValues& genes) {
 
 const MethodModule& mspoe_method() {
   static const MethodModule module = optional_field_method<MsPoe>(
-      "mspoe", "mspoe", &Intervention::mspoe, genes(), {{"min_ratio", "max_ratio"}},
+      "mspoe", "mspoe", Mechanism::prompt_head_rope_scales,
+      &Intervention::mspoe, genes(), {{"min_ratio", "max_ratio"}},
       {mspoe_to_json, mspoe_from_json, validate_mspoe, mspoe_from_genes},
       MsPoe{.first_layer = 0});
   return module;

@@ -72,7 +72,8 @@ HiddenChannel hidden_channel_from_genes(const GeneValues& genes) {
 
 const MethodModule& phs_method() {
   static const MethodModule module = optional_field_method<HiddenChannel>(
-      "phs", "hidden_channel", &Intervention::hidden_channel, genes(), {{"first_layer", "last_layer"}},
+      "phs", "hidden_channel", Mechanism::qk_channel_scaling,
+      &Intervention::hidden_channel, genes(), {{"first_layer", "last_layer"}},
       {hidden_channel_to_json, hidden_channel_from_json, validate_hidden_channel, hidden_channel_from_genes},
       HiddenChannel{.channel = 0, .scale = 1.0, .layers = {0}});
   return module;

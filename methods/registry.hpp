@@ -3,7 +3,8 @@
 // a method asks here: the Intervention's JSON (methods/intervention.cpp), the
 // experiment loader (core/experiment), the server protocol, the backends'
 // validation against the model and the gene-table objectives. A method's facts
-// live in its own module, objectives/<method>.{hpp,cpp}.
+// live in its own module, methods/<method>.{hpp,cpp}; backends see only the
+// mechanism its field drives (intervention_needs), never its name.
 #pragma once
 
 #include <functional>
@@ -26,6 +27,10 @@ struct MethodModule {
   // (PI writes LPES's rope_scale); the first method listed with a field owns
   // its JSON, validation and server probe.
   std::string field;
+  // What the field makes the forward pass do; a method sharing a field has
+  // its owner's mechanism. Backends derive how to run an Intervention from
+  // it (intervention_needs), never from the method's name.
+  std::optional<Mechanism> mechanism;
   // The searchable knobs of a gene-table method, in genome order, with hard
   // bounds and paper defaults. Empty: the method's genome is bespoke (LPES,
   // PI: objective.lpes / objective.pi).
@@ -62,12 +67,14 @@ struct ParamsFunctions {
 
 // The MethodModule of such a method: every hook reads or writes `member`.
 template <typename Params>
-MethodModule optional_field_method(std::string name, std::string field, std::optional<Params> Intervention::*member,
+MethodModule optional_field_method(std::string name, std::string field, Mechanism mechanism,
+                                   std::optional<Params> Intervention::*member,
                                    std::vector<GeneSchema> genes, std::vector<GeneOrder> orders,
                                    ParamsFunctions<Params> fns, Params probe) {
   MethodModule m;
   m.name = std::move(name);
   m.field = field;
+  m.mechanism = mechanism;
   m.genes = std::move(genes);
   m.orders = std::move(orders);
   m.is_set = [member](const Intervention& iv) { return (iv.*member).has_value(); };
@@ -80,8 +87,17 @@ MethodModule optional_field_method(std::string name, std::string field, std::opt
   return m;
 }
 
-// Every method, in the order of the Intervention's fields.
+// Every method, in the order of the Intervention's fields, then the
+// registered ones.
 const std::vector<const MethodModule*>& method_modules();
+// Adds a method defined outside this list (a test's toy method, a plug-in)
+// that drives an existing Intervention field: its module and this call are
+// all it needs. The registry keeps its address: pass a module that lives as
+// long as the program (a function-local static, as every module is). Call
+// before anything reads the registry (not synchronised with readers). Throws std::invalid_argument when the name is taken, the
+// field is not an Intervention field, the mechanism differs from the field
+// owner's, or a function is missing.
+void register_method(const MethodModule& module);
 // nullptr when no method has that name.
 const MethodModule* find_method(const std::string& name);
 // Throws std::invalid_argument "no method '<name>' (methods: ...)".
@@ -97,6 +113,10 @@ const std::vector<const MethodModule*>& field_owners();
 const std::vector<std::string>& intervention_fields();
 // The fields `intervention` sets, in intervention_fields() order.
 std::vector<std::string> intervention_fields_set(const Intervention& intervention);
+
+// What running `intervention` needs: the union of mechanism_needs() over the
+// mechanisms of the fields it sets (plain: nothing).
+MechanismNeeds intervention_needs(const Intervention& intervention);
 
 // Every field the Intervention sets, against the model. Throws
 // std::invalid_argument "intervention.<field>: reason".

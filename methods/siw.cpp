@@ -59,7 +59,8 @@ Siw siw_from_genes(const GeneValues& genes) {
 
 const MethodModule& siw_method() {
   static const MethodModule module = optional_field_method<Siw>(
-      "siw", "siw", &Intervention::siw, genes(), {{"first_layer", "last_layer"}},
+      "siw", "siw", Mechanism::key0_weight,
+      &Intervention::siw, genes(), {{"first_layer", "last_layer"}},
       {siw_to_json, siw_from_json, validate_siw, siw_from_genes},
       Siw{.layers = {0}});
   return module;

@@ -1,5 +1,5 @@
 // Objectives built from a method's gene table (the schema in its module,
-// objectives/<method>.cpp; the ranges from the experiment): mspoe, siw,
+// methods/<method>.cpp; the ranges from the experiment): mspoe, siw,
 // caliope, phs. The searched genes (those with more than one value) form the
 // genome; fixed genes stay constants. The method's module writes its part of
 // the Intervention from the gene values (MethodModule::apply_genes).

@@ -1,7 +1,7 @@
 // The Objective interface (docs/design.md "Data flow"): a method's genome space
 // (with its starting genome), the pure decode genome -> Intervention, and the
 // fitness of per-position scores. Objectives never see a model. A method's
-// facts live in its module (objectives/<method>.hpp, listed by
+// facts live in its module (methods/<method>.hpp, listed by
 // methods/registry.hpp); make_objective() picks the objective.
 #pragma once
 

@@ -4,6 +4,7 @@
 #include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/ops/scoring.hpp"
+#include "methods/registry.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -287,7 +288,7 @@ ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& ident
 
 std::optional<ChatWrapper> EngineBackend::chat_wrapper() const { return engine_chat_wrapper(model_->file(), identity()); }
 
-bool reads_whole_prompt(const Intervention& iv) { return iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel; }
+bool reads_whole_prompt(const Intervention& iv) { return intervention_needs(iv).prompt_alone; }
 
 std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt) {
   std::vector<hooks::TokenSpan> spans;

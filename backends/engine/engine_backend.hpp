@@ -57,8 +57,9 @@ struct RunStats {
 
 // What every device's engine backend shares: the model's identity (cache
 // keys), a BatchItem tokenised with its chunks, the GGUF's chat template, and
-// which interventions read the whole prompt (Ms-PoE, CALIOPE, SIW, PHS: the
-// prompt is prefilled alone and hooks::EngineIntervention drives the pass).
+// which interventions read the whole prompt (those whose mechanisms need the
+// prompt alone, methods/method_types.hpp: the prompt is prefilled alone and
+// hooks::EngineIntervention drives the pass).
 // Reads the whole file once per file version for its content hash (cached on
 // disk, gguf/content_hash.hpp): call it once at load.
 ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& config, const Tokenizer& tokenizer);

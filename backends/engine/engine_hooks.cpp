@@ -7,6 +7,7 @@
 #include "backends/engine/hooks/mspoe_order.hpp"
 #include "backends/engine/hooks/position_map.hpp"
 #include "backends/engine/ops/dequant.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::engine::hooks {
 namespace {
@@ -88,7 +89,7 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
     };
     any_hook_ = true;
   }
-  hooks_.whole_prompt = any_hook_;
+  hooks_.whole_prompt = intervention_needs(intervention_).one_call_prefill;
 }
 
 // Ms-PoE eq. 1 on the last query's softmax rows before RoPE, per query head.

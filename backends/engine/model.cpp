@@ -70,9 +70,11 @@ int RopeScales::key_slots(int layer, int kv_heads) const {
 namespace {
 
 // attend splits a decode step's tiles across threads (three parallel steps
-// instead of one) from this many cached keys on: SmolLM2 Q4_1 decode, 2
-// threads, was ~4% slower split at 32 keys, even at 128, 4% faster at 512,
-// 22% at 2048.
+// instead of one) from this many cached keys on: a model with fewer key
+// slots than threads otherwise leaves threads idle through the attention,
+// while below a few hundred keys the extra parallel steps cost more than the
+// idle thread (SmolLM2 decode: slower split at 32 keys, even at 128, faster
+// from 512 on).
 constexpr int kSplitAttentionKeys = 256;
 
 MatrixPart matrix_part(const GgufFile& file, const std::string& name, std::uint64_t cols,

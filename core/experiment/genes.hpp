@@ -1,6 +1,6 @@
 // Searchable knobs of the methods that have no bespoke section in the
 // experiment file (mspoe, siw, caliope, phs): each method declares its genes
-// in its module (objectives/<method>.cpp: name, type, hard bounds, paper
+// in its module (methods/<method>.cpp: name, type, hard bounds, paper
 // default; listed by methods/registry.hpp), and the file sets each gene's
 // search range under `objective.<method>.genes`, starting from the paper
 // default.

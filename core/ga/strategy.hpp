@@ -1,4 +1,5 @@
-// The ask/tell contract between search strategies (ga | grid | random) and
+// The ask/tell contract between search strategies (ga | grid | random |
+// nsga2, the Pareto search over 2-3 objectives: nsga2.hpp) and
 // the run loop (pagmo2-style separation of problem, algorithm, population).
 //
 // The run loop calls ask() for a batch of candidates, evaluates them (or

@@ -135,8 +135,9 @@ TEST_F(EngineBackendTest, RopeScaleOneEqualsEmptyAndOtherScalesChangeLogprobs) {
   EXPECT_GT(changed, 1e-3);
 }
 
-// Issue 4 item 6: the prompt prefix a batch shares is prefilled once; every
-// output must be what a fresh sequence per item gives.
+// The prompt prefix a batch shares is prefilled once (a batch of KV prompts
+// repeats its instructions); reuse is only an optimisation, so every output
+// must be what a fresh sequence per item gives.
 TEST_F(EngineBackendTest, SharedPrefixReuseChangesNothingButTheWork) {
   EngineOptions no_reuse;
   no_reuse.reuse_prefix = false;

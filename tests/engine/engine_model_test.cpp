@@ -7,7 +7,7 @@
 // matmul (as llama.cpp's Q8_1), so logits differ from fp32 math, and a few
 // prompts are sensitive (a rounding flip early on moves the last logits).
 // llama.cpp itself, on these prompts' 50 reference top logits, is off by at
-// most 1.02 (mean of per-prompt maxima 0.36; tests/reference, 2026-11-21).
+// most 1.02 (mean of per-prompt maxima 0.36; tests/reference).
 // We require per prompt < kLogitTolerance and a mean < kMeanTolerance, and
 // the same top-1 wherever the reference's top-2 margin exceeds kClearMargin.
 // The test prints the measured errors.

@@ -62,6 +62,63 @@ TEST(MethodRegistry, EveryModuleIsComplete) {
   }
 }
 
+// How a backend runs an Intervention follows from the mechanisms of the
+// fields it sets, each field having one (a method sharing a field shares its
+// owner's mechanism).
+TEST(MethodRegistry, EveryMethodDrivesItsFieldsMechanism) {
+  for (const MethodModule* m : method_modules()) {
+    SCOPED_TRACE(m->name);
+    ASSERT_TRUE(m->mechanism.has_value());
+    const auto owner = std::find_if(field_owners().begin(), field_owners().end(),
+                                    [&](const MethodModule* o) { return o->field == m->field; });
+    ASSERT_NE(owner, field_owners().end());
+    EXPECT_EQ(m->mechanism, (*owner)->mechanism);
+    Intervention probe;
+    m->set_probe(probe);
+    EXPECT_EQ(intervention_needs(probe), mechanism_needs(*m->mechanism));
+  }
+  EXPECT_EQ(intervention_needs(Intervention{}), MechanismNeeds{});
+  // Combined methods need the union: CALIOPE alone needs no one-call
+  // prefill, with SIW it does.
+  Intervention both;
+  method_named("caliope").set_probe(both);
+  EXPECT_TRUE(intervention_needs(both).prompt_alone);
+  EXPECT_FALSE(intervention_needs(both).one_call_prefill);
+  method_named("siw").set_probe(both);
+  EXPECT_TRUE(intervention_needs(both).one_call_prefill);
+  EXPECT_TRUE(intervention_needs(both).host_round_trip);
+}
+
+// register_method() refuses, naming the method and the reason, a module that
+// would break the registry's contract, and then leaves the registry as it was.
+TEST(MethodRegistry, RegisterMethodRefusesWhatWouldBreakTheContract) {
+  const auto refusal = [](const MethodModule& m) -> std::string {
+    try {
+      register_method(m);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  MethodModule taken = method_named("caliope");
+  EXPECT_NE(refusal(taken).find("register_method('caliope'): a method of that name exists"), std::string::npos);
+  MethodModule no_field = method_named("caliope");
+  no_field.name = "toy";
+  no_field.field = "positions";
+  EXPECT_NE(refusal(no_field).find("field 'positions' is not an Intervention field (fields: rope_scale, mspoe, "),
+            std::string::npos);
+  MethodModule other_mechanism = method_named("caliope");
+  other_mechanism.name = "toy";
+  other_mechanism.mechanism = Mechanism::key0_weight;
+  EXPECT_NE(refusal(other_mechanism).find("field 'position_map' drives mechanism prompt_positions, not key0_weight"),
+            std::string::npos);
+  MethodModule incomplete = method_named("caliope");
+  incomplete.name = "toy";
+  incomplete.apply_genes = nullptr;
+  EXPECT_NE(refusal(incomplete).find("a function of its module is missing"), std::string::npos);
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs"}));
+}
+
 TEST(MethodRegistry, PaperDefaultsAreTheParameterDefaults) {
   const auto paper = [](const std::string& method, const std::string& gene) {
     for (const GeneSchema& s : method_named(method).genes) {

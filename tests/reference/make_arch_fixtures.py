@@ -139,11 +139,11 @@ def per_head_scales(model):
 
 
 # Greedy continuations: "The capital of France is" as each vocabulary's
-# pieces (BOS as llama.cpp adds it by default), fp64 argmax per step. On
-# 2026-11-23 these equalled llama.cpp's llama-simple (the same files) token
-# for token, llama_swa with its window off (llama.cpp ignores it for llama);
-# tests/engine/engine_peer_test.cpp now compares the engine with llama-simple
-# on these models in every test run.
+# pieces (BOS as llama.cpp adds it by default), fp64 argmax per step. These
+# equal llama.cpp's llama-simple (the same files) token for token, llama_swa
+# with its window off (llama.cpp ignores it for llama);
+# tests/engine/engine_peer_test.cpp compares the engine with llama-simple on
+# these models in every peer test run.
 GREEDY_PIECES = {
     "qwen2": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
     "llama3": ["<|begin_of_text|>", "The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],

@@ -1,5 +1,5 @@
 // Model-aware validation of an Intervention before the engine runs it. Each
-// method's module checks its own field (objectives/<method>.cpp) and the
+// method's module checks its own field (methods/<method>.cpp) and the
 // registry runs them all: midtune::validate_intervention(intervention,
 // ModelShape), visible here for the engine's hooks.
 #pragma once

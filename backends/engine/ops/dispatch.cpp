@@ -72,9 +72,8 @@ void require_isa(const char* op, Isa isa) {
 
 Isa best_isa() {
   // avx512bf16 only when asked for: its one body (BF16 weights by vdpbf16ps)
-  // rounds activations to bf16 and measured slower than the fp32 AVX-512
-  // body on a Sapphire Rapids VM (SmolLM2 BF16, 512-token prefill, 2
-  // threads: 754 vs 853 tok/s), so by default BF16 models keep fp32
+  // rounds activations to bf16 and was no faster than the fp32 AVX-512 body
+  // where measured (bench/RESULTS.md), so by default BF16 models keep fp32
   // activations.
   Isa cap = Isa::avx512vnni;
   if (const char* env = std::getenv("MIDTUNE_ISA"); env != nullptr && *env != '\0') {

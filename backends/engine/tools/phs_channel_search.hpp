@@ -1,8 +1,8 @@
 // The PHS channel search's analysis (docs/methods.md "PHS", paper 001 §3.2,
 // Alg. 1 lines 1-14, App. C.1): which hidden-state channels change
-// monotonically and smoothly with the token position. Here in objectives/
-// because it chooses the `phs` objective's channel genes and, like every
-// objective, never sees a model: the caller (ga-run phs-search) feeds it the
+// monotonically and smoothly with the token position. It chooses the `phs`
+// objective's channel genes and, like every objective, never sees a model
+// (pure Eigen, tested alone): the caller (ga-run phs-search) feeds it the
 // residual stream averaged over random strings, and ranks the survivors by
 // validation loss itself.
 //

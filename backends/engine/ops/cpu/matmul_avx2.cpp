@@ -14,8 +14,8 @@
 //    balanced base-16 digits (q = 16 hi + lo, |lo|, |hi| <= 8, made once per
 //    row by add_digits: a pair is at most 2 x 255 x 8, a block's 8 steps
 //    8 x 4080), which saves the per-step unpacking that one token cannot
-//    share (Q8_0 decode +5-8 %). In tiles, where 4 tokens share the unpacking,
-//    digits measured no faster, and making them cost 5 % of a prefill.
+//    share. In tiles, where 4 tokens already share the unpacking, digits
+//    save nothing and making them costs a pass over every activation row.
 //  Either way the int32 dot is the same exact sum of u q.
 //
 // Up to 4 tokens share each loaded and unpacked weight vector (register
@@ -143,8 +143,8 @@ void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& 
 }
 
 // One token (decode): both halves per block, so that the weights stream
-// through once (software prefetch, as the AVX-512 body does, measured no
-// faster here).
+// through once (software prefetch, which the AVX-512 body uses, was tried
+// here and gained nothing).
 template <int Bits>
 void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, float* y, std::size_t ldy,
                int rows) {
@@ -213,8 +213,8 @@ template <int Bits>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
   const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
-  // 4 tokens: 3 and 2 were slower, and 5 or more spill the accumulators
-  // (measured single-threaded on a 64-token chunk of a 1536 x 576 matrix).
+  // 4 tokens: fewer share each unpacking less, and 5 or more spill the
+  // accumulators out of the 16 ymm registers.
   constexpr int kTile = 4;
   // One token: the decode path, with digits for full bytes (a lone token at
   // the end of a prefill's token chunks has none and runs as a tile of 1).

@@ -95,9 +95,8 @@ template <int Bits>
 void tile_vnni(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y, std::size_t ldy) {
   const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
   // 6 tokens: their int32 and float accumulators, the weights and the
-  // broadcast activations fit the 16 ymm registers; measured on SmolLM2 Q8_0
-  // (512-token prefill, 2 threads) 4 gave 1265-1285 tok/s, 6 1290-1340, 8
-  // no more than 6.
+  // broadcast activations fit the 16 ymm registers; fewer tokens share each
+  // weight vector less, more spill (8 ran no faster than 6).
   constexpr int kTile = 6;
   cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
     half_tile<Bits, M>(w, group, half, x, t, y, ldy, lanes);

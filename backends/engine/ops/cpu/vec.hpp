@@ -19,7 +19,8 @@ struct VecAvx2 {
   static constexpr int kLanes = 8;
   // Queries per attention sub-tile: R x 2 score accumulators, then R x 2
   // value accumulators, with two loaded vectors and a broadcast, must fit in
-  // 16 ymm registers (6: 15; 6 ran a 2048-token prefill ~3% faster than 4).
+  // 16 ymm registers (6 queries take 15; more queries per tile share each
+  // loaded key more).
   static constexpr int kMaxTileRows = 6;
   // Key vectors per pass of the attention scores: two (a whole 16-key
   // block) share each query broadcast, so the pass is bound by the FMAs, not
