@@ -82,21 +82,31 @@ TEST_F(GaRunIntegration, RacingKilledAtRandomMomentsResumesToTheSameResult) {
 
 void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& yaml) {
   write("exp.yaml", yaml);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::system_clock::now();
   const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
-  const double reference_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   ASSERT_FALSE(rows(path("reference.db"), kIndividuals).empty());
+  // When the reference run stored its first and its last individual, in ms
+  // after it was started: start-up (a few hundred ms on a loaded machine)
+  // and the search (the test double's sleeps) take shares that vary with the
+  // load, so the kill moments follow the measured run, not a fixed fraction.
+  const double unix_ms = std::chrono::duration<double, std::milli>(start.time_since_epoch()).count();
+  auto stored_ms = [&](const char* which) {
+    return std::stod(rows(path("reference.db"), std::string("SELECT (julianday(") + which +
+                                                    "(created_at)) - 2440587.5) * 86400000.0 FROM individuals")[0]) -
+           unix_ms;
+  };
+  const double first_ms = stored_ms("min"), last_ms = stored_ms("max");
+  ASSERT_GT(first_ms, 0.0);
 
   std::random_device device;
   const unsigned seed = device();
   std::mt19937 rng(seed);
   SCOPED_TRACE("kill-moment seed " + std::to_string(seed));
-  // Kill moments uniform over a third of the uninterrupted run time
-  // (start-up included), repeated until a run completes on its own: several
-  // kills per test, at different points of the search.
-  std::uniform_real_distribution<double> moment(0.0, reference_ms / 3);
+  // Kill moments uniform from late in start-up to a third into the search,
+  // repeated until a run completes on its own: a resumed run has less left,
+  // so several kills per test land at different points of the search.
+  std::uniform_real_distribution<double> moment(first_ms / 2, first_ms + (last_ms - first_ms) / 3);
   const int reference_individuals = static_cast<int>(rows(path("reference.db"), kIndividuals).size());
   int kills = 0, mid_search_kills = 0;
   bool completed = false;
