@@ -6,13 +6,16 @@
 #   a. srun -n 3 ga-run: one search (1 driver + 2 evaluators) whose rows
 #      equal a plain ga-run's;
 #   b. sbatch of the script on a node without GPUs completes and prints the
-#      report; without EVALUATORS_PER_NODE there it refuses (exit 2);
+#      report; without EVALUATORS_PER_NODE there, or with too few task
+#      slots, it refuses (exit 2);
 #   c. scancel -s TERM (the steps, as the time-limit signal): the driver
 #      stops (exit 75), the script requeues the job, which resumes;
 #      scancel --batch -s TERM (the batch shell): exit 75, no requeue;
 #      --time with --signal=TERM@N: stop, requeue, resume;
 #   d. kill -9 of an evaluator, and of the driver: the step ends, the job
 #      fails (not 75), a resubmission resumes;
+#   e. preemption by a job of a higher partition tier (PreemptMode=REQUEUE,
+#      GraceTime): the driver stops, the job is requeued and resumes;
 # and that every search, stopped or not, stored the rows of a plain ga-run.
 # Then it stops the cluster and removes the directory (kept on failure).
 #
@@ -130,7 +133,12 @@ KillWait=10
 # mostly sleep (the test double), and several run at once.
 SlurmdParameters=config_overrides
 NodeName=$node NodeAddr=127.0.0.1 CPUs=32 RealMemory=1000 State=UNKNOWN
-PartitionName=check Nodes=$node Default=YES MaxTime=INFINITE State=UP
+# The searches run in "check"; a job in "urgent" preempts them (e):
+# SIGTERM to their steps, up to GraceTime to stop, then requeued.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=check Nodes=$node Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE GraceTime=30
+PartitionName=urgent Nodes=$node MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
 slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
 slurmd -f "$SLURM_CONF" -N "$node" || fail "slurmd did not start"
@@ -236,6 +244,9 @@ say "b, c, d: submitting"
 refused=$(EVALUATORS_PER_NODE='' GA_RUN="$ga_run" timeout 20 sbatch --parsable --gpus-per-node=0 \
   --ntasks-per-node=3 --cpus-per-task=1 --output="$w/ga-run-%j.log" "$sbatch_script" quick.yaml \
   --db "$w/refused.db") || fail "sbatch failed"
+short=$(EVALUATORS_PER_NODE=3 GA_RUN="$ga_run" timeout 20 sbatch --parsable --gpus-per-node=0 \
+  --ntasks-per-node=3 --cpus-per-task=1 --output="$w/ga-run-%j.log" "$sbatch_script" quick.yaml \
+  --db "$w/short.db") || fail "sbatch failed"
 whole_job=$(submit whole quick.yaml)
 term_job=$(submit term slow.yaml)
 batch_job=$(submit batch slow.yaml)
@@ -266,6 +277,8 @@ done
 
 expect "$refused" "b: no EVALUATORS_PER_NODE on a GPU-less node" FAILED 2:0
 logged "$refused" "set EVALUATORS_PER_NODE" || fail "job $refused did not say why it refused"
+expect "$short" "b: 3 evaluators in 3 task slots" FAILED 2:0
+logged "$short" "need --ntasks-per-node=4" || fail "job $short did not say why it refused"
 expect "$batch_job" "c: scancel --batch -s TERM" FAILED 75:0
 logged "$batch_job" "(exit 75)" || fail "job $batch_job: no stop by SIGTERM in its log"
 ! logged "$batch_job" "requeueing" || fail "job $batch_job requeued itself after scancel --batch"
@@ -304,11 +317,24 @@ for j in "$term_job" "$limit_job" "$batch2_job" "$kill1b_job" "$kill0b_job"; do
 done
 logged "$whole_job" "held-out" || fail "job $whole_job printed no report"
 
+say "e: preemption: a job in partition urgent takes the whole node"
+experiment preempt.yaml 300
+preempt_job=$(submit preempt preempt.yaml)
+wait_for 90 "generation 1 of job $preempt_job" gen1 "$preempt_job"
+urgent_job=$(timeout 20 sbatch --parsable --partition=urgent --exclusive --output="$w/urgent-%j.log" \
+  --wrap="sleep 3") || fail "sbatch of the urgent job failed"
+wait_for 60 "requeue of job $preempt_job by preemption" restarted "$preempt_job"
+logged "$preempt_job" "(exit 75)" || fail "job $preempt_job: no stop by SIGTERM in its log"
+experiment preempt.yaml 60
+expect "$urgent_job" "e: the urgent job" COMPLETED 0:0
+expect "$preempt_job" "e: preempted, requeued, resumed" COMPLETED 0:0
+logged "$preempt_job" "^resuming" || fail "job $preempt_job did not resume (ga-run-$preempt_job.log)"
+
 wait "$srun_pid" || fail "a: srun -n 3 failed (srun.log)"
 grep -q "2 evaluator ranks" srun.log || fail "a: srun -n 3 did not run 1 driver + 2 evaluators (srun.log)"
 say "a: srun -n 3: $(grep -m1 'driver rank 0' srun.log)"
 
-for name in srun whole term batch kill1 kill0 limit; do same_rows "$name"; done
+for name in srun whole term batch kill1 kill0 limit preempt; do same_rows "$name"; done
 say "rows of every search equal the plain run's ($(wc -l < plain.rows) rows)"
 passed=1
 say "passed"
