@@ -87,6 +87,8 @@ teardown() {
   fi
 }
 trap teardown EXIT
+# A timeout's SIGTERM, or Ctrl-C, still stops the cluster (through EXIT).
+trap 'fail "interrupted"' TERM INT
 
 # --- The cluster --------------------------------------------------------
 dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
