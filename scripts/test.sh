@@ -42,3 +42,24 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 (cd build && ctest --output-on-failure -LE unit)
+# scripts/slurm/ga-run.sbatch under a real Slurm: a throwaway single-node
+# cluster on 127.0.0.1 (about 2 minutes). It needs root: it installs
+# slurm-wlm and munge and starts its own munged, slurmctld and slurmd.
+# Under CI=true it runs through sudo and a skip is a failure, as for
+# chromium above; elsewhere it runs only as root and skips otherwise.
+slurm_check=0
+if [ "$(id -u)" = 0 ]; then
+  timeout 600 scripts/slurm/check_local_slurm.sh build/ga-run || slurm_check=$?
+elif [ "${CI:-}" = true ]; then
+  timeout 600 sudo -n scripts/slurm/check_local_slurm.sh build/ga-run || slurm_check=$?
+else
+  echo "test: not root; the Slurm check (scripts/slurm/check_local_slurm.sh) skipped" >&2
+  slurm_check=77
+fi
+if [ "$slurm_check" = 77 ] && [ "${CI:-}" = true ]; then
+  echo "test: the Slurm check skipped (CI=true)" >&2
+  exit 1
+elif [ "$slurm_check" != 0 ] && [ "$slurm_check" != 77 ]; then
+  echo "test: scripts/slurm/check_local_slurm.sh failed (exit $slurm_check)" >&2
+  exit 1
+fi
