@@ -58,7 +58,7 @@ void axes(std::ostringstream& svg, const Panel& p, const std::vector<double>& x_
     text(svg, p.left - 6, p.py(y) + 4, number(y), "end");
   }
   text(svg, p.left + p.width / 2, p.top + p.height + 34, x_label);
-  svg << "<text transform=\"translate(" << number(p.left - 40) << "," << number(p.top + p.height / 2)
+  svg << "<text transform=\"translate(" << number(p.left - 52) << "," << number(p.top + p.height / 2)
       << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y_label) << "</text>\n";
 }
 

@@ -52,7 +52,10 @@ YAML::Node shrunk(YAML::Node e, const std::string& model) {
   e["backend"]["model"] = model;
   e["backend"]["threads"] = 2;
   YAML::Node d = e["dataset"];
-  if (d["pairs"]) d["pairs"] = std::min(d["pairs"].as<int>(), 3);
+  // At least one KV pair per gold position: positions that share a chunk
+  // record no per-position log-probability (the logprob_* objectives).
+  const int positions = d["gold_positions"] ? static_cast<int>(d["gold_positions"].size()) : 3;
+  if (d["pairs"]) d["pairs"] = std::min(d["pairs"].as<int>(), std::max(3, positions));
   d["search_samples"] = e["search"]["racing"] ? 3 : 1;  // racing needs a look: 2 units of 3
   d["heldout_samples"] = 1;
   if (d["max_new_tokens"]) d["max_new_tokens"] = 8;
