@@ -1,6 +1,9 @@
 #include "core/cli/html_report.hpp"
 
+#include <algorithm>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "core/cli/provenance.hpp"
@@ -120,29 +123,61 @@ void best_section(std::ostringstream& out, const json& r) {
   std::vector<double> scales;
   for (const json& s : best.value("layer_scales", json::array()))
     if (s.is_number()) scales.push_back(s.get<double>());
+  // Each drawing is a div.best-drawing whose data-method names the
+  // intervention field it shows, so a reader (and the browser test) can tell
+  // which of a combo's methods are drawn.
   if (!scales.empty()) {
-    out << "<h3>Per-layer RoPE scales" << (scales.size() == 1 ? " (one for every layer)" : "") << "</h3>\n"
-        << layer_scales_svg(scales, pi_scale(r.at("heldout")));
+    out << "<div class=\"best-drawing\" data-method=\"rope_scale\"><h3>Per-layer RoPE scales"
+        << (scales.size() == 1 ? " (one for every layer)" : "") << "</h3>\n"
+        << layer_scales_svg(scales, pi_scale(r.at("heldout"))) << "</div>\n";
     drawn = true;
   }
   const json model = r.at("provenance").at("model");
   if (intervention.contains("mspoe")) {
     const json& m = intervention.at("mspoe");
-    out << "<h3>Ms-PoE: per-head ratios from layer " << cell(m.value("first_layer", json(nullptr))) << " (order: "
+    out << "<div class=\"best-drawing\" data-method=\"mspoe\"><h3>Ms-PoE: per-head ratios from layer "
+        << cell(m.value("first_layer", json(nullptr))) << " (order: "
         << xml_escape(m.value("order", std::string("awareness"))) << ")</h3>\n"
         << head_ratios_svg(m.value("min_ratio", 1.0), m.value("max_ratio", 1.0),
-                           model.is_object() ? model.value("heads", 1) : 1, m.value("reference_spacing", false));
+                           model.is_object() ? model.value("heads", 1) : 1, m.value("reference_spacing", false))
+        << "</div>\n";
     drawn = true;
   }
-  // SIW, CALIOPE and PHS are a handful of numbers each: one bar per number.
-  for (const auto& [field, title] : {std::pair{"siw", "SIW: first-token attention weights"},
-                                     std::pair{"position_map", "CALIOPE: chunk-wise position ids"},
-                                     std::pair{"hidden_channel", "PHS: one hidden-state channel"}}) {
+  // SIW, CALIOPE and PHS are a handful of numbers each: one row per number,
+  // placed in the range the file searched for that gene.
+  const json objective = r.at("search_config").value("objective", json::object());
+  for (const auto& [field, method, title] :
+       {std::tuple{"siw", "siw", "SIW: first-token attention weights"},
+        std::tuple{"position_map", "caliope", "CALIOPE: chunk-wise position ids"},
+        std::tuple{"hidden_channel", "phs", "PHS: one hidden-state channel"}}) {
     if (!intervention.contains(field)) continue;
-    std::vector<std::pair<std::string, double>> values;
-    for (const auto& [name, value] : intervention.at(field).items())
-      if (value.is_number()) values.emplace_back(name, value.get<double>());
-    out << "<h3>" << xml_escape(title) << "</h3>\n" << value_bars_svg(intervention.at(field).dump(), values);
+    const json genes = objective.value(method, json::object()).value("genes", json::object());
+    std::vector<NamedValue> values;
+    std::string settings;  // what is not a number (a layer list, a calibrator's name) titles the rows
+    for (const auto& [name, value] : intervention.at(field).items()) {
+      if (value.is_number()) {
+        NamedValue v{name, value.get<double>(), 0, 0};
+        const json gene = genes.value(name, json::object());
+        if (gene.contains("min") && gene.contains("max")) {
+          v.low = gene.at("min").get<double>();
+          v.high = gene.at("max").get<double>();
+        } else {
+          bool first = true;
+          for (const json& x : gene.value("values", json::array()))
+            if (x.is_number()) {
+              v.low = first ? x.get<double>() : std::min(v.low, x.get<double>());
+              v.high = first ? x.get<double>() : std::max(v.high, x.get<double>());
+              first = false;
+            }
+        }
+        values.push_back(v);
+      } else {
+        settings += (settings.empty() ? "" : ", ") + name + " " +
+                    (value.is_string() ? value.get<std::string>() : value.dump());
+      }
+    }
+    out << "<div class=\"best-drawing\" data-method=\"" << field << "\"><h3>" << xml_escape(title) << "</h3>\n"
+        << value_bars_svg(settings, values) << "</div>\n";
     drawn = true;
   }
   if (!drawn) out << "<p class=\"note\">The plain model (no intervention) scored best.</p>\n";
@@ -202,21 +237,29 @@ void pareto_section(std::ostringstream& out, const json& r) {
   const json& front = r.at("pareto_front");
   if (front.empty()) return;
   const json names = r.at("search_config").value("search", json::object()).value("objectives", json::array());
-  out << "<section id=\"pareto\"><h2>Pareto front</h2>\n"
-      << pareto_front_svg(front, names.get<std::vector<std::string>>(), "final front (every objective maximised)");
   // The members the held-out step evaluated are the chosen ones (roles front-<candidate>).
+  std::set<long long> held_out;
+  for (const json& member : front)
+    for (const json& entry : r.at("heldout"))
+      if (entry.value("role", "") == "front-" + cell(member.at("candidate")))
+        held_out.insert(member.at("candidate").get<long long>());
+  out << "<section id=\"pareto\"><h2>Pareto front</h2>\n"
+      << pareto_front_svg(front, names.get<std::vector<std::string>>(), "final front (every objective maximised)",
+                          held_out);
   std::vector<Row> rows;
   for (const json& member : front) {
-    bool chosen = false;
-    for (const json& entry : r.at("heldout"))
-      chosen = chosen || entry.value("role", "") == "front-" + cell(member.at("candidate"));
+    const bool chosen = held_out.count(member.at("candidate").get<long long>()) > 0;
     Row row = {cell(member.at("candidate"))};
-    for (const auto& [name, value] : member.at("objectives").items()) row.push_back(name + " " + cell(value));
+    for (const json& name : names) row.push_back(cell(member.at("objectives").value(name.get<std::string>(), json())));
     row.push_back(cell(member.at("fitness")));
     row.push_back(chosen ? "held-out" : "-");
     rows.push_back(row);
   }
-  table(out, {"candidate", "objectives", "fitness", "chosen"}, rows);
+  // One column per objective, in the file's order (the plot's axes first).
+  std::vector<std::string> header = {"candidate"};
+  for (const json& name : names) header.push_back(name.get<std::string>());
+  header.insert(header.end(), {"fitness", "chosen"});
+  table(out, header, rows);
   out << "</section>\n";
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -57,18 +58,18 @@ void axes(std::ostringstream& svg, const Panel& p, const std::vector<double>& x_
     text(svg, p.left - 6, p.py(y) + 4, number(y), "end");
   }
   text(svg, p.left + p.width / 2, p.top + p.height + 34, x_label);
-  svg << "<text transform=\"translate(" << number(p.left - 40) << "," << number(p.top + p.height / 2)
+  svg << "<text transform=\"translate(" << number(p.left - 52) << "," << number(p.top + p.height / 2)
       << ") rotate(-90)\" text-anchor=\"middle\">" << escape(y_label) << "</text>\n";
 }
 
 void polyline(std::ostringstream& svg, const Panel& p, const std::vector<std::pair<double, double>>& points,
-              const char* colour) {
-  svg << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\" points=\"";
+              const char* colour, double width = 2) {
+  svg << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"" << number(width) << "\" points=\"";
   for (const auto& [x, y] : points) svg << number(p.px(x)) << ',' << number(p.py(y)) << ' ';
   svg << "\"/>\n";
   for (const auto& [x, y] : points)
-    svg << "<circle cx=\"" << number(p.px(x)) << "\" cy=\"" << number(p.py(y)) << "\" r=\"3\" fill=\"" << colour
-        << "\"/>\n";
+    svg << "<circle cx=\"" << number(p.px(x)) << "\" cy=\"" << number(p.py(y)) << "\" r=\""
+        << number(std::max(3.0, width / 2 + 1)) << "\" fill=\"" << colour << "\"/>\n";
 }
 
 const char* colour_of(const std::string& role) {
@@ -128,7 +129,7 @@ std::string fitness_plot_svg(const json& generations) {
     high = low + 1.0;
   }
   const double pad = 0.05 * (high - low);
-  const Panel fitness{80, 20, 620, 220, -0.5, last + 0.5, low - pad, high + pad};
+  const Panel fitness{80, 20, 580, 220, -0.5, last + 0.5, low - pad, high + pad};
   std::vector<double> generation_ticks;
   for (const double t : ticks(0, std::max(1, last)))
     if (t == std::floor(t) && t <= last) generation_ticks.push_back(t);
@@ -150,7 +151,7 @@ std::string fitness_plot_svg(const json& generations) {
   legend_entry(svg, fitness.left + fitness.width + 10, fitness.top + 30, "mean", "#1f77b4");
 
   // How each generation's candidates were scored, stacked.
-  const Panel counts{80, 290, 620, 90, -0.5, last + 0.5, 0, static_cast<double>(most)};
+  const Panel counts{80, 290, 580, 90, -0.5, last + 0.5, 0, static_cast<double>(most)};
   axes(svg, counts, generation_ticks, {0, static_cast<double>(most)}, "", "candidates");
   const double bar = std::min(30.0, 0.6 * counts.width / (last + 1));
   const std::vector<std::pair<const char*, const char*>> parts = {
@@ -158,7 +159,10 @@ std::string fitness_plot_svg(const json& generations) {
   for (const json& g : generations) {
     double base = 0;
     for (const auto& [field, colour] : parts) {
-      const double n = g.value(field, 0);
+      // "evaluated" counts the candidates racing dropped too (their
+      // evaluation ran, on a slice): the blue part is the rest, so the
+      // stack adds up to the population.
+      const double n = std::string(field) == "evaluated" ? g.value(field, 0) - g.value("raced", 0) : g.value(field, 0);
       if (n <= 0) continue;
       const double x = counts.px(g.at("generation").get<double>()) - bar / 2;
       svg << "<rect class=\"gen-" << field << "\" data-generation=\"" << g.at("generation").get<int>()
@@ -168,7 +172,7 @@ std::string fitness_plot_svg(const json& generations) {
     }
   }
   double x = counts.left;
-  for (const auto& [label, colour] : {std::pair{"evaluated", "#1f77b4"}, std::pair{"from cache", "#2ca02c"},
+  for (const auto& [label, colour] : {std::pair{"evaluated in full", "#1f77b4"}, std::pair{"from cache", "#2ca02c"},
                                       std::pair{"dropped by racing", "#ff7f0e"}}) {
     svg << "<rect x=\"" << number(x) << "\" y=\"406\" width=\"12\" height=\"12\" fill=\"" << colour << "\"/>\n";
     text(svg, x + 18, 416, label, "start");
@@ -184,7 +188,6 @@ std::string heldout_bands_svg(const json& heldout) {
   const Panel accuracy{80, 20, 380, 300, 0.0, 1.0, 0.0, 100.0};
   axes(svg, accuracy, {0, 0.25, 0.5, 0.75, 1}, {0, 25, 50, 75, 100}, "gold position (fraction of the context)",
        "accuracy (%)");
-  double legend_y = accuracy.top + 10;
   for (const json& entry : heldout) {
     const std::string role = entry.value("role", "");
     const char* colour = colour_of(role);
@@ -202,15 +205,23 @@ std::string heldout_bands_svg(const json& heldout) {
             << number(accuracy.py(100.0 * i->at("low").get<double>())) << ' ';
       svg << "\"/>\n";
     }
+  }
+  // Lines over all bands, the first role widest: roles with equal
+  // accuracies (often the baseline and a no-op default) show as nested
+  // stripes instead of the last one hiding the others.
+  double legend_y = accuracy.top + 10, width = 2 + 3 * std::min<double>(3, heldout.size() - 1);
+  for (const json& entry : heldout) {
+    const std::string role = entry.value("role", "");
     std::vector<std::pair<double, double>> points;
     for (const json& p : entry.value("position_scores", json::array()))
       points.emplace_back(p.at("position").get<double>(), 100.0 * p.at("accuracy").get<double>());
     if (points.empty()) continue;
     svg << "<g class=\"role-line\" data-role=\"" << escape(role) << "\">\n";
-    polyline(svg, accuracy, points, colour);
+    polyline(svg, accuracy, points, colour_of(role), width);
     svg << "</g>\n";
-    legend_entry(svg, accuracy.left + accuracy.width + 20, legend_y, role, colour);
+    legend_entry(svg, accuracy.left + accuracy.width + 20, legend_y, role, colour_of(role));
     legend_y += 18;
+    width = std::max(2.0, width - 3);
   }
   svg << "</svg>\n";
   return svg.str();
@@ -263,21 +274,28 @@ std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool 
   return svg.str();
 }
 
-std::string value_bars_svg(const std::string& title, const std::vector<std::pair<std::string, double>>& values) {
+std::string value_bars_svg(const std::string& title, const std::vector<NamedValue>& values) {
   std::ostringstream svg;
   const int height = 40 + 26 * static_cast<int>(values.size());
   svg << open_svg(620, height);
   text(svg, 310, 18, title);
-  double high = 0.0;
-  for (const auto& [name, v] : values) high = std::max(high, std::abs(v));
-  if (high == 0.0) high = 1.0;
+  // A searched value is a marker on its range's track (left: the range's
+  // minimum, right: its maximum), so values of different units (a channel
+  // index beside a scale) never share one axis; a fixed one is text.
   double y = 34;
-  for (const auto& [name, v] : values) {
-    text(svg, 170, y + 13, name, "end");
-    svg << "<rect class=\"value-bar\" x=\"180\" y=\"" << number(y) << "\" width=\""
-        << number(std::max(1.0, 320.0 * std::abs(v) / high)) << "\" height=\"18\" fill=\"" << colour_of("best")
-        << "\"/>\n";
-    text(svg, 190 + 320.0 * std::abs(v) / high, y + 13, number(v), "start");
+  for (const NamedValue& v : values) {
+    text(svg, 170, y + 13, v.name, "end");
+    if (v.high > v.low) {
+      const double at = 180 + 300 * std::clamp((v.value - v.low) / (v.high - v.low), 0.0, 1.0);
+      svg << "<rect x=\"180\" y=\"" << number(y + 6) << "\" width=\"300\" height=\"6\" fill=\"#ddd\"/>\n"
+          << "<rect class=\"value-bar\" x=\"180\" y=\"" << number(y + 6) << "\" width=\"" << number(at - 180)
+          << "\" height=\"6\" fill=\"" << colour_of("best") << "\" opacity=\"0.5\"/>\n"
+          << "<circle cx=\"" << number(at) << "\" cy=\"" << number(y + 9) << "\" r=\"6\" fill=\"" << colour_of("best")
+          << "\"/>\n";
+      text(svg, 490, y + 13, number(v.value) + "  (" + number(v.low) + " to " + number(v.high) + ")", "start");
+    } else {
+      text(svg, 180, y + 13, number(v.value) + "  (fixed)", "start");
+    }
     y += 26;
   }
   svg << "</svg>\n";
@@ -341,17 +359,22 @@ std::string heldout_plot_svg(const json& heldout, const std::string& title) {
 }
 
 std::string pareto_front_svg(const json& front, const std::vector<std::string>& objective_names,
-                             const std::string& title) {
+                             const std::string& title, const std::set<long long>& held_out) {
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"520\" height=\"400\" font-family=\"sans-serif\" "
          "font-size=\"12\">\n<rect width=\"520\" height=\"400\" fill=\"white\"/>\n";
   text(svg, 260, 22, title);
   std::vector<std::pair<double, double>> points;
+  std::vector<long long> candidates;  // in front order, beside `members`
+  std::vector<std::pair<double, double>> members;
   if (objective_names.size() >= 2)
     for (const json& member : front) {
       const json& o = member.at("objectives");
-      if (o.contains(objective_names[0]) && o.contains(objective_names[1]))
+      if (o.contains(objective_names[0]) && o.contains(objective_names[1])) {
         points.emplace_back(o.at(objective_names[0]).get<double>(), o.at(objective_names[1]).get<double>());
+        members.push_back(points.back());
+        candidates.push_back(member.value("candidate", -1LL));
+      }
     }
   std::sort(points.begin(), points.end());
   // Ranges padded by 5 % (a single point gets a unit range around it).
@@ -367,10 +390,24 @@ std::string pareto_front_svg(const json& front, const std::vector<std::string>& 
   };
   const auto [x_min, x_max] = range([](const auto& p) { return p.first; });
   const auto [y_min, y_max] = range([](const auto& p) { return p.second; });
-  const Panel panel{90, 50, 390, 290, x_min, x_max, y_min, y_max};
+  const Panel panel{110, 50, 370, 290, x_min, x_max, y_min, y_max};  // room for long tick labels
   axes(svg, panel, {x_min, (x_min + x_max) / 2, x_max}, {y_min, (y_min + y_max) / 2, y_max},
        objective_names.size() >= 1 ? objective_names[0] : "", objective_names.size() >= 2 ? objective_names[1] : "");
   if (!points.empty()) polyline(svg, panel, points, colour_of("front-"));
+  // One marker per member (members with equal objectives share a spot); the
+  // ones the held-out step evaluated are ringed.
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const bool chosen = held_out.count(candidates[i]) > 0;
+    svg << "<circle class=\"front-point" << (chosen ? " held-out" : "") << "\" data-candidate=\"" << candidates[i]
+        << "\" cx=\"" << number(panel.px(members[i].first)) << "\" cy=\"" << number(panel.py(members[i].second))
+        << "\" r=\"" << (chosen ? 7 : 4) << "\" fill=\"" << colour_of("front-") << "\""
+        << (chosen ? " stroke=\"#222\" stroke-width=\"2\"" : "") << "/>\n";
+  }
+  if (!held_out.empty()) {
+    svg << "<circle cx=\"290\" cy=\"38\" r=\"5\" fill=\"" << colour_of("front-")
+        << "\" stroke=\"#222\" stroke-width=\"2\"/>\n";
+    text(svg, 300, 42, "evaluated on the held-out split", "start");
+  }
   svg << "</svg>\n";
   return svg.str();
 }

@@ -3,6 +3,7 @@
 // search's best) and the best curve's per-layer RoPE scales.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,11 @@ std::string heldout_plot_svg(const nlohmann::json& heldout, const std::string& t
 // The final Pareto front of an nsga2 search (build_report()'s
 // "pareto_front"): its members in the plane of the first two objectives
 // (in `objective_names` order), joined in order of the first; a third
-// objective is left to the report's table.
+// objective is left to the report's table. Each member is a circle
+// class="front-point" with data-candidate; those in `held_out` (the
+// candidates the held-out step evaluated) are ringed and add " held-out".
 std::string pareto_front_svg(const nlohmann::json& front, const std::vector<std::string>& objective_names,
-                             const std::string& title);
+                             const std::string& title, const std::set<long long>& held_out = {});
 
 // --- the HTML report's plots (core/cli/html_report.hpp) ---
 
@@ -46,7 +49,13 @@ std::string layer_scales_svg(const std::vector<double>& scales, double pi);
 // which heads receive them is decided per prompt by the engine).
 std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool reference_spacing);
 
-// One bar per named value (SIW's alphas, CALIOPE's gaps, PHS's scale).
-std::string value_bars_svg(const std::string& title, const std::vector<std::pair<std::string, double>>& values);
+// One row per named value (SIW's alphas, CALIOPE's gaps, PHS's channel and
+// scale): where the value lies in the range the search drew it from
+// (low..high), or the bare value when the gene was fixed (low == high).
+struct NamedValue {
+  std::string name;
+  double value = 0, low = 0, high = 0;
+};
+std::string value_bars_svg(const std::string& title, const std::vector<NamedValue>& values);
 
 }  // namespace midtune::cli

@@ -171,5 +171,30 @@ TEST_F(HeldoutTest, MethodsWithAPaperDefaultShowItInsteadOfPi) {
   EXPECT_NE(table.str().find("paper-default"), std::string::npos) << table.str();
 }
 
+// The HTML report's plots mark what a reader looks for: each front member
+// as a point (the held-out ones ringed), a searched value on its range and
+// a fixed one as text.
+TEST(ReportPlots, FrontPointsAndValueRanges) {
+  const json front = json::parse(R"([
+    {"candidate": 3, "objectives": {"a": 1.0, "b": -2.0}, "fitness": 0.1},
+    {"candidate": 5, "objectives": {"a": 0.5, "b": -1.0}, "fitness": 0.2},
+    {"candidate": 9, "objectives": {"a": 0.0, "b": -0.5}, "fitness": 0.3}])");
+  const std::string svg = cli::pareto_front_svg(front, {"a", "b"}, "t", {5});
+  std::size_t points = 0, ringed = 0;
+  for (auto at = svg.find("class=\"front-point"); at != std::string::npos; at = svg.find("class=\"front-point", at + 1))
+    ++points;
+  for (auto at = svg.find("front-point held-out"); at != std::string::npos; at = svg.find("front-point held-out", at + 1))
+    ++ringed;
+  EXPECT_EQ(points, 3u);
+  EXPECT_EQ(ringed, 1u);
+  EXPECT_NE(svg.find("data-candidate=\"5\""), std::string::npos);
+
+  const std::string bars = cli::value_bars_svg("layers [1,2]", {{"scale", 0.5, -1.0, 1.0}, {"sigma", 1.0, 1.0, 1.0}});
+  ASSERT_NE(bars.find("class=\"value-bar\""), std::string::npos);
+  EXPECT_EQ(bars.find("class=\"value-bar\""), bars.rfind("class=\"value-bar\"")) << "one searched value";
+  EXPECT_NE(bars.find("0.5  (-1 to 1)"), std::string::npos) << bars;
+  EXPECT_NE(bars.find("1  (fixed)"), std::string::npos) << bars;
+}
+
 }  // namespace
 }  // namespace midtune
