@@ -373,6 +373,79 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
   RecordProperty("mid_search_kills", mid_search_kills);
 }
 
+// kill -9 of a random rank while the held-out step runs (every generation
+// checkpointed, the held-out roles not all stored): the job ends non-zero,
+// the file stays intact, and a rerun on another rank count evaluates only
+// what was missing and ends with the uninterrupted run's rows and report.
+TEST_F(MpiRanks, KilledInTheHeldOutStepResumesToTheSameRowsAndReport) {
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill-heldout", 3, 60.0));
+  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string generations = testing::query_rows(path("plain.db"), "SELECT count(*) FROM generations")[0];
+  const std::string roles = testing::query_rows(path("plain.db"), "SELECT count(*) FROM heldout_results")[0];
+  // How many rows a query finds in a file another process is writing; -1
+  // while it has no such table yet.
+  auto count = [this](const std::string& sql) {
+    try {
+      return std::stoi(testing::query_rows(path("killed.db"), sql)[0]);
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  std::random_device device;
+  const unsigned seed = device();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("victim seed " + std::to_string(seed));
+  bool landed = false;
+  // The held-out step lasts about half a second here: a few tries at most.
+  for (int attempt = 0; attempt < 5 && !landed; ++attempt) {
+    fs::remove(path("killed.db"));
+    const pid_t launcher = testing::spawn_process(
+        {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3", testing::ga_run_path(), path("exp.yaml"), "--db",
+         path("killed.db"), "--quiet", "--unit-prompts", "4"},
+        path("out.txt"), path("err.txt"));
+    // Until the last checkpoint is stored (normal: some seconds; 120 s bound).
+    const auto started = std::chrono::steady_clock::now();
+    while (std::to_string(count("SELECT count(*) FROM generations")) != generations &&
+           std::chrono::steady_clock::now() - started < std::chrono::seconds(120))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::map<int, pid_t> ranks = ranks_of(launcher);
+    int status = 0;
+    if (ranks.size() < 3) {  // already ended
+      waitpid(launcher, &status, 0);
+      continue;
+    }
+    const int victim = std::uniform_int_distribution<int>(0, 2)(rng);
+    kill(ranks.at(victim), SIGKILL);
+    const auto killed_at = std::chrono::steady_clock::now();
+    bool ended = false;
+    while (!ended && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
+      ended = waitpid(launcher, &status, WNOHANG) == launcher;
+      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ended) {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, &status, 0);
+    }
+    ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
+    for (const auto& [rank, pid] : ranks)
+      for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+    landed = std::to_string(count("SELECT count(*) FROM heldout_results")) != roles;
+  }
+  ASSERT_TRUE(landed) << "no kill landed inside the held-out step in 5 tries";
+  const Finished resumed =
+      ga_run(2, {path("exp.yaml"), "--db", path("killed.db"), "--quiet", "--unit-prompts", "4"}, 300);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : kRows)
+    EXPECT_EQ(testing::query_rows(path("killed.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
+  const Finished report = ga_run(0, {"report", path("killed.db"), "--format", "json"}, 60);
+  const Finished plain_report = ga_run(0, {"report", path("plain.db"), "--format", "json"}, 60);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(without_timing(nlohmann::json::parse(report.out)), without_timing(nlohmann::json::parse(plain_report.out)));
+}
+
 // An evaluator that hangs (stopped with SIGSTOP: alive, silent) ends the
 // job once a unit is --unit-timeout overdue, naming the rank; nothing waits
 // forever.
