@@ -90,6 +90,22 @@ class MpiRanks : public testing::TempDirTest {
     return f;
   }
 
+  // Waits for the launcher to end, at most `limit`; then kills it. True when
+  // it ended by itself (its wait status in `status`).
+  static bool ended_within(pid_t launcher, int& status, std::chrono::seconds limit) {
+    const auto since = std::chrono::steady_clock::now();
+    bool ended = false;
+    while (!ended && std::chrono::steady_clock::now() - since < limit) {
+      ended = waitpid(launcher, &status, WNOHANG) == launcher;
+      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!ended) {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, &status, 0);
+    }
+    return ended;
+  }
+
   // ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
   Finished ga_run(int ranks, const std::vector<std::string>& args, double limit_s) const {
     std::vector<std::string> argv;
@@ -338,19 +354,7 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
     kill(ranks.at(victim), SIGKILL);
     ++kills;
     driver_kills += victim == 0;
-    const auto killed_at = std::chrono::steady_clock::now();
-    bool ended = false;
-    while (std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
-      if (waitpid(launcher, &status, WNOHANG) == launcher) {
-        ended = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!ended) {
-      kill(launcher, SIGKILL);
-      waitpid(launcher, &status, 0);
-    }
+    const bool ended = ended_within(launcher, status, std::chrono::seconds(30));
     ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
     // Every rank is gone before the next start (the lease of a dead driver is taken over).
@@ -417,16 +421,7 @@ TEST_F(MpiRanks, KilledInTheHeldOutStepResumesToTheSameRowsAndReport) {
     }
     const int victim = std::uniform_int_distribution<int>(0, 2)(rng);
     kill(ranks.at(victim), SIGKILL);
-    const auto killed_at = std::chrono::steady_clock::now();
-    bool ended = false;
-    while (!ended && std::chrono::steady_clock::now() - killed_at < std::chrono::seconds(30)) {
-      ended = waitpid(launcher, &status, WNOHANG) == launcher;
-      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!ended) {
-      kill(launcher, SIGKILL);
-      waitpid(launcher, &status, 0);
-    }
+    const bool ended = ended_within(launcher, status, std::chrono::seconds(30));
     ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
     for (const auto& [rank, pid] : ranks)
@@ -464,18 +459,9 @@ TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
   ASSERT_EQ(ranks.size(), 3u);
   std::this_thread::sleep_for(std::chrono::seconds(3));  // into the search
   kill(ranks.at(1), SIGSTOP);
-  const auto stopped_at = std::chrono::steady_clock::now();
   int status = 0;
-  bool ended = false;
   // Normal: the 2 s deadline plus the abort, about 3 s; 60 s catches a hang.
-  while (!ended && std::chrono::steady_clock::now() - stopped_at < std::chrono::seconds(60)) {
-    ended = waitpid(launcher, &status, WNOHANG) == launcher;
-    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!ended) {
-    kill(launcher, SIGKILL);
-    waitpid(launcher, &status, 0);
-  }
+  const bool ended = ended_within(launcher, status, std::chrono::seconds(60));
   for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
   ASSERT_TRUE(ended) << "the job outlived a hung evaluator by 60 s";
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
