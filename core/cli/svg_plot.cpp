@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -182,7 +183,26 @@ std::string fitness_plot_svg(const json& generations) {
   return svg.str();
 }
 
+namespace {
+
+// Each role's colour in the held-out plot: colour_of(), except that the
+// front members of a Pareto search get one colour each, in their order,
+// so that their lines can be told apart.
+std::map<std::string, const char*> heldout_colours(const json& heldout) {
+  static const char* const kFrontPalette[] = {"#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"};
+  std::map<std::string, const char*> out;
+  std::size_t front = 0;
+  for (const json& entry : heldout) {
+    const std::string role = entry.value("role", "");
+    out[role] = role.rfind("front-", 0) == 0 ? kFrontPalette[front++ % std::size(kFrontPalette)] : colour_of(role);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string heldout_bands_svg(const json& heldout) {
+  const std::map<std::string, const char*> colours = heldout_colours(heldout);
   std::ostringstream svg;
   svg << open_svg(620, 400);
   const Panel accuracy{80, 20, 380, 300, 0.0, 1.0, 0.0, 100.0};
@@ -190,7 +210,7 @@ std::string heldout_bands_svg(const json& heldout) {
        "accuracy (%)");
   for (const json& entry : heldout) {
     const std::string role = entry.value("role", "");
-    const char* colour = colour_of(role);
+    const char* colour = colours.at(role);
     const json intervals = entry.value("intervals", json::array());
     // The band: the upper ends left to right, the lower ones back. A Pareto
     // front's members get lines only: a band each would hide the others.
@@ -217,9 +237,9 @@ std::string heldout_bands_svg(const json& heldout) {
       points.emplace_back(p.at("position").get<double>(), 100.0 * p.at("accuracy").get<double>());
     if (points.empty()) continue;
     svg << "<g class=\"role-line\" data-role=\"" << escape(role) << "\">\n";
-    polyline(svg, accuracy, points, colour_of(role), width);
+    polyline(svg, accuracy, points, colours.at(role), width);
     svg << "</g>\n";
-    legend_entry(svg, accuracy.left + accuracy.width + 20, legend_y, role, colour_of(role));
+    legend_entry(svg, accuracy.left + accuracy.width + 20, legend_y, role, colours.at(role));
     legend_y += 18;
     width = std::max(2.0, width - 3);
   }

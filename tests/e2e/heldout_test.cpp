@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
@@ -194,6 +195,25 @@ TEST(ReportPlots, FrontPointsAndValueRanges) {
   EXPECT_EQ(bars.find("class=\"value-bar\""), bars.rfind("class=\"value-bar\"")) << "one searched value";
   EXPECT_NE(bars.find("0.5  (-1 to 1)"), std::string::npos) << bars;
   EXPECT_NE(bars.find("1  (fixed)"), std::string::npos) << bars;
+}
+
+// Front members' held-out lines: one colour each, so a reader tells them
+// apart; the other roles keep theirs.
+TEST(ReportPlots, FrontMembersGetColoursOfTheirOwn) {
+  const json scores = json::parse(R"([{"position": 0.0, "accuracy": 0.5}, {"position": 1.0, "accuracy": 0.7}])");
+  json heldout = json::array();
+  for (const char* role : {"best", "baseline", "front-3", "front-5", "front-9"})
+    heldout.push_back({{"role", role}, {"position_scores", scores}});
+  const std::string svg = cli::heldout_bands_svg(heldout);
+  auto line_colour = [&svg](const std::string& role) {
+    const auto group = svg.find("class=\"role-line\" data-role=\"" + role + "\"");
+    EXPECT_NE(group, std::string::npos) << role;
+    const auto stroke = svg.find("stroke=\"", group) + 8;
+    return svg.substr(stroke, svg.find('"', stroke) - stroke);
+  };
+  const std::set<std::string> colours = {line_colour("best"), line_colour("baseline"), line_colour("front-3"),
+                                         line_colour("front-5"), line_colour("front-9")};
+  EXPECT_EQ(colours.size(), 5u) << svg;
 }
 
 }  // namespace
