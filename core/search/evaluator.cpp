@@ -203,10 +203,25 @@ NewEvaluation Evaluator::scored(const Intervention& intervention, const std::str
   return fresh;
 }
 
-void RunPlan::add(std::size_t work, RunJob job, std::vector<std::size_t> job_items) {
-  jobs.push_back(std::move(job));
-  owner.push_back(work);
-  items.push_back(std::move(job_items));
+std::vector<std::size_t> Evaluator::items_to_run(Store& store, const std::string& key) const {
+  if (store.find_evaluation(key)) return {};
+  if (const auto partial = store.find_partial_evaluation(key)) return missing_items(store.evaluation_samples(partial->id));
+  return all_items();
+}
+
+bool Evaluator::plan_run(RunPlan& plan, std::size_t work, const Intervention& intervention, const std::string& key,
+                         std::vector<std::size_t> items) const {
+  if (items.empty() || plan.keys.count(key) > 0) return true;
+  try {
+    in_.backend->validate(intervention);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  plan.keys.insert(key);
+  plan.jobs.push_back(job(intervention, items));
+  plan.owner.push_back(work);
+  plan.items.push_back(std::move(items));
+  return true;
 }
 
 void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
@@ -228,20 +243,9 @@ void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& pl
 void Evaluator::evaluate_all(Store& store, const std::vector<Intervention>& interventions,
                              const std::function<void(std::size_t, SplitEvaluation)>& stored) const {
   RunPlan plan;
-  std::set<std::string> planned;
   for (std::size_t i = 0; i < interventions.size(); ++i) {
     const std::string key = cache_key(interventions[i]);
-    if (planned.count(key) > 0 || store.find_evaluation(key)) continue;
-    try {
-      in_.backend->validate(interventions[i]);
-    } catch (const std::invalid_argument&) {
-      break;  // fails in its turn, as it would alone
-    }
-    std::vector<std::size_t> items = all_items();
-    if (const auto partial = store.find_partial_evaluation(key)) items = missing_items(store.evaluation_samples(partial->id));
-    planned.insert(key);
-    RunJob run = job(interventions[i], items);  // before items is moved
-    plan.add(i, std::move(run), std::move(items));
+    if (!plan_run(plan, i, interventions[i], key, items_to_run(store, key))) break;
   }
   run_in_order(*in_.backend, in_.run_options, plan, interventions.size(),
                [&](std::size_t i, const PrefetchedRun* ahead) { stored(i, evaluate(store, interventions[i], ahead)); });

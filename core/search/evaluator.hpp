@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,7 @@ struct RunPlan {
   std::vector<RunJob> jobs;
   std::vector<std::size_t> owner;               // per job, the work it is for
   std::vector<std::vector<std::size_t>> items;  // per job, the split's items it runs
-  void add(std::size_t work, RunJob job, std::vector<std::size_t> job_items);
+  std::set<std::string> keys;                   // the cache keys planned
 };
 
 // Runs the plan's jobs side by side (Backend::run_each) and calls
@@ -117,6 +118,16 @@ class Evaluator {
   std::vector<std::size_t> all_items() const;
   // The split's items that `samples` (a partial row's) lacks, in order.
   std::vector<std::size_t> missing_items(const std::vector<SampleRecord>& samples) const;
+  // What evaluate() would run for the intervention with this cache key:
+  // nothing when its row is stored, a partial row's missing items, or all.
+  std::vector<std::size_t> items_to_run(Store& store, const std::string& key) const;
+  // Adds to `plan` the run of `items` for work `work`, unless `items` is
+  // empty or the key is planned already (the earlier work's run stores it,
+  // and this one finds it by its turn). Returns false, adding nothing, when
+  // the model refuses the intervention: planning stops there, and that work
+  // fails in its turn as it would alone.
+  bool plan_run(RunPlan& plan, std::size_t work, const Intervention& intervention, const std::string& key,
+                std::vector<std::size_t> items) const;
 
   // Runs and scores the items at `indices` only (racing's slices); adds the
   // backend's wall time to `seconds`. Throws as run() does. `ahead`, when

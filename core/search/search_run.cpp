@@ -261,23 +261,11 @@ class SearchRun {
   std::vector<Outcome> evaluate_batch(std::int64_t experiment_id, int generation, const std::vector<Candidate>& batch) {
     std::vector<Intervention> interventions(batch.size());
     RunPlan plan;
-    std::set<std::string> planned;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (store_.find_individual(experiment_id, batch[i].id)) continue;
       interventions[i] = in_.objective->decode(batch[i].genome);
       const std::string key = evaluator_.cache_key(interventions[i]);
-      if (planned.count(key) > 0 || store_.find_evaluation(key)) continue;
-      try {
-        in_.backend->validate(interventions[i]);
-      } catch (const std::invalid_argument&) {
-        break;
-      }
-      std::vector<std::size_t> items = evaluator_.all_items();
-      if (const auto partial = store_.find_partial_evaluation(key))
-        items = evaluator_.missing_items(store_.evaluation_samples(partial->id));
-      planned.insert(key);
-      RunJob run = evaluator_.job(interventions[i], items);  // before items is moved
-      plan.add(i, std::move(run), std::move(items));
+      if (!evaluator_.plan_run(plan, i, interventions[i], key, evaluator_.items_to_run(store_, key))) break;
     }
     std::vector<Outcome> outcomes;
     in_order(plan, batch.size(), [&](std::size_t i, const PrefetchedRun* ahead) {
@@ -537,20 +525,9 @@ class SearchRun {
     for (Entrant& e : entrants)
       if (!e.outcome) racing.push_back(&e);
     RunPlan plan;
-    std::set<std::string> planned;
     for (std::size_t k = 0; k < racing.size(); ++k) {
       const Entrant& e = *racing[k];
-      if (planned.count(e.key) > 0) continue;  // grown by the earlier entrant's run
-      std::vector<std::size_t> missing = extension_of(e, m).missing;
-      if (missing.empty()) continue;
-      try {
-        in_.backend->validate(e.intervention);
-      } catch (const std::invalid_argument&) {
-        break;  // fails in its turn, as it would alone
-      }
-      planned.insert(e.key);
-      RunJob run = evaluator_.job(e.intervention, missing);  // before missing is moved
-      plan.add(k, std::move(run), std::move(missing));
+      if (!evaluator_.plan_run(plan, k, e.intervention, e.key, extension_of(e, m).missing)) break;
     }
     in_order(plan, racing.size(), [&](std::size_t k, const PrefetchedRun* ahead) {
       extend(experiment_id, generation, *racing[k], m, ahead);
