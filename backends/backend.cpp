@@ -25,7 +25,7 @@ void Backend::run_each(const std::vector<RunJob>& jobs, const RunOptions& option
     } else {
       const auto start = std::chrono::steady_clock::now();
       try {
-        result.outputs = run(*jobs[i].intervention, jobs[i].batch, options);
+        result.outputs = run(*jobs[i].intervention, *jobs[i].batch, options);
       } catch (...) {
         result.error = std::current_exception();
       }

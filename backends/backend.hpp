@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,7 +97,9 @@ struct ChatWrapper {
 // One of several independent runs handed to Backend::run_each.
 struct RunJob {
   const Intervention* intervention = nullptr;  // outlives the run_each call
-  std::vector<BatchItem> batch;
+  // Shared, not copied: every whole-split job of a generation runs the same
+  // items, which may be hundreds of long prompts.
+  std::shared_ptr<const std::vector<BatchItem>> batch;
 };
 
 // What became of one RunJob: its outputs (one per batch item, in order), or

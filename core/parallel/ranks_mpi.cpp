@@ -229,7 +229,10 @@ class UnitDispatchBackend : public Backend {
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override {
     RunJobResult got;
-    run_each({RunJob{&intervention, batch}}, options, [&](std::size_t, RunJobResult result) { got = std::move(result); },
+    // The caller's batch outlives this call: shared without a copy (the
+    // no-op deleter leaves it to the caller).
+    const std::shared_ptr<const std::vector<BatchItem>> items(&batch, [](const std::vector<BatchItem>*) {});
+    run_each({RunJob{&intervention, items}}, options, [&](std::size_t, RunJobResult result) { got = std::move(result); },
              nullptr);
     if (got.error) std::rethrow_exception(got.error);
     return std::move(got.outputs);
@@ -249,7 +252,7 @@ class UnitDispatchBackend : public Backend {
              const RunJobDone& done, const std::atomic<int>* stop)
         : b_(backend), jobs_(jobs), options_(options), done_(done), stop_(stop), state_(jobs.size()) {
       for (std::size_t j = 0; j < jobs.size(); ++j) {
-        const std::size_t size = jobs[j].batch.size();
+        const std::size_t size = jobs[j].batch->size();
         state_[j].outputs.resize(size);
         for (std::size_t begin = 0; begin < size; begin += b_.unit_prompts_) {
           units_.push_back({j, begin, std::min(b_.unit_prompts_, size - begin)});
@@ -313,7 +316,7 @@ class UnitDispatchBackend : public Backend {
     bool may_send() { return next_ < units_.size() && !failed_ && !callback_error_ && !stop_seen(); }
 
     std::span<const BatchItem> items_of(const Unit& unit) const {
-      return std::span<const BatchItem>(jobs_[unit.job].batch).subspan(unit.begin, unit.count);
+      return std::span<const BatchItem>(*jobs_[unit.job].batch).subspan(unit.begin, unit.count);
     }
 
     void send_to_idle() {

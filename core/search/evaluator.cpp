@@ -90,7 +90,7 @@ void check_output_count(const RunJobResult& result, std::size_t prompts) {
 RunJobResult run_alone(Backend& backend, const RunJob& job, const RunOptions& options) {
   RunJobResult result;
   const auto start = std::chrono::steady_clock::now();
-  result.outputs = backend.run(*job.intervention, job.batch, options);
+  result.outputs = backend.run(*job.intervention, *job.batch, options);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -98,10 +98,12 @@ RunJobResult run_alone(Backend& backend, const RunJob& job, const RunOptions& op
 }  // namespace
 
 RunJob Evaluator::job(const Intervention& intervention, const std::vector<std::size_t>& items) const {
-  RunJob job{&intervention, {}};
-  job.batch.reserve(items.size());
-  for (std::size_t i : items) job.batch.push_back(in_.items.at(i));
-  return job;
+  // The split's own items, not a copy: the inputs outlive every run.
+  if (items == all_items()) return {&intervention, {&in_.items, [](const std::vector<BatchItem>*) {}}};
+  auto batch = std::make_shared<std::vector<BatchItem>>();
+  batch->reserve(items.size());
+  for (std::size_t i : items) batch->push_back(in_.items.at(i));
+  return {&intervention, std::move(batch)};
 }
 
 std::vector<std::size_t> Evaluator::all_items() const {
