@@ -6,10 +6,12 @@
 
 #include "tests/cli/temp_dir.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -84,12 +86,12 @@ void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& 
   write("exp.yaml", yaml);
   const auto start = std::chrono::system_clock::now();
   const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
+  const double reference_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::system_clock::now() - start).count();
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   ASSERT_FALSE(rows(path("reference.db"), kIndividuals).empty());
   // When the reference run stored its first and its last individual, in ms
-  // after it was started: start-up (a few hundred ms on a loaded machine)
-  // and the search (the test double's sleeps) take shares that vary with the
-  // load, so the kill moments follow the measured run, not a fixed fraction.
+  // after it was started.
   const double unix_ms = std::chrono::duration<double, std::milli>(start.time_since_epoch()).count();
   auto stored_ms = [&](const char* which) {
     return std::stod(rows(path("reference.db"), std::string("SELECT (julianday(") + which +
@@ -98,49 +100,76 @@ void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& 
   };
   const double first_ms = stored_ms("min"), last_ms = stored_ms("max");
   ASSERT_GT(first_ms, 0.0);
+  const int reference_individuals = static_cast<int>(rows(path("reference.db"), kIndividuals).size());
+  ASSERT_GE(reference_individuals, 8);
+  const double per_individual_ms = (last_ms - first_ms) / reference_individuals;
 
   std::random_device device;
   const unsigned seed = device();
   std::mt19937 rng(seed);
   SCOPED_TRACE("kill-moment seed " + std::to_string(seed));
-  // Kill moments uniform from late in start-up to a third into the search,
-  // repeated until a run completes on its own: a resumed run has less left,
-  // so several kills per test land at different points of the search.
-  std::uniform_real_distribution<double> moment(first_ms / 2, first_ms + (last_ms - first_ms) / 3);
-  const int reference_individuals = static_cast<int>(rows(path("reference.db"), kIndividuals).size());
+  auto uniform = [&](double low, double high) { return std::uniform_real_distribution<double>(low, high)(rng); };
+  auto stored_individuals = [&] { return testing::stored_individuals(path("killed.db")); };
+  // Kill points follow the run's progress, not wall-clock fractions of the
+  // reference run (start-up and search take shares that vary with the
+  // load): one kill during start-up, four after a random number of stored
+  // individuals plus a random part of an evaluation (mid-evaluation, with
+  // some stored), one after the last individual (held-out step, report),
+  // then a run left to finish.
+  struct KillPoint {
+    int after_individuals;
+    double then_ms;
+  };
+  std::vector<KillPoint> points = {{0, uniform(0, first_ms)}};
+  std::vector<int> targets;
+  for (int i = 0; i < 4; ++i) targets.push_back(std::uniform_int_distribution<int>(1, reference_individuals - 1)(rng));
+  std::sort(targets.begin(), targets.end());
+  for (const int target : targets) points.push_back({target, uniform(0, per_individual_ms)});
+  points.push_back({reference_individuals, uniform(0, std::max(1.0, reference_ms - last_ms))});
+
   int kills = 0, mid_search_kills = 0;
   bool completed = false;
-  for (int attempt = 0; attempt < 200 && !completed; ++attempt) {
+  for (std::size_t attempt = 0; attempt <= points.size() && !completed; ++attempt) {
+    const bool last_attempt = attempt == points.size();
+    KillPoint point = last_attempt ? KillPoint{0, 0} : points[attempt];
+    // A resumed run never goes back: aim past what is already stored.
+    if (!last_attempt && point.after_individuals > 0)
+      point.after_individuals = std::max(point.after_individuals, std::min(stored_individuals() + 1, reference_individuals));
     const std::string out = path("out.txt"), err = path("err.txt");
     const pid_t pid = testing::spawn_ga_run({path("exp.yaml"), "--db", path("killed.db"), "--quiet"}, out, err);
-    const double delay = kills < 40 ? moment(rng) : 1e9;  // after 40 kills, let it finish
-    bool exited = false;
     const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed_ms = [](auto since) {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+    };
+    std::optional<std::chrono::steady_clock::time_point> reached;
+    if (point.after_individuals == 0) reached = t0;
     int status = 0;
+    bool exited = false;
     while (!exited) {
-      const pid_t done = waitpid(pid, &status, WNOHANG);
-      if (done == pid) {
-        exited = true;
-        break;
-      }
-      if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() >= delay) {
+      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      // Normal: seconds; the bound catches a run that hangs.
+      if (elapsed_ms(t0) > 120000) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-        exited = true;
-        break;
+        FAIL() << "ga-run still running after 120 s\n" << read_file(err);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (!last_attempt) {
+        if (!reached && stored_individuals() >= point.after_individuals) reached = std::chrono::steady_clock::now();
+        if (reached && elapsed_ms(*reached) >= point.then_ms) {
+          kill(pid, SIGKILL);
+          waitpid(pid, &status, 0);
+          exited = true;
+          break;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
     if (WIFSIGNALED(status)) {
       ++kills;
-      if (fs::exists(path("killed.db"))) {
-        // A kill during start-up may leave a file without tables yet.
-        const bool has_table =
-            rows(path("killed.db"), "SELECT 1 FROM sqlite_master WHERE name = 'individuals'").size() == 1;
-        const int n = has_table ? std::stoi(rows(path("killed.db"), "SELECT count(*) FROM individuals")[0]) : 0;
-        std::printf("kill %d at %.1f ms: %d individuals stored\n", kills, delay, n);
-        if (n > 0 && n < reference_individuals) ++mid_search_kills;
-      }
+      const int n = stored_individuals();
+      std::printf("kill %d, %.1f ms after %d individuals: %d stored\n", kills, point.then_ms,
+                  point.after_individuals, n);
+      if (n > 0 && n < reference_individuals) ++mid_search_kills;
       continue;
     }
     ASSERT_TRUE(WIFEXITED(status));
@@ -148,8 +177,9 @@ void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& 
     completed = true;
   }
   ASSERT_TRUE(completed);
-  // Most kills land after some individuals were stored and before the end.
-  EXPECT_GE(mid_search_kills, 2) << kills << " kills, too few mid-search";
+  // The kills aimed mid-search landed there (a delay may carry the last one
+  // past the final individual).
+  EXPECT_GE(mid_search_kills, 3) << kills << " kills, too few mid-search";
   RecordProperty("kills", kills);
 
   EXPECT_EQ(rows(path("killed.db"), kIndividuals), rows(path("reference.db"), kIndividuals));

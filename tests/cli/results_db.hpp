@@ -66,15 +66,18 @@ inline const std::vector<std::pair<std::string, std::string>>& stored_rows() {
   return rows;
 }
 
-// How many generation checkpoints `db` holds; 0 while the file or its
-// tables do not exist yet (a run still starting).
-inline int stored_generations(const std::string& db) {
+// How many rows `table` of `db` holds; 0 while the file or its tables do
+// not exist yet (a run still starting).
+inline int stored_rows_of(const std::string& db, const std::string& table) {
   try {
-    return std::stoi(query_rows(db, "SELECT count(*) FROM generations")[0]);
+    return std::stoi(query_rows(db, "SELECT count(*) FROM " + table)[0]);
   } catch (const std::exception&) {
     return 0;
   }
 }
+// Generation checkpoints and individuals `db` holds.
+inline int stored_generations(const std::string& db) { return stored_rows_of(db, "generations"); }
+inline int stored_individuals(const std::string& db) { return stored_rows_of(db, "individuals"); }
 
 // Waits until `db` holds at least `count` checkpoints, polling every 20 ms
 // for at most `limit_s` seconds; false when it did not.

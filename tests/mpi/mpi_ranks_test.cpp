@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -333,16 +335,34 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
   const unsigned seed = device();
   std::mt19937 rng(seed);
   SCOPED_TRACE("kill seed " + std::to_string(seed));
-  // From MPI start-up (about 1.5 s here) to well into the search.
-  std::uniform_real_distribution<double> moment(0.5, 4.0);
+  const int plain_individuals = testing::stored_individuals(path("plain.db"));
+  // Every third kill at a wall-clock moment from MPI start-up (about 1.5 s
+  // here) into the search; the others a random part of an evaluation after
+  // the run stored a few more individuals, so they land mid-search however
+  // loaded the machine is.
+  auto uniform = [&](double low, double high) { return std::uniform_real_distribution<double>(low, high)(rng); };
   int kills = 0, driver_kills = 0, mid_search_kills = 0, last_stored = 0;
   for (int attempt = 0; attempt < 30 && kills < 10; ++attempt) {
     const int n = 2 + attempt % 3;
     const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", std::to_string(n),
                                            testing::ga_run_path(), path("exp.yaml"), "--db", path("killed.db"),
                                            "--quiet", "--unit-prompts", "4"};
+    const int target = attempt % 3 == 0 || last_stored + 1 >= plain_individuals
+                           ? 0
+                           : std::uniform_int_distribution<int>(last_stored + 1,
+                                                                std::min(plain_individuals - 1, last_stored + 12))(rng);
     const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
-    std::this_thread::sleep_for(std::chrono::duration<double>(moment(rng)));
+    if (target == 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(uniform(0.5, 4.0)));
+    } else {
+      // Normal: a few seconds; the bound catches a run that stalls.
+      const auto t0 = std::chrono::steady_clock::now();
+      int ignored = 0;
+      while (testing::stored_individuals(path("killed.db")) < target && waitpid(launcher, &ignored, WNOHANG) == 0 &&
+             std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(uniform(0, 60)));
+    }
     const std::map<int, pid_t> ranks = ranks_of(launcher);
     int status = 0;
     if (static_cast<int>(ranks.size()) < n) {  // finished (or not yet started): let it end
@@ -362,8 +382,9 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
       for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!fs::exists(path("killed.db"))) continue;  // killed during start-up
     EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
-    const int stored = std::stoi(testing::query_rows(path("killed.db"), "SELECT count(*) FROM individuals")[0]);
-    mid_search_kills += stored > last_stored;
+    const int stored = testing::stored_individuals(path("killed.db"));
+    std::printf("kill %d (rank %d of %d, aimed after %d individuals): %d stored\n", kills, victim, n, target, stored);
+    mid_search_kills += stored > last_stored && stored < plain_individuals;
     last_stored = stored;
   }
   EXPECT_GE(mid_search_kills, 3) << "too few kills landed mid-search (" << kills << " kills)";
