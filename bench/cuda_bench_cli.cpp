@@ -38,7 +38,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
-#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/model.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/profiled_ops.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
@@ -48,6 +48,7 @@
 namespace {
 
 using midtune::engine::RopeScales;
+using namespace midtune::engine;
 using namespace midtune::engine::batched;
 using Clock = std::chrono::steady_clock;
 
@@ -212,7 +213,7 @@ int main(int argc, char** argv) {
     if (profiler != nullptr) profiler->reset();
 
     const auto load_start = Clock::now();
-    BatchedModel model(model_path, *device);
+    Model model(model_path, *device);
     note_memory();
     emit_profile("load");
     const auto& c = model.config();
@@ -226,13 +227,13 @@ int main(int argc, char** argv) {
 
     // One pass over `count` prompts of `length` (+ `extra` scored rows); seconds.
     const auto pass = [&](int count, int length, int rows_per_prompt, bool score) {
-      std::vector<std::unique_ptr<BatchedSequence>> seqs;
+      std::vector<std::unique_ptr<Sequence>> seqs;
       std::vector<std::vector<std::int32_t>> prompts;
       std::vector<std::vector<int>> rows(static_cast<std::size_t>(count));
       std::vector<SequenceCall> calls;
       for (int i = 0; i < count; ++i) {
         prompts.push_back(tokens_for(length, static_cast<int>(c.vocab), 17 + i));
-        seqs.push_back(std::make_unique<BatchedSequence>(model, length, ones));
+        seqs.push_back(std::make_unique<Sequence>(model, length, ones));
         for (int r = length - rows_per_prompt; r < length; ++r) rows[i].push_back(r);
       }
       for (int i = 0; i < count; ++i) calls.push_back({seqs[i].get(), prompts[i], {}, rows[i], nullptr});
@@ -267,13 +268,13 @@ int main(int argc, char** argv) {
       emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
     }
     for (int batch : decode_batches) {
-      std::vector<std::unique_ptr<BatchedSequence>> seqs;
+      std::vector<std::unique_ptr<Sequence>> seqs;
       std::vector<std::vector<std::int32_t>> prompts;
       std::vector<SequenceCall> calls;
       const int last = decode_context - 1, zero = 0;
       for (int i = 0; i < batch; ++i) {
         prompts.push_back(tokens_for(decode_context, static_cast<int>(c.vocab), 99 + i));
-        seqs.push_back(std::make_unique<BatchedSequence>(model, decode_context + decode_steps, ones));
+        seqs.push_back(std::make_unique<Sequence>(model, decode_context + decode_steps, ones));
         calls.push_back({seqs[i].get(), prompts[i], {}, std::span<const int>(&last, 1), nullptr});
       }
       model.forward(calls);

@@ -62,7 +62,7 @@ std::vector<Method> methods(int layers, int hidden) {
 
 double prefill_seconds(const EngineBackend& backend, const std::vector<std::int32_t>& prompt, const Intervention& iv,
                        const std::vector<hooks::TokenSpan>& chunks) {
-  const Model& model = backend.model();
+  Model& model = backend.model();
   const int n = static_cast<int>(prompt.size()), last = n - 1;
   const auto start = std::chrono::steady_clock::now();
   if (iv.mspoe || iv.position_map || iv.siw || iv.hidden_channel) {
@@ -89,7 +89,7 @@ std::vector<hooks::TokenSpan> equal_chunks(int tokens, int count) {
 // EngineBackend::run does it, or one decode step per gold token, as generate
 // does it (and as PHS scoring did before every row of a later call counted
 // as a decode step's last token).
-double teacher_forced_seconds(const Model& model, const std::vector<std::int32_t>& prompt,
+double teacher_forced_seconds(Model& model, const std::vector<std::int32_t>& prompt,
                               const std::vector<std::int32_t>& gold, const Intervention& iv,
                               const std::vector<hooks::TokenSpan>& chunks, bool one_call) {
   const int n = static_cast<int>(prompt.size()), last = n - 1;
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     tbb::task_arena arena(threads);
     arena.execute([&] {
       const EngineBackend backend(model_path);
-      const Model& model = backend.model();
+      Model& model = backend.model();
       const ModelConfig& c = model.config();
       const auto list = methods(static_cast<int>(c.layers), static_cast<int>(c.hidden));
       std::printf("model %s, %d threads, %d chunks, best of %d rounds\n", model_path.c_str(), threads, chunk_count,

@@ -84,7 +84,7 @@ class EngineBackend : public Backend {
   // {"device": "cpu", "kernel_path": "avx2" | ..., "threads", "precision"}.
   nlohmann::json execution() const override;
 
-  const Model& model() const { return *model_; }
+  Model& model() const { return *model_; }
   const RunStats& last_run_stats() const { return last_stats_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   // Special tokens parsed; BOS only when the model's metadata asks for it.

@@ -1,10 +1,19 @@
-// The Llama forward pass, read top to bottom like llama2.c's
-// run.c: embedding (x embedding_scale) -> per layer [RMSNorm -> QKV (+ bias)
-// -> RoPE -> causal GQA attention (within the sliding window, if any) ->
-// output projection -> residual -> RMSNorm -> SwiGLU or GeGLU FFN ->
-// residual] -> final RMSNorm -> tied or separate output matrix. What an
-// architecture changes (llama, qwen2, gemma) is in ModelConfig
-// (backends/engine/gguf/gguf.hpp) and the few lines that read it.
+// The model: one forward pass for every device (device.hpp), read top to
+// bottom like llama2.c's run.c: embedding (x embedding_scale) -> per layer
+// [RMSNorm -> QKV (+ bias) -> RoPE -> causal GQA attention (within the
+// sliding window, if any) -> output projection -> residual -> RMSNorm ->
+// SwiGLU or GeGLU FFN -> residual] -> final RMSNorm -> tied or separate
+// output matrix. What an architecture changes (llama, qwen2, gemma) is in
+// ModelConfig (backends/engine/gguf/gguf.hpp) and the few lines that read
+// it; how an op runs is the device's.
+//
+// One call runs several sequences at once: their new tokens are packed into
+// one token matrix (variable lengths, no padding) for the embedding, the
+// norms, the projections and the feed-forward block; RoPE, the KV cache,
+// attention and the hooks run per sequence. Logits are computed only for
+// the rows asked for and stay on the device, where score() reduces each row
+// to its argmax and a gold log-probability. The CPU engine calls it one
+// sequence at a time (forward(Sequence&, ...)), in prefill_chunk pieces.
 //
 // Positions are floats (CALIOPE remaps them) and every (layer, head) has its
 // own RoPE scale (PI / LPES / Ms-PoE divide the position by it), on top of
@@ -13,14 +22,17 @@
 // (freq_factor: Llama-3.1's rope_freqs.weight, else 1; freq_scale: linear
 // RoPE scaling, else 1).
 //
-// KV cache choice: keys are cached already rotated, transposed per "key
-// slot". In a layer where every head of a GQA group shares one scale (the
-// plain model, PI, LPES) there is one slot per KV head; where the scales
-// differ inside a group, or the Sequence asks for it
-// (RopeScales::per_head_key_slots, Ms-PoE), each query head gets its own
-// slot, its keys rotated at that head's scale, so each query head sees keys
-// rotated like itself. Scales are fixed for the life of a Sequence (Ms-PoE
-// fixes them at prefill), so cached keys never need re-rotation.
+// KV cache: keys are cached already rotated, per "key slot" (LayerKv). In a
+// layer where every head of a GQA group shares one scale (the plain model,
+// PI, LPES) there is one slot per KV head; where the scales differ inside a
+// group, or the Sequence asks for it (RopeScales::per_head_key_slots,
+// Ms-PoE), each query head gets its own slot, its keys rotated at that
+// head's scale. Scales are fixed for the life of a Sequence (Ms-PoE fixes
+// them at prefill), so cached keys never need re-rotation.
+//
+// Hooks (ForwardHooks, from hooks::EngineIntervention) run per sequence,
+// with the few rows they read copied to the host (the last query's rows,
+// heads x keys) and the few values they return copied back.
 #pragma once
 
 #include <cstdint>
@@ -30,23 +42,11 @@
 #include <span>
 #include <vector>
 
+#include "backends/engine/device.hpp"
 #include "backends/engine/gguf/gguf.hpp"
-#include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/dispatch.hpp"
-#include "backends/engine/ops/quantize_rows.hpp"
-#include "backends/engine/ops/weight_matrix.hpp"
 
 namespace midtune::engine {
-
-struct LayerWeights {
-  std::vector<float> attn_norm;
-  std::vector<float> ffn_norm;
-  WeightMatrix qkv;      // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
-  std::vector<float> qkv_bias;  // over the Q|K|V rows (qwen2); empty = none
-  WeightMatrix attn_out;
-  WeightMatrix gate_up;  // rows: gate (ffn), up (ffn)
-  WeightMatrix down;
-};
 
 // How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
 // head], every entry finite and > 0.
@@ -135,43 +135,49 @@ struct ForwardHooks {
 
 class Model;
 
-// One sequence's state: the KV cache and its fixed RoPE scales.
+// One sequence's state: its KV cache on the model's device and its fixed
+// RoPE scales (an Ms-PoE hook sets its layers' scales in the prefill).
 class Sequence {
  public:
   Sequence(const Model& model, int capacity, RopeScales scales);
   int length() const { return length_; }
   int capacity() const { return capacity_; }
-  // Capacity rounded up to whole 16-key blocks (the key cache layout).
-  std::size_t key_capacity() const { return (static_cast<std::size_t>(capacity_) + 15) / 16 * 16; }
   const RopeScales& scales() const { return scales_; }
   double last_position() const { return positions_.empty() ? -1.0 : positions_.back(); }
   // Forgets every token after the first `length` (their cache entries are
   // overwritten by the next forward): how a batch reuses a shared prompt prefix.
   void truncate(int length);
+  // Bytes of device memory a sequence of `capacity` takes (without per-head slots).
+  static std::size_t cache_bytes(const ModelConfig& config, int capacity);
 
  private:
   friend class Model;
-  struct LayerCache {
-    int key_slots = 0;
-    std::vector<int> slot_of_head;  // query head -> key slot
-    std::vector<float> slot_scale;  // RoPE scale of each slot
-    AlignedBuffer<float> kt;        // [slot][key_capacity/16][head_dim][16], rotated keys
-    AlignedBuffer<float> v;         // [kv_head][capacity][head_dim]
-  };
+  const Model* model_ = nullptr;
   int capacity_ = 0;
   int length_ = 0;
   RopeScales scales_;
   std::vector<double> positions_;
-  std::vector<LayerCache> layers_;
+  std::vector<std::unique_ptr<LayerKv>> layers_;
+};
+
+// One sequence's part of a forward call.
+struct SequenceCall {
+  Sequence* sequence = nullptr;
+  std::span<const std::int32_t> tokens;
+  std::span<const double> positions;  // one per token; empty = continue from the last position + 1 (0 first)
+  std::span<const int> logit_rows;    // indices into tokens whose logits are wanted
+  const ForwardHooks* hooks = nullptr;
 };
 
 class Model {
  public:
-  // Maps the GGUF, reads the architecture from its metadata and repacks the
-  // weights. Throws GgufError / std::invalid_argument naming the file and
-  // tensor on anything unsupported.
-  // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32;
-  // weight_matrix.hpp).
+  // Maps the GGUF, reads the architecture from its metadata and loads the
+  // weights into the device's form. Throws GgufError / std::invalid_argument
+  // naming the file and tensor on anything unsupported. The device outlives
+  // the model.
+  Model(const std::filesystem::path& path, Device& device);
+  // On the CPU engine (cpu/cpu_device.hpp). fp32_weights: every matrix
+  // dequantised to F32 (backend.precision: fp32; ops/weight_matrix.hpp).
   explicit Model(const std::filesystem::path& path, Isa isa = best_isa(), bool fp32_weights = false);
   ~Model();
   Model(const Model&) = delete;
@@ -179,50 +185,73 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
-  Isa isa() const { return isa_; }
+  Device& device() const { return device_; }
   int vocab() const { return static_cast<int>(config_.vocab); }
+  // Device memory the weights take, and what one token of activations takes
+  // in a forward call (the batched backend sizes its batches with these).
+  std::size_t weight_bytes() const { return weight_bytes_; }
+  std::size_t activation_bytes_per_token() const;
 
-  // Runs `tokens` after what `seq` already holds. positions: one per token,
-  // empty = continue from the last cached position + 1 (0 for the first).
-  // Returns logits for the rows listed in `logit_rows` (indices into tokens),
-  // rows.size() x vocab, row-major. Throws std::invalid_argument for a token
-  // id outside the vocabulary, a full cache or bad rows.
+  // Runs every call's tokens after what its sequence holds, all in one pass.
+  // The logits of the requested rows, call after call, are left on the
+  // device (logit_rows() x vocab). Throws std::invalid_argument for a token
+  // outside the vocabulary, a full cache, bad rows or positions.
+  void forward(std::span<const SequenceCall> calls);
+  int logit_rows() const { return logit_rows_; }
+  std::vector<float> download_logits() const;
+  // Per logit row of the last forward: its argmax, and with `gold` (one token
+  // per row) log softmax at the gold token.
+  void score(std::span<const std::int32_t> gold, std::vector<std::int32_t>& argmax,
+             std::vector<double>& gold_logprob);
+
+  // One sequence: runs `tokens` after what `seq` already holds, in
+  // prefill_chunk pieces (one piece where the hooks read the whole prompt).
+  // positions: one per token, empty = continue from the last cached
+  // position + 1 (0 for the first). Returns the logits of the rows listed in
+  // `logit_rows` (indices into tokens), rows.size() x vocab, row-major.
   std::vector<float> forward(Sequence& seq, std::span<const std::int32_t> tokens,
                              std::span<const double> positions, std::span<const int> logit_rows,
-                             const ForwardHooks* hooks = nullptr) const;
+                             const ForwardHooks* hooks = nullptr);
 
-  // Tokens processed per pass through the layers (bounds activation memory).
+  // Tokens processed per pass through the layers in forward(Sequence&, ...)
+  // (bounds activation memory).
   int prefill_chunk = 512;
 
  private:
+  friend class Sequence;
+  struct Layer {
+    DeviceBuffer<float> attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty: none
+    std::unique_ptr<DeviceMatrix> qkv;       // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
+    std::unique_ptr<DeviceMatrix> attn_out;
+    std::unique_ptr<DeviceMatrix> gate_up;   // rows: gate (ffn), up (ffn)
+    std::unique_ptr<DeviceMatrix> down;
+  };
   struct Workspace;
-  void forward_chunk(Sequence& seq, std::span<const std::int32_t> tokens, const double* positions,
-                     std::span<const int> logit_rows, float* logits, const ForwardHooks* hooks,
-                     Workspace& ws) const;
-  void attention_layer(int layer, Sequence& seq, int tokens, const double* positions,
-                       Workspace& ws, const ForwardHooks* hooks) const;
-  void embed(std::int32_t token, float* out) const;
-  // Pieces of attention_layer, shared with the PHS recompute.
-  void cache_keys(int layer, Sequence& seq, int tokens, Workspace& ws) const;
-  void rotate_queries(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
-  void attend(int layer, Sequence& seq, int tokens, int first, bool want_key0_weights, bool want_last_row,
-              Workspace& ws) const;
-  void correct_key0_weight(int layer, const Sequence& seq, int tokens, int first, Workspace& ws) const;
-  void apply_head_rope_scales(int layer, Sequence& seq, int tokens, const double* positions, Workspace& ws,
-                              const ForwardHooks& hooks) const;
-  void scale_qk_channel(const QkChannelScaling& phs, int tokens, int first_query, Workspace& ws) const;
-  void recompute_last_rows(int layer, Sequence& seq, int tokens, int first, Workspace& ws) const;
+  void load();
+  // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
+  void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales);
+  void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
+                              const ForwardHooks& hooks);
+  void scale_qk_channel(const QkChannelScaling& phs, float* qkv, const float* normed, int tokens, int first_query);
+  void cache_keys(int layer, Sequence& seq, const float* qkv, int tokens, const float* tables,
+                  std::size_t table_stride);
+  void rotate_queries(int offset, int tokens, int first, const float* qkv, const float* tables,
+                      std::size_t table_stride);
+  void attend(int layer, Sequence& seq, int offset, int tokens, int first, bool key0, bool last_row);
+  void correct_key0(int layer, Sequence& seq, int offset, int tokens, int first);
 
+  std::unique_ptr<Device> owned_device_;  // declared first: destroyed after every buffer on it
+  Device& device_;
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
-  Isa isa_;
-  GgmlType embedding_type_{};
-  const std::byte* embedding_data_ = nullptr;
-  std::size_t embedding_row_bytes_ = 0;
-  std::vector<LayerWeights> layers_;
-  std::vector<float> output_norm_;
-  std::vector<double> rope_inv_freq_;  // per dimension pair: base^(-2i/d) * freq_scale / freq_factor[i]
-  WeightMatrix lm_head_;
+  std::size_t weight_bytes_ = 0;
+  std::unique_ptr<DeviceEmbedding> embedding_;
+  DeviceBuffer<float> output_norm_;
+  std::unique_ptr<DeviceMatrix> lm_head_;
+  DeviceBuffer<double> rope_inv_freq_;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Workspace> ws_;
+  int logit_rows_ = 0;
 };
 
 }  // namespace midtune::engine

@@ -57,7 +57,7 @@ ModelBenchResult bench_model(const std::filesystem::path& model_path, const Mode
   tbb::task_arena arena(options.threads);
   arena.execute([&] {
     auto start = std::chrono::steady_clock::now();
-    const Model model(model_path, options.isa);
+    Model model(model_path, options.isa);
     result.load_seconds = seconds_since(start);
     const ModelConfig& c = model.config();
     const std::vector<std::int32_t> tokens = bench_tokens(options.prompt_tokens + options.decode_tokens, model.vocab());

@@ -1,5 +1,5 @@
 // Reading a model's tensors from its GGUF, shared by every device's model
-// (model.cpp on the CPU, batched/batched_model.cpp on a GPU): the shape and
+// (model.cpp, whatever the device): the shape and
 // type checks, the vectors, Q/K/V biases, the RoPE frequencies, and the rule
 // that every tensor of the file is one the forward pass reads.
 #pragma once

@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/batched/batched_backend.hpp"
-#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/model.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/cuda/devices.hpp"
@@ -116,9 +116,9 @@ class BatchedArchTest : public ::testing::TestWithParam<std::tuple<std::string, 
     if (models_ == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
     device_ = make_device(device);
     if (device_ == nullptr) GTEST_SKIP() << "no CUDA device";
-    batched_ = std::make_unique<BatchedModel>(models_->file->path(), *device_);
+    batched_ = std::make_unique<Model>(models_->file->path(), *device_);
   }
-  const Model& cpu() const { return *models_->cpu; }
+  Model& cpu() const { return *models_->cpu; }
 
   // Last-row logits of one prompt on the CPU engine and on the batched one.
   std::vector<float> cpu_logits(const std::vector<std::int32_t>& tokens, const hooks::EngineIntervention& ei) const {
@@ -129,7 +129,7 @@ class BatchedArchTest : public ::testing::TestWithParam<std::tuple<std::string, 
 
   TinyModels* models_ = nullptr;
   std::unique_ptr<DeviceOps> device_;
-  std::unique_ptr<BatchedModel> batched_;
+  std::unique_ptr<Model> batched_;
 };
 
 TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
@@ -140,7 +140,7 @@ TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
     const hooks::EngineIntervention on_cpu(cpu(), iv, n, kChunks);
     const std::vector<float> expected = cpu_logits(tokens, on_cpu);
     const hooks::EngineIntervention on_device(batched_->config(), batched_->file(), iv, n, kChunks);
-    BatchedSequence seq(*batched_, n, on_device.sequence_scales());
+    Sequence seq(*batched_, n, on_device.sequence_scales());
     const int last = n - 1;
     const SequenceCall call{&seq, tokens, on_device.prompt_positions(), std::span<const int>(&last, 1),
                             on_device.hooks()};
@@ -177,7 +177,7 @@ TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
     ivs.push_back(std::make_unique<hooks::EngineIntervention>(batched_->config(), batched_->file(),
                                                              Intervention::from_json(methods().at(names[i])), n,
                                                              kChunks));
-    BatchedSequence seq(*batched_, n, ivs.back()->sequence_scales());
+    Sequence seq(*batched_, n, ivs.back()->sequence_scales());
     const int last = n - 1;
     const SequenceCall call{&seq, prompts.back(), ivs.back()->prompt_positions(), std::span<const int>(&last, 1),
                             ivs.back()->hooks()};
@@ -186,7 +186,7 @@ TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
   }
   // Fresh interventions: the hooks keep what the prefill decided.
   std::vector<std::unique_ptr<hooks::EngineIntervention>> fresh;
-  std::vector<std::unique_ptr<BatchedSequence>> seqs;
+  std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<SequenceCall> calls;
   std::vector<int> lasts(names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -194,7 +194,7 @@ TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
     fresh.push_back(std::make_unique<hooks::EngineIntervention>(batched_->config(), batched_->file(),
                                                                Intervention::from_json(methods().at(names[i])), n,
                                                                kChunks));
-    seqs.push_back(std::make_unique<BatchedSequence>(*batched_, n, fresh.back()->sequence_scales()));
+    seqs.push_back(std::make_unique<Sequence>(*batched_, n, fresh.back()->sequence_scales()));
     lasts[i] = n - 1;
     calls.push_back({seqs.back().get(), prompts[i], fresh.back()->prompt_positions(),
                      std::span<const int>(&lasts[i], 1), fresh.back()->hooks()});
@@ -223,7 +223,7 @@ TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
     // One pass: the prompt, then the rest in one call (hooked interventions
     // need the prompt alone first).
     const hooks::EngineIntervention a(batched_->config(), batched_->file(), iv, prompt, kChunks);
-    BatchedSequence one(*batched_, n, a.sequence_scales());
+    Sequence one(*batched_, n, a.sequence_scales());
     const int last = prompt - 1;
     SequenceCall call{&one, std::span<const std::int32_t>(tokens).first(prompt), a.prompt_positions(),
                       std::span<const int>(&last, 1), a.hooks()};
@@ -235,7 +235,7 @@ TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
     const std::vector<float> whole = batched_->download_logits();
 
     const hooks::EngineIntervention b(batched_->config(), batched_->file(), iv, prompt, kChunks);
-    BatchedSequence steps(*batched_, n, b.sequence_scales());
+    Sequence steps(*batched_, n, b.sequence_scales());
     call = {&steps, std::span<const std::int32_t>(tokens).first(prompt), b.prompt_positions(),
             std::span<const int>(&last, 1), b.hooks()};
     batched_->forward(std::span<const SequenceCall>(&call, 1));
@@ -257,7 +257,7 @@ TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
 }
 
 TEST_P(BatchedArchTest, BadCallsAreRefusedByName) {
-  BatchedSequence seq(*batched_, 4, RopeScales::ones(batched_->config().layers, batched_->config().heads));
+  Sequence seq(*batched_, 4, RopeScales::ones(batched_->config().layers, batched_->config().heads));
   const std::vector<std::int32_t> too_many = test_tokens(batched_->vocab(), 5, 2);
   SequenceCall call{&seq, too_many, {}, {}, nullptr};
   EXPECT_THROW(batched_->forward(std::span<const SequenceCall>(&call, 1)), std::invalid_argument);

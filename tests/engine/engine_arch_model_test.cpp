@@ -83,7 +83,7 @@ Model* tiny_model(const std::string& name) {
   throw std::logic_error("no tiny model " + name);
 }
 
-RopeScales scales_from(const Model& model, const nlohmann::json& rows) {
+RopeScales scales_from(Model& model, const nlohmann::json& rows) {
   const ModelConfig& c = model.config();
   RopeScales s = RopeScales::ones(c.layers, c.heads);
   for (std::size_t l = 0; l < rows.size(); ++l)
@@ -91,7 +91,7 @@ RopeScales scales_from(const Model& model, const nlohmann::json& rows) {
   return s;
 }
 
-std::vector<float> last_logits(const Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
+std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
                                std::span<const double> positions = {}, const ForwardHooks* hooks = nullptr) {
   Sequence seq(model, static_cast<int>(tokens.size()) + 1, scales);
   const int last = static_cast<int>(tokens.size()) - 1;

@@ -191,7 +191,7 @@ TEST_F(EngineBackendTest, HookedTeacherForcedEqualsStepByStepDecoding) {
   for (int l = 5; l <= 25; ++l) phs.hidden_channel->layers.push_back(l);
   phs_siw = phs;
   phs_siw.siw = siw.siw;
-  const Model& model = backend_->model();
+  Model& model = backend_->model();
   const int vocab = model.vocab();
   for (const Intervention& iv : {mspoe, caliope, siw, phs, phs_siw}) {
     const auto batched = backend_->run(iv, items, RunOptions{Mode::teacher_forced, 0});

@@ -199,7 +199,7 @@ TEST_P(FloatModel, LastLogitsMatchTheFp32ReferenceOfTheSameWeightsOnEveryIsa) {
   for (Isa isa : kAllIsas) {
     if (!isa_available(isa)) continue;
     ++ran;
-    const Model engine(file.path(), isa);
+    Model engine(file.path(), isa);
     EXPECT_EQ(engine.config().hidden, static_cast<std::uint32_t>(kHidden));
     EXPECT_FALSE(engine.config().tied_output);
     const int last = static_cast<int>(tokens.size()) - 1;

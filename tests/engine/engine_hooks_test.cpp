@@ -17,7 +17,7 @@ namespace {
 
 TEST(EngineHooks, EveryMechanismNeedsWhatItsHooksDo) {
   const testing::MemoryFile file(testing::TinyLlama{}.bytes());
-  const Model model(file.path());
+  Model model(file.path());
   const int prompt_tokens = 12;
   const std::vector<hooks::TokenSpan> chunks = {{1, 4}, {4, 7}, {7, 10}};
   for (const MethodModule* m : method_modules()) {

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const Model model(argv[1], best_isa());
+    Model model(argv[1], best_isa());
     std::ifstream in(argv[2]);
     if (!in) throw std::runtime_error(std::string(argv[2]) + ": cannot open");
     std::ofstream out(argv[3], std::ios::binary);
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
       const std::vector<float> logits = model.forward(seq, tokens, {}, std::span<const int>(&last, 1));
       out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
     }
-    std::cerr << argv[1] << ": ISA " << to_string(model.isa()) << "\n";
+    std::cerr << argv[1] << ": " << model.device().name() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "engine_logits_dump: " << e.what() << "\n";
     return 1;

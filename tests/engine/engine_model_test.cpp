@@ -132,7 +132,7 @@ TEST_F(EngineModel, ChunkedPrefillAndTokenByTokenDecodeAgreeWithOnePass) {
 }
 
 // With two threads a decode step over a long cache splits its attention
-// tiles across the threads (model.cpp attend: 3 key slots would leave one
+// tiles across the threads (CpuDevice::attention: 3 key slots would leave one
 // thread idle); with one thread each tile runs whole. Both must give the
 // same logits bit for bit.
 TEST_F(EngineModel, DecodeOverALongCacheIsBitIdenticalOnOneThreadAndTwo) {

@@ -161,7 +161,7 @@ std::vector<std::vector<double>> reference_logits(const fs::path& model, const s
   return rows;
 }
 
-std::vector<float> last_logits(const Model& model, Sequence& seq, std::span<const std::int32_t> tokens) {
+std::vector<float> last_logits(Model& model, Sequence& seq, std::span<const std::int32_t> tokens) {
   const int last = static_cast<int>(tokens.size()) - 1;
   return model.forward(seq, tokens, {}, std::span<const int>(&last, 1));
 }
@@ -173,7 +173,7 @@ int argmax(const std::vector<T>& v) {
 
 // Greedy tokens after `prompt`, ending with the end-of-generation token if
 // one came (as llama-simple: it stops there without printing it).
-std::vector<std::int32_t> engine_greedy(const Model& model, const Tokenizer& tokenizer,
+std::vector<std::int32_t> engine_greedy(Model& model, const Tokenizer& tokenizer,
                                         const std::vector<std::int32_t>& prompt, int steps) {
   const ModelConfig& c = model.config();
   Sequence seq(model, static_cast<int>(prompt.size()) + steps, RopeScales::ones(c.layers, c.heads));
@@ -240,7 +240,7 @@ struct Parting {
 std::vector<Parting> compare_greedy(const fs::path& file, const std::string& label,
                                     const std::vector<std::string>& prompts, int steps,
                                     const std::vector<int>& prompt_numbers = {}) {
-  const Model model(file);
+  Model model(file);
   const Tokenizer tokenizer = Tokenizer::from_gguf(model.file());
   std::vector<Parting> partings;
   for (std::size_t p = 0; p < prompts.size(); ++p) {
@@ -298,7 +298,7 @@ struct LogitComparison {
 
 LogitComparison compare_logits(const fs::path& file, const std::string& precision,
                                const std::vector<std::vector<std::int32_t>>& prompts) {
-  const Model model(file);
+  Model model(file);
   const ModelConfig& c = model.config();
   const auto ref = reference_logits(file, precision, prompts, c.vocab);
   LogitComparison out;

@@ -20,7 +20,7 @@ constexpr int kHidden = testing::kTinyHidden, kHeads = testing::kTinyHeads, kLay
               kVocab = testing::kTinyVocab;
 using TinyModel = testing::TinyLlama;
 
-std::vector<float> last_logits(const Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
+std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
                                int chunk) {
   const_cast<Model&>(model).prefill_chunk = chunk;
   Sequence seq(model, static_cast<int>(tokens.size()), scales);
@@ -34,7 +34,7 @@ TEST(TinyModel, LoadsAndGivesFiniteLogitsOnEveryIsa) {
   std::vector<float> reference;
   for (Isa isa : kAllIsas) {
     if (!isa_available(isa)) continue;
-    const Model model(file.path(), isa);
+    Model model(file.path(), isa);
     EXPECT_EQ(model.config().layers, static_cast<std::uint32_t>(kLayers));
     EXPECT_TRUE(model.config().tied_output);
     const RopeScales ones = RopeScales::ones(kLayers, kHeads);
@@ -52,7 +52,7 @@ TEST(TinyModel, LoadsAndGivesFiniteLogitsOnEveryIsa) {
 
 TEST(TinyModel, ChunkedAndStepwiseMatchOnePassWithGqaSplitScales) {
   testing::MemoryFile file(TinyModel{}.bytes());
-  const Model model(file.path());
+  Model model(file.path());
   const std::vector<std::int32_t> tokens = {2, 9, 14, 33, 6, 6, 17, 25, 38, 1, 4, 11, 19, 27, 35, 0, 13};
   RopeScales split = RopeScales::ones(kLayers, kHeads);
   split.scale[1] = 1.7f;  // layer 0: heads 0 and 1 share a KV head but not a scale
@@ -79,7 +79,7 @@ TEST(TinyModel, BadInputsGetClearErrors) {
   wrong_shape.q_rows = kHeads * 16 + 32;
   testing::MemoryFile shape_file(wrong_shape.bytes());
   try {
-    const Model model(shape_file.path());
+    Model model(shape_file.path());
     FAIL() << "a wrong attn_q shape must be rejected";
   } catch (const std::invalid_argument& e) {
     // Layers load in parallel, so any layer may be the one named first.
@@ -91,7 +91,7 @@ TEST(TinyModel, BadInputsGetClearErrors) {
   EXPECT_THROW(Model{arch_file.path()}, std::exception);
 
   testing::MemoryFile file(TinyModel{}.bytes());
-  const Model model(file.path());
+  Model model(file.path());
   Sequence seq(model, 4, RopeScales::ones(kLayers, kHeads));
   const std::vector<std::int32_t> bad_token = {kVocab};
   EXPECT_THROW(model.forward(seq, bad_token, {}, {}), std::invalid_argument);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "backends/engine/ops/quantize_rows.hpp"
 #include "tests/engine/gguf_mutation.hpp"
 #include "tests/engine/tiny_llama_gguf.hpp"
 

@@ -19,13 +19,13 @@ TEST(ProfiledOps, ForwardsEveryCallAndCountsItByOp) {
   const std::vector<float> table = {1, 2, 3, 4, 5, 6};  // vocab 3 x width 2
   const std::vector<std::int32_t> tokens = {2, 0};
   std::vector<float> expected(4), got(4);
-  plain.embed(table.data(), 2, tokens.data(), 2, 0.5f, expected.data());
+  plain.embed_rows(table.data(), 2, tokens.data(), 2, 0.5f, expected.data());
 
   DeviceBuffer<float> device_table(profiled, table.size()), out(profiled, 4);
   DeviceBuffer<std::int32_t> device_tokens(profiled, tokens.size());
   profiled.upload(device_table.data(), table.data(), table.size() * sizeof(float));
   profiled.upload(device_tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
-  profiled.embed(device_table.data(), 2, device_tokens.data(), 2, 0.5f, out.data());
+  profiled.embed_rows(device_table.data(), 2, device_tokens.data(), 2, 0.5f, out.data());
   profiled.download(got.data(), out.data(), got.size() * sizeof(float));
   EXPECT_EQ(got, expected);  // {2.5, 3, 0.5, 1}
 

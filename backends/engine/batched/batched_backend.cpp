@@ -18,7 +18,7 @@ struct BatchedBackend::Item {
   std::unique_ptr<hooks::EngineIntervention> hooked;  // interventions that read the whole prompt
   const RopeScales* scales = nullptr;
   std::size_t tokens = 0;                     // prompt + answer: the cache it needs
-  std::unique_ptr<BatchedSequence> sequence;
+  std::unique_ptr<Sequence> sequence;
   std::vector<std::int32_t> generated;
   bool finished = false;
   SampleOutput out;
@@ -29,9 +29,9 @@ struct BatchedBackend::Item {
   }
 };
 
-BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
+BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
                                BatchedOptions options)
-    : device_(std::move(device)), model_(std::make_unique<BatchedModel>(model_path, *device_)),
+    : device_(std::move(device)), model_(std::make_unique<Model>(model_path, *device_)),
       tokenizer_(Tokenizer::from_gguf(model_->file())) {
   if (tokenizer_.vocab_size() > static_cast<std::size_t>(model_->vocab())) {
     throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
@@ -44,7 +44,7 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
   batch_tokens_ = options.batch_tokens;
   if (batch_tokens_ == 0) {
     const std::size_t per_token =
-        model_->activation_bytes_per_token() + BatchedSequence::cache_bytes(model_->config(), 1);
+        model_->activation_bytes_per_token() + Sequence::cache_bytes(model_->config(), 1);
     batch_tokens_ = std::clamp<std::size_t>(device_->free_bytes() / 4 / per_token, 256, 65536);
   }
 }
@@ -125,7 +125,7 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
     const auto started = std::chrono::steady_clock::now();
     try {
       for (Item& it : group) {
-        it.sequence = std::make_unique<BatchedSequence>(*model_, static_cast<int>(std::max<std::size_t>(it.tokens, 1)),
+        it.sequence = std::make_unique<Sequence>(*model_, static_cast<int>(std::max<std::size_t>(it.tokens, 1)),
                                                         *it.scales);
       }
       if (options.mode == Mode::teacher_forced) {

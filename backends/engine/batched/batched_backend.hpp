@@ -1,6 +1,6 @@
 // The batched engine as a midtune::Backend (backend.device: cuda): the same
 // tokenisation, chat template, interventions and answers as EngineBackend,
-// with each evaluation batch run as a few packed passes of BatchedModel:
+// with each evaluation batch run as a few packed passes of Model:
 //   teacher_forced  one pass over every item's prompt + gold tokens (items
 //                   whose intervention reads the whole prompt: their prompts
 //                   in that pass, their gold tokens in a second, as the CPU
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/engine/batched/batched_model.hpp"
+#include "backends/engine/model.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 
@@ -34,7 +34,7 @@ struct BatchedOptions {
 
 class BatchedBackend : public Backend {
  public:
-  BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
+  BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
                  BatchedOptions options = {});
 
   ModelIdentity identity() const override;
@@ -45,8 +45,8 @@ class BatchedBackend : public Backend {
   void validate(const Intervention& intervention) const override;
   std::optional<ChatWrapper> chat_wrapper() const override;
 
-  BatchedModel& model() { return *model_; }
-  const BatchedModel& model() const { return *model_; }
+  Model& model() { return *model_; }
+  const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   std::size_t batch_tokens() const { return batch_tokens_; }
   // Passes through the model in the last run() (for tests and benchmarks).
@@ -57,8 +57,8 @@ class BatchedBackend : public Backend {
   void run_teacher_forced(std::vector<Item>& items);
   void run_generate(std::vector<Item>& items, int max_new_tokens);
 
-  std::unique_ptr<DeviceOps> device_;
-  std::unique_ptr<BatchedModel> model_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Model> model_;
   Tokenizer tokenizer_;
   ModelIdentity identity_;
   std::size_t batch_tokens_ = 0;

@@ -37,6 +37,7 @@ class CudaOps final : public DeviceOps {
   }
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
+    if (bf16_ != nullptr) release(bf16_);
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
@@ -77,7 +78,8 @@ class CudaOps final : public DeviceOps {
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
 
-  void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out) override {
+  void embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
+                  float* out) override {
     cuda::embed(table, width, tokens, count, scale, out, stream_);
   }
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
@@ -93,11 +95,13 @@ class CudaOps final : public DeviceOps {
     cuda::add_row_vector(x, ld_x, rows, v, width, stream_);
   }
   void add(float* x, const float* y, std::size_t count) override { cuda::add(x, y, count, stream_); }
-  void silu_mul(const float* gate, const float* up, float* out, std::size_t count) override {
-    cuda::silu_mul(gate, up, out, count, stream_);
-  }
-  void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) override {
-    cuda::gelu_tanh_mul(gate, up, out, count, stream_);
+  void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
+                        int width, float* out, std::size_t ld_out) override {
+    if (activation == FfnActivation::gelu_tanh) {
+      cuda::gelu_tanh_mul_rows(gate, up, ld_in, rows, width, out, ld_out, stream_);
+    } else {
+      cuda::silu_mul_rows(gate, up, ld_in, rows, width, out, ld_out, stream_);
+    }
   }
   void rope_tables(const double* positions, int tokens, const float* scales, int tables,
                    const double* inverse_frequencies, int pairs, float* cos_sin) override {
@@ -110,9 +114,9 @@ class CudaOps final : public DeviceOps {
   // Decode steps and short calls take the one-block-per-query kernel; a
   // prefill the cuBLAS body, whose products use the tensor cores (the kernel
   // would re-read every key once per query).
-  void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-                 int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
-                 std::size_t out_ld, float* key0_weight, float* last_row) override {
+  void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+                      float* out, std::size_t out_ld, float* key0_weight, float* last_row) override {
     if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
       cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out,
                       out_ld, key0_weight, last_row, stream_);
@@ -132,9 +136,9 @@ class CudaOps final : public DeviceOps {
     cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
                          scale, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
   }
-  void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
-                           const float* key0_weight, const float* factors, const float* values,
-                           std::size_t kv_ld) override {
+  void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
+                                const float* key0_weight, const float* factors, const float* values,
+                                std::size_t kv_ld) override {
     (void)kv_ld;  // only row 0 of the values is read
     cuda::add_key0_correction(out, out_ld, tokens, heads, kv_heads, head_dim, key0_weight, factors, values, stream_);
   }
@@ -151,6 +155,15 @@ class CudaOps final : public DeviceOps {
                   double* gold_logprob) override {
     cuda::score_rows(logits, rows, vocab, gold, argmax, gold_logprob, stream_);
   }
+  std::uint16_t* bf16_scratch(std::size_t count) override {
+    if (bf16_capacity_ < count) {
+      if (bf16_ != nullptr) release(bf16_);
+      bf16_ = nullptr;
+      bf16_ = allocate(count * sizeof(std::uint16_t));
+      bf16_capacity_ = count;
+    }
+    return static_cast<std::uint16_t*>(bf16_);
+  }
 
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_); }
@@ -158,6 +171,8 @@ class CudaOps final : public DeviceOps {
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
   void* scores_ = nullptr;  // the cuBLAS attention body's workspace
+  void* bf16_ = nullptr;    // a product's input in bf16
+  std::size_t bf16_capacity_ = 0;
   std::size_t scores_capacity_ = 0;  // bytes
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;

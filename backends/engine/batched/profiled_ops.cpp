@@ -42,10 +42,10 @@ void ProfiledOps::copy_rows(void* dst, std::size_t dst_pitch, const void* src, s
   Scope s(*this, "copy_rows");
   inner_->copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
-void ProfiledOps::embed(const float* table, int width, const std::int32_t* tokens, int count, float scale,
-                        float* out) {
+void ProfiledOps::embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
+                             float* out) {
   Scope s(*this, "embed");
-  inner_->embed(table, width, tokens, count, scale, out);
+  inner_->embed_rows(table, width, tokens, count, scale, out);
 }
 void ProfiledOps::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
                                 float* y, std::size_t ld_y) {
@@ -69,13 +69,10 @@ void ProfiledOps::add(float* x, const float* y, std::size_t count) {
   Scope s(*this, "add");
   inner_->add(x, y, count);
 }
-void ProfiledOps::silu_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  Scope s(*this, "silu_mul");
-  inner_->silu_mul(gate, up, out, count);
-}
-void ProfiledOps::gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  Scope s(*this, "gelu_tanh_mul");
-  inner_->gelu_tanh_mul(gate, up, out, count);
+void ProfiledOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
+                                   int rows, int width, float* out, std::size_t ld_out) {
+  Scope s(*this, activation == FfnActivation::gelu_tanh ? "gelu_tanh_mul" : "silu_mul");
+  inner_->gated_activation(activation, gate, up, ld_in, rows, width, out, ld_out);
 }
 void ProfiledOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
                               const double* inverse_frequencies, int pairs, float* cos_sin) {
@@ -87,18 +84,18 @@ void ProfiledOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, i
   Scope s(*this, "rope_rows");
   inner_->rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride);
 }
-void ProfiledOps::attention(const float* q, std::size_t q_ld, const float* keys, const float* values,
+void ProfiledOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                             std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
                             float scale, float* out, std::size_t out_ld, float* key0_weight, float* last_row) {
   Scope s(*this, tokens == 1 ? "attention (1 query)" : "attention (prefill)");
-  inner_->attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out, out_ld,
+  inner_->attention_rows(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out, out_ld,
                     key0_weight, last_row);
 }
-void ProfiledOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
+void ProfiledOps::add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
                                       int head_dim, const float* key0_weight, const float* factors,
                                       const float* values, std::size_t kv_ld) {
   Scope s(*this, "add_key0_correction");
-  inner_->add_key0_correction(out, out_ld, tokens, heads, kv_heads, head_dim, key0_weight, factors, values, kv_ld);
+  inner_->add_key0_correction_rows(out, out_ld, tokens, heads, kv_heads, head_dim, key0_weight, factors, values, kv_ld);
 }
 void ProfiledOps::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
                                      const float* normed, std::size_t normed_ld, int channel, double scale,

@@ -1,7 +1,5 @@
 #include "backends/engine/batched/reference_ops.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -14,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "backends/engine/host_memory.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/geglu.hpp"
@@ -36,35 +35,17 @@ float bf16_value(std::uint16_t bits) {
 
 }  // namespace
 
-void* ReferenceOps::allocate(std::size_t bytes) {
-  void* p = std::malloc(std::max<std::size_t>(bytes, 1));
-  if (p == nullptr) throw std::runtime_error("host reference: out of memory allocating " + std::to_string(bytes) + " bytes");
-  return p;
-}
-
-void ReferenceOps::release(void* pointer) noexcept { std::free(pointer); }
-
-void ReferenceOps::upload(void* device, const void* host, std::size_t bytes) {
-  if (bytes > 0) std::memcpy(device, host, bytes);
-}
-
-void ReferenceOps::download(void* host, const void* device, std::size_t bytes) {
-  if (bytes > 0) std::memcpy(host, device, bytes);
-}
-
+void* ReferenceOps::allocate(std::size_t bytes) { return host_memory::allocate(bytes, "host reference"); }
+void ReferenceOps::release(void* pointer) noexcept { host_memory::release(pointer); }
+void ReferenceOps::upload(void* device, const void* host, std::size_t bytes) { host_memory::copy(device, host, bytes); }
+void ReferenceOps::download(void* host, const void* device, std::size_t bytes) { host_memory::copy(host, device, bytes); }
 void ReferenceOps::copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
                              std::size_t row_bytes, int rows) {
-  for (int r = 0; r < rows; ++r) {
-    std::memmove(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
-  }
+  host_memory::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
+std::size_t ReferenceOps::free_bytes() const { return host_memory::free_bytes(); }
 
-std::size_t ReferenceOps::free_bytes() const {
-  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
-}
-
-void ReferenceOps::embed(const float* table, int width, const std::int32_t* tokens, int count, float scale,
+void ReferenceOps::embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
                          float* out) {
   for (int i = 0; i < count; ++i) {
     const float* row = table + static_cast<std::size_t>(tokens[i]) * width;
@@ -110,24 +91,25 @@ void ReferenceOps::add(float* x, const float* y, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
-void ReferenceOps::silu_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  engine::silu_mul(gate, up, out, count, Isa::scalar);
+void ReferenceOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
+                                    int rows, int width, float* out, std::size_t ld_out) {
+  for (int r = 0; r < rows; ++r) {
+    if (activation == FfnActivation::gelu_tanh) {
+      engine::gelu_tanh_mul(gate + r * ld_in, up + r * ld_in, out + r * ld_out, width);
+    } else {
+      engine::silu_mul(gate + r * ld_in, up + r * ld_in, out + r * ld_out, width, Isa::scalar);
+    }
+  }
 }
 
-void ReferenceOps::gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) {
-  engine::gelu_tanh_mul(gate, up, out, count);
+std::uint16_t* ReferenceOps::bf16_scratch(std::size_t count) {
+  if (bf16_scratch_.size() < count) bf16_scratch_.resize(count);
+  return bf16_scratch_.data();
 }
 
 void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
                                const double* inverse_frequencies, int pairs, float* cos_sin) {
-  for (int table = 0; table < tables; ++table) {
-    for (int t = 0; t < tokens; ++t) {
-      for (int i = 0; i < pairs; ++i) {
-        float* entry = cos_sin + ((static_cast<std::size_t>(table) * tokens + t) * pairs + i) * 2;
-        elementwise::rope_cos_sin(positions[t], scales[table], inverse_frequencies[i], entry, entry + 1);
-      }
-    }
-  }
+  engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);
 }
 
 void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
@@ -141,7 +123,7 @@ void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, 
   }
 }
 
-void ReferenceOps::attention(const float* q, std::size_t q_ld, const float* keys, const float* values,
+void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                              std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
                              int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
                              float* last_row) {
@@ -179,7 +161,7 @@ void ReferenceOps::attention(const float* q, std::size_t q_ld, const float* keys
   }
 }
 
-void ReferenceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
+void ReferenceOps::add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
                                        int head_dim, const float* key0_weight, const float* factors,
                                        const float* values, std::size_t kv_ld) {
   (void)kv_ld;  // only row 0 of the values is read

@@ -6,6 +6,8 @@
 // a user-facing device (backend.device is cpu or cuda).
 #pragma once
 
+#include <vector>
+
 #include "backends/engine/batched/device_ops.hpp"
 
 namespace midtune::engine::batched {
@@ -22,7 +24,8 @@ class ReferenceOps final : public DeviceOps {
   void synchronize() override {}
   std::size_t free_bytes() const override;
 
-  void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out) override;
+  void embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
+                  float* out) override;
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                      std::size_t ld_y) override;
   void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override;
@@ -30,18 +33,18 @@ class ReferenceOps final : public DeviceOps {
                    int outputs, float* y, std::size_t ld_y) override;
   void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;
   void add(float* x, const float* y, std::size_t count) override;
-  void silu_mul(const float* gate, const float* up, float* out, std::size_t count) override;
-  void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count) override;
+  void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
+                        int width, float* out, std::size_t ld_out) override;
   void rope_tables(const double* positions, int tokens, const float* scales, int tables,
                    const double* inverse_frequencies, int pairs, float* cos_sin) override;
   void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
                  const float* cos_sin, std::size_t head_table_stride) override;
-  void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-                 int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
-                 std::size_t out_ld, float* key0_weight, float* last_row) override;
-  void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
-                           const float* key0_weight, const float* factors, const float* values,
-                           std::size_t kv_ld) override;
+  void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+                      float* out, std::size_t out_ld, float* key0_weight, float* last_row) override;
+  void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
+                                const float* key0_weight, const float* factors, const float* values,
+                                std::size_t kv_ld) override;
   void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
                           const float* normed, std::size_t normed_ld, int channel, double scale,
                           const float* column) override;
@@ -49,6 +52,10 @@ class ReferenceOps final : public DeviceOps {
                        std::size_t k_offset, float* rows) override;
   void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
                   double* gold_logprob) override;
+  std::uint16_t* bf16_scratch(std::size_t count) override;
+
+ private:
+  std::vector<std::uint16_t> bf16_scratch_;
 };
 
 }  // namespace midtune::engine::batched

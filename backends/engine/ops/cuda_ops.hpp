@@ -101,6 +101,12 @@ void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_
 // SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
+// The same by rows: out[r][c] = act(gate[r][c]) * up[r][c] for r < rows,
+// c < width, gate and up rows ld_in apart, out rows ld_out apart.
+void silu_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,
+                   std::size_t ld_out, void* stream = nullptr);
+void gelu_tanh_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,
+                        std::size_t ld_out, void* stream = nullptr);
 
 // The batched engine's remaining ops (contracts: batched/device_ops.hpp).
 void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out,

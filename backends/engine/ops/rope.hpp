@@ -20,6 +20,12 @@ namespace midtune::engine {
 using RopeFn = void (*)(float* x, const float* cos_sin, int rope_dims);
 RopeFn rope_for(Isa isa, RopePairing pairing = RopePairing::adjacent);
 
+// The tables rope reads, on the host: table k, token t, pair i holds cos and
+// sin of (positions[t] / scales[k]) * inverse_frequencies[i]
+// (elementwise::rope_cos_sin; the CUDA body is rope_tables in cuda_ops.hpp).
+void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                 const double* inverse_frequencies, int pairs, float* cos_sin);
+
 // One row with the scalar bodies.
 void rope_rotate(float* x, const float* cos_sin, int rope_dims);         // adjacent pairs
 void rope_rotate_halves(float* x, const float* cos_sin, int rope_dims);  // halves

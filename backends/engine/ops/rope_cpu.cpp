@@ -26,4 +26,16 @@ RopeFn rope_for(Isa isa, RopePairing pairing) {
   return select_body<RopeFn>("rope", isa, {&rope_rotate, nullptr, nullptr});
 }
 
+void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                 const double* inverse_frequencies, int pairs, float* cos_sin) {
+  for (int table = 0; table < tables; ++table) {
+    for (int t = 0; t < tokens; ++t) {
+      for (int i = 0; i < pairs; ++i) {
+        float* entry = cos_sin + ((static_cast<std::size_t>(table) * tokens + t) * pairs + i) * 2;
+        elementwise::rope_cos_sin(positions[t], scales[table], inverse_frequencies[i], entry, entry + 1);
+      }
+    }
+  }
+}
+
 }  // namespace midtune::engine

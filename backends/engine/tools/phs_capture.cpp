@@ -32,7 +32,7 @@ std::vector<std::vector<std::int32_t>> random_token_strings(const Tokenizer& tok
   return out;
 }
 
-phs::LayerCurves average_residual_stream(const Model& model,
+phs::LayerCurves average_residual_stream(Model& model,
                                          const std::vector<std::vector<std::int32_t>>& strings, int threads,
                                          const std::function<void(int done)>& progress) {
   if (strings.empty()) throw std::invalid_argument("phs-search: no random strings to average");

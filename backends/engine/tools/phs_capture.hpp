@@ -26,7 +26,7 @@ std::vector<std::vector<std::int32_t>> random_token_strings(const Tokenizer& tok
 // Each string through the model (plain, `threads` threads, 0 = all cores);
 // the residual stream after every layer averaged over the strings.
 // `progress(done)` is called after each string.
-phs::LayerCurves average_residual_stream(const Model& model,
+phs::LayerCurves average_residual_stream(Model& model,
                                          const std::vector<std::vector<std::int32_t>>& strings, int threads,
                                          const std::function<void(int done)>& progress = {});
 

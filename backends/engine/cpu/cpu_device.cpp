@@ -1,0 +1,369 @@
+#include "backends/engine/cpu/cpu_device.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "backends/engine/host_memory.hpp"
+#include "backends/engine/ops/aligned_buffer.hpp"
+#include "backends/engine/ops/attention.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/quantize_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/row_updates.hpp"
+#include "backends/engine/ops/scoring.hpp"
+#include "backends/engine/ops/swiglu.hpp"
+#include "backends/engine/ops/weight_matrix.hpp"
+
+namespace midtune::engine {
+
+namespace {
+
+// attention() splits a decode step's tiles across threads (three parallel
+// steps instead of one) from this many cached keys on: a model with fewer
+// key slots than threads otherwise leaves threads idle through the
+// attention, while below a few hundred keys the extra parallel steps cost
+// more than the idle thread (SmolLM2 decode: slower split at 32 keys, even
+// at 128, faster from 512 on).
+constexpr int kSplitAttentionKeys = 256;
+
+struct CpuMatrix final : DeviceMatrix {
+  WeightMatrix weights;
+  int rows() const override { return weights.rows(); }
+  int cols() const override { return weights.cols(); }
+  std::size_t bytes() const override { return weights.bytes(); }
+};
+
+// Rows dequantised from the mapped file as they are read (no float copy of
+// the table).
+struct CpuEmbedding final : DeviceEmbedding {
+  GgmlType type{};
+  const std::byte* data = nullptr;
+  std::size_t row_bytes = 0;
+  int width = 0;
+  std::size_t bytes() const override { return 0; }
+};
+
+struct CpuKv final : LayerKv {
+  CpuKv(int capacity, int slots, int kv_heads, int head_dim)
+      : LayerKv(capacity, slots, kv_heads, head_dim),
+        key_capacity((static_cast<std::size_t>(capacity) + kKeyBlock - 1) / kKeyBlock * kKeyBlock),
+        kt(static_cast<std::size_t>(slots) * head_dim * key_capacity),
+        v(static_cast<std::size_t>(kv_heads) * capacity * head_dim) {}
+  std::size_t key_capacity;  // capacity rounded up to whole 16-key blocks
+  AlignedBuffer<float> kt;   // [slot][key_capacity / 16][head_dim][16], rotated keys
+  AlignedBuffer<float> v;    // [kv_head][capacity][head_dim]
+  const float* slot_keys(int slot) const { return kt.data() + static_cast<std::size_t>(slot) * head_dim * key_capacity; }
+  float* slot_keys(int slot) { return kt.data() + static_cast<std::size_t>(slot) * head_dim * key_capacity; }
+  const float* head_values(int kv_head) const {
+    return v.data() + static_cast<std::size_t>(kv_head) * capacity * head_dim;
+  }
+};
+
+// Row-wise ops go parallel only for prefill; a decode step is too small to
+// pay for the task overhead.
+tbb::blocked_range<int> rows_range(int rows, int grain) {
+  return tbb::blocked_range<int>(0, rows, std::max(grain, rows < 16 ? rows : 1));
+}
+
+}  // namespace
+
+struct CpuDevice::Scratch {
+  QuantizedRows activations;                                // int8 rows of the packed matmuls
+  tbb::enumerable_thread_specific<AlignedBuffer<float>> attention;  // one tile's scores per thread
+  AlignedBuffer<float> split_attention;                     // the split decode path: one tile's scores per job
+};
+
+CpuDevice::CpuDevice(Isa isa, bool fp32_weights)
+    : isa_(isa), fp32_weights_(fp32_weights), scratch_(std::make_unique<Scratch>()) {
+  if (!isa_available(isa_)) {
+    throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
+  }
+}
+
+CpuDevice::~CpuDevice() = default;
+
+std::string CpuDevice::name() const { return std::string("cpu (") + to_string(isa_) + ")"; }
+
+// ---------------------------------------------------------------- memory
+
+void* CpuDevice::allocate(std::size_t bytes) { return host_memory::allocate(bytes, "cpu"); }
+void CpuDevice::release(void* pointer) noexcept { host_memory::release(pointer); }
+void CpuDevice::upload(void* device, const void* host, std::size_t bytes) { host_memory::copy(device, host, bytes); }
+void CpuDevice::download(void* host, const void* device, std::size_t bytes) { host_memory::copy(host, device, bytes); }
+void CpuDevice::copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                          std::size_t row_bytes, int rows) {
+  host_memory::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+}
+std::size_t CpuDevice::free_bytes() const { return host_memory::free_bytes(); }
+
+// ---------------------------------------------------------------- weights
+
+std::unique_ptr<DeviceMatrix> CpuDevice::load_matrix(const std::vector<MatrixPart>& parts, int cols) {
+  auto matrix = std::make_unique<CpuMatrix>();
+  matrix->weights = WeightMatrix::from_parts(parts, cols, fp32_weights_);
+  return matrix;
+}
+
+std::unique_ptr<DeviceEmbedding> CpuDevice::load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) {
+  auto embedding = std::make_unique<CpuEmbedding>();
+  embedding->type = table.type;
+  embedding->data = static_cast<const std::byte*>(table.data);
+  embedding->row_bytes = row_bytes;
+  embedding->width = width;
+  return embedding;
+}
+
+// ---------------------------------------------------------------- ops
+
+void CpuDevice::embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) {
+  const auto& e = static_cast<const CpuEmbedding&>(table);
+  for (int t = 0; t < count; ++t) {
+    float* row = out + static_cast<std::size_t>(t) * e.width;
+    dequantize_row(e.type, e.data + static_cast<std::size_t>(tokens[t]) * e.row_bytes, row, e.width);
+    if (scale != 1.0f) {
+      for (int i = 0; i < e.width; ++i) row[i] *= scale;
+    }
+  }
+}
+
+void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
+                              float* y, std::size_t ld_y) {
+  tbb::parallel_for(rows_range(rows, 16), [&](const tbb::blocked_range<int>& r) {
+    engine::rms_norm_rows(x + r.begin() * ld_x, ld_x, weight, static_cast<int>(r.size()), width, eps,
+                          y + r.begin() * ld_y, ld_y, isa_);
+  });
+}
+
+void CpuDevice::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
+                       std::size_t ld_y) {
+  static_cast<const CpuMatrix&>(w).weights.matmul(x, rows, ld_x, y, ld_y, scratch_->activations, isa_);
+}
+
+void CpuDevice::add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + r * ld_x;
+    for (int i = 0; i < width; ++i) row[i] += v[i];
+  }
+}
+
+void CpuDevice::add(float* x, const float* y, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuDevice::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
+                                 int rows, int width, float* out, std::size_t ld_out) {
+  const GeluMulFn gelu = gelu_mul_for(isa_);
+  tbb::parallel_for(rows_range(rows, 8), [&](const tbb::blocked_range<int>& r) {
+    for (int t = r.begin(); t < r.end(); ++t) {
+      if (activation == FfnActivation::gelu_tanh) {
+        gelu(gate + t * ld_in, up + t * ld_in, out + t * ld_out, width);
+      } else {
+        silu_mul(gate + t * ld_in, up + t * ld_in, out + t * ld_out, width, isa_);
+      }
+    }
+  });
+}
+
+void CpuDevice::rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                            const double* inverse_frequencies, int pairs, float* cos_sin) {
+  engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);
+}
+
+void CpuDevice::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
+                          RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
+  const RopeFn rope = rope_for(isa_, pairing);
+  tbb::parallel_for(0, heads, [&](int h) {
+    for (int t = 0; t < tokens; ++t) {
+      rope(x + t * ld_x + static_cast<std::size_t>(h) * head_dim,
+           cos_sin + h * head_table_stride + static_cast<std::size_t>(t) * rope_dims, rope_dims);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- KV cache
+
+std::unique_ptr<LayerKv> CpuDevice::make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) {
+  return std::make_unique<CpuKv>(capacity, slots, kv_heads, head_dim);
+}
+
+void CpuDevice::cache_keys(LayerKv& layer_kv, int start, const float* keys, std::size_t ld, int tokens,
+                           int rope_dims, RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) {
+  auto& kv = static_cast<CpuKv&>(layer_kv);
+  const int hd = kv.head_dim;
+  const RopeFn rope = rope_for(isa_, pairing);
+  tbb::parallel_for(0, kv.slots, [&](int slot) {
+    float key[512];
+    const float* source = keys + static_cast<std::size_t>(kv.kv_head_of_slot(slot)) * hd;
+    const float* table = cos_sin + slot * slot_table_stride;
+    float* kt = kv.slot_keys(slot);
+    for (int t = 0; t < tokens; ++t) {
+      std::memcpy(key, source + t * ld, sizeof(float) * hd);
+      rope(key, table + static_cast<std::size_t>(t) * rope_dims, rope_dims);
+      for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
+    }
+  });
+}
+
+void CpuDevice::cache_values(LayerKv& layer_kv, int start, const float* values, std::size_t ld, int tokens) {
+  auto& kv = static_cast<CpuKv&>(layer_kv);
+  const std::size_t hd = kv.head_dim, cap = kv.capacity;
+  for (int t = 0; t < tokens; ++t) {
+    for (int g = 0; g < kv.kv_heads; ++g) {
+      std::memcpy(kv.v.data() + (g * cap + start + t) * hd, values + t * ld + g * hd, sizeof(float) * hd);
+    }
+  }
+}
+
+// Work items: one key slot's query heads x a run of positions, so each key /
+// value row loaded serves every query head that reads it.
+void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
+                          int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
+                          float* last_row) {
+  const auto& kv = static_cast<const CpuKv&>(layer_kv);
+  const int hd = kv.head_dim;
+  const int keys_total = past + tokens;
+  const int group = heads / kv.slots;  // query heads per slot
+  const int run = std::max(1, kAttentionTile / group);
+  const int runs = (tokens + run - 1) / run;
+  const AttentionFn attend_tile = attention_for(isa_);
+  // Job `job`'s tile: key slot job / runs, run job % runs of positions.
+  const auto make_tile = [&](int job, AttentionTile& tile, std::size_t* key0_index) {
+    const int slot = job / runs;
+    const int t0 = (job % runs) * run;
+    const int t1 = std::min(tokens, t0 + run);
+    for (int h = slot * group; h < (slot + 1) * group; ++h) {
+      for (int t = t0; t < t1; ++t) {
+        const int r = tile.count++;
+        tile.q[r] = q + t * q_ld + static_cast<std::size_t>(h) * hd;
+        tile.out[r] = out + t * out_ld + static_cast<std::size_t>(h) * hd;
+        tile.limit[r] = past + t + 1;
+        // A sliding window: the query sees its last `window` keys.
+        tile.first[r] = window == 0 ? 0 : std::max(0, tile.limit[r] - window);
+        key0_index[r] = static_cast<std::size_t>(h) * tokens + t;
+        if (last_row != nullptr && t == tokens - 1) {
+          tile.probs_out[r] = last_row + static_cast<std::size_t>(h) * keys_total;
+        }
+      }
+    }
+    return KeyValueView{kv.slot_keys(slot), kv.head_values(kv.kv_head_of_slot(slot)), static_cast<std::size_t>(hd),
+                        hd};
+  };
+  const int jobs = kv.slots * runs;
+  const AttentionParts* parts = attention_parts_for(isa_);
+  const int threads = tbb::this_task_arena::max_concurrency();
+  if (parts != nullptr && hd % kKeyBlock == 0 && jobs % threads != 0 && jobs < 2 * threads &&
+      keys_total >= kSplitAttentionKeys) {
+    // A decode step: too few tiles (3 key slots on 2 threads leave one idle
+    // a third of the time) to keep the threads busy over long caches, so
+    // the tiles' keys are split for the scores and their output dims for
+    // p V. Bit-identical to the whole body (ops/attention.hpp).
+    struct Job {
+      AttentionTile tile;
+      KeyValueView kv;
+      int max_limit = 0;
+      float key0_weight[kAttentionTile];
+      std::size_t key0_index[kAttentionTile];
+    };
+    std::vector<Job> tiles(static_cast<std::size_t>(jobs));
+    for (int j = 0; j < jobs; ++j) {
+      Job& job = tiles[j];
+      job.kv = make_tile(j, job.tile, job.key0_index);
+      job.tile.key0_weight = key0_weight != nullptr ? job.key0_weight : nullptr;
+      check_attention_args(job.tile, job.kv);
+      for (int r = 0; r < job.tile.count; ++r) job.max_limit = std::max(job.max_limit, job.tile.limit[r]);
+    }
+    const std::size_t per_job = static_cast<std::size_t>(kAttentionTile) * keys_total;
+    AlignedBuffer<float>& split = scratch_->split_attention;
+    split.ensure(per_job * jobs);
+    constexpr int kKeyChunk = 256;  // a multiple of kKeyBlock
+    const int key_chunks = (keys_total + kKeyChunk - 1) / kKeyChunk;
+    tbb::parallel_for(0, jobs * key_chunks, [&](int item) {
+      Job& job = tiles[item / key_chunks];
+      const int k_begin = (item % key_chunks) * kKeyChunk;
+      const int k_end = std::min(job.max_limit, k_begin + kKeyChunk);
+      if (k_begin >= k_end) return;
+      parts->scores(job.tile, job.kv, scale, split.data() + per_job * (item / key_chunks), job.max_limit, k_begin,
+                    k_end);
+    });
+    const int rows_per_job = tiles[0].tile.count;
+    tbb::parallel_for(0, jobs * rows_per_job, [&](int item) {
+      Job& job = tiles[item / rows_per_job];
+      const int r = item % rows_per_job;
+      if (r < job.tile.count) parts->softmax_row(job.tile, r, split.data() + per_job * (item / rows_per_job), job.max_limit);
+    });
+    const int dim_chunks = (hd + parts->value_dims - 1) / parts->value_dims;
+    tbb::parallel_for(0, jobs * dim_chunks, [&](int item) {
+      Job& job = tiles[item / dim_chunks];
+      const int c_begin = (item % dim_chunks) * parts->value_dims;
+      parts->values(job.tile, job.kv, split.data() + per_job * (item / dim_chunks), job.max_limit, c_begin,
+                    std::min(hd, c_begin + parts->value_dims));
+    });
+    if (key0_weight != nullptr) {
+      for (const Job& job : tiles) {
+        for (int r = 0; r < job.tile.count; ++r) key0_weight[job.key0_index[r]] = job.key0_weight[r];
+      }
+    }
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int>(0, jobs), [&](const tbb::blocked_range<int>& range) {
+    AlignedBuffer<float>& scores = scratch_->attention.local();
+    scores.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
+    for (int job = range.begin(); job < range.end(); ++job) {
+      AttentionTile tile;
+      float tile_key0[kAttentionTile];
+      std::size_t key0_index[kAttentionTile];
+      const KeyValueView view = make_tile(job, tile, key0_index);
+      tile.key0_weight = key0_weight != nullptr ? tile_key0 : nullptr;
+      engine::attention(attend_tile, tile, view, scale, scores.data());
+      if (key0_weight != nullptr) {
+        for (int r = 0; r < tile.count; ++r) key0_weight[key0_index[r]] = tile_key0[r];
+      }
+    }
+  });
+}
+
+void CpuDevice::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& layer_kv,
+                                    const float* key0_weight, const float* factors) {
+  const auto& kv = static_cast<const CpuKv&>(layer_kv);
+  engine::add_key0_correction(out, out_ld, tokens, heads, heads / kv.kv_heads, kv.head_dim, key0_weight,
+                              static_cast<std::size_t>(tokens), factors, kv.v.data(),
+                              static_cast<std::size_t>(kv.capacity) * kv.head_dim);
+}
+
+// ---------------------------------------------------------------- methods' ops
+
+void CpuDevice::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                                   const float* normed, std::size_t normed_ld, int channel, double scale,
+                                   const float* column) {
+  engine::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
+}
+
+void CpuDevice::last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
+                                std::size_t k_offset, float* rows) {
+  last_query_rows_before_rope(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows);
+}
+
+void CpuDevice::score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
+                           double* gold_logprob) {
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits + static_cast<std::size_t>(r) * vocab;
+    argmax[r] = argmax_row(row, vocab);
+    if (gold != nullptr) gold_logprob[r] = log_softmax_at(row, vocab, gold[r]);
+  }
+}
+
+}  // namespace midtune::engine

@@ -1,0 +1,82 @@
+// The CPU body of Device (device.hpp): the CPU engine's kernels behind the
+// one forward pass. Weights keep the form their GGUF type calls for
+// (ops/weight_matrix.hpp: the packed int8 path per ISA, the float paths;
+// every part F32 with `precision: fp32`); the embedding rows are
+// dequantised from the mapped file as they are read; keys are cached
+// rotated and transposed in 16-key blocks per slot, values per KV head, for
+// the tiled attention bodies (ops/attention.hpp). Ops run on the calling
+// thread's TBB arena (EngineOptions::threads), the row-wise ones in
+// parallel only for prefill-sized calls. "Device memory" is host memory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/engine/device.hpp"
+#include "backends/engine/ops/dispatch.hpp"
+
+namespace midtune::engine {
+
+class CpuDevice final : public Device {
+ public:
+  // Throws std::invalid_argument when `isa` is not available on this CPU.
+  // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32).
+  explicit CpuDevice(Isa isa = best_isa(), bool fp32_weights = false);
+  ~CpuDevice() override;
+
+  Isa isa() const { return isa_; }
+  std::string name() const override;
+  std::uint32_t max_head_dim() const override { return 512; }
+  bool loads_in_parallel() const override { return true; }
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* pointer) noexcept override;
+  void upload(void* device, const void* host, std::size_t bytes) override;
+  void download(void* host, const void* device, std::size_t bytes) override;
+  void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t row_bytes,
+                 int rows) override;
+  void synchronize() override {}
+  std::size_t free_bytes() const override;
+
+  std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) override;
+  std::unique_ptr<DeviceEmbedding> load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) override;
+
+  void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) override;
+  void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
+                     std::size_t ld_y) override;
+  void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
+              std::size_t ld_y) override;
+  void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;
+  void add(float* x, const float* y, std::size_t count) override;
+  void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
+                        int width, float* out, std::size_t ld_out) override;
+  void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                   const double* inverse_frequencies, int pairs, float* cos_sin) override;
+  void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
+                 const float* cos_sin, std::size_t head_table_stride) override;
+
+  std::unique_ptr<LayerKv> make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) override;
+  void cache_keys(LayerKv& kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
+                  RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) override;
+  void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) override;
+  void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads, int window,
+                 float scale, float* out, std::size_t out_ld, float* key0_weight, float* last_row) override;
+  void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
+                           const float* key0_weight, const float* factors) override;
+
+  void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                          const float* normed, std::size_t normed_ld, int channel, double scale,
+                          const float* column) override;
+  void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
+                       std::size_t k_offset, float* rows) override;
+  void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
+                  double* gold_logprob) override;
+
+ private:
+  struct Scratch;
+  Isa isa_;
+  bool fp32_weights_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace midtune::engine

@@ -1,0 +1,197 @@
+// What the model (model.hpp) runs on: one Device body per kind of hardware,
+// one forward pass for all of them, as CTranslate2 runs one layer code on
+// every device. The bodies:
+//   CpuDevice (cpu_device.hpp)      the CPU engine: the packed int8 / float
+//                                   matrices per ISA, the tiled attention
+//                                   over transposed keys, TBB threads;
+//   ReferenceOps (batched/)         the host reference the GPU is tested
+//                                   against: bf16 weights, row-major KV;
+//   CudaOps (batched/)              an NVIDIA GPU, the same layout as the
+//                                   reference.
+// A device owns the form of its weights (DeviceMatrix, DeviceEmbedding) and
+// of a sequence's KV cache (LayerKv): the model never reads either, it only
+// hands them back to the device's ops.
+//
+// Pointers are device pointers; matrices are row-major with the stated row
+// strides (in elements). Calls may be asynchronous: download() and
+// synchronize() wait for what came before.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/engine/gguf/gguf.hpp"
+#include "backends/engine/gguf/rope_pairing.hpp"
+#include "backends/engine/ops/packed_matrix.hpp"
+
+namespace midtune::engine {
+
+// A weight matrix (rows x cols) in the form the device multiplies with.
+class DeviceMatrix {
+ public:
+  virtual ~DeviceMatrix() = default;
+  virtual int rows() const = 0;
+  virtual int cols() const = 0;
+  virtual std::size_t bytes() const = 0;  // device memory it takes
+};
+
+// The token embedding table in the form the device reads rows from.
+class DeviceEmbedding {
+ public:
+  virtual ~DeviceEmbedding() = default;
+  virtual std::size_t bytes() const = 0;  // device memory it takes (0: read from the mapped file)
+};
+
+// One layer's KV cache of one sequence, in the device's layout. A slot is a
+// KV head, or a query head in layers whose heads of one GQA group have
+// different RoPE scales (Ms-PoE): there the group's keys are rotated per
+// head, so each query head sees keys rotated like itself.
+class LayerKv {
+ public:
+  LayerKv(int capacity, int slots, int kv_heads, int head_dim)
+      : capacity(capacity), slots(slots), kv_heads(kv_heads), head_dim(head_dim) {}
+  virtual ~LayerKv() = default;
+  const int capacity, slots, kv_heads, head_dim;
+  // The KV head whose keys and values slot `slot` holds.
+  int kv_head_of_slot(int slot) const { return slots == kv_heads ? slot : slot / (slots / kv_heads); }
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  // The largest head dimension the attention bodies take.
+  virtual std::uint32_t max_head_dim() const = 0;
+  // Whether load_matrix may run on several threads at once.
+  virtual bool loads_in_parallel() const { return false; }
+
+  // ---- memory
+  virtual void* allocate(std::size_t bytes) = 0;  // throws std::runtime_error naming the size when out of memory
+  virtual void release(void* pointer) noexcept = 0;
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, const void* device, std::size_t bytes) = 0;
+  // `rows` rows of `row_bytes` from src (pitch in bytes) to dst.
+  virtual void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+                         std::size_t row_bytes, int rows) = 0;
+  virtual void synchronize() = 0;
+  // Bytes still free on the device (a host device: what the machine has).
+  virtual std::size_t free_bytes() const = 0;
+
+  // ---- weights, from the mapped GGUF (the parts stay valid while the call runs)
+  // Parts stacked one below the other, all of `cols` columns. Throws
+  // std::invalid_argument for a type the device cannot take.
+  virtual std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) = 0;
+  // The rows of `table` (table.rows rows of `width` values, `row_bytes`
+  // each in the file) stay readable while the model lives (the file stays
+  // mapped).
+  virtual std::unique_ptr<DeviceEmbedding> load_embedding(const MatrixPart& table, int width,
+                                                          std::size_t row_bytes) = 0;
+
+  // ---- ops
+  // out[i] = table[tokens[i]] * scale.
+  virtual void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale,
+                     float* out) = 0;
+  // RMSNorm (ops/rmsnorm.hpp's contract).
+  virtual void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
+                             float* y, std::size_t ld_y) = 0;
+  // y[r][o] = x[r][:] . w[o][:] for r < rows, o < w.rows() (the device's
+  // precision: int8 or fp32 activations on the CPU, bf16 on the GPU).
+  virtual void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
+                      std::size_t ld_y) = 0;
+  // x[r][i] += v[i] for r < rows, i < width (biases).
+  virtual void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) = 0;
+  // x[i] += y[i] (residuals).
+  virtual void add(float* x, const float* y, std::size_t count) = 0;
+  // out[r][i] = act(gate[r][i]) * up[r][i] for r < rows, i < width, gate and
+  // up rows `ld_in` apart: SwiGLU (silu) or GeGLU (gelu, tanh form).
+  virtual void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
+                                int rows, int width, float* out, std::size_t ld_out) = 0;
+  // RoPE tables: table k, token t, pair i holds cos and sin of
+  // (positions[t] / scales[k]) * inverse_frequencies[i] (elementwise::rope_cos_sin).
+  virtual void rope_tables(const double* positions, int tokens, const float* scales, int tables,
+                           const double* inverse_frequencies, int pairs, float* cos_sin) = 0;
+  // Rotates head h of row t with table entry cos_sin + h * head_table_stride + t * rope_dims.
+  virtual void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
+                         RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) = 0;
+
+  // ---- the KV cache
+  virtual std::unique_ptr<LayerKv> make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) = 0;
+  // Keys of `tokens` rows (kv_heads x head_dim each, rows `ld` apart) into
+  // the cache rows [start, start + tokens) of every slot, slot s rotated with
+  // the table at cos_sin + s * slot_table_stride (rope_rows' table layout).
+  virtual void cache_keys(LayerKv& kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
+                          RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) = 0;
+  virtual void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) = 0;
+  // Causal attention of `tokens` queries at positions past..past+tokens-1
+  // (heads x head_dim per row) over the cached keys [0, past + tokens), within
+  // the last `window` keys (0: all). Where asked: each query's weight on key
+  // 0 (key0_weight[h * tokens + t]) and the last query's weights over every
+  // key (last_row[h * (past + tokens) + k], 0 outside the window).
+  virtual void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads,
+                         int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
+                         float* last_row) = 0;
+  // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h * tokens + t] * value 0 of head h's slot.
+  virtual void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
+                                   const float* key0_weight, const float* factors) = 0;
+
+  // ---- the methods' own ops
+  // PHS eq. 2: rows[t][offset + i] += channel_delta(scale, normed[t][channel]) * column[i]
+  // for t < tokens, i < width.
+  virtual void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                                  const float* normed, std::size_t normed_ld, int channel, double scale,
+                                  const float* column) = 0;
+  // Ms-PoE: ops/last_query_rows.hpp's contract (rows: heads x tokens).
+  virtual void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
+                               std::size_t k_offset, float* rows) = 0;
+  // Per logit row: the first index of the largest value, and (gold != nullptr)
+  // log softmax at gold[r], in double.
+  virtual void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
+                          double* gold_logprob) = 0;
+};
+
+// A typed allocation on one device, released with it.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device& device, std::size_t count) : device_(&device), count_(count) {
+    if (count > 0) data_ = static_cast<T*>(device.allocate(count * sizeof(T)));
+  }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      device_ = other.device_;
+      data_ = other.data_;
+      count_ = other.count_;
+      other.data_ = nullptr;
+      other.count_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* data() const { return data_; }
+  std::size_t size() const { return count_; }
+  // Grows (contents lost) to hold at least `count` elements.
+  void ensure(Device& device, std::size_t count) {
+    if (count > count_ || device_ != &device) *this = DeviceBuffer(device, count);
+  }
+  void reset() {
+    if (data_ != nullptr) device_->release(data_);
+    data_ = nullptr;
+    count_ = 0;
+  }
+
+ private:
+  Device* device_ = nullptr;
+  T* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
+}  // namespace midtune::engine

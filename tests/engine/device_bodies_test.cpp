@@ -1,0 +1,419 @@
+// Every Device body (backends/engine/device.hpp) against the host reference
+// (batched/reference_ops.hpp), op by op on the same random inputs, as ggml's
+// test-backend-ops checks each backend: the CPU engine on every ISA this
+// machine runs, and CUDA where there is a GPU. The ops are called through
+// Device, so each body's own weight form and KV-cache layout are exercised
+// (the CPU's transposed 16-key blocks and per-KV-head values, the
+// reference's row-major cache). Tolerances by what differs: the same
+// elementwise.hpp expressions (SIMD bodies within a few ulp: 1e-5 of the
+// largest value); products in another precision (the reference rounds
+// inputs to bf16, the CPU keeps F32 weights: 1e-2 of the row's magnitude);
+// attention sums in another order and the SIMD exp (2e-5). The GPU family's
+// kernels below the contract are checked on their own where there is a GPU
+// (products over bf16 inputs and attention in another order: 1e-3; the
+// prefill attention's products in TF32: 5e-3; bf16 rounding and argmax
+// identical).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/cpu/cpu_device.hpp"
+#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/ops/dispatch.hpp"
+
+namespace midtune::engine {
+namespace {
+
+std::vector<float> random_floats(std::size_t n, float bound, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-bound, bound);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// "cpu:<isa>" for every ISA this CPU has, and "cuda".
+std::vector<std::string> bodies() {
+  std::vector<std::string> out;
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512vnni, Isa::avx512bf16}) {
+    out.push_back(std::string("cpu:") + to_string(isa));
+  }
+  out.push_back("cuda");
+  return out;
+}
+
+// The same inputs on the host reference and on the device under test, and
+// their outputs compared.
+class AgainstReference {
+ protected:
+  template <typename T>
+  struct Pair {
+    DeviceBuffer<T> ref, dev;
+  };
+  template <typename T>
+  Pair<T> both(const std::vector<T>& host) {
+    Pair<T> p{DeviceBuffer<T>(ref_, host.size()), DeviceBuffer<T>(*device_, host.size())};
+    ref_.upload(p.ref.data(), host.data(), host.size() * sizeof(T));
+    device_->upload(p.dev.data(), host.data(), host.size() * sizeof(T));
+    return p;
+  }
+  template <typename T>
+  std::vector<T> down(Device& device, const DeviceBuffer<T>& buffer) {
+    std::vector<T> out(buffer.size());
+    device.download(out.data(), buffer.data(), out.size() * sizeof(T));
+    return out;
+  }
+  // Worst difference within `relative` of the largest reference value.
+  template <typename T>
+  void expect_close(const Pair<T>& p, double relative, const std::string& op) {
+    const std::vector<T> a = down<T>(ref_, p.ref), b = down<T>(*device_, p.dev);
+    double scale = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    }
+    std::printf("  %-40s worst |%s - reference| %.3g of largest %.3g\n", op.c_str(), device_->name().c_str(), worst,
+                scale);
+    EXPECT_LE(worst, relative * std::max(scale, 1e-30)) << op;
+  }
+
+  batched::ReferenceOps ref_;
+  std::unique_ptr<Device> device_;
+};
+
+class DeviceBodies : public AgainstReference, public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::string body = GetParam();
+    if (body == "cuda") {
+      if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
+      device_ = batched::make_cuda_ops(0);
+      return;
+    }
+    const Isa isa = parse_isa(body.substr(4), "device body");
+    if (!isa_available(isa)) GTEST_SKIP() << body << " not available on this CPU";
+    device_ = std::make_unique<CpuDevice>(isa);
+  }
+};
+
+TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
+  const int vocab = 40, width = 64, rows = 6, outputs = 48;
+  const std::vector<float> table = random_floats(std::size_t{vocab} * width, 1.0f, 1);
+  const MatrixPart table_part{GgmlType::F32, table.data(), vocab};
+  const auto ref_table = ref_.load_embedding(table_part, width, sizeof(float) * width);
+  const auto dev_table = device_->load_embedding(table_part, width, sizeof(float) * width);
+  auto tokens = both(std::vector<std::int32_t>{3, 0, 39, 7, 7, 20});
+  auto x = both(std::vector<float>(std::size_t{rows} * width));
+  ref_.embed(*ref_table, tokens.ref.data(), rows, 1.5f, x.ref.data());
+  device_->embed(*dev_table, tokens.dev.data(), rows, 1.5f, x.dev.data());
+  expect_close(x, 0.0, "embed");
+
+  auto weight = both(random_floats(width, 1.0f, 2));
+  auto normed = both(std::vector<float>(std::size_t{rows} * width));
+  ref_.rms_norm_rows(x.ref.data(), width, weight.ref.data(), rows, width, 1e-5f, normed.ref.data(), width);
+  device_->rms_norm_rows(x.dev.data(), width, weight.dev.data(), rows, width, 1e-5f, normed.dev.data(), width);
+  expect_close(normed, 1e-5, "rms_norm_rows");
+
+  // A fused product of two parts (as Q|K|V and gate|up are loaded).
+  const std::vector<float> w1 = random_floats(std::size_t{outputs / 2} * width, 0.5f, 3);
+  const std::vector<float> w2 = random_floats(std::size_t{outputs / 2} * width, 0.5f, 4);
+  const std::vector<MatrixPart> parts = {{GgmlType::F32, w1.data(), outputs / 2}, {GgmlType::F32, w2.data(), outputs / 2}};
+  const auto ref_w = ref_.load_matrix(parts, width);
+  const auto dev_w = device_->load_matrix(parts, width);
+  ASSERT_EQ(dev_w->rows(), outputs);
+  ASSERT_EQ(dev_w->cols(), width);
+  auto y = both(std::vector<float>(std::size_t{rows} * outputs));
+  ref_.matmul(*ref_w, normed.ref.data(), width, rows, y.ref.data(), outputs);
+  device_->matmul(*dev_w, normed.dev.data(), width, rows, y.dev.data(), outputs);
+  expect_close(y, 1e-2, "matmul (F32 weights, reference bf16)");
+
+  // The gated activation reads gate and up from the fused product's rows.
+  const int half = outputs / 2;
+  for (FfnActivation activation : {FfnActivation::silu, FfnActivation::gelu_tanh}) {
+    auto act = both(std::vector<float>(std::size_t{rows} * half));
+    ref_.gated_activation(activation, y.ref.data(), y.ref.data() + half, outputs, rows, half, act.ref.data(), half);
+    device_->gated_activation(activation, y.dev.data(), y.dev.data() + half, outputs, rows, half, act.dev.data(),
+                              half);
+    // Inputs differ by the products' precision: compare on the reference's inputs.
+    auto same_in = both(down<float>(ref_, y.ref));
+    ref_.gated_activation(activation, same_in.ref.data(), same_in.ref.data() + half, outputs, rows, half,
+                          act.ref.data(), half);
+    device_->gated_activation(activation, same_in.dev.data(), same_in.dev.data() + half, outputs, rows, half,
+                              act.dev.data(), half);
+    expect_close(act, 1e-5, activation == FfnActivation::silu ? "gated_activation silu" : "gated_activation gelu");
+  }
+
+  auto bias = both(random_floats(outputs, 1.0f, 5));
+  ref_.add_row_vector(y.ref.data(), outputs, rows, bias.ref.data(), outputs);
+  device_->add_row_vector(y.dev.data(), outputs, rows, bias.dev.data(), outputs);
+  expect_close(y, 1e-2, "add_row_vector (on the products)");
+  ref_.add(normed.ref.data(), x.ref.data(), normed.ref.size());
+  device_->add(normed.dev.data(), x.dev.data(), normed.dev.size());
+  expect_close(normed, 1e-5, "add");
+}
+
+// The KV cache in each body's own layout: two calls (a prefill, then more
+// tokens after it), GQA with shared and with per-head key slots, with and
+// without a sliding window; attention's outputs and readouts, then SIW's
+// correction, as the model calls them.
+TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
+  const int heads = 4, kv_heads = 2, head_dim = 32, rope_dims = 32, pairs = rope_dims / 2, capacity = 40;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  std::vector<double> inverse_frequencies(pairs);
+  for (int i = 0; i < pairs; ++i) inverse_frequencies[i] = std::pow(10000.0, -2.0 * i / rope_dims);
+  auto inv = both(inverse_frequencies);
+  for (const int slots : {kv_heads, heads}) {
+    for (const int window : {0, 7}) {
+      const std::string shape = " (" + std::to_string(slots) + " slots, window " + std::to_string(window) + ")";
+      const auto ref_kv = ref_.make_layer_kv(capacity, slots, kv_heads, head_dim);
+      const auto dev_kv = device_->make_layer_kv(capacity, slots, kv_heads, head_dim);
+      int past = 0;
+      for (const int tokens : {21, 5}) {
+        auto qkv = both(random_floats(tokens * qkv_width, 1.0f, 10 + tokens + slots + window));
+        std::vector<double> positions(tokens);
+        for (int t = 0; t < tokens; ++t) positions[t] = past + t + 0.25 * (t % 3);
+        auto pos = both(positions);
+        // One table per query head where the slots are per head (Ms-PoE's
+        // scales), else one shared table.
+        const int tables = slots == heads ? heads : 1;
+        std::vector<float> scales(tables);
+        for (int k = 0; k < tables; ++k) scales[k] = 1.0f + 0.5f * k;
+        auto scale = both(scales);
+        const std::size_t table_size = static_cast<std::size_t>(tokens) * rope_dims;
+        auto cos_sin = both(std::vector<float>(tables * table_size));
+        ref_.rope_tables(pos.ref.data(), tokens, scale.ref.data(), tables, inv.ref.data(), pairs, cos_sin.ref.data());
+        device_->rope_tables(pos.dev.data(), tokens, scale.dev.data(), tables, inv.dev.data(), pairs,
+                             cos_sin.dev.data());
+        expect_close(cos_sin, 0.0, "rope_tables" + shape);
+        const std::size_t stride = tables == 1 ? 0 : table_size;
+
+        ref_.cache_values(*ref_kv, past, qkv.ref.data() + q_width + kv_width, qkv_width, tokens);
+        device_->cache_values(*dev_kv, past, qkv.dev.data() + q_width + kv_width, qkv_width, tokens);
+        ref_.cache_keys(*ref_kv, past, qkv.ref.data() + q_width, qkv_width, tokens, rope_dims, RopePairing::adjacent,
+                        cos_sin.ref.data(), stride);
+        device_->cache_keys(*dev_kv, past, qkv.dev.data() + q_width, qkv_width, tokens, rope_dims,
+                            RopePairing::adjacent, cos_sin.dev.data(), stride);
+        // Queries rotated in place, as the model rotates its copy of them.
+        ref_.rope_rows(qkv.ref.data(), qkv_width, tokens, heads, head_dim, rope_dims, RopePairing::adjacent,
+                       cos_sin.ref.data(), stride);
+        device_->rope_rows(qkv.dev.data(), qkv_width, tokens, heads, head_dim, rope_dims, RopePairing::adjacent,
+                           cos_sin.dev.data(), stride);
+        expect_close(qkv, 1e-5, "rope_rows" + shape);
+
+        auto out = both(std::vector<float>(tokens * q_width));
+        auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
+        auto last = both(std::vector<float>(std::size_t{heads} * (past + tokens)));
+        const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, out.ref.data(),
+                       q_width, key0.ref.data(), last.ref.data());
+        device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale,
+                           out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+        expect_close(out, 2e-5, "attention" + shape);
+        expect_close(key0, 2e-5, "attention key-0 weights" + shape);
+        expect_close(last, 2e-5, "attention last row" + shape);
+
+        auto factors = both(random_floats(tokens, 2.0f, 99));
+        auto same_out = both(down<float>(ref_, out.ref));
+        auto same_key0 = both(down<float>(ref_, key0.ref));
+        ref_.add_key0_correction(same_out.ref.data(), q_width, tokens, heads, *ref_kv, same_key0.ref.data(),
+                                 factors.ref.data());
+        device_->add_key0_correction(same_out.dev.data(), q_width, tokens, heads, *dev_kv, same_key0.dev.data(),
+                                     factors.dev.data());
+        expect_close(same_out, 1e-5, "add_key0_correction" + shape);
+        past += tokens;
+      }
+    }
+  }
+}
+
+TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
+  const int tokens = 9, heads = 4, kv_heads = 2, head_dim = 16, hidden = 24, vocab = 50;
+  const std::size_t q_width = std::size_t{heads} * head_dim, k_width = std::size_t{kv_heads} * head_dim;
+  const std::size_t qkv_width = q_width + 2 * k_width;
+  auto qkv = both(random_floats(tokens * qkv_width, 1.0f, 21));
+  auto rows = both(std::vector<float>(std::size_t{heads} * tokens));
+  ref_.last_query_rows(qkv.ref.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width, rows.ref.data());
+  device_->last_query_rows(qkv.dev.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width, rows.dev.data());
+  expect_close(rows, 1e-5, "last_query_rows");
+
+  auto normed = both(random_floats(std::size_t{tokens} * hidden, 1.0f, 22));
+  auto column = both(random_floats(k_width, 1.0f, 23));
+  ref_.add_channel_column(qkv.ref.data(), qkv_width, tokens, q_width, static_cast<int>(k_width), normed.ref.data(),
+                          hidden, 5, 1.7, column.ref.data());
+  device_->add_channel_column(qkv.dev.data(), qkv_width, tokens, q_width, static_cast<int>(k_width),
+                              normed.dev.data(), hidden, 5, 1.7, column.dev.data());
+  expect_close(qkv, 1e-6, "add_channel_column");
+
+  std::vector<float> logits = random_floats(std::size_t{3} * vocab, 4.0f, 24);
+  logits[vocab + 7] = logits[vocab + 30] = 9.0f;  // a tie: the first index wins
+  auto l = both(logits);
+  auto gold = both(std::vector<std::int32_t>{0, 30, 49});
+  auto argmax = both(std::vector<std::int32_t>(3));
+  auto logprob = both(std::vector<double>(3));
+  ref_.score_rows(l.ref.data(), 3, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
+  device_->score_rows(l.dev.data(), 3, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
+  EXPECT_EQ(down<std::int32_t>(*device_, argmax.dev), (std::vector<std::int32_t>{down<std::int32_t>(ref_, argmax.ref)}));
+  EXPECT_EQ(down<std::int32_t>(*device_, argmax.dev)[1], 7);
+  expect_close(logprob, 1e-6, "score_rows gold log-probability");
+}
+
+INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), ':', '_');
+                           return name;
+                         });
+
+// The GPU family's own kernels (batched/device_ops.hpp), below the Device
+// contract: bf16 rounding, the products, attention over row-major caches in
+// the shapes the CUDA body splits differently (the cuBLAS prefill body), the
+// rope pairings and scoring at vocabulary scale.
+class GpuKernels : public AgainstReference, public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
+    device_ = batched::make_cuda_ops(0);
+  }
+  batched::DeviceOps& gpu() { return static_cast<batched::DeviceOps&>(*device_); }
+};
+
+TEST_F(GpuKernels, Bf16RoundingIsIdenticalAndTheProductSumsInFp32) {
+  const int rows = 33, inputs = 160, outputs = 70;
+  auto x = both(random_floats(std::size_t{rows} * inputs, 2.0f, 3));
+  auto w = both(random_floats(std::size_t{outputs} * inputs, 0.5f, 4));
+  auto xb = both(std::vector<std::uint16_t>(x.ref.size()));
+  auto wb = both(std::vector<std::uint16_t>(w.ref.size()));
+  ref_.to_bf16(x.ref.data(), x.ref.size(), xb.ref.data());
+  gpu().to_bf16(x.dev.data(), x.dev.size(), xb.dev.data());
+  expect_close(xb, 0.0, "to_bf16");
+  ref_.to_bf16(w.ref.data(), w.ref.size(), wb.ref.data());
+  gpu().to_bf16(w.dev.data(), w.dev.size(), wb.dev.data());
+  auto y = both(std::vector<float>(std::size_t{rows} * outputs));
+  ref_.matmul_bf16(xb.ref.data(), inputs, rows, inputs, wb.ref.data(), outputs, y.ref.data(), outputs);
+  gpu().matmul_bf16(xb.dev.data(), inputs, rows, inputs, wb.dev.data(), outputs, y.dev.data(), outputs);
+  expect_close(y, 1e-3, "matmul_bf16");
+}
+
+TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
+  const int tokens = 9, past = 30, heads = 4, kv_heads = 2, head_dim = 64, pairs = 32;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  std::vector<double> pos(tokens);
+  for (int t = 0; t < tokens; ++t) pos[t] = past + t * 1.5;
+  auto positions = both(pos);
+  auto scales = both(std::vector<float>{1.0f, 1.7f, 2.5f, 0.8f});
+  std::vector<double> inv(pairs);
+  for (int i = 0; i < pairs; ++i) inv[i] = std::pow(10000.0, -2.0 * i / (2 * pairs));
+  auto inverse = both(inv);
+  auto tables = both(std::vector<float>(std::size_t{heads} * tokens * pairs * 2));
+  ref_.rope_tables(positions.ref.data(), tokens, scales.ref.data(), heads, inverse.ref.data(), pairs, tables.ref.data());
+  gpu().rope_tables(positions.dev.data(), tokens, scales.dev.data(), heads, inverse.dev.data(), pairs, tables.dev.data());
+  expect_close(tables, 1e-5, "rope_tables");
+
+  auto q = both(random_floats(tokens * q_width, 1.0f, 5));
+  for (RopePairing pairing : {RopePairing::adjacent, RopePairing::halves}) {
+    ref_.rope_rows(q.ref.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing, tables.ref.data(),
+                   std::size_t{tokens} * pairs * 2);
+    gpu().rope_rows(q.dev.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing, tables.dev.data(),
+                    std::size_t{tokens} * pairs * 2);
+    expect_close(q, 1e-5, "rope_rows");
+  }
+
+  const int keys = past + tokens;
+  auto k = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 6));
+  auto v = both(random_floats(std::size_t{keys} * kv_width, 1.0f, 7));
+  for (int window : {0, 16}) {
+    auto out = both(std::vector<float>(tokens * q_width));
+    auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
+    auto last = both(std::vector<float>(std::size_t{heads} * keys));
+    ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, tokens, past, heads, kv_heads,
+                   head_dim, window, 0.125f, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+    gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, tokens, past, heads, kv_heads,
+                    head_dim, window, 0.125f, out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+    expect_close(out, 1e-3, "attention");
+    expect_close(key0, 1e-3, "attention key 0");
+    expect_close(last, 1e-3, "attention last row");
+    auto factors = both(std::vector<float>{1.0f, 0.5f, 1.5f, 2.0f, 1.0f, 0.7f, 1.2f, 0.9f, 1.1f});
+    ref_.add_key0_correction_rows(out.ref.data(), q_width, tokens, heads, kv_heads, head_dim, key0.ref.data(),
+                             factors.ref.data(), v.ref.data(), kv_width);
+    gpu().add_key0_correction_rows(out.dev.data(), q_width, tokens, heads, kv_heads, head_dim, key0.dev.data(),
+                              factors.dev.data(), v.dev.data(), kv_width);
+    expect_close(out, 1e-3, "add_key0_correction");
+  }
+
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  auto qkv = both(random_floats(std::size_t{keys} * qkv_width, 1.0f, 8));
+  auto rows = both(std::vector<float>(std::size_t{heads} * keys));
+  ref_.last_query_rows(qkv.ref.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width, rows.ref.data());
+  gpu().last_query_rows(qkv.dev.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width, rows.dev.data());
+  expect_close(rows, 1e-5, "last_query_rows");
+
+  const int hidden = 48;
+  auto normed = both(random_floats(std::size_t{keys} * hidden, 1.0f, 9));
+  auto column = both(random_floats(kv_width, 1.0f, 10));
+  ref_.add_channel_column(qkv.ref.data(), qkv_width, keys, q_width, static_cast<int>(kv_width), normed.ref.data(),
+                          hidden, 5, 3.0, column.ref.data());
+  gpu().add_channel_column(qkv.dev.data(), qkv_width, keys, q_width, static_cast<int>(kv_width), normed.dev.data(),
+                           hidden, 5, 3.0, column.dev.data());
+  expect_close(qkv, 1e-6, "add_channel_column");
+}
+
+// A prefill-sized call takes the cuBLAS body (TF32 products: inputs rounded
+// to 10 significant bits, hence 5e-3), with a window and both readouts: one
+// query block with GQA, several query blocks (the body takes 512 queries at a
+// time against the keys the block's last query sees) with GQA and without
+// (one product over all heads).
+TEST_F(GpuKernels, PrefillAttentionThroughCublasMatchesTheReference) {
+  struct Shape {
+    int tokens, past, heads, kv_heads;
+  };
+  const int head_dim = 128;
+  for (const Shape shape : {Shape{100, 60, 8, 2}, Shape{1100, 30, 8, 2}, Shape{1030, 0, 4, 4}}) {
+    SCOPED_TRACE("tokens " + std::to_string(shape.tokens) + ", heads " + std::to_string(shape.heads) + "/" +
+                 std::to_string(shape.kv_heads));
+    const std::size_t tokens = shape.tokens, heads = shape.heads, keys = shape.past + shape.tokens;
+    const std::size_t q_width = heads * head_dim, kv_width = std::size_t(shape.kv_heads) * head_dim;
+    auto q = both(random_floats(tokens * q_width, 1.0f, 12));
+    auto k = both(random_floats(keys * kv_width, 1.0f, 13));
+    auto v = both(random_floats(keys * kv_width, 1.0f, 14));
+    for (int window : {0, 50}) {
+      auto out = both(std::vector<float>(tokens * q_width));
+      auto key0 = both(std::vector<float>(heads * tokens));
+      auto last = both(std::vector<float>(heads * keys));
+      ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
+                     shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.ref.data(), q_width, key0.ref.data(),
+                     last.ref.data());
+      gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens, shape.past,
+                      shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.dev.data(), q_width,
+                      key0.dev.data(), last.dev.data());
+      expect_close(out, 5e-3, "attention (cuBLAS)");
+      expect_close(key0, 5e-3, "attention (cuBLAS) key 0");
+      expect_close(last, 5e-3, "attention (cuBLAS) last row");
+    }
+  }
+}
+
+TEST_F(GpuKernels, ScoringFindsTheFirstMaximumAndTheGoldLogProbability) {
+  const int rows = 5, vocab = 1000;
+  std::vector<float> logits = random_floats(std::size_t{rows} * vocab, 8.0f, 11);
+  logits[2 * vocab + 10] = logits[2 * vocab + 700] = 50.0f;  // a tie: the first index wins
+  auto l = both(logits);
+  auto gold = both(std::vector<std::int32_t>{0, 999, 700, 5, 123});
+  auto argmax = both(std::vector<std::int32_t>(rows));
+  auto logprob = both(std::vector<double>(rows));
+  ref_.score_rows(l.ref.data(), rows, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
+  gpu().score_rows(l.dev.data(), rows, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
+  expect_close(argmax, 0.0, "score_rows argmax");
+  expect_close(logprob, 1e-9, "score_rows logprob");
+}
+
+}  // namespace
+}  // namespace midtune::engine
