@@ -178,6 +178,19 @@ struct Model::Workspace {
   DeviceBuffer<double> gold_logprob;
   std::vector<float> host_factors;  // this layer's SIW factors of the sequence in hand (empty = none)
   std::vector<float> host_rows;     // rows a hook reads
+  // The RoPE tables of this forward call, per sequence (by its first row
+  // in the packed matrix) and scale, computed once and read by every layer
+  // and head that rotates with that scale: most methods keep one scale, or
+  // a few, across the layers. Entries past `rope_tables_used` are spare
+  // buffers kept for the next call.
+  struct RopeTable {
+    int offset = 0;
+    float scale = 0.0f;
+    DeviceBuffer<float> cos_sin;
+  };
+  std::vector<RopeTable> rope_tables;
+  std::size_t rope_tables_used = 0;
+  std::size_t rope_table_bytes = 0;
 };
 
 std::size_t Model::activation_bytes_per_token() const {
@@ -286,6 +299,8 @@ void Model::forward(std::span<const SequenceCall> calls) {
   logit_rows_ = R;
   if (N == 0) return;
 
+  ws.rope_tables_used = 0;
+  ws.rope_table_bytes = 0;
   ws.tokens.ensure(device_, N);
   ws.positions.ensure(device_, N);
   device_.upload(ws.tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
@@ -389,21 +404,36 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
 
   // RoPE tables for this sequence's positions: one when every head of the
   // layer shares a scale, else one per query head (key slot s of a GQA layer
-  // reads its group's first head's table).
+  // reads its group's first head's table), gathered from the call's tables
+  // per scale where they fit the cache, else computed for this layer.
   const float* layer_scales = seq.scales_.scale.data() + static_cast<std::size_t>(layer) * heads;
   const bool one_table = std::all_of(layer_scales, layer_scales + heads, [&](float s) { return s == layer_scales[0]; });
-  const int tables = one_table ? 1 : heads;
   const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
-  ws.tables.ensure(device_, tables * table_size);
-  device_.rope_tables(ws.positions.data() + offset, T, device_scales, tables, rope_inv_freq_.data(), pairs,
-                      ws.tables.data());
+  const float* tables = one_table ? rope_table(offset, T, layer_scales[0], device_scales) : nullptr;
+  if (tables == nullptr) {
+    const int count = one_table ? 1 : heads;
+    ws.tables.ensure(device_, count * table_size);
+    bool gathered = !one_table;
+    for (int h = 0; gathered && h < heads; ++h) {
+      const float* table = rope_table(offset, T, layer_scales[h], device_scales + h);
+      if (table == nullptr) gathered = false;
+      if (gathered) {
+        device_.copy_rows(ws.tables.data() + h * table_size, 0, table, 0, table_size * sizeof(float), 1);
+      }
+    }
+    if (!gathered) {
+      device_.rope_tables(ws.positions.data() + offset, T, device_scales, count, rope_inv_freq_.data(), pairs,
+                          ws.tables.data());
+    }
+    tables = ws.tables.data();
+  }
   const std::size_t query_stride = one_table ? 0 : table_size;
   const std::size_t key_stride = one_table ? 0 : (kv.slots == heads ? table_size : group * table_size);
 
   // Cache values and rotated keys; rotate the queries.
   device_.cache_values(*seq.layers_[layer], start, qkv + q_width + kv_width, qkv_width, T);
-  cache_keys(layer, seq, qkv, T, ws.tables.data(), key_stride);
-  rotate_queries(offset, T, 0, qkv, ws.tables.data(), query_stride);
+  cache_keys(layer, seq, qkv, T, tables, key_stride);
+  rotate_queries(offset, T, 0, qkv, tables, query_stride);
 
   // Attention, the last query's row read out, then key 0's weight corrected
   // outside the kernel (SIW reads the row to find its factors).
@@ -436,10 +466,37 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   // `first_query`: the prompt's last row in the prefill, every row in a later call.
   const int first_query = start == 0 ? T - 1 : 0;
   scale_qk_channel(*phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
-  cache_keys(layer, seq, qkv, T, ws.tables.data(), key_stride);
-  rotate_queries(offset, T, first_query, qkv, ws.tables.data(), query_stride);
+  cache_keys(layer, seq, qkv, T, tables, key_stride);
+  rotate_queries(offset, T, first_query, qkv, tables, query_stride);
   attend(layer, seq, offset, T, first_query, !ws.host_factors.empty(), false);
   if (!ws.host_factors.empty()) correct_key0(layer, seq, offset, T, first_query);
+}
+
+// The RoPE table of `scale` (device_scale: that scale on the device) for the
+// call whose rows start at `offset`, computed on first use in this forward
+// call; null where it would not fit the cache (the caller computes its own).
+const float* Model::rope_table(int offset, int T, float scale, const float* device_scale) {
+  // Enough for every layer's own scale (LPES) over a whole long prompt on
+  // the CPU engine; a GPU's packed batch may exceed it and computes the
+  // tables per layer instead (cheap there).
+  constexpr std::size_t kRopeTableCacheBytes = std::size_t{64} << 20;
+  Workspace& ws = *ws_;
+  for (std::size_t i = 0; i < ws.rope_tables_used; ++i) {
+    const Workspace::RopeTable& table = ws.rope_tables[i];
+    if (table.offset == offset && table.scale == scale) return table.cos_sin.data();
+  }
+  const int pairs = static_cast<int>(config_.rope_dims / 2);
+  const std::size_t size = static_cast<std::size_t>(T) * pairs * 2;
+  if (ws.rope_table_bytes + size * sizeof(float) > kRopeTableCacheBytes) return nullptr;
+  if (ws.rope_tables_used == ws.rope_tables.size()) ws.rope_tables.emplace_back();
+  Workspace::RopeTable& table = ws.rope_tables[ws.rope_tables_used++];
+  table.offset = offset;
+  table.scale = scale;
+  table.cos_sin.ensure(device_, size);
+  ws.rope_table_bytes += size * sizeof(float);
+  device_.rope_tables(ws.positions.data() + offset, T, device_scale, 1, rope_inv_freq_.data(), pairs,
+                      table.cos_sin.data());
+  return table.cos_sin.data();
 }
 
 // Ms-PoE (Alg. 1 lines 5-10): this layer's per-head scales, from the last

@@ -230,6 +230,7 @@ class Model {
   void load();
   // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
   void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales);
+  const float* rope_table(int offset, int tokens, float scale, const float* device_scale);
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);
   void scale_qk_channel(const QkChannelScaling& phs, float* qkv, const float* normed, int tokens, int first_query);
