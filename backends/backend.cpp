@@ -19,6 +19,7 @@ std::string ModelIdentity::key() const { return to_json().dump(); }
 void Backend::run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
                        const std::atomic<int>* stop) {
   for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].speculative) continue;  // nothing here would be idle to run it
     RunJobResult result;
     if (stop != nullptr && stop->load() != 0) {
       result.error = std::make_exception_ptr(RunStopped("before the next evaluation"));

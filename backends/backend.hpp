@@ -100,6 +100,10 @@ struct RunJob {
   // Shared, not copied: every whole-split job of a generation runs the same
   // items, which may be hundreds of long prompts.
   std::shared_ptr<const std::vector<BatchItem>> batch;
+  // Work that may be wanted later (racing's next step for a candidate that
+  // may survive the look): run only by workers that would otherwise wait.
+  // See run_each().
+  bool speculative = false;
 };
 
 // What became of one RunJob: its outputs (one per batch item, in order), or
@@ -136,6 +140,15 @@ class Backend {
   // run comes back as RunStopped. If `done` throws, run_each rethrows once
   // nothing is in flight. The default runs the jobs one after another with
   // run().
+  //
+  // Speculative jobs (RunJob::speculative) come after every other job in
+  // `jobs`. A backend with several workers gives their parts only to
+  // workers that have nothing else to do; once every other job is handed to
+  // `done` it sends no new part, waits for the parts out, and then hands over
+  // each speculative job that is complete, in job order. A speculative job
+  // that failed, or was not complete by then, is not handed over and never
+  // fails the run; nor is any after a result with an error. The default
+  // (one process: nothing would be idle) skips them.
   virtual void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
                         const std::atomic<int>* stop = nullptr);
   // How the workers of a backend with several are doing (per worker: where

@@ -7,8 +7,11 @@
 # speed-up against one evaluator and against the single process, the whole
 # run's wall time, the share of time the evaluators waited for a unit and
 # the cost of a unit beyond its prompts' sleep (messages, JSON, the driver's
-# turn-around; from the driver's record in runs.workers), and whether every
-# stored sample equals the single process's.
+# turn-around; from the driver's record in runs.workers), with racing what
+# speculation did (units of the next step sent to evaluators that would
+# otherwise wait, and the share of evaluator time spent on speculative
+# prompts that were thrown away), and whether every stored sample equals
+# the single process's.
 #   usage: bench/mpi_scaling.sh [BUILD_DIR] [OUT_DIR]
 #   env:   EVALUATORS="1 2 4" PROMPT_MS=2 POPULATION=16 SAMPLES=32 GENERATIONS=2 UNIT_PROMPTS=8 RACING=0
 set -euo pipefail
@@ -54,6 +57,13 @@ WORKERS_SQL="SELECT 100.0 * (1 - sum(json_extract(w.value, '\$.busy_seconds')) /
   1000.0 * (sum(json_extract(w.value, '\$.busy_seconds')) - sum(json_extract(w.value, '\$.prompts')) * $PROMPT_MS / 1000.0)
     / sum(json_extract(w.value, '\$.units'))
   FROM runs r, json_each(r.workers, '\$.ranks') w GROUP BY r.id"
+# Speculative units sent, and the evaluator time of the speculative prompts
+# discarded as a share of all evaluator time (empty for a build without it).
+SPECULATION_SQL="SELECT json_extract(r.workers, '\$.speculative.units'),
+  100.0 * (json_extract(r.workers, '\$.speculative.discarded_seconds') +
+           json_extract(r.workers, '\$.speculative.undelivered_seconds')) /
+    (json_extract(r.workers, '\$.seconds') * json_array_length(r.workers, '\$.ranks'))
+  FROM runs r"
 
 run() {  # NAME COMMAND...: runs on a fresh database, prints "wall per_generation"
   local name=$1; shift
@@ -69,12 +79,12 @@ run() {  # NAME COMMAND...: runs on a fresh database, prints "wall per_generatio
 echo "$((SAMPLES * 3)) prompts per evaluation, population $POPULATION, $GENERATIONS generations after the first," \
   "$PROMPT_MS ms per prompt, units of $UNIT_PROMPTS, racing $RACING; out: $OUT"
 read -r single_wall single_gen < <(run single "$GA_RUN")
-printf '| %-22s | %14s | %12s | %12s | %8s | %8s | %12s | %s\n' run "s/generation" "vs 1 eval." "vs single" "wall s" \
-  "waited" "ms/unit over" "samples"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s\n' ------------------------ ---------------- -------------- -------------- ---------- \
-  ---------- -------------- -------
-printf '| %-22s | %14.3f | %12s | %12s | %8.2f | %8s | %12s | %s\n' "one process" "$single_gen" "" "1.00x" \
-  "$single_wall" "" "" reference
+printf '| %-22s | %14s | %12s | %12s | %8s | %8s | %12s | %11s | %11s | %s\n' run "s/generation" "vs 1 eval." \
+  "vs single" "wall s" "waited" "ms/unit over" "spec. units" "spec. waste" "samples"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s\n' ------------------------ ---------------- -------------- -------------- \
+  ---------- ---------- -------------- ------------- ------------- -------
+printf '| %-22s | %14.3f | %12s | %12s | %8.2f | %8s | %12s | %11s | %11s | %s\n' "one process" "$single_gen" "" \
+  "1.00x" "$single_wall" "" "" "" "" reference
 one_eval=""
 for e in $EVALUATORS; do
   read -r wall gen < <(run "e$e" mpirun --oversubscribe -n $((e + 1)) "$GA_RUN" --unit-prompts "$UNIT_PROMPTS")
@@ -83,6 +93,9 @@ for e in $EVALUATORS; do
   [ "$(sqlite3 "$OUT/single.db" "$SAMPLES_SQL" | md5sum)" = "$(sqlite3 "$OUT/e$e.db" "$SAMPLES_SQL" | md5sum)" ] ||
     same=DIFFERENT
   IFS='|' read -r waited over < <(sqlite3 "$OUT/e$e.db" "$WORKERS_SQL")
-  printf '| %-22s | %14.3f | %11.2fx | %11.2fx | %8.2f | %7.1f%% | %12.2f | %s\n' "1 driver + $e evaluators" "$gen" \
-    "$(echo "$one_eval / $gen" | bc -l)" "$(echo "$single_gen / $gen" | bc -l)" "$wall" "$waited" "$over" "$same"
+  IFS='|' read -r spec_units spec_waste < <(sqlite3 "$OUT/e$e.db" "$SPECULATION_SQL")
+  [ -z "$spec_waste" ] || spec_waste=$(printf '%.1f%%' "$spec_waste")
+  printf '| %-22s | %14.3f | %11.2fx | %11.2fx | %8.2f | %7.1f%% | %12.2f | %11s | %11s | %s\n' \
+    "1 driver + $e evaluators" "$gen" "$(echo "$one_eval / $gen" | bc -l)" "$(echo "$single_gen / $gen" | bc -l)" \
+    "$wall" "$waited" "$over" "$spec_units" "$spec_waste" "$same"
 done

@@ -19,6 +19,21 @@ bool process_alive(const std::string& host_pid) {
   return !process_gone_on_this_host(host_pid.substr(0, space), std::stoll(host_pid.substr(space + 1)));
 }
 
+// Racing's next steps run ahead by evaluators that would otherwise wait
+// (RunJob::speculative): how much, and what the work thrown away (runs of
+// candidates the look dropped, runs not complete by the step's end) cost,
+// as a share of all evaluator time (`evaluator_seconds`).
+void print_speculation(std::ostream& out, const nlohmann::json& s, double evaluator_seconds) {
+  if (s.value("units", 0) == 0) return;
+  const auto discarded = s.value("discarded_prompts", 0) + s.value("undelivered_prompts", 0);
+  const double wasted = s.value("discarded_seconds", 0.0) + s.value("undelivered_seconds", 0.0);
+  out << "  speculation: " << s.value("units", 0) << " units (" << s.value("prompts", 0)
+      << " prompts) of racing's next steps run by otherwise idle evaluators: " << s.value("used_prompts", 0)
+      << " prompts used, " << discarded << " discarded (" << format_number(wasted, 1) << " s, "
+      << format_number(evaluator_seconds > 0 ? 100.0 * wasted / evaluator_seconds : 0.0, 1)
+      << " % of evaluator time)\n";
+}
+
 // An MPI run's evaluator ranks (Backend::workers()): where each runs, what
 // it answered, and the fraction of the time it waited for a unit (racing's
 // looks, the end of a generation, the driver storing results).
@@ -38,6 +53,7 @@ void print_workers(std::ostream& out, const nlohmann::json& workers) {
       << format_number(seconds, 1) << " s: evaluators waited " << format_number(100.0 * std::max(0.0, idle), 1)
       << " % of the time\n";
   print_table(out, {"rank", "host", "device", "units", "prompts", "busy s", "waited"}, rows);
+  print_speculation(out, workers.value("speculative", nlohmann::json::object()), seconds * ranks.size());
 }
 
 }  // namespace

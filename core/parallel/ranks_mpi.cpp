@@ -160,6 +160,9 @@ struct Evaluator {
 // soon as it and every job before it are answered. Every unit sent is
 // answered before run_each() returns, also when one fails, `done` throws or
 // the driver is asked to stop, so no evaluator is left mid-message.
+// Speculative jobs' units go out only after every other job's, to
+// evaluators that would otherwise wait for the last answers, and only while
+// some other job's unit is still out.
 class UnitDispatchBackend : public Backend {
  public:
   // `units_lost` is set when run_each() ends by an exception with units
@@ -208,7 +211,14 @@ class UnitDispatchBackend : public Backend {
                        {"busy_seconds", busy},
                        {"idle_fraction", since > 0 ? std::clamp(1.0 - busy / since, 0.0, 1.0) : 0.0}});
     }
-    return {{"seconds", since}, {"unit_prompts", unit_prompts_}, {"ranks", ranks}};
+    // What speculation cost: the units sent ahead, and those of jobs that
+    // were not complete in time (or failed), whose work was thrown away here.
+    const json speculative = {{"units", speculation_.units},
+                              {"prompts", speculation_.prompts},
+                              {"seconds", speculation_.seconds},
+                              {"undelivered_prompts", speculation_.undelivered_prompts},
+                              {"undelivered_seconds", speculation_.undelivered_seconds}};
+    return {{"seconds", since}, {"unit_prompts", unit_prompts_}, {"ranks", ranks}, {"speculative", speculative}};
   }
 
   void validate(const Intervention& intervention) const override {
@@ -251,13 +261,20 @@ class UnitDispatchBackend : public Backend {
     Dispatch(UnitDispatchBackend& backend, const std::vector<RunJob>& jobs, const RunOptions& options,
              const RunJobDone& done, const std::atomic<int>* stop)
         : b_(backend), jobs_(jobs), options_(options), done_(done), stop_(stop), state_(jobs.size()) {
+      first_speculative_ = jobs.size();
       for (std::size_t j = 0; j < jobs.size(); ++j) {
+        if (jobs[j].speculative) {
+          first_speculative_ = std::min(first_speculative_, j);
+        } else if (first_speculative_ < j) {
+          throw std::logic_error("run_each: job " + std::to_string(j) + " follows a speculative job");
+        }
         const std::size_t size = jobs[j].batch->size();
         state_[j].outputs.resize(size);
         for (std::size_t begin = 0; begin < size; begin += b_.unit_prompts_) {
           units_.push_back({j, begin, std::min(b_.unit_prompts_, size - begin)});
           ++state_[j].units_left;
         }
+        if (!jobs[j].speculative) certain_units_ = units_.size();
       }
       for (const Evaluator& e : b_.evaluators_) idle_.insert(e.rank);
     }
@@ -274,14 +291,17 @@ class UnitDispatchBackend : public Backend {
       }
       b_.units_lost_ = false;  // every unit sent is answered
       if (callback_error_) std::rethrow_exception(callback_error_);
-      if (delivered_ == jobs_.size()) return;
+      if (delivered_ == first_speculative_) {
+        deliver_speculative();
+        return;
+      }
       // The first job not delivered ends the run: it failed, or the driver
       // stopped before all its units were sent.
       RunJobResult last;
       last.error = state_[delivered_].error;
       if (!last.error)
-        last.error = std::make_exception_ptr(RunStopped("after " + std::to_string(next_) + " of " +
-                                                        std::to_string(units_.size()) +
+        last.error = std::make_exception_ptr(RunStopped("after " + std::to_string(std::min(next_, certain_units_)) +
+                                                        " of " + std::to_string(certain_units_) +
                                                         " units of these evaluations (the rest run again on resume)"));
       done_(delivered_, std::move(last));
     }
@@ -299,7 +319,10 @@ class UnitDispatchBackend : public Backend {
       // Its units' time from sent to answered, added up: what the job cost
       // the evaluators (device-seconds), whichever ranks computed it.
       double seconds = 0.0;
+      std::size_t prompts_sent = 0;
     };
+
+    bool speculative(std::size_t unit) const { return unit >= certain_units_; }
 
     bool stop_seen() {
       const bool asked = (stop_ != nullptr && stop_->load() != 0) || (b_.stop_ != nullptr && b_.stop_->load() != 0);
@@ -312,8 +335,16 @@ class UnitDispatchBackend : public Backend {
     }
 
     // No new unit after a failure (the jobs before the failed one have all
-    // been sent: units go out in job order), a throwing `done`, or a stop.
-    bool may_send() { return next_ < units_.size() && !failed_ && !callback_error_ && !stop_seen(); }
+    // been sent: units go out in job order), a throwing `done`, or a stop;
+    // a speculative unit only while another job's unit is being computed
+    // (the caller waits for the speculative units out before it decides, so
+    // one sent later would hold it up by a whole unit), never one of a
+    // speculative job that failed.
+    bool may_send() {
+      while (next_ < units_.size() && speculative(next_) && state_[units_[next_].job].error) ++next_;
+      if (next_ >= units_.size() || failed_ || callback_error_ || stop_seen()) return false;
+      return !speculative(next_) || certain_out_ > 0;
+    }
 
     std::span<const BatchItem> items_of(const Unit& unit) const {
       return std::span<const BatchItem>(*jobs_[unit.job].batch).subspan(unit.begin, unit.count);
@@ -331,6 +362,13 @@ class UnitDispatchBackend : public Backend {
         Work& w = b_.work_.at(rank);
         w.busy = true;
         w.sent = now;
+        state_[units_[u].job].prompts_sent += units_[u].count;
+        if (speculative(u)) {
+          ++b_.speculation_.units;
+          b_.speculation_.prompts += units_[u].count;
+        } else {
+          ++certain_out_;
+        }
         const json request =
             server::evaluate_request_to_json(*jobs_[units_[u].job].intervention, options_, items_of(units_[u]));
         if (!send(rank, kUnit, {{"unit", u}, {"request", request}}, deadline)) b_.overdue(rank, u);
@@ -338,9 +376,10 @@ class UnitDispatchBackend : public Backend {
     }
 
     // Hands over every job that is answered and has every earlier job
-    // handed over, while `done` does not throw.
+    // handed over, while `done` does not throw; speculative jobs wait for
+    // deliver_speculative().
     void deliver_finished() {
-      while (!callback_error_ && delivered_ < state_.size() && state_[delivered_].units_left == 0 &&
+      while (!callback_error_ && delivered_ < first_speculative_ && state_[delivered_].units_left == 0 &&
              !state_[delivered_].error) {
         JobState& job = state_[delivered_];
         RunJobResult result;
@@ -353,6 +392,23 @@ class UnitDispatchBackend : public Backend {
           return;
         }
         ++delivered_;
+      }
+    }
+
+    // With every unit answered: each complete speculative job, in job order;
+    // the work of the others is counted as thrown away.
+    void deliver_speculative() {
+      for (std::size_t j = first_speculative_; j < jobs_.size(); ++j) {
+        JobState& job = state_[j];
+        if (job.units_left > 0 || job.error) {
+          b_.speculation_.undelivered_prompts += job.prompts_sent;
+          b_.speculation_.undelivered_seconds += job.seconds;
+          continue;
+        }
+        RunJobResult result;
+        result.outputs = std::move(job.outputs);
+        result.seconds = job.seconds;
+        done_(j, std::move(result));  // nothing is in flight: a throw leaves no unit out
       }
     }
 
@@ -392,6 +448,11 @@ class UnitDispatchBackend : public Backend {
       w.prompts += units_[u].count;
       JobState& job = state_[units_[u].job];
       job.seconds += took;
+      if (speculative(u)) {
+        b_.speculation_.seconds += took;
+      } else {
+        --certain_out_;
+      }
       if (job.error) return;  // the job failed already: keep its first failure
       const std::string where = b_.by_rank_.at(m.source)->where();
       if (m.body.contains("error")) {
@@ -415,7 +476,8 @@ class UnitDispatchBackend : public Backend {
           job.error = std::make_exception_ptr(BackendError(where + ": unreadable reply: " + e.what()));
         }
       }
-      if (job.error) failed_ = true;
+      // A speculative job's failure only ends that job.
+      if (job.error && !speculative(u)) failed_ = true;
     }
 
     UnitDispatchBackend& b_;
@@ -424,6 +486,9 @@ class UnitDispatchBackend : public Backend {
     const RunJobDone& done_;
     const std::atomic<int>* stop_;
     std::vector<Unit> units_;
+    std::size_t certain_units_ = 0;      // units_ before the first speculative one
+    std::size_t first_speculative_ = 0;  // the first speculative job, or jobs_.size()
+    std::size_t certain_out_ = 0;        // units of other jobs sent and not answered
     std::vector<JobState> state_;
     std::size_t next_ = 0;       // the next unit to send
     std::size_t delivered_ = 0;  // jobs handed to `done`
@@ -445,6 +510,15 @@ class UnitDispatchBackend : public Backend {
     Clock::time_point sent{};
   };
 
+  // Speculative units since the evaluators connected.
+  struct Speculation {
+    std::size_t units = 0;
+    std::size_t prompts = 0;
+    double seconds = 0.0;
+    std::size_t undelivered_prompts = 0;  // of jobs not complete in time, or failed
+    double undelivered_seconds = 0.0;
+  };
+
   static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
   // Units are still out: the session ends every rank (units_lost_).
@@ -464,6 +538,7 @@ class UnitDispatchBackend : public Backend {
   bool& units_lost_;
   Clock::time_point connected_;
   std::map<int, Work> work_;
+  Speculation speculation_;
 };
 
 // The chat template of `backend` for one user message, as the server

@@ -212,15 +212,19 @@ std::vector<std::size_t> Evaluator::items_to_run(Store& store, const std::string
 }
 
 bool Evaluator::plan_run(RunPlan& plan, std::size_t work, const Intervention& intervention, const std::string& key,
-                         std::vector<std::size_t> items) const {
-  if (items.empty() || plan.keys.count(key) > 0) return true;
+                         std::vector<std::size_t> items, bool speculative) const {
+  std::set<std::string>& keys = speculative ? plan.speculative_keys : plan.keys;
+  if (items.empty() || keys.count(key) > 0) return true;
+  if (!speculative && !plan.speculative_keys.empty())
+    throw std::logic_error("plan_run: a run planned after a speculative one");
   try {
     in_.backend->validate(intervention);
   } catch (const std::invalid_argument&) {
     return false;
   }
-  plan.keys.insert(key);
+  keys.insert(key);
   plan.jobs.push_back(job(intervention, items));
+  plan.jobs.back().speculative = speculative;
   plan.owner.push_back(work);
   plan.items.push_back(std::move(items));
   return true;
@@ -228,13 +232,18 @@ bool Evaluator::plan_run(RunPlan& plan, std::size_t work, const Intervention& in
 
 void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
                   const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
-                  const std::atomic<int>* stop) {
+                  const std::atomic<int>* stop,
+                  const std::function<void(std::size_t, PrefetchedRun)>& speculated) {
   std::size_t next = 0;
   backend.run_each(
       plan.jobs, options,
       [&](std::size_t job, RunJobResult result) {
+        PrefetchedRun ahead{plan.items[job], std::move(result)};
+        if (plan.jobs[job].speculative) {
+          if (speculated) speculated(plan.owner[job], std::move(ahead));
+          return;
+        }
         for (; next < plan.owner[job]; ++next) handle(next, nullptr);
-        const PrefetchedRun ahead{plan.items[job], std::move(result)};
         handle(next++, &ahead);
       },
       stop);

@@ -67,22 +67,27 @@ struct PrefetchedRun {
 
 // Backend runs planned for a list of work (a batch's candidates, a racing
 // step's entrants, the held-out step's roles), handed to the backend
-// together.
+// together; speculative runs (RunJob::speculative: work a later call may
+// want) after all others.
 struct RunPlan {
   std::vector<RunJob> jobs;
   std::vector<std::size_t> owner;               // per job, the work it is for
   std::vector<std::vector<std::size_t>> items;  // per job, the split's items it runs
   std::set<std::string> keys;                   // the cache keys planned
+  std::set<std::string> speculative_keys;       // the cache keys planned speculatively
 };
 
 // Runs the plan's jobs side by side (Backend::run_each) and calls
 // handle(w, ahead) for work w = 0 .. count-1 in order, as the backend
-// finishes them; `ahead` is w's planned run, or null when it has none. Once
-// `stop` is non-zero no new job starts and RunStopped is thrown between two
-// pieces of work, with everything handled so far done.
+// finishes them; `ahead` is w's planned run, or null when it has none. Each
+// speculative run the backend completes goes to speculated(w, run) (after
+// every non-speculative one; the others are lost). Once `stop` is non-zero
+// no new job starts and RunStopped is thrown between two pieces of work,
+// with everything handled so far done.
 void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
                   const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
-                  const std::atomic<int>* stop = nullptr);
+                  const std::atomic<int>* stop = nullptr,
+                  const std::function<void(std::size_t, PrefetchedRun)>& speculated = {});
 
 class Evaluator {
  public:
@@ -125,9 +130,10 @@ class Evaluator {
   // empty or the key is planned already (the earlier work's run stores it,
   // and this one finds it by its turn). Returns false, adding nothing, when
   // the model refuses the intervention: planning stops there, and that work
-  // fails in its turn as it would alone.
+  // fails in its turn as it would alone. `speculative` runs are planned
+  // after all others, and once per key among themselves.
   bool plan_run(RunPlan& plan, std::size_t work, const Intervention& intervention, const std::string& key,
-                std::vector<std::size_t> items) const;
+                std::vector<std::size_t> items, bool speculative = false) const;
 
   // Runs and scores the items at `indices` only (racing's slices); adds the
   // backend's wall time to `seconds`. Throws as run() does. `ahead`, when

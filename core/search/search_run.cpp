@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -45,6 +46,9 @@ class SearchRun {
       schedule_ = race_schedule(*in_.racing, units_.size());
       looks_ = race_looks(schedule_, units_.size());
       weights_ = position_weights(in_.scoring.weights, in_.gold_positions.size());
+      // A backend computing in this process (no workers) would skip
+      // speculative runs: do not build them.
+      speculate_ = !in_.backend->workers().is_null();
     }
   }
 
@@ -206,8 +210,15 @@ class SearchRun {
   void record_workers(bool always) {
     const auto now = std::chrono::steady_clock::now();
     if (!always && now - workers_recorded_ < std::chrono::seconds(5)) return;
-    const json workers = in_.backend->workers();
+    json workers = in_.backend->workers();
     if (workers.is_null()) return;
+    if (workers.contains("speculative")) {  // what became of the speculative runs the backend delivered
+      json& s = workers["speculative"];
+      s["used_prompts"] = speculation_.used_prompts;
+      s["used_seconds"] = speculation_.used_seconds;
+      s["discarded_prompts"] = speculation_.discarded_prompts;
+      s["discarded_seconds"] = speculation_.discarded_seconds;
+    }
     store_.record_workers(run_id_, workers);
     workers_recorded_ = now;
   }
@@ -276,8 +287,9 @@ class SearchRun {
   }
 
   void in_order(const RunPlan& plan, std::size_t count,
-                const std::function<void(std::size_t, const PrefetchedRun*)>& handle) {
-    run_in_order(*in_.backend, in_.run_options, plan, count, handle, in_.stop_signal);
+                const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
+                const std::function<void(std::size_t, PrefetchedRun)>& speculated = {}) {
+    run_in_order(*in_.backend, in_.run_options, plan, count, handle, in_.stop_signal, speculated);
   }
 
   // `ahead`: the candidate's backend run, made ahead of its turn.
@@ -470,8 +482,12 @@ class SearchRun {
         candidate_done(*e.outcome);
       }
     }
-    for (const std::size_t m : schedule_) {
-      extend_all(experiment_id, generation, entrants, m);
+    // Speculative runs of the next step's items, by cache key (extend_all).
+    std::map<std::string, PrefetchedRun> ahead;
+    for (std::size_t step = 0; step < schedule_.size(); ++step) {
+      const std::size_t m = schedule_[step];
+      extend_all(experiment_id, generation, entrants, m, step + 1 < schedule_.size() ? schedule_[step + 1] : m,
+                 ahead);
       if (m < 2 || m >= units_.size()) continue;
       // The contenders of this look: the carried parents, then every
       // candidate not dropped at an earlier look.
@@ -505,6 +521,7 @@ class SearchRun {
         candidate_done(outcome);
       }
     }
+    discard(ahead);
     std::vector<Outcome> outcomes;
     for (const Entrant& e : entrants) {
       if (!e.outcome) throw std::logic_error("racing: the schedule ended before the whole split");
@@ -520,18 +537,75 @@ class SearchRun {
   // Every entrant still racing grows to units [0, m), as extend() grows
   // them one after another, with their runs handed to the backend together
   // (as evaluate_batch() does for a batch without racing).
-  void extend_all(std::int64_t experiment_id, int generation, std::vector<Entrant>& entrants, std::size_t m) {
+  //
+  // Speculation: the look after this step waits for the step's last units,
+  // and evaluators with nothing left would wait with it. So each entrant's
+  // items of the next step's units [m, next) (what it needs if the look
+  // keeps it) are planned as speculative runs, which only such evaluators
+  // take; those complete by the step's end are kept in `ahead`, by cache
+  // key, and the next step uses one instead of planning that entrant's run
+  // when it ran exactly the items still missing. Through extend() it is
+  // stored as that step's own run would be (the same items, so the same
+  // units), so the stored rows are the same with or without speculation;
+  // the runs of entrants the look dropped are discarded.
+  void extend_all(std::int64_t experiment_id, int generation, std::vector<Entrant>& entrants, std::size_t m,
+                  std::size_t next, std::map<std::string, PrefetchedRun>& ahead) {
     std::vector<Entrant*> racing;
     for (Entrant& e : entrants)
       if (!e.outcome) racing.push_back(&e);
+    std::map<std::string, PrefetchedRun> kept = std::move(ahead);
+    ahead.clear();
+    std::vector<std::optional<PrefetchedRun>> taken(racing.size());
+    std::vector<std::vector<std::size_t>> later(racing.size());
     RunPlan plan;
+    bool planned = true;
     for (std::size_t k = 0; k < racing.size(); ++k) {
       const Entrant& e = *racing[k];
-      if (!evaluator_.plan_run(plan, k, e.intervention, e.key, extension_of(e, m).missing)) break;
+      Extension x = extension_of(e, m);
+      later[k] = missing_in(x.samples, m, next);
+      const auto found = kept.find(e.key);
+      if (found != kept.end() && !x.missing.empty() && found->second.items == x.missing) {
+        speculation_.used_prompts += found->second.items.size();
+        speculation_.used_seconds += found->second.result.seconds;
+        taken[k] = std::move(found->second);
+        kept.erase(found);
+        plan.keys.insert(e.key);  // a later entrant of the same key finds it stored by its turn
+        continue;
+      }
+      if (!evaluator_.plan_run(plan, k, e.intervention, e.key, std::move(x.missing))) {
+        planned = false;  // that entrant fails in its turn: nothing to speculate on
+        break;
+      }
     }
-    in_order(plan, racing.size(), [&](std::size_t k, const PrefetchedRun* ahead) {
-      extend(experiment_id, generation, *racing[k], m, ahead);
-    });
+    discard(kept);
+    for (std::size_t k = 0; speculate_ && planned && k < racing.size(); ++k)
+      evaluator_.plan_run(plan, k, racing[k]->intervention, racing[k]->key, std::move(later[k]), true);
+    in_order(
+        plan, racing.size(),
+        [&](std::size_t k, const PrefetchedRun* run) {
+          extend(experiment_id, generation, *racing[k], m, run != nullptr ? run : taken[k] ? &*taken[k] : nullptr);
+        },
+        [&](std::size_t k, PrefetchedRun run) { ahead.insert_or_assign(racing[k]->key, std::move(run)); });
+  }
+
+  // Speculative runs no step will use.
+  void discard(const std::map<std::string, PrefetchedRun>& runs) {
+    for (const auto& [key, run] : runs) {
+      speculation_.discarded_prompts += run.items.size();
+      speculation_.discarded_seconds += run.result.seconds;
+    }
+  }
+
+  // The split's items of units [from, to) that `samples` lacks, in racing order.
+  std::vector<std::size_t> missing_in(const std::vector<SampleRecord>& samples, std::size_t from,
+                                      std::size_t to) const {
+    std::vector<bool> have(in_.items.size(), false);
+    for (const SampleRecord& s : samples) have[evaluator_.item_index(s.sample_id)] = true;
+    std::vector<std::size_t> missing;
+    for (std::size_t k = from; k < to; ++k)
+      for (std::size_t item : units_[k])
+        if (!have[item]) missing.push_back(item);
+    return missing;
   }
 
   // What growing an entrant to units [0, m) finds stored under its key, and
@@ -551,11 +625,7 @@ class SearchRun {
       x.samples = store_.evaluation_samples(partial->id);
       x.partial_id = partial->id;
     }
-    std::vector<bool> have(in_.items.size(), false);
-    for (const SampleRecord& s : x.samples) have[evaluator_.item_index(s.sample_id)] = true;
-    for (std::size_t k = 0; k < m; ++k)
-      for (std::size_t item : units_[k])
-        if (!have[item]) x.missing.push_back(item);
+    x.missing = missing_in(x.samples, 0, m);
     return x;
   }
 
@@ -637,6 +707,15 @@ class SearchRun {
   std::vector<std::size_t> schedule_;
   std::size_t looks_ = 0;
   std::vector<double> weights_;
+  // What became of the speculative runs the backend delivered (extend_all).
+  struct SpeculationUse {
+    std::size_t used_prompts = 0;
+    double used_seconds = 0.0;
+    std::size_t discarded_prompts = 0;
+    double discarded_seconds = 0.0;
+  };
+  SpeculationUse speculation_;
+  bool speculate_ = false;
   int done_candidates_ = 0;
   double best_ = -INFINITY;
   std::chrono::steady_clock::time_point workers_recorded_{};

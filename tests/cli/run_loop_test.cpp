@@ -414,6 +414,64 @@ TEST_F(RacingRunTest, RunsFewerPromptsThanTheSameSearchWithoutRacing) {
   EXPECT_LT(raced_prompts, plain_prompts);
 }
 
+// A backend with workers, as the MPI dispatcher, that runs every
+// speculative job it is given except every third (not complete in time)
+// and hands them over after the others.
+class SpeculatingBackend : public FailingAfter {
+ public:
+  SpeculatingBackend() : FailingAfter(100000) {}
+  void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
+                const std::atomic<int>*) override {
+    std::vector<std::size_t> speculative;
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      if (jobs[j].speculative) {
+        speculative.push_back(j);
+        continue;
+      }
+      done(j, {run(*jobs[j].intervention, *jobs[j].batch, options), nullptr, 0.0});
+    }
+    for (std::size_t k = 0; k < speculative.size(); ++k) {
+      const RunJob& job = jobs[speculative[k]];
+      RunJobResult result{run(*job.intervention, *job.batch, options), nullptr, 0.0};
+      ++speculated;
+      if (k % 3 != 2) done(speculative[k], std::move(result));
+    }
+  }
+  nlohmann::json workers() const override { return {{"seconds", 1.0}, {"ranks", json::array()}, {"speculative", {}}}; }
+  int speculated = 0;
+};
+
+// Racing on a backend that runs the next step speculatively stores exactly
+// the rows, checkpoints and prompts of one that does not: a run is used
+// only where the next step would have planned the same items, and dropped
+// candidates' runs are never stored. The run's workers record counts the
+// speculative prompts used and discarded.
+TEST_F(RacingRunTest, SpeculativeNextStepsLeaveTheRowsUnchanged) {
+  json reference, reference_generations;
+  std::uint64_t reference_prompts = 0;
+  {
+    Store store(db("reference.db"));
+    FailingAfter backend(100000);
+    const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
+    ASSERT_GT(s.raced, 0);
+    reference = raced_individuals(store, s.experiment_id);
+    reference_generations = checkpoints(store, s.experiment_id);
+    reference_prompts = store.experiment_statuses().front().prompts;
+  }
+  Store store(db());
+  SpeculatingBackend backend;
+  const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
+  EXPECT_EQ(raced_individuals(store, s.experiment_id), reference);
+  EXPECT_EQ(checkpoints(store, s.experiment_id), reference_generations);
+  EXPECT_EQ(store.experiment_statuses().front().prompts, reference_prompts);
+  const auto runs = store.run_provenances(s.experiment_id);
+  ASSERT_EQ(runs.size(), 1u);
+  const json speculation = runs[0].workers.at("speculative");
+  EXPECT_GT(backend.speculated, 0);
+  EXPECT_GT(speculation.at("used_prompts").get<int>(), 0) << speculation;
+  EXPECT_GT(speculation.at("discarded_prompts").get<int>(), 0) << "dropped children's next steps: " << speculation;
+}
+
 // A backend that crashes after every slice, restarted until the search
 // completes, ends with the uninterrupted run's individuals (raced sample
 // counts included), checkpoints and committed work.

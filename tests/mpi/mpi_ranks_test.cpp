@@ -149,17 +149,23 @@ class MpiRanks : public testing::TempDirTest {
   }
 
   // The driver recorded every evaluator rank for `ga-run status`: each
-  // search prompt the run counted was answered by some rank, and status
-  // shows a line per rank with the share of time the evaluators waited.
+  // prompt the ranks answered is one the run counted (stored) or one of a
+  // speculative run it threw away, and status shows a line per rank with
+  // the share of time the evaluators waited.
   void expect_workers_recorded(const std::string& db, int evaluators) const {
     const auto prompts = testing::query_rows(db, "SELECT prompts FROM runs");
     ASSERT_EQ(prompts.size(), 1u);
-    // Per run: the prompts it counted, the prompts its ranks answered, how
-    // many ranks, and whether every idle fraction lies in [0, 1].
-    EXPECT_EQ(testing::query_rows(db, "SELECT r.prompts, sum(json_extract(w.value, '$.prompts')), count(*), "
+    // Per run: the prompts it counted plus those speculation discarded, the
+    // prompts its ranks answered, how many ranks, and whether every idle
+    // fraction lies in [0, 1].
+    const auto expected = testing::query_rows(
+        db, "SELECT prompts + json_extract(workers, '$.speculative.discarded_prompts') + "
+            "json_extract(workers, '$.speculative.undelivered_prompts') FROM runs");
+    ASSERT_EQ(expected.size(), 1u);
+    EXPECT_EQ(testing::query_rows(db, "SELECT sum(json_extract(w.value, '$.prompts')), count(*), "
                                       "min(json_extract(w.value, '$.idle_fraction') BETWEEN 0 AND 1) "
                                       "FROM runs r, json_each(r.workers, '$.ranks') w GROUP BY r.id"),
-              std::vector<std::string>{prompts[0] + " | " + prompts[0] + " | " + std::to_string(evaluators) + " | 1"});
+              std::vector<std::string>{expected[0] + " | " + std::to_string(evaluators) + " | 1"});
     const Finished status = ga_run(0, {"status", db}, 60);
     ASSERT_EQ(status.exit_code, 0) << status.err;
     EXPECT_NE(status.out.find(std::to_string(evaluators) + " evaluator ranks, units of"), std::string::npos)
@@ -181,6 +187,39 @@ TEST_F(MpiRanks, SyntheticSearchWithRacingStoresTheSameRowsForAnyRankCount) {
                                           "SELECT count(*) FROM individuals WHERE raced_samples IS NOT NULL")[0]),
             0)
       << "the experiment races some children";
+}
+
+// Racing with a cost per prompt (a sleep), so that a step's last units keep
+// one evaluator computing while the others are free: those take the next
+// step's units speculatively. The rows are the plain run's (-n 1 runs as
+// one, where nothing is speculative) for 1 and 4 evaluators, some
+// speculative prompts were used, and status says what speculation cost.
+TEST_F(MpiRanks, RacingSpeculatesTheNextStepWithoutChangingTheRows) {
+  std::string yaml = testing::synthetic_lpes_experiment("mpi-speculate", 3, 0.0) +
+                     "  racing: {first: 2, step: 2, confidence: 0.8}\n";
+  const std::string latency = "latency_ms: 0.000000}";
+  ASSERT_NE(yaml.find(latency), std::string::npos);
+  yaml.replace(yaml.find(latency), latency.size(), "prompt_latency_ms: 5}");
+  write("exp.yaml", yaml);
+  // A step is 2 items at each of 3 positions: units of 6 make each
+  // candidate's step one unit, so every speculative unit sent is a whole
+  // speculative run. Normal: about 2 s per run (the sleeps); the bound only
+  // catches a hang.
+  same_results_for_rank_counts({2, 5}, "6", 300);
+  // 1 evaluator is never idle while another computes: nothing speculative.
+  EXPECT_EQ(testing::query_rows(path("ranks2.db"), "SELECT json_extract(workers, '$.speculative.units') FROM runs"),
+            std::vector<std::string>{"0"});
+  // With 4, each step with a next one ends with 3 evaluators free
+  // while the last candidate's unit (30 ms of sleep) is computed, and most
+  // candidates survive a look: some speculative runs are used.
+  const auto used = testing::query_rows(
+      path("ranks5.db"), "SELECT json_extract(workers, '$.speculative.units') > 0, "
+                         "json_extract(workers, '$.speculative.used_prompts') > 0 FROM runs");
+  EXPECT_EQ(used, std::vector<std::string>{"1 | 1"});
+  const Finished status = ga_run(0, {"status", path("ranks5.db")}, 60);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("speculation: "), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find(" prompts used, "), std::string::npos) << status.out;
 }
 
 // Commands that write the database and do not use ranks are refused under a

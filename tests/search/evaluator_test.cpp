@@ -125,6 +125,48 @@ TEST_F(EvaluatorTest, AnInterventionTheModelRefusesIsNotRun) {
   EXPECT_EQ(backend.runs, 0);
 }
 
+// One process has no evaluator that would be idle: the default run_each
+// runs the other jobs, hands each over in order, and skips the speculative
+// ones (no run, no result); run_in_order hands no speculative run on.
+TEST_F(EvaluatorTest, TheDefaultRunEachSkipsSpeculativeJobs) {
+  CountingBackend backend;
+  const EvaluationInputs in = inputs(backend);
+  const Evaluator evaluator(in);
+  const Intervention one = scaled(1.1), two = scaled(1.2);
+  RunPlan plan;
+  ASSERT_TRUE(evaluator.plan_run(plan, 0, one, "k1", {0, 1, 2}));
+  ASSERT_TRUE(evaluator.plan_run(plan, 1, two, "k2", {3, 4}));
+  ASSERT_TRUE(evaluator.plan_run(plan, 0, one, "k1", {5, 6}, true)) << "speculative keys are apart from the others";
+  ASSERT_TRUE(evaluator.plan_run(plan, 1, two, "k2", {7}, true));
+  ASSERT_TRUE(evaluator.plan_run(plan, 1, two, "k2", {8}, true)) << "a key's second speculative run is not planned";
+  ASSERT_EQ(plan.jobs.size(), 4u);
+  EXPECT_FALSE(plan.jobs[1].speculative);
+  EXPECT_TRUE(plan.jobs[2].speculative);
+  EXPECT_THROW(evaluator.plan_run(plan, 2, scaled(1.3), "k3", {9}), std::logic_error)
+      << "speculative runs come after all others";
+
+  std::vector<std::pair<std::size_t, std::size_t>> handled;  // work, outputs of its run
+  int speculated = 0;
+  run_in_order(
+      backend, in.run_options, plan, 3,
+      [&](std::size_t w, const PrefetchedRun* ahead) {
+        handled.emplace_back(w, ahead == nullptr ? 0 : ahead->result.outputs.size());
+      },
+      nullptr, [&](std::size_t, PrefetchedRun) { ++speculated; });
+  EXPECT_EQ(handled, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 3}, {1, 2}, {2, 0}}));
+  EXPECT_EQ(speculated, 0);
+  EXPECT_EQ(backend.runs, 2) << "no speculative job ran";
+
+  // Directly: only the non-speculative jobs are handed to `done`, in order.
+  std::vector<std::size_t> done;
+  backend.run_each(plan.jobs, in.run_options, [&](std::size_t job, RunJobResult r) {
+    EXPECT_FALSE(r.error);
+    done.push_back(job);
+  });
+  EXPECT_EQ(done, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(backend.runs, 4);
+}
+
 TEST_F(EvaluatorTest, PromptWrapperIsTheBackendsChatTemplate) {
   CountingBackend plain;
   EXPECT_EQ(prompt_wrapper(plain).name, datasets::PromptWrapper::identity().name);
