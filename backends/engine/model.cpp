@@ -116,6 +116,10 @@ void Model::load() {
     w.attn_norm = upload_vector(vector_tensor(f, p + "attn_norm.weight", c.hidden));
     w.ffn_norm = upload_vector(vector_tensor(f, p + "ffn_norm.weight", c.hidden));
     w.qkv_bias = upload_vector(qkv_bias(f, p, q_rows, kv_rows));
+    if (c.qk_norm) {
+      w.q_norm = upload_vector(vector_tensor(f, p + "attn_q_norm.weight", c.head_dim));
+      w.k_norm = upload_vector(vector_tensor(f, p + "attn_k_norm.weight", c.head_dim));
+    }
     w.qkv = load_matrix({matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
                          matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
                          matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
@@ -316,10 +320,10 @@ void Model::forward(std::span<const SequenceCall> calls) {
     // Attention block.
     device_.rms_norm_rows(ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
                           ws.xn.data(), hidden);
-    device_.matmul(*w.qkv, ws.xn.data(), hidden, N, ws.qkv.data(), qkv_width);
-    if (w.qkv_bias.size() > 0) {
-      device_.add_row_vector(ws.qkv.data(), qkv_width, N, w.qkv_bias.data(), static_cast<int>(qkv_width));
-    }
+    project_qkv(l, ws.xn.data(), N, ws.qkv.data());
+    // Per-head Q/K norm (qwen3) before RoPE and before any hook reads Q and
+    // K, as llama.cpp orders them.
+    if (c.qk_norm) norm_qk(l, ws.qkv.data(), N);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
@@ -435,7 +439,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   if (phs == nullptr) return;
   // `first_query`: the prompt's last row in the prefill, every row in a later call.
   const int first_query = start == 0 ? T - 1 : 0;
-  scale_qk_channel(*phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
+  scale_qk_channel(layer, *phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
   cache_keys(layer, seq, qkv, T, ws.tables.data(), key_stride);
   rotate_queries(offset, T, first_query, qkv, ws.tables.data(), query_stride);
   attend(layer, seq, offset, T, first_query, !ws.host_factors.empty(), false);
@@ -473,9 +477,32 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, i
   device_.upload(device_scales, scales.data(), sizeof(float) * heads);
 }
 
+// Q|K|V rows of `T` normed inputs, with the biases.
+void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
+  const ModelConfig& c = config_;
+  const Layer& w = layers_[layer];
+  const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  device_.matmul(*w.qkv, normed, c.hidden, T, qkv, qkv_width);
+  if (w.qkv_bias.size() > 0) device_.add_row_vector(qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
+}
+
+// Every Q head and K head of `T` rows normed in place with the layer's weights.
+void Model::norm_qk(int layer, float* qkv, int T) {
+  const ModelConfig& c = config_;
+  const Layer& w = layers_[layer];
+  const int hd = static_cast<int>(c.head_dim);
+  const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
+  const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  device_.rms_norm_heads(qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
+  device_.rms_norm_heads(qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
+}
+
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
-// K row and to the Q rows from `first_query` on.
-void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const float* normed, int T, int first_query) {
+// K row and to the Q rows from `first_query` on. Where a Q/K norm follows the
+// projection the rows are not linear in x_c: the projection is recomputed,
+// the column added to it, and the norm applied again.
+void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int T,
+                             int first_query) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
@@ -485,6 +512,7 @@ void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const floa
       static_cast<std::uint32_t>(phs.channel) >= c.hidden) {
     throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
   }
+  if (c.qk_norm) project_qkv(layer, normed, T, qkv);
   ws.columns.ensure(device_, q_width + k_width);
   device_.upload(ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
   device_.upload(ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
@@ -493,6 +521,7 @@ void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const floa
   device_.add_channel_column(qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
                              static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden,
                              c.hidden, phs.channel, phs.scale, ws.columns.data());
+  if (c.qk_norm) norm_qk(layer, qkv, T);
 }
 
 // The call's keys of every slot into the cache rows [start, start + T), rotated.
@@ -531,7 +560,7 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   device_.attention(ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-                    static_cast<int>(c.sliding_window), 1.0f / std::sqrt(static_cast<float>(hd)), ws.attn.data() + row,
+                    static_cast<int>(c.sliding_window), c.attention_scale, ws.attn.data() + row,
                     q_width, key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
 }
 

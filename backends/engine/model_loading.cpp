@@ -62,8 +62,9 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 }
 
 // Every tensor of the file is one the forward pass reads: a tensor it would
-// silently ignore (an output bias, a QK norm, MoE experts) means a feature it
-// does not run, so the file is refused rather than run wrong.
+// silently ignore (an output bias, a QK norm where the architecture has none,
+// MoE experts) means a feature it does not run, so the file is refused
+// rather than run wrong.
 void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
   static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                         "rope_freqs.weight"};
@@ -77,7 +78,8 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
     if (!known && name.starts_with("blk.")) {
       const std::size_t dot = name.find('.', 4);
       const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer);
+      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) ||
+              (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight"));
     }
     if (!known) {
       throw std::invalid_argument(tensor_where(file, info.name) + ": not part of the engine's '" + c.arch +

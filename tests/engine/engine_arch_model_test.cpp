@@ -1,5 +1,5 @@
 // Every architecture the engine runs (llama with Llama-3.1 frequency factors,
-// linear RoPE scaling and a sliding window; qwen2; gemma), on the small
+// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3), on the small
 // random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
 // vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
 //   - last-position logits against the fp64 numpy reference
@@ -10,7 +10,8 @@
 //     tolerance but twice the engine's error there; the op itself is checked
 //     in engine_kernels_test);
 //   - one intervention of every method (LPES, PI, Ms-PoE, CALIOPE, SIW, PHS)
-//     runs, stays finite and changes the logits.
+//     runs, stays finite and changes the logits; PHS's against the
+//     reference too (with a Q/K norm its rows are not linear in the channel).
 //
 // Tolerance: the models are F32, which the engine keeps at fp32 (float
 // matmul, fp32 accumulation), so logits (of order 10 here) differ from fp64
@@ -127,9 +128,15 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.5f);
     EXPECT_FALSE(c.tied_output);
   }
-  if (name == "qwen2") {
+  if (name == "qwen2" || name == "qwen3") {
     EXPECT_EQ(c.vocab, 151936u);
   }
+  EXPECT_EQ(c.qk_norm, name == "qwen3");
+  if (name == "qwen3") {
+    EXPECT_EQ(c.head_dim, 32u);  // key_length, not hidden / heads
+    EXPECT_TRUE(c.tied_output);
+  }
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   if (name == "llama3") {
     EXPECT_EQ(c.vocab, 128256u);
   }
@@ -137,10 +144,11 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
 
 // BOS as llama.cpp adds it by default: SentencePiece and the Llama-3
 // pre-tokenizer yes (the llama-bpe vocabulary file has no add_bos_token key),
-// qwen2 no. Greedy continuations matched llama-simple's only with this.
+// the qwen2 vocabulary (qwen2, qwen3) no. Greedy continuations matched
+// llama-simple's only with this.
 TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
   const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
-  EXPECT_EQ(tokenizer.add_bos_default(), GetParam() != "qwen2");
+  EXPECT_EQ(tokenizer.add_bos_default(), !GetParam().starts_with("qwen"));
 }
 
 TEST_P(ArchModel, LogitsMatchFp64Reference) {
@@ -262,7 +270,26 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa"),
+// PHS's example (channel 3 of the normed input to Q and K zeroed in both
+// layers: every key, the last query) against the reference's own PHS.
+TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
+  const auto& cs = fixture().at("models").at(GetParam()).at("phs");
+  const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+  const hooks::EngineIntervention ei(*model_, Intervention::from_json({{"hidden_channel", cs.at("hidden_channel")}}),
+                                     static_cast<int>(tokens.size()), ::midtune::testing::kExampleChunks);
+  const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());
+  const auto ids = cs.at("top_ids").get<std::vector<int>>();
+  const auto ref = cs.at("top_logits").get<std::vector<double>>();
+  double err = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  std::printf("%s: PHS worst |logit - fp64 reference| %.1e (the channel moves the reference by %.3f)\n",
+              GetParam().c_str(), err, cs.at("effect").get<double>());
+  EXPECT_LT(err, kLogitTolerance);
+  EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,
+                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3"),
                          [](const auto& info) { return info.param; });
 
 TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {

@@ -419,7 +419,7 @@ TEST_P(ArchPeer, GreedyMatchesLlamaSimpleExceptAtNearTies) {
                    GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off"),
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off", "qwen3"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

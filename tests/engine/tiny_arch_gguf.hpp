@@ -12,6 +12,9 @@
 //             exists there) and a Gemma chat template
 //   llama_swa a sliding attention window of 8 keys, linear RoPE scaling x2,
 //             a separate output matrix, the llama-spm vocabulary
+//   qwen3     per-head Q/K RMSNorm, head dimension 32 from key_length (not
+//             hidden / heads, as Qwen3's 128 is not), NEOX RoPE, base 1e6,
+//             no biases, tied output, the qwen2 vocabulary and its template
 // Weights are F32 from a counter-based generator (splitmix64), so the bytes
 // are the same on every machine and compiler: the test writes the files
 // itself and compares with logits the numpy reference computed from files
@@ -39,6 +42,7 @@ struct TinyArchSpec {
   float rope_base = 10000.0f, rms_eps = 1e-5f;
   bool write_key_length = false;  // <arch>.attention.key_length / value_length
   bool qkv_bias = false;
+  bool qk_norm = false;  // blk.N.attn_q_norm / attn_k_norm.weight
   bool rope_freqs = false;
   bool tied_output = true;
   std::uint32_t sliding_window = 0;
@@ -79,7 +83,14 @@ inline std::vector<TinyArchSpec> tiny_arch_specs() {
   swa.sliding_window = 8;
   swa.linear_rope_factor = 2.0f;
   swa.tied_output = false;
-  return {qwen2, llama3, gemma, swa};
+
+  TinyArchSpec qwen3{.name = "qwen3", .arch = "qwen3", .vocab_file = "ggml-vocab-qwen2.gguf"};
+  qwen3.head_dim = 32;
+  qwen3.write_key_length = true;
+  qwen3.rope_base = 1000000.0f;
+  qwen3.rms_eps = 1e-6f;
+  qwen3.qk_norm = true;
+  return {qwen2, llama3, gemma, swa, qwen3};
 }
 
 // splitmix64 of a counter: the same stream everywhere.
@@ -212,6 +223,12 @@ inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const Ggu
       w.add_tensor(p + "attn_q.bias", {q_rows}, 0, rng.f32(q_rows, 0.5f));
       w.add_tensor(p + "attn_k.bias", {kv_rows}, 0, rng.f32(kv_rows, 0.5f));
       w.add_tensor(p + "attn_v.bias", {kv_rows}, 0, rng.f32(kv_rows, 0.5f));
+    }
+    if (s.qk_norm) {
+      w.add_tensor(p + "attn_q_norm.weight", {static_cast<std::uint64_t>(s.head_dim)}, 0,
+                   rng.f32(s.head_dim, 0.2f, 1.0f));
+      w.add_tensor(p + "attn_k_norm.weight", {static_cast<std::uint64_t>(s.head_dim)}, 0,
+                   rng.f32(s.head_dim, 0.2f, 1.0f));
     }
     w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, 0, rng.f32(q_rows * hidden, bound(q_rows)));
     w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden) * 3.0f));

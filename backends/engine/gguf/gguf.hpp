@@ -209,7 +209,7 @@ class GgufFile {
 enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
 
 // The architectures the engine runs, as `general.architecture` names them.
-inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma";
+inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3";
 
 // Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
 // The fields after tied_output are what an architecture changes; their
@@ -233,6 +233,10 @@ struct ModelConfig {
   float embedding_scale = 1.0f;   // token embeddings times this (gemma: sqrt(hidden))
   float rope_freq_scale = 1.0f;   // <arch>.rope.scaling.type linear: 1 / rope.scaling.factor
   std::uint32_t sliding_window = 0;  // <arch>.attention.sliding_window: keys a query sees (0 = all)
+  // Per-head RMSNorm of the Q and K rows before RoPE (qwen3: the
+  // attn_q_norm / attn_k_norm weights, head_dim each).
+  bool qk_norm = false;
+  float attention_scale = 0.0f;   // softmax(scale * q.k): 1 / sqrt(head_dim)
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -141,6 +141,9 @@ ModelConfig read_model_config(const GgufFile& file) {
   } else if (c.arch == "gemma") {
     c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
     c.ffn_activation = FfnActivation::gelu_tanh;
+  } else if (c.arch == "qwen3") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+    c.qk_norm = true;
   } else if (c.arch != "llama") {
     const std::string why = c.arch == "mpt" ? " (MPT uses ALiBi and no RoPE: out of scope for the engine)" : "";
     throw GgufError(file.path().string() + ": metadata key 'general.architecture' = '" + c.arch +
@@ -198,6 +201,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   // ggml_scale(inpL, sqrtf(n_embd)).
   if (c.arch == "gemma") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
   if (file.has(p + "attention.sliding_window")) c.sliding_window = u32(p + "attention.sliding_window");
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Linear RoPE scaling (e.g. long-context Vicuna) multiplies every angle by
   // 1 / factor, as llama.cpp's freq_scale; other scaling types change the
   // angles per dimension and are refused rather than run wrong.
