@@ -108,6 +108,7 @@ void Model::load() {
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
   lm_head_ = load_matrix({matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
   rope_inv_freq_ = upload_vector(rope_inverse_frequencies(f, c));
+  if (!c.local_layers.empty()) rope_inv_freq_local_ = upload_vector(rope_inverse_frequencies(f, c, true));
 
   layers_.resize(c.layers);
   auto load_layer = [&](int l) {
@@ -119,6 +120,10 @@ void Model::load() {
     if (c.qk_norm) {
       w.q_norm = upload_vector(vector_tensor(f, p + "attn_q_norm.weight", c.head_dim));
       w.k_norm = upload_vector(vector_tensor(f, p + "attn_k_norm.weight", c.head_dim));
+    }
+    if (c.post_norms) {
+      w.attn_post_norm = upload_vector(vector_tensor(f, p + "post_attention_norm.weight", c.hidden));
+      w.ffn_post_norm = upload_vector(vector_tensor(f, p + "post_ffw_norm.weight", c.hidden));
     }
     w.qkv = load_matrix({matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
                          matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
@@ -321,22 +326,22 @@ void Model::forward(std::span<const SequenceCall> calls) {
     device_.rms_norm_rows(ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
                           ws.xn.data(), hidden);
     project_qkv(l, ws.xn.data(), N, ws.qkv.data());
-    // Per-head Q/K norm (qwen3) before RoPE and before any hook reads Q and
-    // K, as llama.cpp orders them.
+    // Per-head Q/K norm (qwen3, gemma3) before RoPE and before any hook
+    // reads Q and K, as llama.cpp orders them.
     if (c.qk_norm) norm_qk(l, ws.qkv.data(), N);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
     device_.matmul(*w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
-    device_.add(ws.x.data(), ws.proj.data(), N * hidden);
-    // Gated feed-forward block: SwiGLU, or GeGLU (gemma).
+    add_block_output(w.attn_post_norm, ws.proj.data(), N);
+    // Gated feed-forward block: SwiGLU, or GeGLU (gemma, gemma3).
     device_.rms_norm_rows(ws.x.data(), hidden, w.ffn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
                           ws.xn.data(), hidden);
     device_.matmul(*w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
     device_.gated_activation(c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
                              ws.act.data(), ffn);
     device_.matmul(*w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
-    device_.add(ws.x.data(), ws.proj.data(), N * hidden);
+    add_block_output(w.ffn_post_norm, ws.proj.data(), N);
     // Stage: layer output, for the hooks that tap the residual stream.
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const ForwardHooks* hooks = calls[i].hooks;
@@ -366,6 +371,19 @@ void Model::forward(std::span<const SequenceCall> calls) {
                         ws.xn.data(), hidden);
   ws.logits.ensure(device_, static_cast<std::size_t>(R) * c.vocab);
   device_.matmul(*lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
+}
+
+// The residual add of a block's output, normed first where the architecture
+// norms it (gemma3's post-attention and post-FFN norms).
+void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* out, int N) {
+  const ModelConfig& c = config_;
+  Workspace& ws = *ws_;
+  const std::size_t hidden = c.hidden;
+  if (post_norm.size() > 0) {
+    device_.rms_norm_rows(out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(), hidden);
+    out = ws.xn.data();
+  }
+  device_.add(ws.x.data(), out, N * hidden);
 }
 
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
@@ -399,8 +417,8 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const int tables = one_table ? 1 : heads;
   const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
   ws.tables.ensure(device_, tables * table_size);
-  device_.rope_tables(ws.positions.data() + offset, T, device_scales, tables, rope_inv_freq_.data(), pairs,
-                      ws.tables.data());
+  const double* inv_freq = c.is_local(layer) ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
+  device_.rope_tables(ws.positions.data() + offset, T, device_scales, tables, inv_freq, pairs, ws.tables.data());
   const std::size_t query_stride = one_table ? 0 : table_size;
   const std::size_t key_stride = one_table ? 0 : (kv.slots == heads ? table_size : group * table_size);
 
@@ -560,7 +578,7 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   device_.attention(ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-                    static_cast<int>(c.sliding_window), c.attention_scale, ws.attn.data() + row,
+                    static_cast<int>(c.layer_window(layer)), c.attention_scale, ws.attn.data() + row,
                     q_width, key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
 }
 

@@ -1,5 +1,5 @@
 // Every architecture the engine runs (llama with Llama-3.1 frequency factors,
-// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3), on the small
+// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3; gemma3), on the small
 // random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
 // vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
 //   - last-position logits against the fp64 numpy reference
@@ -116,7 +116,7 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
   const std::string& name = GetParam();
   EXPECT_EQ(c.arch, fixture()["models"][name]["arch"].get<std::string>());
   EXPECT_EQ(c.rope_pairing, c.arch == "llama" ? RopePairing::adjacent : RopePairing::halves);
-  EXPECT_EQ(c.ffn_activation, c.arch == "gemma" ? FfnActivation::gelu_tanh : FfnActivation::silu);
+  EXPECT_EQ(c.ffn_activation, c.arch.starts_with("gemma") ? FfnActivation::gelu_tanh : FfnActivation::silu);
   if (name == "gemma") {
     EXPECT_EQ(c.head_dim, 256u);
     EXPECT_EQ(c.hidden, 128u);
@@ -131,7 +131,18 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
   if (name == "qwen2" || name == "qwen3") {
     EXPECT_EQ(c.vocab, 151936u);
   }
-  EXPECT_EQ(c.qk_norm, name == "qwen3");
+  EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
+  EXPECT_EQ(c.post_norms, name == "gemma3");
+  if (name == "gemma3") {
+    EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 0}));  // sliding_window_pattern 2
+    EXPECT_EQ(c.layer_window(0), 8u);
+    EXPECT_EQ(c.layer_window(1), 0u);
+    EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);  // no rope.freq_base_swa: llama.cpp's default
+    EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.125f);    // the global layers'
+    EXPECT_FLOAT_EQ(c.embedding_scale, 8.0f);
+  } else {
+    EXPECT_TRUE(c.local_layers.empty());
+  }
   if (name == "qwen3") {
     EXPECT_EQ(c.head_dim, 32u);  // key_length, not hidden / heads
     EXPECT_TRUE(c.tied_output);
@@ -260,7 +271,8 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
       change = std::max(change, static_cast<double>(std::fabs(logits[i] - plain[i])));
     }
     std::printf("  %s %-8s max |logit change| vs plain %.4f\n", GetParam().c_str(), method.c_str(), change);
-    if (method == "siw" && c.sliding_window != 0 && c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
+    if (method == "siw" && c.sliding_window != 0 && c.local_layers.empty() &&
+        c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
       // Key 0 lies outside the window of every query that reaches the last
       // one within the model's depth, so its weight cannot matter.
       EXPECT_EQ(change, 0.0) << method;
@@ -289,8 +301,49 @@ TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,
-                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3"),
+                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
+
+// gemma3's metadata as llama.cpp's converter writes it (no pattern key, no
+// freq_base_swa): five sliding layers of every six at base 10000, the
+// global ones at rope.freq_base; a final-logit soft-cap is refused by name.
+TEST(ArchConfig, Gemma3SlidesFiveLayersOfSix) {
+  const auto header = [](bool softcap) {
+    ::midtune::testing::TinyGgufWriter w;
+    w.add_string("general.architecture", "gemma3");
+    w.add_u32("gemma3.block_count", 12);
+    w.add_u32("gemma3.context_length", 32768);
+    w.add_u32("gemma3.embedding_length", 640);
+    w.add_u32("gemma3.feed_forward_length", 2048);
+    w.add_u32("gemma3.attention.head_count", 4);
+    w.add_u32("gemma3.attention.head_count_kv", 1);
+    w.add_u32("gemma3.attention.key_length", 256);
+    w.add_u32("gemma3.attention.value_length", 256);
+    w.add_u32("gemma3.attention.sliding_window", 512);
+    w.add_u32("gemma3.vocab_size", 262144);
+    w.add_f32("gemma3.rope.freq_base", 1000000.0f);
+    w.add_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+    if (softcap) w.add_f32("gemma3.final_logit_softcapping", 30.0f);
+    return w.bytes();
+  };
+  ::midtune::testing::MemoryFile file(header(false));
+  const ModelConfig c = read_model_config(GgufFile(file.path()));
+  EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(c.layer_window(4), 512u);
+  EXPECT_EQ(c.layer_window(5), 0u);
+  EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rope_base, 1000000.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 16.0f);  // 1 / sqrt(key_length)
+  EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(640.0f));
+  ::midtune::testing::MemoryFile capped(header(true));
+  try {
+    read_model_config(GgufFile(capped.path()));
+    FAIL() << "final_logit_softcapping accepted";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("final_logit_softcapping"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(capped.path().string()), std::string::npos) << e.what();
+  }
+}
 
 TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
   for (const std::string arch : {"mpt", "falcon"}) {
