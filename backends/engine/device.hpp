@@ -97,6 +97,11 @@ class Device {
   // RMSNorm (ops/rmsnorm.hpp's contract).
   virtual void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
                              float* y, std::size_t ld_y) = 0;
+  // RMSNorm of every head, in place (Q/K norm): head h of token t, the
+  // head_dim values at x + t * ld + h * head_dim, becomes rms_norm_rows of
+  // that one row with `weight` (head_dim values), for t < tokens, h < heads.
+  virtual void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                              float eps) = 0;
   // y[r][o] = x[r][:] . w[o][:] for r < rows, o < w.rows() (the device's
   // precision: int8 or fp32 activations on the CPU, bf16 on the GPU).
   virtual void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,

@@ -108,6 +108,7 @@ void Model::load() {
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
   lm_head_ = load_matrix({matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
   rope_inv_freq_ = upload_vector(rope_inverse_frequencies(f, c));
+  if (!c.local_layers.empty()) rope_inv_freq_local_ = upload_vector(rope_inverse_frequencies(f, c, true));
 
   layers_.resize(c.layers);
   auto load_layer = [&](int l) {
@@ -116,6 +117,14 @@ void Model::load() {
     w.attn_norm = upload_vector(vector_tensor(f, p + "attn_norm.weight", c.hidden));
     w.ffn_norm = upload_vector(vector_tensor(f, p + "ffn_norm.weight", c.hidden));
     w.qkv_bias = upload_vector(qkv_bias(f, p, q_rows, kv_rows));
+    if (c.qk_norm) {
+      w.q_norm = upload_vector(vector_tensor(f, p + "attn_q_norm.weight", c.head_dim));
+      w.k_norm = upload_vector(vector_tensor(f, p + "attn_k_norm.weight", c.head_dim));
+    }
+    if (c.post_norms) {
+      w.attn_post_norm = upload_vector(vector_tensor(f, p + "post_attention_norm.weight", c.hidden));
+      w.ffn_post_norm = upload_vector(vector_tensor(f, p + "post_ffw_norm.weight", c.hidden));
+    }
     w.qkv = load_matrix({matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
                          matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
                          matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
@@ -186,6 +195,7 @@ struct Model::Workspace {
   struct RopeTable {
     int offset = 0;
     float scale = 0.0f;
+    const double* inv_freq = nullptr;  // the layers' frequencies it was made with
     DeviceBuffer<float> cos_sin;
   };
   std::vector<RopeTable> rope_tables;
@@ -331,23 +341,23 @@ void Model::forward(std::span<const SequenceCall> calls) {
     // Attention block.
     device_.rms_norm_rows(ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
                           ws.xn.data(), hidden);
-    device_.matmul(*w.qkv, ws.xn.data(), hidden, N, ws.qkv.data(), qkv_width);
-    if (w.qkv_bias.size() > 0) {
-      device_.add_row_vector(ws.qkv.data(), qkv_width, N, w.qkv_bias.data(), static_cast<int>(qkv_width));
-    }
+    project_qkv(l, ws.xn.data(), N, ws.qkv.data());
+    // Per-head Q/K norm (qwen3, gemma3) before RoPE and before any hook
+    // reads Q and K, as llama.cpp orders them.
+    if (c.qk_norm) norm_qk(l, ws.qkv.data(), N);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
     device_.matmul(*w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
-    device_.add(ws.x.data(), ws.proj.data(), N * hidden);
-    // Gated feed-forward block: SwiGLU, or GeGLU (gemma).
+    add_block_output(w.attn_post_norm, ws.proj.data(), N);
+    // Gated feed-forward block: SwiGLU, or GeGLU (gemma, gemma3).
     device_.rms_norm_rows(ws.x.data(), hidden, w.ffn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
                           ws.xn.data(), hidden);
     device_.matmul(*w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
     device_.gated_activation(c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
                              ws.act.data(), ffn);
     device_.matmul(*w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
-    device_.add(ws.x.data(), ws.proj.data(), N * hidden);
+    add_block_output(w.ffn_post_norm, ws.proj.data(), N);
     // Stage: layer output, for the hooks that tap the residual stream.
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const ForwardHooks* hooks = calls[i].hooks;
@@ -377,6 +387,19 @@ void Model::forward(std::span<const SequenceCall> calls) {
                         ws.xn.data(), hidden);
   ws.logits.ensure(device_, static_cast<std::size_t>(R) * c.vocab);
   device_.matmul(*lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
+}
+
+// The residual add of a block's output, normed first where the architecture
+// norms it (gemma3's post-attention and post-FFN norms).
+void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* out, int N) {
+  const ModelConfig& c = config_;
+  Workspace& ws = *ws_;
+  const std::size_t hidden = c.hidden;
+  if (post_norm.size() > 0) {
+    device_.rms_norm_rows(out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(), hidden);
+    out = ws.xn.data();
+  }
+  device_.add(ws.x.data(), out, N * hidden);
 }
 
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
@@ -409,21 +432,22 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const float* layer_scales = seq.scales_.scale.data() + static_cast<std::size_t>(layer) * heads;
   const bool one_table = std::all_of(layer_scales, layer_scales + heads, [&](float s) { return s == layer_scales[0]; });
   const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
-  const float* tables = one_table ? rope_table(offset, T, layer_scales[0], device_scales) : nullptr;
+  // Local layers (gemma3) turn at their own base.
+  const double* inv_freq = c.is_local(layer) ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
+  const float* tables = one_table ? rope_table(offset, T, layer_scales[0], device_scales, inv_freq) : nullptr;
   if (tables == nullptr) {
     const int count = one_table ? 1 : heads;
     ws.tables.ensure(device_, count * table_size);
     bool gathered = !one_table;
     for (int h = 0; gathered && h < heads; ++h) {
-      const float* table = rope_table(offset, T, layer_scales[h], device_scales + h);
+      const float* table = rope_table(offset, T, layer_scales[h], device_scales + h, inv_freq);
       if (table == nullptr) gathered = false;
       if (gathered) {
         device_.copy_rows(ws.tables.data() + h * table_size, 0, table, 0, table_size * sizeof(float), 1);
       }
     }
     if (!gathered) {
-      device_.rope_tables(ws.positions.data() + offset, T, device_scales, count, rope_inv_freq_.data(), pairs,
-                          ws.tables.data());
+      device_.rope_tables(ws.positions.data() + offset, T, device_scales, count, inv_freq, pairs, ws.tables.data());
     }
     tables = ws.tables.data();
   }
@@ -465,17 +489,18 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   if (phs == nullptr) return;
   // `first_query`: the prompt's last row in the prefill, every row in a later call.
   const int first_query = start == 0 ? T - 1 : 0;
-  scale_qk_channel(*phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
+  scale_qk_channel(layer, *phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
   cache_keys(layer, seq, qkv, T, tables, key_stride);
   rotate_queries(offset, T, first_query, qkv, tables, query_stride);
   attend(layer, seq, offset, T, first_query, !ws.host_factors.empty(), false);
   if (!ws.host_factors.empty()) correct_key0(layer, seq, offset, T, first_query);
 }
 
-// The RoPE table of `scale` (device_scale: that scale on the device) for the
-// call whose rows start at `offset`, computed on first use in this forward
+// The RoPE table of `scale` (device_scale: that scale on the device) and the
+// frequencies `inv_freq` for the call whose rows start at `offset`, computed
+// on first use in this forward
 // call; null where it would not fit the cache (the caller computes its own).
-const float* Model::rope_table(int offset, int T, float scale, const float* device_scale) {
+const float* Model::rope_table(int offset, int T, float scale, const float* device_scale, const double* inv_freq) {
   // Enough for every layer's own scale (LPES) over a whole long prompt on
   // the CPU engine; a GPU's packed batch may exceed it and computes the
   // tables per layer instead (cheap there).
@@ -483,7 +508,7 @@ const float* Model::rope_table(int offset, int T, float scale, const float* devi
   Workspace& ws = *ws_;
   for (std::size_t i = 0; i < ws.rope_tables_used; ++i) {
     const Workspace::RopeTable& table = ws.rope_tables[i];
-    if (table.offset == offset && table.scale == scale) return table.cos_sin.data();
+    if (table.offset == offset && table.scale == scale && table.inv_freq == inv_freq) return table.cos_sin.data();
   }
   const int pairs = static_cast<int>(config_.rope_dims / 2);
   const std::size_t size = static_cast<std::size_t>(T) * pairs * 2;
@@ -492,10 +517,10 @@ const float* Model::rope_table(int offset, int T, float scale, const float* devi
   Workspace::RopeTable& table = ws.rope_tables[ws.rope_tables_used++];
   table.offset = offset;
   table.scale = scale;
+  table.inv_freq = inv_freq;
   table.cos_sin.ensure(device_, size);
   ws.rope_table_bytes += size * sizeof(float);
-  device_.rope_tables(ws.positions.data() + offset, T, device_scale, 1, rope_inv_freq_.data(), pairs,
-                      table.cos_sin.data());
+  device_.rope_tables(ws.positions.data() + offset, T, device_scale, 1, inv_freq, pairs, table.cos_sin.data());
   return table.cos_sin.data();
 }
 
@@ -530,9 +555,32 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, i
   device_.upload(device_scales, scales.data(), sizeof(float) * heads);
 }
 
+// Q|K|V rows of `T` normed inputs, with the biases.
+void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
+  const ModelConfig& c = config_;
+  const Layer& w = layers_[layer];
+  const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  device_.matmul(*w.qkv, normed, c.hidden, T, qkv, qkv_width);
+  if (w.qkv_bias.size() > 0) device_.add_row_vector(qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
+}
+
+// Every Q head and K head of `T` rows normed in place with the layer's weights.
+void Model::norm_qk(int layer, float* qkv, int T) {
+  const ModelConfig& c = config_;
+  const Layer& w = layers_[layer];
+  const int hd = static_cast<int>(c.head_dim);
+  const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
+  const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  device_.rms_norm_heads(qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
+  device_.rms_norm_heads(qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
+}
+
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
-// K row and to the Q rows from `first_query` on.
-void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const float* normed, int T, int first_query) {
+// K row and to the Q rows from `first_query` on. Where a Q/K norm follows the
+// projection the rows are not linear in x_c: the projection is recomputed,
+// the column added to it, and the norm applied again.
+void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int T,
+                             int first_query) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
@@ -542,6 +590,7 @@ void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const floa
       static_cast<std::uint32_t>(phs.channel) >= c.hidden) {
     throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
   }
+  if (c.qk_norm) project_qkv(layer, normed, T, qkv);
   ws.columns.ensure(device_, q_width + k_width);
   device_.upload(ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
   device_.upload(ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
@@ -550,6 +599,7 @@ void Model::scale_qk_channel(const QkChannelScaling& phs, float* qkv, const floa
   device_.add_channel_column(qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
                              static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden,
                              c.hidden, phs.channel, phs.scale, ws.columns.data());
+  if (c.qk_norm) norm_qk(layer, qkv, T);
 }
 
 // The call's keys of every slot into the cache rows [start, start + T), rotated.
@@ -588,7 +638,7 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   device_.attention(ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-                    static_cast<int>(c.sliding_window), 1.0f / std::sqrt(static_cast<float>(hd)), ws.attn.data() + row,
+                    static_cast<int>(c.layer_window(layer)), c.attention_scale, ws.attn.data() + row,
                     q_width, key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
 }
 

@@ -1,9 +1,11 @@
 // The model: one forward pass for every device (device.hpp), read top to
 // bottom like llama2.c's run.c: embedding (x embedding_scale) -> per layer
-// [RMSNorm -> QKV (+ bias) -> RoPE -> causal GQA attention (within the
-// sliding window, if any) -> output projection -> residual -> RMSNorm ->
-// SwiGLU or GeGLU FFN -> residual] -> final RMSNorm -> tied or separate
-// output matrix. What an architecture changes (llama, qwen2, gemma) is in
+// [RMSNorm -> QKV (+ bias) -> per-head Q/K RMSNorm (if any) -> RoPE (the
+// layer's base) -> causal GQA attention (within the layer's sliding window,
+// if any) -> output projection (-> RMSNorm) -> residual -> RMSNorm ->
+// SwiGLU or GeGLU FFN (-> RMSNorm) -> residual] -> final RMSNorm -> tied or
+// separate output matrix. What an architecture changes (llama, qwen2,
+// gemma, qwen3, gemma3) is in
 // ModelConfig (backends/engine/gguf/gguf.hpp) and the few lines that read
 // it; how an op runs is the device's.
 //
@@ -91,8 +93,9 @@ struct ForwardHooks {
   bool whole_prompt = false;
 
   // Stage: before RoPE, in a call on an empty sequence (the prefill), with
-  // the last query's softmax rows before RoPE (heads x tokens, computed by
-  // the model: ops/last_query_rows.hpp). A non-empty result is this layer's
+  // the last query's softmax rows before RoPE (after the per-head Q/K norm
+  // where the architecture has one; heads x tokens, computed by the model:
+  // ops/last_query_rows.hpp). A non-empty result is this layer's
   // per-head RoPE scales, fixed for the sequence's life; heads of one GQA
   // group may differ only in layers with per-head key slots (Ms-PoE Alg. 1).
   std::function<std::vector<float>(int layer, std::span<const float> rows, int tokens)> head_rope_scales;
@@ -221,6 +224,8 @@ class Model {
   friend class Sequence;
   struct Layer {
     DeviceBuffer<float> attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty: none
+    DeviceBuffer<float> q_norm, k_norm;                 // per-head Q/K norm weights (empty: none)
+    DeviceBuffer<float> attn_post_norm, ffn_post_norm;  // norms of the blocks' outputs (empty: none)
     std::unique_ptr<DeviceMatrix> qkv;       // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
     std::unique_ptr<DeviceMatrix> attn_out;
     std::unique_ptr<DeviceMatrix> gate_up;   // rows: gate (ffn), up (ffn)
@@ -230,10 +235,14 @@ class Model {
   void load();
   // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
   void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales);
-  const float* rope_table(int offset, int tokens, float scale, const float* device_scale);
+  const float* rope_table(int offset, int tokens, float scale, const float* device_scale, const double* inv_freq);
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);
-  void scale_qk_channel(const QkChannelScaling& phs, float* qkv, const float* normed, int tokens, int first_query);
+  void add_block_output(const DeviceBuffer<float>& post_norm, const float* out, int tokens);
+  void project_qkv(int layer, const float* normed, int tokens, float* qkv);
+  void norm_qk(int layer, float* qkv, int tokens);
+  void scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int tokens,
+                        int first_query);
   void cache_keys(int layer, Sequence& seq, const float* qkv, int tokens, const float* tables,
                   std::size_t table_stride);
   void rotate_queries(int offset, int tokens, int first, const float* qkv, const float* tables,
@@ -250,6 +259,7 @@ class Model {
   DeviceBuffer<float> output_norm_;
   std::unique_ptr<DeviceMatrix> lm_head_;
   DeviceBuffer<double> rope_inv_freq_;
+  DeviceBuffer<double> rope_inv_freq_local_;  // the local layers' (empty: none)
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
   int logit_rows_ = 0;

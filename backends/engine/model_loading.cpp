@@ -62,8 +62,9 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 }
 
 // Every tensor of the file is one the forward pass reads: a tensor it would
-// silently ignore (an output bias, a QK norm, MoE experts) means a feature it
-// does not run, so the file is refused rather than run wrong.
+// silently ignore (an output bias, a QK norm where the architecture has none,
+// MoE experts) means a feature it does not run, so the file is refused
+// rather than run wrong.
 void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
   static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                         "rope_freqs.weight"};
@@ -77,7 +78,9 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
     if (!known && name.starts_with("blk.")) {
       const std::size_t dot = name.find('.', 4);
       const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer);
+      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) ||
+              (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
+              (c.post_norms && (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
     }
     if (!known) {
       throw std::invalid_argument(tensor_where(file, info.name) + ": not part of the engine's '" + c.arch +
@@ -92,10 +95,14 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
 // the angle exactly as llama.cpp's ggml_rope_ext does with freq_factors;
 // freq_scale: linear RoPE scaling. A method's per-(layer, head) scale divides
 // the position on top of these (docs/methods.md, "RoPE of the model").
-std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c) {
+// Local layers (gemma3's sliding ones): base rope_base_local, neither
+// scaling nor factors, as llama.cpp's rope_freq_scale_train_swa = 1.
+std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c, bool local) {
   const int half = static_cast<int>(c.rope_dims / 2);
   std::vector<double> inv(half);
-  for (int i = 0; i < half; ++i) inv[i] = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dims);
+  const double base = local ? c.rope_base_local : c.rope_base;
+  for (int i = 0; i < half; ++i) inv[i] = std::pow(base, -2.0 * i / c.rope_dims);
+  if (local) return inv;
   if (c.rope_freq_scale != 1.0f) {
     for (double& v : inv) v *= c.rope_freq_scale;
   }

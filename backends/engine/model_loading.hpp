@@ -31,8 +31,9 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 // Throws when the file holds a tensor the forward pass would ignore.
 void require_known_tensors(const GgufFile& file, const ModelConfig& c);
 
-// Per dimension pair i: base^(-2i / rope_dims) * freq_scale / freq_factor[i].
-std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c);
+// Per dimension pair i: base^(-2i / rope_dims) * freq_scale / freq_factor[i]
+// (local: the local layers' base alone).
+std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c, bool local = false);
 
 // The metadata checks every device makes before sizing anything: RoPE
 // dimensions, a head dimension the device supports (at most

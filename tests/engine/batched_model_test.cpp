@@ -306,7 +306,8 @@ TEST_P(BatchedArchTest, SmallPassesAnswerAsOnePass) {
 
 INSTANTIATE_TEST_SUITE_P(
     Devices, BatchedArchTest,
-    ::testing::Combine(::testing::Values("reference", "cuda"), ::testing::Values("qwen2", "llama3", "gemma", "llama_swa")),
+    ::testing::Combine(::testing::Values("reference", "cuda"),
+                       ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // ---------------------------------------------------------------- SmolLM2

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/gguf/chat_template.hpp"
@@ -133,6 +135,22 @@ TEST(ChatTemplate, Llama3GemmaVicuna) {
     const auto p = chat->render_user(" keep spaces ");
     EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ") << to_string(chat->format());
   }
+}
+
+// Qwen3-0.6B's template (llama.cpp's models/templates copy): ChatML with
+// tool and reasoning branches, no default system turn. With one user message
+// (and an optional system one), no tools and thinking left on, it renders as
+// plain ChatML (the template's own text, read branch by branch).
+TEST(ChatTemplate, Qwen3IsChatMlWithoutADefaultSystem) {
+  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_qwen3.jinja");
+  ASSERT_TRUE(in) << "fixture missing";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto chat = ChatTemplate::from_template_text(text);
+  EXPECT_EQ(chat.format(), ChatFormat::chatml);
+  EXPECT_FALSE(chat.default_system().has_value());
+  EXPECT_EQ(chat.render_user("Hi there").text, "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chat.render_user("Hi there", "Be brief.").text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, UnknownTemplateIsAnError) {

@@ -135,6 +135,28 @@ TEST_F(CudaOps, RmsNormMatchesTheCpuReference) {
 #endif
 }
 
+// The per-head Q/K norm in place: each head as one rms_norm_rows row, the
+// columns after the heads untouched.
+TEST_F(CudaOps, RmsNormHeadsMatchesTheCpuReferencePerHead) {
+#if defined(MIDTUNE_WITH_CUDA)
+  const int tokens = 5, heads = 4, head_dim = 128;
+  const std::size_t ld = 640;  // wider than heads x head_dim, as a Q|K|V row
+  const std::vector<float> x = random_floats(tokens * ld, 3.0f, 3);
+  const std::vector<float> weight = random_floats(head_dim, 1.0f, 4);
+  std::vector<float> expected = x;
+  for (int t = 0; t < tokens; ++t) {
+    float* row = expected.data() + t * ld;
+    rms_norm_rows(row, head_dim, weight.data(), heads, head_dim, 1e-6f, row, head_dim);
+  }
+  DeviceVector<float> dx(x), dw(weight);
+  cuda::rms_norm_heads(dx.get(), ld, tokens, heads, head_dim, dw.get(), 1e-6f);
+  const double worst = worst_relative(dx.to_host(), expected);
+  std::printf("rmsnorm heads: worst relative difference %.3g\n", worst);
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_THROW(cuda::rms_norm_heads(dx.get(), 100, tokens, heads, head_dim, dw.get(), 1e-6f), std::invalid_argument);
+#endif
+}
+
 TEST_F(CudaOps, RopeTablesAndRotationMatchTheCpuReferenceForBothPairingsAndPerHeadTables) {
 #if defined(MIDTUNE_WITH_CUDA)
   const int tokens = 5, heads = 3, head_dim = 64, rope_dims = 48, pairs = rope_dims / 2;

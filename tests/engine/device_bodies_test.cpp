@@ -28,6 +28,7 @@
 #include "backends/engine/cpu/cpu_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -121,6 +122,30 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   ref_.rms_norm_rows(x.ref.data(), width, weight.ref.data(), rows, width, 1e-5f, normed.ref.data(), width);
   device_->rms_norm_rows(x.dev.data(), width, weight.dev.data(), rows, width, 1e-5f, normed.dev.data(), width);
   expect_close(normed, 1e-5, "rms_norm_rows");
+
+  // The per-head norm in place, on rows wider than their heads (as Q inside
+  // a Q|K|V row): the reference's head equals rms_norm_rows of that head
+  // alone, the columns after the heads stay as they were, and the device
+  // under test agrees with the reference everywhere.
+  {
+    const int heads = 3, head_dim = 16;
+    const std::size_t ld = 56;
+    const std::vector<float> before = random_floats(std::size_t{rows} * ld, 3.0f, 7);
+    const std::vector<float> head_weight = random_floats(head_dim, 1.0f, 8);
+    auto rows_x = both(before);
+    auto w = both(head_weight);
+    ref_.rms_norm_heads(rows_x.ref.data(), ld, rows, heads, head_dim, w.ref.data(), 1e-6f);
+    device_->rms_norm_heads(rows_x.dev.data(), ld, rows, heads, head_dim, w.dev.data(), 1e-6f);
+    expect_close(rows_x, 1e-5, "rms_norm_heads");
+    const std::vector<float> after = down<float>(ref_, rows_x.ref);
+    std::vector<float> one(head_dim);
+    const std::size_t at = 4 * ld + 2 * head_dim;  // token 4, head 2
+    engine::rms_norm_rows(before.data() + at, head_dim, head_weight.data(), 1, head_dim, 1e-6f, one.data(), head_dim);
+    for (int i = 0; i < head_dim; ++i) EXPECT_EQ(after[at + i], one[i]) << i;
+    for (int t = 0; t < rows; ++t) {
+      for (std::size_t i = std::size_t{heads} * head_dim; i < ld; ++i) EXPECT_EQ(after[t * ld + i], before[t * ld + i]);
+    }
+  }
 
   // A fused product of two parts (as Q|K|V and gate|up are loaded).
   const std::vector<float> w1 = random_floats(std::size_t{outputs / 2} * width, 0.5f, 3);

@@ -1,5 +1,5 @@
 // Every architecture the engine runs (llama with Llama-3.1 frequency factors,
-// linear RoPE scaling and a sliding window; qwen2; gemma), on the small
+// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3; gemma3), on the small
 // random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
 // vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
 //   - last-position logits against the fp64 numpy reference
@@ -10,7 +10,8 @@
 //     tolerance but twice the engine's error there; the op itself is checked
 //     in engine_kernels_test);
 //   - one intervention of every method (LPES, PI, Ms-PoE, CALIOPE, SIW, PHS)
-//     runs, stays finite and changes the logits.
+//     runs, stays finite and changes the logits; PHS's against the
+//     reference too (with a Q/K norm its rows are not linear in the channel).
 //
 // Tolerance: the models are F32, which the engine keeps at fp32 (float
 // matmul, fp32 accumulation), so logits (of order 10 here) differ from fp64
@@ -115,7 +116,7 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
   const std::string& name = GetParam();
   EXPECT_EQ(c.arch, fixture()["models"][name]["arch"].get<std::string>());
   EXPECT_EQ(c.rope_pairing, c.arch == "llama" ? RopePairing::adjacent : RopePairing::halves);
-  EXPECT_EQ(c.ffn_activation, c.arch == "gemma" ? FfnActivation::gelu_tanh : FfnActivation::silu);
+  EXPECT_EQ(c.ffn_activation, c.arch.starts_with("gemma") ? FfnActivation::gelu_tanh : FfnActivation::silu);
   if (name == "gemma") {
     EXPECT_EQ(c.head_dim, 256u);
     EXPECT_EQ(c.hidden, 128u);
@@ -127,9 +128,26 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.5f);
     EXPECT_FALSE(c.tied_output);
   }
-  if (name == "qwen2") {
+  if (name == "qwen2" || name == "qwen3") {
     EXPECT_EQ(c.vocab, 151936u);
   }
+  EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
+  EXPECT_EQ(c.post_norms, name == "gemma3");
+  if (name == "gemma3") {
+    EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 0}));  // sliding_window_pattern 2
+    EXPECT_EQ(c.layer_window(0), 8u);
+    EXPECT_EQ(c.layer_window(1), 0u);
+    EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);  // no rope.freq_base_swa: llama.cpp's default
+    EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.125f);    // the global layers'
+    EXPECT_FLOAT_EQ(c.embedding_scale, 8.0f);
+  } else {
+    EXPECT_TRUE(c.local_layers.empty());
+  }
+  if (name == "qwen3") {
+    EXPECT_EQ(c.head_dim, 32u);  // key_length, not hidden / heads
+    EXPECT_TRUE(c.tied_output);
+  }
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   if (name == "llama3") {
     EXPECT_EQ(c.vocab, 128256u);
   }
@@ -137,10 +155,11 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
 
 // BOS as llama.cpp adds it by default: SentencePiece and the Llama-3
 // pre-tokenizer yes (the llama-bpe vocabulary file has no add_bos_token key),
-// qwen2 no. Greedy continuations matched llama-simple's only with this.
+// the qwen2 vocabulary (qwen2, qwen3) no. Greedy continuations matched
+// llama-simple's only with this.
 TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
   const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
-  EXPECT_EQ(tokenizer.add_bos_default(), GetParam() != "qwen2");
+  EXPECT_EQ(tokenizer.add_bos_default(), !GetParam().starts_with("qwen"));
 }
 
 TEST_P(ArchModel, LogitsMatchFp64Reference) {
@@ -252,7 +271,8 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
       change = std::max(change, static_cast<double>(std::fabs(logits[i] - plain[i])));
     }
     std::printf("  %s %-8s max |logit change| vs plain %.4f\n", GetParam().c_str(), method.c_str(), change);
-    if (method == "siw" && c.sliding_window != 0 && c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
+    if (method == "siw" && c.sliding_window != 0 && c.local_layers.empty() &&
+        c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
       // Key 0 lies outside the window of every query that reaches the last
       // one within the model's depth, so its weight cannot matter.
       EXPECT_EQ(change, 0.0) << method;
@@ -262,8 +282,68 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa"),
+// PHS's example (channel 3 of the normed input to Q and K zeroed in both
+// layers: every key, the last query) against the reference's own PHS.
+TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
+  const auto& cs = fixture().at("models").at(GetParam()).at("phs");
+  const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+  const hooks::EngineIntervention ei(*model_, Intervention::from_json({{"hidden_channel", cs.at("hidden_channel")}}),
+                                     static_cast<int>(tokens.size()), ::midtune::testing::kExampleChunks);
+  const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());
+  const auto ids = cs.at("top_ids").get<std::vector<int>>();
+  const auto ref = cs.at("top_logits").get<std::vector<double>>();
+  double err = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  std::printf("%s: PHS worst |logit - fp64 reference| %.1e (the channel moves the reference by %.3f)\n",
+              GetParam().c_str(), err, cs.at("effect").get<double>());
+  EXPECT_LT(err, kLogitTolerance);
+  EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,
+                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
+
+// gemma3's metadata as llama.cpp's converter writes it (no pattern key, no
+// freq_base_swa): five sliding layers of every six at base 10000, the
+// global ones at rope.freq_base; a final-logit soft-cap is refused by name.
+TEST(ArchConfig, Gemma3SlidesFiveLayersOfSix) {
+  const auto header = [](bool softcap) {
+    ::midtune::testing::TinyGgufWriter w;
+    w.add_string("general.architecture", "gemma3");
+    w.add_u32("gemma3.block_count", 12);
+    w.add_u32("gemma3.context_length", 32768);
+    w.add_u32("gemma3.embedding_length", 640);
+    w.add_u32("gemma3.feed_forward_length", 2048);
+    w.add_u32("gemma3.attention.head_count", 4);
+    w.add_u32("gemma3.attention.head_count_kv", 1);
+    w.add_u32("gemma3.attention.key_length", 256);
+    w.add_u32("gemma3.attention.value_length", 256);
+    w.add_u32("gemma3.attention.sliding_window", 512);
+    w.add_u32("gemma3.vocab_size", 262144);
+    w.add_f32("gemma3.rope.freq_base", 1000000.0f);
+    w.add_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+    if (softcap) w.add_f32("gemma3.final_logit_softcapping", 30.0f);
+    return w.bytes();
+  };
+  ::midtune::testing::MemoryFile file(header(false));
+  const ModelConfig c = read_model_config(GgufFile(file.path()));
+  EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(c.layer_window(4), 512u);
+  EXPECT_EQ(c.layer_window(5), 0u);
+  EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rope_base, 1000000.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 16.0f);  // 1 / sqrt(key_length)
+  EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(640.0f));
+  ::midtune::testing::MemoryFile capped(header(true));
+  try {
+    read_model_config(GgufFile(capped.path()));
+    FAIL() << "final_logit_softcapping accepted";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("final_logit_softcapping"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(capped.path().string()), std::string::npos) << e.what();
+  }
+}
 
 TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
   for (const std::string arch : {"mpt", "falcon"}) {

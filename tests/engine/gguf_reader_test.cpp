@@ -111,7 +111,8 @@ TEST_F(GgufReaderTest, ParsesValidFileMetadataTensorsAndConfig) {
   // No llama.vocab_size: vocab comes from the token list; no output.weight: tied.
   const ModelConfig expected{.arch = "llama", .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 16,
                              .hidden = 64, .ffn = 128, .rope_dims = 16, .rope_base = 50000.0f,
-                             .rms_eps = 1e-6f, .context_length = 256, .vocab = 8, .tied_output = true};
+                             .rms_eps = 1e-6f, .context_length = 256, .vocab = 8, .tied_output = true,
+                             .attention_scale = 0.25f};  // 1 / sqrt(head_dim)
   EXPECT_EQ(c, expected);
 }
 

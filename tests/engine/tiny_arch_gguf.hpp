@@ -12,6 +12,14 @@
 //             exists there) and a Gemma chat template
 //   llama_swa a sliding attention window of 8 keys, linear RoPE scaling x2,
 //             a separate output matrix, the llama-spm vocabulary
+//   qwen3     per-head Q/K RMSNorm, head dimension 32 from key_length (not
+//             hidden / heads, as Qwen3's 128 is not), NEOX RoPE, base 1e6,
+//             no biases, tied output, the qwen2 vocabulary and its template
+//   gemma3    Gemma 2/3's norms after attention and FFN, per-head Q/K norm,
+//             a local (window 8, RoPE base 10000 unscaled) and a global
+//             layer (base 1e6, linear scaling x8) by a sliding-window
+//             pattern of 2, GeGLU, embeddings x sqrt(hidden), one KV head,
+//             the llama-spm vocabulary and a Gemma chat template
 // Weights are F32 from a counter-based generator (splitmix64), so the bytes
 // are the same on every machine and compiler: the test writes the files
 // itself and compares with logits the numpy reference computed from files
@@ -39,6 +47,9 @@ struct TinyArchSpec {
   float rope_base = 10000.0f, rms_eps = 1e-5f;
   bool write_key_length = false;  // <arch>.attention.key_length / value_length
   bool qkv_bias = false;
+  bool qk_norm = false;  // blk.N.attn_q_norm / attn_k_norm.weight
+  bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm.weight
+  std::uint32_t sliding_window_pattern = 0;  // <arch>.attention.sliding_window_pattern (0 = not written)
   bool rope_freqs = false;
   bool tied_output = true;
   std::uint32_t sliding_window = 0;
@@ -79,7 +90,28 @@ inline std::vector<TinyArchSpec> tiny_arch_specs() {
   swa.sliding_window = 8;
   swa.linear_rope_factor = 2.0f;
   swa.tied_output = false;
-  return {qwen2, llama3, gemma, swa};
+
+  TinyArchSpec qwen3{.name = "qwen3", .arch = "qwen3", .vocab_file = "ggml-vocab-qwen2.gguf"};
+  qwen3.head_dim = 32;
+  qwen3.write_key_length = true;
+  qwen3.rope_base = 1000000.0f;
+  qwen3.rms_eps = 1e-6f;
+  qwen3.qk_norm = true;
+
+  TinyArchSpec gemma3{.name = "gemma3", .arch = "gemma3", .vocab_file = "ggml-vocab-llama-spm.gguf"};
+  gemma3.kv_heads = 1;
+  gemma3.head_dim = 32;
+  gemma3.write_key_length = true;
+  gemma3.rope_base = 1000000.0f;
+  gemma3.linear_rope_factor = 8.0f;
+  gemma3.rms_eps = 1e-6f;
+  gemma3.sliding_window = 8;
+  gemma3.sliding_window_pattern = 2;  // layer 0 local, layer 1 global (the real files' 6 needs six layers)
+  gemma3.qk_norm = true;
+  gemma3.post_norms = true;
+  gemma3.embedding_bound = 0.15f;  // x sqrt(64) on the way in
+  gemma3.chat_template = gemma.chat_template;
+  return {qwen2, llama3, gemma, swa, qwen3, gemma3};
 }
 
 // splitmix64 of a counter: the same stream everywhere.
@@ -181,6 +213,7 @@ inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const Ggu
   w.add_u32(a + "rope.dimension_count", s.head_dim);
   w.add_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   if (s.sliding_window != 0) w.add_u32(a + "attention.sliding_window", s.sliding_window);
+  if (s.sliding_window_pattern != 0) w.add_u32(a + "attention.sliding_window_pattern", s.sliding_window_pattern);
   if (s.linear_rope_factor != 0.0f) {
     w.add_string(a + "rope.scaling.type", "linear");
     w.add_f32(a + "rope.scaling.factor", s.linear_rope_factor);
@@ -213,10 +246,20 @@ inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const Ggu
       w.add_tensor(p + "attn_k.bias", {kv_rows}, 0, rng.f32(kv_rows, 0.5f));
       w.add_tensor(p + "attn_v.bias", {kv_rows}, 0, rng.f32(kv_rows, 0.5f));
     }
+    if (s.qk_norm) {
+      w.add_tensor(p + "attn_q_norm.weight", {static_cast<std::uint64_t>(s.head_dim)}, 0,
+                   rng.f32(s.head_dim, 0.2f, 1.0f));
+      w.add_tensor(p + "attn_k_norm.weight", {static_cast<std::uint64_t>(s.head_dim)}, 0,
+                   rng.f32(s.head_dim, 0.2f, 1.0f));
+    }
     w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, 0, rng.f32(q_rows * hidden, bound(q_rows)));
     w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden) * 3.0f));
     w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden)));
     w.add_tensor(p + "ffn_down.weight", {ffn, hidden}, 0, rng.f32(ffn * hidden, bound(ffn)));
+    if (s.post_norms) {
+      w.add_tensor(p + "post_attention_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
+      w.add_tensor(p + "post_ffw_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
+    }
   }
   return w.bytes();
 }

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """fp64 reference forward pass of every architecture the engine runs
 (llama with rope_freqs / linear RoPE scaling / a sliding window, qwen2,
-gemma), over the small random-weight GGUFs that
+gemma, qwen3, gemma3), over the small random-weight GGUFs that
 tests/engine/write_tiny_arch_ggufs writes (tests/engine/tiny_arch_gguf.hpp).
 Writes the last-position top-k logits of a few prompts per model to
 tests/reference/fixtures/arch_logits_fp32.json, plus one case with per-head
 RoPE scales and one with remapped (CALIOPE-like) positions, so the way a
 method composes with the model's own RoPE is checked too.
 
-Written from llama.cpp's model graphs (src/models/{llama,qwen2,gemma}.cpp)
+Written from llama.cpp's model graphs (src/models/{llama,qwen2,gemma,qwen3,gemma3}.cpp)
 and ggml's RoPE (ggml_rope_ext: theta_i = p * base^(-2i/d) * freq_scale /
 freq_factor[i]; NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2)).
 
@@ -26,9 +26,9 @@ import gguf
 from gguf.quants import dequantize
 
 TOP_K = 20
-MODELS = ["qwen2", "llama3", "gemma", "llama_swa"]
+MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3"]
 PROMPT_LENGTHS = [6, 19, 37]
-HALVES_ARCHS = {"qwen2", "gemma"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
+HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
 
 
 class Model:
@@ -50,25 +50,44 @@ class Model:
         if f.get(a + "rope.scaling.type", "none") == "linear":
             self.freq_scale = 1.0 / float(f[a + "rope.scaling.factor"])
         self.halves = self.arch in HALVES_ARCHS
-        self.gelu = self.arch == "gemma"
-        self.embedding_scale = float(np.sqrt(np.float32(self.hidden))) if self.arch == "gemma" else 1.0
+        gemmas = ("gemma", "gemma3")
+        self.gelu = self.arch in gemmas
+        self.embedding_scale = float(np.sqrt(np.float32(self.hidden))) if self.arch in gemmas else 1.0
+        # gemma3 (llama.cpp): with a window, layer l slides unless it is the
+        # last of its period (attention.sliding_window_pattern, default 6);
+        # sliding layers turn RoPE at rope.freq_base_swa without scaling.
+        self.local = [bool(self.window)] * self.layers if self.arch != "gemma3" else [False] * self.layers
+        self.base_local = float(f.get(a + "rope.freq_base_swa", 10000.0))
+        if self.arch == "gemma3" and self.window:
+            period = int(f.get(a + "attention.sliding_window_pattern", 6))
+            self.local = [period == 0 or l % period < period - 1 for l in range(self.layers)]
+        self.two_kinds = self.arch == "gemma3" and self.window > 0
         self.w = {}
         for t in r.tensors:
             arr = dequantize(t.data, t.tensor_type).astype(np.float64)
             self.w[t.name] = arr.reshape([int(x) for x in reversed(t.shape)])
         self.vocab = self.w["token_embd.weight"].shape[0]
         self.out = self.w.get("output.weight", self.w["token_embd.weight"])
+        self.qk_norm = "blk.0.attn_q_norm.weight" in self.w
+        self.post_norms = "blk.0.post_attention_norm.weight" in self.w
         half = self.rope_dims // 2
         self.inv_freq = self.base ** (-2.0 * np.arange(half) / self.rope_dims) * self.freq_scale
         if "rope_freqs.weight" in self.w:
             self.inv_freq = self.inv_freq / self.w["rope_freqs.weight"].reshape(-1)
+        self.inv_freq_local = self.base_local ** (-2.0 * np.arange(half) / self.rope_dims)
 
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def rope(self, x, pos):
+    def head_norm(self, x, w):
+        # Per-head RMSNorm over each head_dim slice of the rows (qwen3).
+        T = x.shape[0]
+        return self.rmsnorm(x.reshape(T, -1, self.head_dim), w.reshape(-1)).reshape(T, -1)
+
+    def rope(self, x, pos, local=False):
         # x: [T, head_dim]; pos: [T] (already divided by the method's scale).
-        ang = pos[:, None] * self.inv_freq[None, :]
+        inv_freq = self.inv_freq_local if local and self.two_kinds else self.inv_freq
+        ang = pos[:, None] * inv_freq[None, :]
         c, s = np.cos(ang), np.sin(ang)
         out = x.copy()
         d = self.rope_dims
@@ -87,41 +106,65 @@ class Model:
             return 0.5 * g * (1.0 + np.tanh(0.7978845608028654 * g * (1.0 + 0.044715 * g * g)))
         return g / (1.0 + np.exp(-g))
 
-    def forward(self, tokens, scale=None, positions=None):
+    def qkv(self, x, p):
+        q = x @ self.w[p + "attn_q.weight"].T
+        k = x @ self.w[p + "attn_k.weight"].T
+        v = x @ self.w[p + "attn_v.weight"].T
+        if p + "attn_q.bias" in self.w:
+            q = q + self.w[p + "attn_q.bias"].reshape(-1)
+            k = k + self.w[p + "attn_k.bias"].reshape(-1)
+            v = v + self.w[p + "attn_v.bias"].reshape(-1)
+        if self.qk_norm:  # before RoPE, as llama.cpp's qwen3 graph
+            q = self.head_norm(q, self.w[p + "attn_q_norm.weight"])
+            k = self.head_norm(k, self.w[p + "attn_k_norm.weight"])
+        return q, k, v
+
+    def attention(self, q, k, v, l, pos, mask, scale):
+        T, hd, H, KV = q.shape[0], self.head_dim, self.heads, self.kv_heads
+        att = np.empty((T, H * hd))
+        for head in range(H):
+            g = head // (H // KV)
+            sc = 1.0 if scale is None else scale[l][head]
+            qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc, self.local[l])
+            kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc, self.local[l])  # keys at this head's scale
+            s = qh @ kh.T / np.sqrt(hd) + mask
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            att[:, head * hd:(head + 1) * hd] = s @ v[:, g * hd:(g + 1) * hd]
+        return att
+
+    def forward(self, tokens, scale=None, positions=None, phs=None):
+        """phs: {"channel", "scale", "layers"}: PHS in the prefill, channel c
+        of the normed input to Q and K scaled in those layers for every key
+        and the last query (the earlier rows keep the plain attention)."""
         T = len(tokens)
-        hd, H, KV = self.head_dim, self.heads, self.kv_heads
         pos = np.arange(T, dtype=np.float64) if positions is None else np.asarray(positions, dtype=np.float64)
         h = self.w["token_embd.weight"][tokens] * self.embedding_scale
         idx = np.arange(T)
-        visible = idx[None, :] <= idx[:, None]
-        if self.window:
-            visible &= (idx[:, None] - idx[None, :]) < self.window
-        mask = np.where(visible, 0.0, -np.inf)
+        causal = idx[None, :] <= idx[:, None]
+        windowed = causal & ((idx[:, None] - idx[None, :]) < self.window)
         for l in range(self.layers):
             p = f"blk.{l}."
+            mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf)
             x = self.rmsnorm(h, self.w[p + "attn_norm.weight"])
-            q = x @ self.w[p + "attn_q.weight"].T
-            k = x @ self.w[p + "attn_k.weight"].T
-            v = x @ self.w[p + "attn_v.weight"].T
-            if p + "attn_q.bias" in self.w:
-                q = q + self.w[p + "attn_q.bias"].reshape(-1)
-                k = k + self.w[p + "attn_k.bias"].reshape(-1)
-                v = v + self.w[p + "attn_v.bias"].reshape(-1)
-            att = np.empty((T, H * hd))
-            for head in range(H):
-                g = head // (H // KV)
-                sc = 1.0 if scale is None else scale[l][head]
-                qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc)
-                kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc)  # keys at this head's scale
-                s = qh @ kh.T / np.sqrt(hd) + mask
-                s = np.exp(s - s.max(axis=-1, keepdims=True))
-                s /= s.sum(axis=-1, keepdims=True)
-                att[:, head * hd:(head + 1) * hd] = s @ v[:, g * hd:(g + 1) * hd]
-            h = h + att @ self.w[p + "attn_output.weight"].T
+            q, k, v = self.qkv(x, p)
+            att = self.attention(q, k, v, l, pos, mask, scale)
+            if phs is not None and l in phs["layers"]:
+                xs = x.copy()
+                xs[:, phs["channel"]] *= phs["scale"]
+                qs, ks, _ = self.qkv(xs, p)
+                att[-1] = self.attention(qs, ks, v, l, pos, mask, scale)[-1]
+            out = att @ self.w[p + "attn_output.weight"].T
+            if self.post_norms:  # gemma3's norms after each block
+                out = self.rmsnorm(out, self.w[p + "post_attention_norm.weight"])
+            h = h + out
             x = self.rmsnorm(h, self.w[p + "ffn_norm.weight"])
             gate = x @ self.w[p + "ffn_gate.weight"].T
             up = x @ self.w[p + "ffn_up.weight"].T
-            h = h + (self.act(gate) * up) @ self.w[p + "ffn_down.weight"].T
+            out = (self.act(gate) * up) @ self.w[p + "ffn_down.weight"].T
+            if self.post_norms:
+                out = self.rmsnorm(out, self.w[p + "post_ffw_norm.weight"])
+            h = h + out
         x = self.rmsnorm(h[-1:], self.w["output_norm.weight"])
         return (x @ self.out.T)[0]
 
@@ -149,6 +192,8 @@ GREEDY_PIECES = {
     "llama3": ["<|begin_of_text|>", "The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
     "gemma": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
     "llama_swa": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+    "qwen3": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
+    "gemma3": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
 }
 GREEDY_TOKENS = 12
 
@@ -184,6 +229,15 @@ def without(model, feature):
         m.embedding_scale = 1.0
     elif feature == "sliding_window":
         m.window = 0
+        m.local = [False] * m.layers
+    elif feature == "qk_norm":
+        m.qk_norm = False
+    elif feature == "post_norms":
+        m.post_norms = False
+    elif feature == "local_layers":  # every layer global: no window, the global RoPE
+        m.local = [False] * m.layers
+    elif feature == "local_rope_base":  # local layers keep their window, turn RoPE as the global ones
+        m.two_kinds = False
     elif feature == "linear_rope_scaling":
         m.inv_freq = model.inv_freq / m.freq_scale
     else:
@@ -196,6 +250,8 @@ FEATURES = {
     "llama3": ["rope_freqs"],
     "gemma": ["gelu", "embedding_scale", "rope_halves"],
     "llama_swa": ["sliding_window", "linear_rope_scaling"],
+    "qwen3": ["qk_norm", "rope_halves"],
+    "gemma3": ["post_norms", "qk_norm", "local_layers", "local_rope_base", "embedding_scale"],
 }
 
 
@@ -229,7 +285,12 @@ def main():
         for feature in FEATURES[name]:
             other = without(model, feature).forward(longest)
             effect[feature] = float(np.max(np.abs(other[top] - ref)))
-        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect,
+        # PHS as tests/engine/method_examples.hpp's example.
+        phs = {"channel": 3, "scale": 0.0, "layers": [0, 1]}
+        phs_logits = model.forward(longest, phs=phs)
+        phs_case = {"tokens": longest, "hidden_channel": phs, **summarise(phs_logits),
+                    "effect": float(np.max(np.abs(phs_logits[top] - ref)))}
+        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect, "phs": phs_case,
                         "greedy": greedy(model, os.path.join(args.dir, name + ".gguf"), name)}
         print(name, "feature effects", effect)
         print(name, model.arch, "top logits", [round(c["top_logits"][0], 3) for c in cases])

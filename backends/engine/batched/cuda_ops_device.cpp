@@ -86,6 +86,10 @@ class CudaOps final : public DeviceOps {
                      std::size_t ld_y) override {
     cuda::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, stream_);
   }
+  void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                      float eps) override {
+    cuda::rms_norm_heads(x, ld, tokens, heads, head_dim, weight, eps, stream_);
+  }
   void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override { cuda::to_bf16(x, count, out, stream_); }
   void matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int rows, int inputs, const std::uint16_t* w,
                    int outputs, float* y, std::size_t ld_y) override {

@@ -52,6 +52,11 @@ void ProfiledOps::rms_norm_rows(const float* x, std::size_t ld_x, const float* w
   Scope s(*this, "rms_norm_rows");
   inner_->rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y);
 }
+void ProfiledOps::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                                 float eps) {
+  Scope s(*this, "rms_norm_heads");
+  inner_->rms_norm_heads(x, ld, tokens, heads, head_dim, weight, eps);
+}
 void ProfiledOps::to_bf16(const float* x, std::size_t count, std::uint16_t* out) {
   Scope s(*this, "to_bf16");
   inner_->to_bf16(x, count, out);

@@ -42,6 +42,8 @@ class ProfiledOps final : public DeviceOps {
                   float* out) override;
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                      std::size_t ld_y) override;
+  void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                      float eps) override;
   void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override;
   void matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int rows, int inputs, const std::uint16_t* w,
                    int outputs, float* y, std::size_t ld_y) override;

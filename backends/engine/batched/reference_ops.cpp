@@ -63,6 +63,16 @@ void ReferenceOps::rms_norm_rows(const float* x, std::size_t ld_x, const float* 
   engine::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, Isa::scalar);
 }
 
+void ReferenceOps::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                                  float eps) {
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < heads; ++h) {
+      float* head = x + t * ld + static_cast<std::size_t>(h) * head_dim;
+      engine::rms_norm_rows(head, head_dim, weight, 1, head_dim, eps, head, head_dim, Isa::scalar);
+    }
+  }
+}
+
 void ReferenceOps::to_bf16(const float* x, std::size_t count, std::uint16_t* out) {
   for (std::size_t i = 0; i < count; ++i) out[i] = elementwise::bf16_bits(x[i]);
 }

@@ -148,6 +148,18 @@ void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* wei
   });
 }
 
+// A token's heads are contiguous rows of head_dim: rms_norm_rows over them,
+// in place, so a head's result equals a row's.
+void CpuDevice::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                               float eps) {
+  tbb::parallel_for(rows_range(tokens, 16), [&](const tbb::blocked_range<int>& r) {
+    for (int t = r.begin(); t < r.end(); ++t) {
+      float* row = x + t * ld;
+      engine::rms_norm_rows(row, head_dim, weight, heads, head_dim, eps, row, head_dim, isa_);
+    }
+  });
+}
+
 void CpuDevice::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
                        std::size_t ld_y) {
   static_cast<const CpuMatrix&>(w).weights.matmul(x, rows, ld_x, y, ld_y, scratch_->activations, isa_);

@@ -44,6 +44,8 @@ class CpuDevice final : public Device {
   void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) override;
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                      std::size_t ld_y) override;
+  void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
+                      float eps) override;
   void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
               std::size_t ld_y) override;
   void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;

@@ -209,7 +209,7 @@ class GgufFile {
 enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
 
 // The architectures the engine runs, as `general.architecture` names them.
-inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma";
+inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma3";
 
 // Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
 // The fields after tied_output are what an architecture changes; their
@@ -233,6 +233,24 @@ struct ModelConfig {
   float embedding_scale = 1.0f;   // token embeddings times this (gemma: sqrt(hidden))
   float rope_freq_scale = 1.0f;   // <arch>.rope.scaling.type linear: 1 / rope.scaling.factor
   std::uint32_t sliding_window = 0;  // <arch>.attention.sliding_window: keys a query sees (0 = all)
+  // Per-head RMSNorm of the Q and K rows before RoPE (qwen3, gemma3: the
+  // attn_q_norm / attn_k_norm weights, head_dim each).
+  bool qk_norm = false;
+  float attention_scale = 0.0f;   // softmax(scale * q.k): 1 / sqrt(head_dim) (gemma3 27B: sqrt(hidden / heads))
+  // RMSNorm of the attention's and the FFN's output before each residual
+  // add (gemma3: post_attention_norm, post_ffw_norm).
+  bool post_norms = false;
+  // Layers of two kinds (gemma3): local_layers[l] = 1 for a sliding-window
+  // layer, which turns RoPE at rope_base_local without the linear scaling;
+  // the others attend to every key. Empty: every layer alike (the
+  // sliding window, if any, in all of them).
+  std::vector<std::uint8_t> local_layers;
+  float rope_base_local = 10000.0f;  // <arch>.rope.freq_base_swa
+  bool is_local(std::uint32_t layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
+  // The keys a query of `layer` sees (0 = all).
+  std::uint32_t layer_window(std::uint32_t layer) const {
+    return local_layers.empty() || local_layers[layer] != 0 ? sliding_window : 0;
+  }
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -141,6 +141,14 @@ ModelConfig read_model_config(const GgufFile& file) {
   } else if (c.arch == "gemma") {
     c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
     c.ffn_activation = FfnActivation::gelu_tanh;
+  } else if (c.arch == "qwen3") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+    c.qk_norm = true;
+  } else if (c.arch == "gemma3") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+    c.ffn_activation = FfnActivation::gelu_tanh;
+    c.qk_norm = true;
+    c.post_norms = true;
   } else if (c.arch != "llama") {
     const std::string why = c.arch == "mpt" ? " (MPT uses ALiBi and no RoPE: out of scope for the engine)" : "";
     throw GgufError(file.path().string() + ": metadata key 'general.architecture' = '" + c.arch +
@@ -196,8 +204,27 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   // Gemma scales the embeddings by sqrt(hidden) in float, as llama.cpp's
   // ggml_scale(inpL, sqrtf(n_embd)).
-  if (c.arch == "gemma") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
+  if (c.arch == "gemma" || c.arch == "gemma3") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
   if (file.has(p + "attention.sliding_window")) c.sliding_window = u32(p + "attention.sliding_window");
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.arch == "gemma3") {
+    // As llama.cpp (after gemma_pytorch): the 27B (62 layers) scales by
+    // hidden / heads, every other size by the head dimension.
+    if (c.layers == 62) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden / c.heads));
+    // With a window, llama.cpp slides five layers of every six (the last of
+    // each period is global; attention.sliding_window_pattern sets the
+    // period where the file has it), and the sliding ones turn RoPE at
+    // rope.freq_base_swa (10000 unless set) without the linear scaling.
+    if (c.sliding_window != 0) {
+      const std::uint64_t period = file.get_uint_or(p + "attention.sliding_window_pattern", 6);
+      c.local_layers.resize(c.layers);
+      for (std::uint32_t l = 0; l < c.layers; ++l) c.local_layers[l] = period == 0 || l % period < period - 1;
+      c.rope_base_local = static_cast<float>(file.get_float_or(p + "rope.freq_base_swa", 10000.0));
+      if (!(c.rope_base_local > 0.0f) || !std::isfinite(c.rope_base_local))
+        bad("rope.freq_base_swa must be positive and finite");
+    }
+    if (file.has(p + "final_logit_softcapping")) bad("final_logit_softcapping is not supported by the engine");
+  }
   // Linear RoPE scaling (e.g. long-context Vicuna) multiplies every angle by
   // 1 / factor, as llama.cpp's freq_scale; other scaling types change the
   // angles per dimension and are refused rather than run wrong.

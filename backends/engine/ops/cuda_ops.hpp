@@ -27,6 +27,12 @@ namespace midtune::engine::cuda {
 void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                    std::size_t ld_y, void* stream = nullptr);
 
+// RMSNorm of every head in place (Q/K norm): head h of token t, the head_dim
+// values at x + t * ld + h * head_dim, normed as one rms_norm_rows row with
+// `weight`. One thread block per (token, head).
+void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight, float eps,
+                    void* stream = nullptr);
+
 // The RoPE tables of `tables` scales for `tokens` positions:
 // cos_sin[table][token][pair] = (cos, sin) of (position / scales[table]) *
 // inverse_frequencies[pair], `pairs` = rope_dims / 2 (positions, frequencies

@@ -2,6 +2,7 @@
 // `rows` rows of `width` (sum of squares in double). Bodies: scalar only
 // (O(tokens x width), small next to the matmuls); dispatch as in
 // ops/dispatch.hpp. Arguments checked: rows >= 0, width > 0, strides >= width.
+// y may be x (in place): each value is read before it is written.
 #pragma once
 
 #include <cstddef>
