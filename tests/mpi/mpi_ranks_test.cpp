@@ -598,7 +598,7 @@ TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
   std::string yaml = testing::synthetic_lpes_experiment("mpi-stop-hang", 30, 0.0);
   yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
   write("exp.yaml", yaml);
-  // 20 s: far above a unit's 80 ms, and far above the 1 s between the
+  // 20 s: far above a unit's 80 ms, and far above the 3 s between the
   // SIGSTOP and the SIGTERM below even on a loaded machine, so the deadline
   // that ends the job is the stop's.
   const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
@@ -609,8 +609,11 @@ TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
   const std::map<int, pid_t> ranks = ranks_of(launcher);
   if (ranks.size() == 3u) {
     kill(ranks.at(1), SIGSTOP);
-    // Rank 1 is the first idle rank the driver picks: within this second it holds a unit it never answers.
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // Rank 1 is the first idle rank the driver picks: at the driver's next
+    // dispatch (a unit takes 80 ms) it holds a unit it never answers. 3 s
+    // leaves room for a driver slowed by a loaded machine (1 s once failed
+    // under a parallel test suite).
+    std::this_thread::sleep_for(std::chrono::seconds(3));
     kill(ranks.at(0), SIGTERM);
   }
   bool timed_out = false;
