@@ -324,6 +324,11 @@ class UnitDispatchBackend : public Backend {
 
     bool speculative(std::size_t unit) const { return unit >= certain_units_; }
 
+    RunStopped stopped_with_units_out() const {
+      return RunStopped("with " + std::to_string(busy_.size()) + " units in flight that did not come back within " +
+                        format_seconds(b_.stop_grace_s_) + " s");
+    }
+
     bool stop_seen() {
       const bool asked = (stop_ != nullptr && stop_->load() != 0) || (b_.stop_ != nullptr && b_.stop_->load() != 0);
       if (!stopping_ && asked) {
@@ -371,7 +376,13 @@ class UnitDispatchBackend : public Backend {
         }
         const json request =
             server::evaluate_request_to_json(*jobs_[units_[u].job].intervention, options_, items_of(units_[u]));
-        if (!send(rank, kUnit, {{"unit", u}, {"request", request}}, deadline)) b_.overdue(rank, u);
+        // A rank that stopped reading (SIGSTOP, a hung host) blocks a large
+        // send until the unit's deadline; a stop asked for meanwhile ends the
+        // job as stopped, as a unit that does not come back does.
+        if (!send(rank, kUnit, {{"unit", u}, {"request", request}}, deadline)) {
+          if (stop_seen()) throw stopped_with_units_out();
+          b_.overdue(rank, u);
+        }
       }
     }
 
@@ -425,9 +436,7 @@ class UnitDispatchBackend : public Backend {
         // Stopping (also with every unit sent), a unit that does not come
         // back in time ends the job as stopped, not failed: what finished is
         // stored. units_lost_ stays set, so the session ends every rank.
-        if (stop_seen() && (unit_overdue || now >= stop_by_))
-          throw RunStopped("with " + std::to_string(busy_.size()) + " units in flight that did not come back within " +
-                           format_seconds(b_.stop_grace_s_) + " s");
+        if (stop_seen() && (unit_overdue || now >= stop_by_)) throw stopped_with_units_out();
         if (unit_overdue) b_.overdue(first_due->first, busy_.at(first_due->first));
         return;
       }
