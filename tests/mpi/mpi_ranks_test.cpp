@@ -610,9 +610,8 @@ TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
   if (ranks.size() == 3u) {
     kill(ranks.at(1), SIGSTOP);
     // Rank 1 is the first idle rank the driver picks: at the driver's next
-    // dispatch (a unit takes 80 ms) it holds a unit it never answers. 3 s
-    // leaves room for a driver slowed by a loaded machine (1 s once failed
-    // under a parallel test suite).
+    // dispatch (a unit takes 80 ms) it holds a unit it never answers (or the
+    // driver is stuck sending it one); 3 s covers a loaded machine.
     std::this_thread::sleep_for(std::chrono::seconds(3));
     kill(ranks.at(0), SIGTERM);
   }
