@@ -304,6 +304,20 @@ class RacingRunTest : public RunLoopTest {
     in.make_strategy = [space, config] { return make_strategy(*space, config, 21); };
     return in;
   }
+  // What an uninterrupted racing run on a healthy backend stores
+  // (reference.db): the raced individuals, the checkpoints, the prompts run.
+  struct RacingReference {
+    json individuals, generations;
+    double prompts = 0;
+  };
+  RacingReference uninterrupted_racing_run() {
+    Store store(db("reference.db"));
+    FailingAfter backend(100000);
+    const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
+    EXPECT_GT(s.raced, 0);
+    return {raced_individuals(store, s.experiment_id), checkpoints(store, s.experiment_id),
+            store.experiment_statuses().front().prompts};
+  }
   // Every stored fact of an individual, cache hit and raced sample count included.
   json raced_individuals(Store& store, std::int64_t experiment_id) {
     json out = json::array();
@@ -447,23 +461,14 @@ class SpeculatingBackend : public FailingAfter {
 // candidates' runs are never stored. The run's workers record counts the
 // speculative prompts used and discarded.
 TEST_F(RacingRunTest, SpeculativeNextStepsLeaveTheRowsUnchanged) {
-  json reference, reference_generations;
-  std::uint64_t reference_prompts = 0;
-  {
-    Store store(db("reference.db"));
-    FailingAfter backend(100000);
-    const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
-    ASSERT_GT(s.raced, 0);
-    reference = raced_individuals(store, s.experiment_id);
-    reference_generations = checkpoints(store, s.experiment_id);
-    reference_prompts = store.experiment_statuses().front().prompts;
-  }
+  const RacingReference reference = uninterrupted_racing_run();
+  ASSERT_FALSE(HasFailure());
   Store store(db());
   SpeculatingBackend backend;
   const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
-  EXPECT_EQ(raced_individuals(store, s.experiment_id), reference);
-  EXPECT_EQ(checkpoints(store, s.experiment_id), reference_generations);
-  EXPECT_EQ(store.experiment_statuses().front().prompts, reference_prompts);
+  EXPECT_EQ(raced_individuals(store, s.experiment_id), reference.individuals);
+  EXPECT_EQ(checkpoints(store, s.experiment_id), reference.generations);
+  EXPECT_EQ(store.experiment_statuses().front().prompts, reference.prompts);
   const auto runs = store.run_provenances(s.experiment_id);
   ASSERT_EQ(runs.size(), 1u);
   const json speculation = runs[0].workers.at("speculative");
@@ -476,24 +481,15 @@ TEST_F(RacingRunTest, SpeculativeNextStepsLeaveTheRowsUnchanged) {
 // completes, ends with the uninterrupted run's individuals (raced sample
 // counts included), checkpoints and committed work.
 TEST_F(RacingRunTest, ResumeAfterEverySliceMatchesAnUninterruptedRun) {
-  json reference, reference_generations;
-  std::string reference_prompts;
-  {
-    Store store(db("reference.db"));
-    FailingAfter backend(100000);
-    const RunSummary s = run_search(store, racing_inputs(backend, true), quiet_);
-    ASSERT_GT(s.raced, 0);
-    reference = raced_individuals(store, s.experiment_id);
-    reference_generations = checkpoints(store, s.experiment_id);
-    reference_prompts = std::to_string(store.experiment_statuses().front().prompts);
-  }
+  const RacingReference reference = uninterrupted_racing_run();
+  ASSERT_FALSE(HasFailure());
   Store store(db());
   run_crashing_after_each_evaluation(store, [&](Backend& backend) { return racing_inputs(backend, true); });
   const auto experiment = store.find_experiment("fixture-exp");
   ASSERT_TRUE(experiment);
-  EXPECT_EQ(raced_individuals(store, experiment->id), reference);
-  EXPECT_EQ(checkpoints(store, experiment->id), reference_generations);
-  EXPECT_EQ(std::to_string(store.experiment_statuses().front().prompts), reference_prompts)
+  EXPECT_EQ(raced_individuals(store, experiment->id), reference.individuals);
+  EXPECT_EQ(checkpoints(store, experiment->id), reference.generations);
+  EXPECT_EQ(store.experiment_statuses().front().prompts, reference.prompts)
       << "only the slice in flight at each crash was lost and redone";
   EXPECT_EQ(store.totals().evaluations_failed, 0);
 }

@@ -108,34 +108,34 @@ std::unique_ptr<LayerKv> DeviceOps::make_layer_kv(int capacity, int slots, int k
   return std::make_unique<RowMajorKv>(*this, capacity, slots, kv_heads, head_dim);
 }
 
+// `tokens` rows of KV-head columns (rows `ld` apart) into the cache rows
+// [start, start + tokens) of `cache`, each slot taking its KV head's
+// column (repeated per head where the slots are per head).
+void DeviceOps::copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld,
+                              int tokens) {
+  const std::size_t hd = kv.head_dim, cache_ld = static_cast<std::size_t>(kv.slots) * hd;
+  float* dst = cache + static_cast<std::size_t>(start) * cache_ld;
+  if (kv.slots == kv.kv_heads) {
+    copy_rows(dst, cache_ld * sizeof(float), rows, ld * sizeof(float), cache_ld * sizeof(float), tokens);
+    return;
+  }
+  for (int s = 0; s < kv.slots; ++s) {
+    copy_rows(dst + s * hd, cache_ld * sizeof(float), rows + kv.kv_head_of_slot(s) * hd, ld * sizeof(float),
+              hd * sizeof(float), tokens);
+  }
+}
+
 void DeviceOps::cache_keys(LayerKv& layer_kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
                            RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) {
   auto& kv = static_cast<RowMajorKv&>(layer_kv);
-  const std::size_t hd = kv.head_dim;
-  float* dst = kv.keys.data() + static_cast<std::size_t>(start) * kv.ld();
-  if (kv.slots == kv.kv_heads) {
-    copy_rows(dst, kv.ld() * sizeof(float), keys, ld * sizeof(float), kv.ld() * sizeof(float), tokens);
-  } else {
-    for (int s = 0; s < kv.slots; ++s) {
-      copy_rows(dst + s * hd, kv.ld() * sizeof(float), keys + kv.kv_head_of_slot(s) * hd, ld * sizeof(float),
-                hd * sizeof(float), tokens);
-    }
-  }
-  rope_rows(dst, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin, slot_table_stride);
+  copy_to_slots(kv, kv.keys.data(), start, keys, ld, tokens);
+  rope_rows(kv.keys.data() + static_cast<std::size_t>(start) * kv.ld(), kv.ld(), tokens, kv.slots, kv.head_dim,
+            rope_dims, pairing, cos_sin, slot_table_stride);
 }
 
 void DeviceOps::cache_values(LayerKv& layer_kv, int start, const float* values, std::size_t ld, int tokens) {
   auto& kv = static_cast<RowMajorKv&>(layer_kv);
-  const std::size_t hd = kv.head_dim;
-  float* dst = kv.values.data() + static_cast<std::size_t>(start) * kv.ld();
-  if (kv.slots == kv.kv_heads) {
-    copy_rows(dst, kv.ld() * sizeof(float), values, ld * sizeof(float), kv.ld() * sizeof(float), tokens);
-  } else {
-    for (int s = 0; s < kv.slots; ++s) {
-      copy_rows(dst + s * hd, kv.ld() * sizeof(float), values + kv.kv_head_of_slot(s) * hd, ld * sizeof(float),
-                hd * sizeof(float), tokens);
-    }
-  }
+  copy_to_slots(kv, kv.values.data(), start, values, ld, tokens);
 }
 
 void DeviceOps::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,

@@ -67,6 +67,9 @@ class DeviceOps : public Device {
   // `count` bf16 values of device memory for a product's input, the body's
   // own (valid until the next call).
   virtual std::uint16_t* bf16_scratch(std::size_t count) = 0;
+
+ private:
+  void copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld, int tokens);
 };
 
 }  // namespace midtune::engine::batched

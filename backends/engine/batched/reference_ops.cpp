@@ -12,7 +12,6 @@
 
 #include <Eigen/Core>
 
-#include "backends/engine/host_memory.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/geglu.hpp"
@@ -34,16 +33,6 @@ float bf16_value(std::uint16_t bits) {
 }
 
 }  // namespace
-
-void* ReferenceOps::allocate(std::size_t bytes) { return host_memory::allocate(bytes, "host reference"); }
-void ReferenceOps::release(void* pointer) noexcept { host_memory::release(pointer); }
-void ReferenceOps::upload(void* device, const void* host, std::size_t bytes) { host_memory::copy(device, host, bytes); }
-void ReferenceOps::download(void* host, const void* device, std::size_t bytes) { host_memory::copy(host, device, bytes); }
-void ReferenceOps::copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
-                             std::size_t row_bytes, int rows) {
-  host_memory::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
-}
-std::size_t ReferenceOps::free_bytes() const { return host_memory::free_bytes(); }
 
 void ReferenceOps::embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
                          float* out) {

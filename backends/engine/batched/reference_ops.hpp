@@ -9,20 +9,13 @@
 #include <vector>
 
 #include "backends/engine/batched/device_ops.hpp"
+#include "backends/engine/host_memory.hpp"
 
 namespace midtune::engine::batched {
 
-class ReferenceOps final : public DeviceOps {
+class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
  public:
   std::string name() const override { return "host reference"; }
-  void* allocate(std::size_t bytes) override;
-  void release(void* pointer) noexcept override;
-  void upload(void* device, const void* host, std::size_t bytes) override;
-  void download(void* host, const void* device, std::size_t bytes) override;
-  void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t row_bytes,
-                 int rows) override;
-  void synchronize() override {}
-  std::size_t free_bytes() const override;
 
   void embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
                   float* out) override;

@@ -13,7 +13,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "backends/engine/host_memory.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
@@ -97,18 +96,6 @@ CpuDevice::CpuDevice(Isa isa, bool fp32_weights)
 CpuDevice::~CpuDevice() = default;
 
 std::string CpuDevice::name() const { return std::string("cpu (") + to_string(isa_) + ")"; }
-
-// ---------------------------------------------------------------- memory
-
-void* CpuDevice::allocate(std::size_t bytes) { return host_memory::allocate(bytes, "cpu"); }
-void CpuDevice::release(void* pointer) noexcept { host_memory::release(pointer); }
-void CpuDevice::upload(void* device, const void* host, std::size_t bytes) { host_memory::copy(device, host, bytes); }
-void CpuDevice::download(void* host, const void* device, std::size_t bytes) { host_memory::copy(host, device, bytes); }
-void CpuDevice::copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
-                          std::size_t row_bytes, int rows) {
-  host_memory::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
-}
-std::size_t CpuDevice::free_bytes() const { return host_memory::free_bytes(); }
 
 // ---------------------------------------------------------------- weights
 

@@ -13,11 +13,12 @@
 #include <string>
 
 #include "backends/engine/device.hpp"
+#include "backends/engine/host_memory.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
-class CpuDevice final : public Device {
+class CpuDevice final : public HostMemoryDevice<Device> {
  public:
   // Throws std::invalid_argument when `isa` is not available on this CPU.
   // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32).
@@ -29,14 +30,6 @@ class CpuDevice final : public Device {
   std::uint32_t max_head_dim() const override { return 512; }
   bool loads_in_parallel() const override { return true; }
 
-  void* allocate(std::size_t bytes) override;
-  void release(void* pointer) noexcept override;
-  void upload(void* device, const void* host, std::size_t bytes) override;
-  void download(void* host, const void* device, std::size_t bytes) override;
-  void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t row_bytes,
-                 int rows) override;
-  void synchronize() override {}
-  std::size_t free_bytes() const override;
 
   std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) override;
   std::unique_ptr<DeviceEmbedding> load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) override;
