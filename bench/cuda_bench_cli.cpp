@@ -40,7 +40,6 @@
 
 #include "backends/engine/model.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/batched/profiled_ops.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
@@ -163,12 +162,8 @@ int main(int argc, char** argv) {
   try {
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
-    ProfiledOps* profiler = nullptr;
-    if (profile) {
-      auto wrapped = std::make_unique<ProfiledOps>(std::move(device));
-      profiler = wrapped.get();
-      device = std::move(wrapped);
-    }
+    OpProfile op_profile;
+    OpProfile* profiler = profile ? &op_profile : nullptr;
     if (model_path.empty()) {
       model_path = gguf_path;
       if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), model_path);
@@ -185,7 +180,7 @@ int main(int argc, char** argv) {
     const auto emit_profile = [&](const std::string& of) {
       if (profiler == nullptr) return;
       nlohmann::json ops = nlohmann::json::array();
-      for (const ProfiledOps::Row& row : profiler->rows()) {
+      for (const OpProfile::Row& row : profiler->rows()) {
         ops.push_back({{"op", row.op}, {"calls", row.calls}, {"seconds", row.seconds}});
       }
       emit({{"measure", "profile"}, {"of", of}, {"ops", ops}});
@@ -210,12 +205,10 @@ int main(int argc, char** argv) {
       }
       emit({{"measure", "peak"}, {"size", n}, {"tflops", peak_tflops}});
     }
-    if (profiler != nullptr) profiler->reset();
-
     const auto load_start = Clock::now();
     Model model(model_path, *device);
+    model.set_op_profile(profiler);
     note_memory();
-    emit_profile("load");
     const auto& c = model.config();
     emit({{"measure", "load"}, {"seconds", seconds_since(load_start)}, {"weight_bytes", model.weight_bytes()},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn},

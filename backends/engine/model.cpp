@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include <tbb/parallel_for.h>
 
@@ -144,6 +147,31 @@ void Model::load() {
   ws_ = std::make_unique<Workspace>();
   device_.synchronize();
 }
+
+// Every device op of a forward pass goes through run_op, so that a profile
+// times any device op by op without a wrapper that restates the Device
+// interface. A product's row also names its matrix's shape (the projections
+// and the vocabulary product differ by far).
+template <typename Op, typename... Args>
+void Model::run_op(const char* name, Op op, Args&&... args) const {
+  if (profile_ == nullptr) {
+    (device_.*op)(std::forward<Args>(args)...);
+    return;
+  }
+  std::string key = name;
+  if constexpr (sizeof...(Args) > 0) {
+    const auto& first = std::get<0>(std::forward_as_tuple(args...));
+    if constexpr (std::is_base_of_v<DeviceMatrix, std::decay_t<decltype(first)>>) {
+      key += " " + std::to_string(first.rows()) + "x" + std::to_string(first.cols());
+    }
+  }
+  device_.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  (device_.*op)(std::forward<Args>(args)...);
+  device_.synchronize();
+  profile_->add(key, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+#define DEVICE_OP(op, ...) run_op(#op, &Device::op, __VA_ARGS__)
 
 Model::~Model() = default;
 
@@ -313,8 +341,8 @@ void Model::forward(std::span<const SequenceCall> calls) {
   ws.rope_table_bytes = 0;
   ws.tokens.ensure(device_, N);
   ws.positions.ensure(device_, N);
-  device_.upload(ws.tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
-  device_.upload(ws.positions.data(), positions.data(), positions.size() * sizeof(double));
+  DEVICE_OP(upload, ws.tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
+  DEVICE_OP(upload, ws.positions.data(), positions.data(), positions.size() * sizeof(double));
   // Every sequence's RoPE scales in one upload (a row is uploaded again only
   // where an Ms-PoE prefill sets it): no transfer per layer and sequence.
   const std::size_t scales_per_call = std::size_t{c.layers} * c.heads;
@@ -324,7 +352,7 @@ void Model::forward(std::span<const SequenceCall> calls) {
     all_scales.insert(all_scales.end(), call.sequence->scales_.scale.begin(), call.sequence->scales_.scale.end());
   }
   ws.scales.ensure(device_, all_scales.size());
-  device_.upload(ws.scales.data(), all_scales.data(), all_scales.size() * sizeof(float));
+  DEVICE_OP(upload, ws.scales.data(), all_scales.data(), all_scales.size() * sizeof(float));
   const std::size_t rows = static_cast<std::size_t>(std::max(N, R));
   ws.x.ensure(device_, rows * hidden);
   ws.xn.ensure(device_, rows * std::max(hidden, q_width));
@@ -335,12 +363,12 @@ void Model::forward(std::span<const SequenceCall> calls) {
   ws.ffn.ensure(device_, N * 2 * ffn);
   ws.act.ensure(device_, N * ffn);
 
-  device_.embed(*embedding_, ws.tokens.data(), N, c.embedding_scale, ws.x.data());
+  DEVICE_OP(embed, *embedding_, ws.tokens.data(), N, c.embedding_scale, ws.x.data());
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     const Layer& w = layers_[l];
     // Attention block.
-    device_.rms_norm_rows(ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
-                          ws.xn.data(), hidden);
+    DEVICE_OP(rms_norm_rows, ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
+              ws.xn.data(), hidden);
     project_qkv(l, ws.xn.data(), N, ws.qkv.data());
     // Per-head Q/K norm (qwen3, gemma3) before RoPE and before any hook
     // reads Q and K, as llama.cpp orders them.
@@ -348,15 +376,15 @@ void Model::forward(std::span<const SequenceCall> calls) {
     for (std::size_t i = 0; i < calls.size(); ++i) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
-    device_.matmul(*w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
+    DEVICE_OP(matmul, *w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
     add_block_output(w.attn_post_norm, ws.proj.data(), N);
     // Gated feed-forward block: SwiGLU, or GeGLU (gemma, gemma3).
-    device_.rms_norm_rows(ws.x.data(), hidden, w.ffn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
-                          ws.xn.data(), hidden);
-    device_.matmul(*w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
-    device_.gated_activation(c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
-                             ws.act.data(), ffn);
-    device_.matmul(*w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
+    DEVICE_OP(rms_norm_rows, ws.x.data(), hidden, w.ffn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
+              ws.xn.data(), hidden);
+    DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
+    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
+              ws.act.data(), ffn);
+    DEVICE_OP(matmul, *w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
     add_block_output(w.ffn_post_norm, ws.proj.data(), N);
     // Stage: layer output, for the hooks that tap the residual stream.
     for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -364,8 +392,8 @@ void Model::forward(std::span<const SequenceCall> calls) {
       if (hooks == nullptr || !hooks->on_layer_output) continue;
       const std::size_t count = calls[i].tokens.size() * hidden;
       ws.host_rows.resize(count);
-      device_.download(ws.host_rows.data(), ws.x.data() + static_cast<std::size_t>(offsets[i]) * hidden,
-                       count * sizeof(float));
+      DEVICE_OP(download, ws.host_rows.data(), ws.x.data() + static_cast<std::size_t>(offsets[i]) * hidden,
+                count * sizeof(float));
       hooks->on_layer_output(l, calls[i].sequence->length_, ws.host_rows, static_cast<int>(calls[i].tokens.size()));
     }
   }
@@ -379,14 +407,14 @@ void Model::forward(std::span<const SequenceCall> calls) {
   if (R == 0) return;
   // The rows asked for, gathered, normed and projected to the vocabulary.
   for (int r = 0; r < R; ++r) {
-    device_.copy_rows(ws.proj.data() + static_cast<std::size_t>(r) * hidden, sizeof(float) * hidden,
-                      ws.x.data() + static_cast<std::size_t>(logit_rows[r]) * hidden, sizeof(float) * hidden,
-                      sizeof(float) * hidden, 1);
+    DEVICE_OP(copy_rows, ws.proj.data() + static_cast<std::size_t>(r) * hidden, sizeof(float) * hidden,
+              ws.x.data() + static_cast<std::size_t>(logit_rows[r]) * hidden, sizeof(float) * hidden,
+              sizeof(float) * hidden, 1);
   }
-  device_.rms_norm_rows(ws.proj.data(), hidden, output_norm_.data(), R, static_cast<int>(hidden), c.rms_eps,
-                        ws.xn.data(), hidden);
+  DEVICE_OP(rms_norm_rows, ws.proj.data(), hidden, output_norm_.data(), R, static_cast<int>(hidden), c.rms_eps,
+            ws.xn.data(), hidden);
   ws.logits.ensure(device_, static_cast<std::size_t>(R) * c.vocab);
-  device_.matmul(*lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
+  DEVICE_OP(matmul, *lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
 }
 
 // The residual add of a block's output, normed first where the architecture
@@ -396,10 +424,11 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
   Workspace& ws = *ws_;
   const std::size_t hidden = c.hidden;
   if (post_norm.size() > 0) {
-    device_.rms_norm_rows(out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(), hidden);
+    DEVICE_OP(rms_norm_rows, out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(),
+              hidden);
     out = ws.xn.data();
   }
-  device_.add(ws.x.data(), out, N * hidden);
+  DEVICE_OP(add, ws.x.data(), out, N * hidden);
 }
 
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
@@ -443,11 +472,11 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
       const float* table = rope_table(offset, T, layer_scales[h], device_scales + h, inv_freq);
       if (table == nullptr) gathered = false;
       if (gathered) {
-        device_.copy_rows(ws.tables.data() + h * table_size, 0, table, 0, table_size * sizeof(float), 1);
+        DEVICE_OP(copy_rows, ws.tables.data() + h * table_size, 0, table, 0, table_size * sizeof(float), 1);
       }
     }
     if (!gathered) {
-      device_.rope_tables(ws.positions.data() + offset, T, device_scales, count, inv_freq, pairs, ws.tables.data());
+      DEVICE_OP(rope_tables, ws.positions.data() + offset, T, device_scales, count, inv_freq, pairs, ws.tables.data());
     }
     tables = ws.tables.data();
   }
@@ -455,7 +484,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const std::size_t key_stride = one_table ? 0 : (kv.slots == heads ? table_size : group * table_size);
 
   // Cache values and rotated keys; rotate the queries.
-  device_.cache_values(*seq.layers_[layer], start, qkv + q_width + kv_width, qkv_width, T);
+  DEVICE_OP(cache_values, *seq.layers_[layer], start, qkv + q_width + kv_width, qkv_width, T);
   cache_keys(layer, seq, qkv, T, tables, key_stride);
   rotate_queries(offset, T, 0, qkv, tables, query_stride);
 
@@ -468,7 +497,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   attend(layer, seq, offset, T, 0, key0, readout);
   if (readout) {
     ws.host_rows.resize(static_cast<std::size_t>(heads) * keys_total);
-    device_.download(ws.host_rows.data(), ws.last_row.data(), ws.host_rows.size() * sizeof(float));
+    DEVICE_OP(download, ws.host_rows.data(), ws.last_row.data(), ws.host_rows.size() * sizeof(float));
     hooks->last_query_row(layer, ws.host_rows, keys_total, start, T);
   }
   ws.host_factors.clear();
@@ -478,7 +507,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
       throw std::invalid_argument("forward: key0_weight_factors must give one factor per token");
     }
     ws.factors.ensure(device_, T);
-    device_.upload(ws.factors.data(), ws.host_factors.data(), sizeof(float) * T);
+    DEVICE_OP(upload, ws.factors.data(), ws.host_factors.data(), sizeof(float) * T);
     correct_key0(layer, seq, offset, T, 0);
   }
 
@@ -520,7 +549,7 @@ const float* Model::rope_table(int offset, int T, float scale, const float* devi
   table.inv_freq = inv_freq;
   table.cos_sin.ensure(device_, size);
   ws.rope_table_bytes += size * sizeof(float);
-  device_.rope_tables(ws.positions.data() + offset, T, device_scale, 1, inv_freq, pairs, table.cos_sin.data());
+  DEVICE_OP(rope_tables, ws.positions.data() + offset, T, device_scale, 1, inv_freq, pairs, table.cos_sin.data());
   return table.cos_sin.data();
 }
 
@@ -535,9 +564,9 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, i
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
   ws.rows.ensure(device_, static_cast<std::size_t>(heads) * T);
-  device_.last_query_rows(qkv, qkv_width, T, heads, kv_heads, hd, q_width, ws.rows.data());
+  DEVICE_OP(last_query_rows, qkv, qkv_width, T, heads, kv_heads, hd, q_width, ws.rows.data());
   ws.host_rows.resize(static_cast<std::size_t>(heads) * T);
-  device_.download(ws.host_rows.data(), ws.rows.data(), ws.host_rows.size() * sizeof(float));
+  DEVICE_OP(download, ws.host_rows.data(), ws.rows.data(), ws.host_rows.size() * sizeof(float));
   const std::vector<float> scales = hooks.head_rope_scales(layer, ws.host_rows, T);
   if (scales.empty()) return;
   if (scales.size() != static_cast<std::size_t>(heads)) {
@@ -552,7 +581,7 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, i
     }
   }
   std::copy(scales.begin(), scales.end(), seq.scales_.scale.begin() + static_cast<std::ptrdiff_t>(layer) * heads);
-  device_.upload(device_scales, scales.data(), sizeof(float) * heads);
+  DEVICE_OP(upload, device_scales, scales.data(), sizeof(float) * heads);
 }
 
 // Q|K|V rows of `T` normed inputs, with the biases.
@@ -560,8 +589,9 @@ void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
   const ModelConfig& c = config_;
   const Layer& w = layers_[layer];
   const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  device_.matmul(*w.qkv, normed, c.hidden, T, qkv, qkv_width);
-  if (w.qkv_bias.size() > 0) device_.add_row_vector(qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
+  DEVICE_OP(matmul, *w.qkv, normed, c.hidden, T, qkv, qkv_width);
+  if (w.qkv_bias.size() > 0)
+    DEVICE_OP(add_row_vector, qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
 }
 
 // Every Q head and K head of `T` rows normed in place with the layer's weights.
@@ -571,8 +601,8 @@ void Model::norm_qk(int layer, float* qkv, int T) {
   const int hd = static_cast<int>(c.head_dim);
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  device_.rms_norm_heads(qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
-  device_.rms_norm_heads(qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
+  DEVICE_OP(rms_norm_heads, qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
+  DEVICE_OP(rms_norm_heads, qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
 }
 
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
@@ -592,13 +622,13 @@ void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv,
   }
   if (c.qk_norm) project_qkv(layer, normed, T, qkv);
   ws.columns.ensure(device_, q_width + k_width);
-  device_.upload(ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
-  device_.upload(ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
-  device_.add_channel_column(qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, phs.channel,
-                             phs.scale, ws.columns.data() + q_width);
-  device_.add_channel_column(qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
-                             static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden,
-                             c.hidden, phs.channel, phs.scale, ws.columns.data());
+  DEVICE_OP(upload, ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
+  DEVICE_OP(upload, ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
+  DEVICE_OP(add_channel_column, qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, phs.channel,
+            phs.scale, ws.columns.data() + q_width);
+  DEVICE_OP(add_channel_column, qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
+            static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden, phs.channel,
+            phs.scale, ws.columns.data());
   if (c.qk_norm) norm_qk(layer, qkv, T);
 }
 
@@ -608,8 +638,8 @@ void Model::cache_keys(int layer, Sequence& seq, const float* qkv, int T, const 
   const ModelConfig& c = config_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  device_.cache_keys(*seq.layers_[layer], seq.length_, qkv + q_width, qkv_width, T, static_cast<int>(c.rope_dims),
-                     c.rope_pairing, tables, table_stride);
+  DEVICE_OP(cache_keys, *seq.layers_[layer], seq.length_, qkv + q_width, qkv_width, T, static_cast<int>(c.rope_dims),
+            c.rope_pairing, tables, table_stride);
 }
 
 // Rows [first, T) of the sequence's Q, rotated into q_rot.
@@ -619,11 +649,11 @@ void Model::rotate_queries(int offset, int T, int first, const float* qkv, const
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
   float* dst = ws_->q_rot.data() + static_cast<std::size_t>(offset + first) * q_width;
-  device_.copy_rows(dst, q_width * sizeof(float), qkv + static_cast<std::size_t>(first) * qkv_width,
-                    qkv_width * sizeof(float), q_width * sizeof(float), T - first);
-  device_.rope_rows(dst, q_width, T - first, static_cast<int>(c.heads), static_cast<int>(c.head_dim),
-                    static_cast<int>(c.rope_dims), c.rope_pairing, tables + static_cast<std::size_t>(first) * c.rope_dims,
-                    table_stride);
+  DEVICE_OP(copy_rows, dst, q_width * sizeof(float), qkv + static_cast<std::size_t>(first) * qkv_width,
+            qkv_width * sizeof(float), q_width * sizeof(float), T - first);
+  DEVICE_OP(rope_rows, dst, q_width, T - first, static_cast<int>(c.heads), static_cast<int>(c.head_dim),
+            static_cast<int>(c.rope_dims), c.rope_pairing, tables + static_cast<std::size_t>(first) * c.rope_dims,
+            table_stride);
 }
 
 // Attention of the sequence's queries [first, T) over its cached keys; key
@@ -637,9 +667,9 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (key0) ws.key0_weight.ensure(device_, static_cast<std::size_t>(heads) * count);
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
-  device_.attention(ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-                    static_cast<int>(c.layer_window(layer)), c.attention_scale, ws.attn.data() + row,
-                    q_width, key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
+  DEVICE_OP(attention, ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
+            static_cast<int>(c.layer_window(layer)), c.attention_scale, ws.attn.data() + row, q_width,
+            key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
 }
 
 // SIW: out += (alpha - 1) p0 v0 for the sequence's queries [first, T).
@@ -647,16 +677,16 @@ void Model::correct_key0(int layer, Sequence& seq, int offset, int T, int first)
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
-  device_.add_key0_correction(ws.attn.data() + static_cast<std::size_t>(offset + first) * q_width, q_width, T - first,
-                              static_cast<int>(c.heads), *seq.layers_[layer], ws.key0_weight.data(),
-                              ws.factors.data() + first);
+  DEVICE_OP(add_key0_correction, ws.attn.data() + static_cast<std::size_t>(offset + first) * q_width, q_width,
+            T - first, static_cast<int>(c.heads), *seq.layers_[layer], ws.key0_weight.data(),
+            ws.factors.data() + first);
 }
 
 // ---------------------------------------------------------------- results
 
 std::vector<float> Model::download_logits() const {
   std::vector<float> out(static_cast<std::size_t>(logit_rows_) * config_.vocab);
-  device_.download(out.data(), ws_->logits.data(), out.size() * sizeof(float));
+  DEVICE_OP(download, out.data(), ws_->logits.data(), out.size() * sizeof(float));
   return out;
 }
 
@@ -678,12 +708,13 @@ void Model::score(std::span<const std::int32_t> gold, std::vector<std::int32_t>&
   ws.gold_logprob.ensure(device_, R);
   if (!gold.empty()) {
     ws.gold.ensure(device_, R);
-    device_.upload(ws.gold.data(), gold.data(), gold.size() * sizeof(std::int32_t));
+    DEVICE_OP(upload, ws.gold.data(), gold.data(), gold.size() * sizeof(std::int32_t));
   }
-  device_.score_rows(ws.logits.data(), R, vocab(), gold.empty() ? nullptr : ws.gold.data(), ws.argmax.data(),
-                     ws.gold_logprob.data());
-  device_.download(argmax.data(), ws.argmax.data(), argmax.size() * sizeof(std::int32_t));
-  if (!gold.empty()) device_.download(gold_logprob.data(), ws.gold_logprob.data(), gold_logprob.size() * sizeof(double));
+  DEVICE_OP(score_rows, ws.logits.data(), R, vocab(), gold.empty() ? nullptr : ws.gold.data(), ws.argmax.data(),
+            ws.gold_logprob.data());
+  DEVICE_OP(download, argmax.data(), ws.argmax.data(), argmax.size() * sizeof(std::int32_t));
+  if (!gold.empty())
+    DEVICE_OP(download, gold_logprob.data(), ws.gold_logprob.data(), gold_logprob.size() * sizeof(double));
 }
 
 }  // namespace midtune::engine

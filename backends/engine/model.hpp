@@ -46,6 +46,7 @@
 
 #include "backends/engine/device.hpp"
 #include "backends/engine/gguf/gguf.hpp"
+#include "backends/engine/op_profile.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
@@ -220,6 +221,10 @@ class Model {
   // (bounds activation memory).
   int prefill_chunk = 512;
 
+  // Times every device op of later calls into `profile` (op_profile.hpp;
+  // null: none, the default). The profile outlives the calls.
+  void set_op_profile(OpProfile* profile) { profile_ = profile; }
+
  private:
   friend class Sequence;
   struct Layer {
@@ -249,6 +254,9 @@ class Model {
                       std::size_t table_stride);
   void attend(int layer, Sequence& seq, int offset, int tokens, int first, bool key0, bool last_row);
   void correct_key0(int layer, Sequence& seq, int offset, int tokens, int first);
+  // Runs one Device op, timed where a profile is set.
+  template <typename Op, typename... Args>
+  void run_op(const char* name, Op op, Args&&... args) const;
 
   std::unique_ptr<Device> owned_device_;  // declared first: destroyed after every buffer on it
   Device& device_;
@@ -263,6 +271,7 @@ class Model {
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
   int logit_rows_ = 0;
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace midtune::engine
