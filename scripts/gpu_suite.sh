@@ -40,10 +40,10 @@ failed=0
   # CMake 4 refuses packages that still ask for CMake < 3.5 compatibility.
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >build-gpu.configure.log 2>&1 || { cat build-gpu.configure.log; exit 1; }
-  cmake --build build-gpu -j"$(nproc)" --target ga-run device_bodies_test cuda_ops_test batched_model_test \
+  cmake --build build-gpu -j"$(nproc)" --target ga-run device_bodies_test batched_model_test \
     cuda_devices_test cuda_bench_cli device_agreement >build-gpu.build.log 2>&1 || { tail -50 build-gpu.build.log; exit 1; }
   build-gpu/ga-run devices
-  for t in cuda_devices_test cuda_ops_test device_bodies_test; do
+  for t in cuda_devices_test device_bodies_test; do
     $tests/$t || { echo "FAILED: $t"; failed=1; }
   done
   # The cuda cases only: the host reference ones run in the suite everywhere.

@@ -1,7 +1,8 @@
 // Every Device body (backends/engine/device.hpp) against the host reference
 // (batched/reference_ops.hpp), op by op on the same random inputs, as ggml's
 // test-backend-ops checks each backend: the CPU engine on every ISA this
-// machine runs, and CUDA where there is a GPU. The ops are called through
+// machine runs, and CUDA where there is a GPU (one harness: the CUDA kernels
+// are checked here, through their Device body). The ops are called through
 // Device, so each body's own weight form and KV-cache layout are exercised
 // (the CPU's transposed 16-key blocks and per-KV-head values, the
 // reference's row-major cache). Tolerances by what differs: the same
@@ -28,6 +29,8 @@
 #include "backends/engine/cpu/cpu_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 
 namespace midtune::engine {
@@ -260,6 +263,57 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
   }
 }
 
+// A long cache (more keys than one chunk of the CUDA kernel; the CPU's
+// split decode from 256 keys on), head sizes that fill a warp's lanes (64),
+// leave some idle (80) and the largest a GPU head takes (256), GQA 4 query
+// heads per KV head, with and without a sliding window: a few decode-like
+// queries and a block of 40 (the GPU's prefill body from 32 queries on) at
+// the end of the cache, outputs and readouts against the reference.
+TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
+  const int heads = 8, kv_heads = 2, keys = 1300;
+  for (const int head_dim : {64, 80, 256}) {
+    const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+    const int pairs = head_dim / 2;
+    std::vector<double> inverse_frequencies(pairs);
+    for (int i = 0; i < pairs; ++i) inverse_frequencies[i] = std::pow(10000.0, -2.0 * i / head_dim);
+    auto inv = both(inverse_frequencies);
+    std::vector<double> positions(keys);
+    for (int t = 0; t < keys; ++t) positions[t] = t;
+    auto pos = both(positions);
+    auto one = both(std::vector<float>{1.0f});
+    auto cos_sin = both(std::vector<float>(std::size_t{keys} * head_dim));
+    ref_.rope_tables(pos.ref.data(), keys, one.ref.data(), 1, inv.ref.data(), pairs, cos_sin.ref.data());
+    device_->rope_tables(pos.dev.data(), keys, one.dev.data(), 1, inv.dev.data(), pairs, cos_sin.dev.data());
+    auto k = both(random_floats(keys * kv_width, 1.0f, 31 + head_dim));
+    auto v = both(random_floats(keys * kv_width, 1.0f, 32 + head_dim));
+    const auto ref_kv = ref_.make_layer_kv(keys, kv_heads, kv_heads, head_dim);
+    const auto dev_kv = device_->make_layer_kv(keys, kv_heads, kv_heads, head_dim);
+    ref_.cache_keys(*ref_kv, 0, k.ref.data(), kv_width, keys, head_dim, RopePairing::halves, cos_sin.ref.data(), 0);
+    device_->cache_keys(*dev_kv, 0, k.dev.data(), kv_width, keys, head_dim, RopePairing::halves, cos_sin.dev.data(), 0);
+    ref_.cache_values(*ref_kv, 0, v.ref.data(), kv_width, keys);
+    device_->cache_values(*dev_kv, 0, v.dev.data(), kv_width, keys);
+    for (const int tokens : {6, 40}) {
+      for (const int window : {0, 700}) {
+        const std::string shape = " (head_dim " + std::to_string(head_dim) + ", " + std::to_string(tokens) +
+                                  " queries, window " + std::to_string(window) + ")";
+        const int past = keys - tokens;
+        auto q = both(random_floats(tokens * q_width, 1.0f, 33 + tokens + window));
+        auto out = both(std::vector<float>(tokens * q_width));
+        auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
+        auto last = both(std::vector<float>(std::size_t{heads} * keys));
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        ref_.attention(q.ref.data(), q_width, *ref_kv, tokens, past, heads, window, scale, out.ref.data(), q_width,
+                       key0.ref.data(), last.ref.data());
+        device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, out.dev.data(),
+                           q_width, key0.dev.data(), last.dev.data());
+        expect_close(out, 2e-5, "attention" + shape);
+        expect_close(key0, 2e-5, "attention key-0 weights" + shape);
+        expect_close(last, 2e-5, "attention last row" + shape);
+      }
+    }
+  }
+}
+
 TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
   const int tokens = 9, heads = 4, kv_heads = 2, head_dim = 16, hidden = 24, vocab = 50;
   const std::size_t q_width = std::size_t{heads} * head_dim, k_width = std::size_t{kv_heads} * head_dim;
@@ -297,6 +351,28 @@ INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
                            std::replace(name.begin(), name.end(), ':', '_');
                            return name;
                          });
+
+// The host side of the GPU's bf16 rounding (no device needed): nearest, ties
+// to even, NaN kept a NaN, infinities kept.
+TEST(Bf16Rounding, NearestTiesToEvenAndSpecialValues) {
+  const auto bits_of = [](std::uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return elementwise::bf16_bits(f);
+  };
+  EXPECT_EQ(bits_of(0x3F800000u), 0x3F80);  // 1.0
+  EXPECT_EQ(bits_of(0x3F808000u), 0x3F80);  // halfway, lower neighbour even: down
+  EXPECT_EQ(bits_of(0x3F818000u), 0x3F82);  // halfway, lower neighbour odd: up
+  EXPECT_EQ(bits_of(0x3F808001u), 0x3F81);  // above halfway: up
+  EXPECT_EQ(bits_of(0xBF807FFFu), 0xBF80);  // below halfway, negative: down in magnitude
+  EXPECT_EQ(bits_of(0x7F800000u), 0x7F80);  // +inf
+  EXPECT_EQ(bits_of(0x7F800001u), 0x7FC0);  // a NaN whose payload would round away stays a NaN
+  EXPECT_EQ(bits_of(0x7F7FFFFFu), 0x7F80);  // the largest float rounds to +inf, as in ggml
+  for (float v : {0.0f, -2.5f, 3.140625f, 1e-20f}) {
+    EXPECT_EQ(bf16_to_float(elementwise::bf16_bits(bf16_to_float(elementwise::bf16_bits(v)))),
+              bf16_to_float(elementwise::bf16_bits(v)));
+  }
+}
 
 // The GPU family's own kernels (batched/device_ops.hpp), below the Device
 // contract: bf16 rounding, the products, attention over row-major caches in

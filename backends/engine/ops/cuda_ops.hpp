@@ -3,9 +3,9 @@
 // batched over whole token matrices as the GPU engine feeds them. Each kernel
 // evaluates the per-element functions of elementwise.hpp that the CPU
 // reference bodies evaluate, so the two differ only in summation order and in
-// the device's math library; tests/engine/cuda_ops_test.cpp checks every one
-// against its CPU reference (and reports itself skipped where there is no
-// device).
+// the device's math library; tests/engine/device_bodies_test.cpp checks every
+// one, through the CUDA Device body, against the host reference (and reports
+// itself skipped where there is no device).
 //
 // Declared only in builds with CUDA (MIDTUNE_WITH_CUDA). Arguments are checked
 // as the CPU ops check them (std::invalid_argument); a failed launch throws
