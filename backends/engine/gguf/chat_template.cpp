@@ -57,6 +57,7 @@ const char* to_string(ChatFormat format) {
     case ChatFormat::llama3: return "llama3";
     case ChatFormat::gemma: return "gemma";
     case ChatFormat::vicuna: return "vicuna";
+    case ChatFormat::phi3: return "phi3";
   }
   return "unknown";
 }
@@ -69,12 +70,14 @@ ChatTemplate ChatTemplate::from_template_text(std::string_view jinja, std::strin
     return ChatTemplate(ChatFormat::chatml, chatml_default_system(jinja));
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("[INST]")) return ChatTemplate(ChatFormat::llama2);
+  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::phi3);
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::gemma);
   if (has("USER: ") && has("ASSISTANT: ")) return ChatTemplate(ChatFormat::vicuna);
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatTemplate(ChatFormat::llama3);
   throw std::invalid_argument(std::string(source) +
                               ": unsupported chat template (supported: ChatML <|im_start|>, Llama-2 [INST], "
-                              "Llama-3 <|start_header_id|>, Gemma <start_of_turn>, Vicuna USER:/ASSISTANT:)");
+                              "Llama-3 <|start_header_id|>, Phi-3 <|assistant|>/<|end|>, Gemma <start_of_turn>, "
+                              "Vicuna USER:/ASSISTANT:)");
 }
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
@@ -128,6 +131,14 @@ RenderedPrompt ChatTemplate::render_user(std::string_view content, std::optional
       t += content;
       out.content_end = t.size();
       t += "\nASSISTANT:";
+      break;
+    case ChatFormat::phi3:
+      if (!sys.empty()) t.append("<|system|>\n").append(sys).append("<|end|>\n");
+      t += "<|user|>\n";
+      out.content_begin = t.size();
+      t += content;
+      out.content_end = t.size();
+      t += "<|end|>\n<|assistant|>\n";
       break;
   }
   return out;
