@@ -89,58 +89,43 @@ RenderedPrompt ChatTemplate::render_user(std::string_view content, std::optional
   std::string_view sys;
   if (system) sys = *system;
   else if (default_system_) sys = *default_system_;
-  RenderedPrompt out;
-  std::string& t = out.text;
+  // Every format is lead [system_open system system_close] user_open
+  // content close; Llama-2 and Gemma put the system text inside the user turn.
+  struct Turns {
+    std::string_view lead, system_open, system_close, user_open, close;
+  };
+  Turns f;
   switch (format_) {
     case ChatFormat::chatml:
-      if (!sys.empty()) t.append("<|im_start|>system\n").append(sys).append("<|im_end|>\n");
-      t += "<|im_start|>user\n";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<|im_end|>\n<|im_start|>assistant\n";
+      f = {"", "<|im_start|>system\n", "<|im_end|>\n", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"};
       break;
     case ChatFormat::llama2:
-      t += "[INST] ";
-      if (!sys.empty()) t.append("<<SYS>>\n").append(sys).append("\n<</SYS>>\n\n");
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += " [/INST]";
+      f = {"[INST] ", "<<SYS>>\n", "\n<</SYS>>\n\n", "", " [/INST]"};
       break;
     case ChatFormat::llama3:
-      if (!sys.empty()) t.append("<|start_header_id|>system<|end_header_id|>\n\n").append(sys).append("<|eot_id|>");
-      t += "<|start_header_id|>user<|end_header_id|>\n\n";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+      f = {"", "<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>",
+           "<|start_header_id|>user<|end_header_id|>\n\n",
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"};
       break;
     case ChatFormat::gemma:
-      t += "<start_of_turn>user\n";
-      if (!sys.empty()) t.append(sys).append("\n\n");
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<end_of_turn>\n<start_of_turn>model\n";
+      f = {"<start_of_turn>user\n", "", "\n\n", "", "<end_of_turn>\n<start_of_turn>model\n"};
       break;
     case ChatFormat::vicuna:
-      if (!sys.empty()) t.append(sys).append("\n\n");
-      t += "USER: ";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "\nASSISTANT:";
+      f = {"", "", "\n\n", "USER: ", "\nASSISTANT:"};
       break;
     case ChatFormat::phi3:
-      if (!sys.empty()) t.append("<|system|>\n").append(sys).append("<|end|>\n");
-      t += "<|user|>\n";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<|end|>\n<|assistant|>\n";
+      f = {"", "<|system|>\n", "<|end|>\n", "<|user|>\n", "<|end|>\n<|assistant|>\n"};
       break;
   }
+  RenderedPrompt out;
+  std::string& t = out.text;
+  t += f.lead;
+  if (!sys.empty()) t.append(f.system_open).append(sys).append(f.system_close);
+  t += f.user_open;
+  out.content_begin = t.size();
+  t += content;
+  out.content_end = t.size();
+  t += f.close;
   return out;
 }
 
