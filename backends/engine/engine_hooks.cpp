@@ -12,16 +12,19 @@
 namespace midtune::engine::hooks {
 namespace {
 
-// Column `column` of the GGUF matrix `name` (rows x cols, ggml row-major).
-std::vector<float> matrix_column(const GgufFile& file, const std::string& name, int column) {
+// Column `column` of rows [first, first + count) of the GGUF matrix `name`
+// (rows x cols, ggml row-major).
+std::vector<float> matrix_column(const GgufFile& file, const std::string& name, int column, std::size_t first,
+                                 std::size_t count) {
   const GgufTensorInfo& info = file.tensor(name);
   if (info.type == nullptr || info.dims.empty()) throw std::invalid_argument(name + ": unsupported tensor type");
   const std::size_t cols = info.dims[0], rows = info.rows();
+  if (first + count > rows) throw std::invalid_argument(name + ": fewer rows than the model's Q and K");
   const std::size_t row_bytes = info.n_bytes / rows;
   const std::byte* data = file.tensor_data(info).data();
-  std::vector<float> row(cols), out(rows);
-  for (std::size_t r = 0; r < rows; ++r) {
-    dequantize_row(info.type->type, data + r * row_bytes, row.data(), cols);
+  std::vector<float> row(cols), out(count);
+  for (std::size_t r = 0; r < count; ++r) {
+    dequantize_row(info.type->type, data + (first + r) * row_bytes, row.data(), cols);
     out[r] = row[static_cast<std::size_t>(column)];
   }
   return out;
@@ -80,8 +83,14 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
       QkChannelScaling& scaling = phs_scaling_[l];
       scaling.channel = phs.channel;
       scaling.scale = phs.scale;
-      scaling.q_column = matrix_column(file, p + "attn_q.weight", phs.channel);
-      scaling.k_column = matrix_column(file, p + "attn_k.weight", phs.channel);
+      const std::size_t q_rows = std::size_t{c.heads} * c.head_dim, k_rows = std::size_t{c.kv_heads} * c.head_dim;
+      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {  // fused (phi3): Q rows, then K rows, then V
+        scaling.q_column = matrix_column(file, p + "attn_qkv.weight", phs.channel, 0, q_rows);
+        scaling.k_column = matrix_column(file, p + "attn_qkv.weight", phs.channel, q_rows, k_rows);
+      } else {
+        scaling.q_column = matrix_column(file, p + "attn_q.weight", phs.channel, 0, q_rows);
+        scaling.k_column = matrix_column(file, p + "attn_k.weight", phs.channel, 0, k_rows);
+      }
     }
     hooks_.qk_channel_scaling = [this](int layer) -> const QkChannelScaling* {
       const auto found = phs_scaling_.find(layer);

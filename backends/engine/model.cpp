@@ -128,14 +128,30 @@ void Model::load() {
       w.attn_post_norm = upload_vector(vector_tensor(f, p + "post_attention_norm.weight", c.hidden));
       w.ffn_post_norm = upload_vector(vector_tensor(f, p + "post_ffw_norm.weight", c.hidden));
     }
-    w.qkv = load_matrix({matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
-                         matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
-                         matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
-                        c.hidden, p + "attn_q/k/v");
+    // Q|K|V rows: one fused attn_qkv (phi3) is already in that order.
+    if (f.find_tensor(p + "attn_qkv.weight") != nullptr) {
+      for (const char* part : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) {
+        if (f.find_tensor(p + part) != nullptr) {
+          throw std::invalid_argument(tensor_where(f, p + part) + ": beside " + p +
+                                      "attn_qkv.weight (one of the two would be ignored)");
+        }
+      }
+      w.qkv = load_matrix({matrix_part(f, p + "attn_qkv.weight", c.hidden, q_rows + 2 * kv_rows)}, c.hidden,
+                          p + "attn_qkv");
+    } else {
+      w.qkv = load_matrix({matrix_part(f, p + "attn_q.weight", c.hidden, q_rows),
+                           matrix_part(f, p + "attn_k.weight", c.hidden, kv_rows),
+                           matrix_part(f, p + "attn_v.weight", c.hidden, kv_rows)},
+                          c.hidden, p + "attn_q/k/v");
+    }
     w.attn_out = load_matrix({matrix_part(f, p + "attn_output.weight", q_rows, c.hidden)}, q_rows, p + "attn_output");
-    w.gate_up = load_matrix({matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
-                             matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
-                            c.hidden, p + "ffn_gate/up");
+    // gate|up rows: phi3's ffn_up holds both, the gate's first.
+    w.gate_up = c.fused_gate_up
+                    ? load_matrix({matrix_part(f, p + "ffn_up.weight", c.hidden, 2 * std::uint64_t{c.ffn})}, c.hidden,
+                                  p + "ffn_up (gate|up)")
+                    : load_matrix({matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
+                                   matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
+                                  c.hidden, p + "ffn_gate/up");
     w.down = load_matrix({matrix_part(f, p + "ffn_down.weight", c.ffn, c.hidden)}, c.ffn, p + "ffn_down");
   };
   if (device_.loads_in_parallel()) {

@@ -5,7 +5,7 @@
 // if any) -> output projection (-> RMSNorm) -> residual -> RMSNorm ->
 // SwiGLU or GeGLU FFN (-> RMSNorm) -> residual] -> final RMSNorm -> tied or
 // separate output matrix. What an architecture changes (llama, qwen2,
-// gemma, qwen3, gemma3) is in
+// gemma, qwen3, gemma3, phi3) is in
 // ModelConfig (backends/engine/gguf/gguf.hpp) and the few lines that read
 // it; how an op runs is the device's.
 //

@@ -63,8 +63,9 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 
 // Every tensor of the file is one the forward pass reads: a tensor it would
 // silently ignore (an output bias, a QK norm where the architecture has none,
-// MoE experts) means a feature it does not run, so the file is refused
-// rather than run wrong.
+// MoE experts, a gate beside phi3's fused gate|up) means a feature it does
+// not run, so the file is refused rather than run wrong. A fused attn_qkv
+// replaces attn_q/k/v in any architecture, as llama.cpp's loader takes it.
 void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
   static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                         "rope_freqs.weight"};
@@ -78,7 +79,9 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
     if (!known && name.starts_with("blk.")) {
       const std::size_t dot = name.find('.', 4);
       const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) ||
+      known = (std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) &&
+               !(c.fused_gate_up && rest == "ffn_gate.weight")) ||
+              rest == "attn_qkv.weight" ||
               (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
               (c.post_norms && (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
     }

@@ -43,8 +43,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // bf16 rounds weights and activations to 8 significant bits: logits move by
-// about 1 % of their scale on these models (measured worst: printed below).
-constexpr double kRelativeTolerance = 0.03;
+// about 1 % of their scale on these models, up to 2.9 % on phi3's (its
+// intervention with PI; the same weights as a qwen2 file move alike, so the
+// model's sensitivity, not its fused tensors) (measured worst: printed below).
+constexpr double kRelativeTolerance = 0.04;
 // Packing and step-by-step decoding change nothing but summation order in
 // the products, but a last-bit change can move an activation by one bf16 step
 // (2^-8): decode steps differ from one pass by up to 0.0017 of the largest
@@ -307,7 +309,7 @@ TEST_P(BatchedArchTest, SmallPassesAnswerAsOnePass) {
 INSTANTIATE_TEST_SUITE_P(
     Devices, BatchedArchTest,
     ::testing::Combine(::testing::Values("reference", "cuda"),
-                       ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3")),
+                       ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // ---------------------------------------------------------------- SmolLM2

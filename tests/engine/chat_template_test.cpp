@@ -153,6 +153,34 @@ TEST(ChatTemplate, Qwen3IsChatMlWithoutADefaultSystem) {
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// Phi-3-mini-4k's template (as the phi-3 vocabulary GGUF holds it) and
+// Phi-3.5-mini's (llama.cpp's models/templates copy). The expected texts are
+// jinja2's renderings (add_generation_prompt=True, less the mini's
+// bos_token, which the tokenizer adds). With a system prompt the text is
+// llama.cpp's and Phi-3.5's: Phi-3-mini's own template drops the system turn.
+constexpr const char* kPhi3MiniTemplate =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' + '\n' + "
+    "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif (message['role'] == 'assistant') "
+    "%}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}";
+
+TEST(ChatTemplate, Phi3) {
+  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_phi3_5.jinja");
+  ASSERT_TRUE(in) << "fixture missing";
+  const std::string phi35_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto mini = ChatTemplate::from_template_text(kPhi3MiniTemplate);
+  const auto phi35 = ChatTemplate::from_template_text(phi35_text);
+  for (const ChatTemplate* chat : {&mini, &phi35}) {
+    ASSERT_EQ(chat->format(), ChatFormat::phi3);
+    EXPECT_FALSE(chat->default_system().has_value());
+    EXPECT_EQ(chat->render_user("Key: \"a\"\nValue:").text, "<|user|>\nKey: \"a\"\nValue:<|end|>\n<|assistant|>\n");
+    EXPECT_EQ(chat->render_user("Hi there", "Be brief.").text,
+              "<|system|>\nBe brief.<|end|>\n<|user|>\nHi there<|end|>\n<|assistant|>\n");
+    const auto p = chat->render_user(" keep spaces ");
+    EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ");
+  }
+  EXPECT_STREQ(to_string(ChatFormat::phi3), "phi3");
+}
+
 TEST(ChatTemplate, UnknownTemplateIsAnError) {
   EXPECT_THAT([] { ChatTemplate::from_template_text("{{ messages }}", "model.gguf"); },
               ::testing::ThrowsMessage<std::invalid_argument>(::testing::HasSubstr("model.gguf")));

@@ -1,5 +1,6 @@
 // Every architecture the engine runs (llama with Llama-3.1 frequency factors,
-// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3; gemma3), on the small
+// linear RoPE scaling and a sliding window; qwen2; gemma; qwen3; gemma3;
+// phi3), on the small
 // random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
 // vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
 //   - last-position logits against the fp64 numpy reference
@@ -33,6 +34,7 @@
 
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
+#include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/method_examples.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
@@ -147,6 +149,13 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_EQ(c.head_dim, 32u);  // key_length, not hidden / heads
     EXPECT_TRUE(c.tied_output);
   }
+  EXPECT_EQ(c.fused_gate_up, name == "phi3");
+  if (name == "phi3") {
+    EXPECT_EQ(model_->file().get_uint("phi3.attention.sliding_window"), 8u);
+    EXPECT_EQ(c.sliding_window, 0u);  // switched off, as llama.cpp does for phi3
+    EXPECT_EQ(c.vocab, 32064u);
+    EXPECT_FALSE(c.tied_output);
+  }
   EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   if (name == "llama3") {
     EXPECT_EQ(c.vocab, 128256u);
@@ -160,6 +169,17 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
 TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
   const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
   EXPECT_EQ(tokenizer.add_bos_default(), !GetParam().starts_with("qwen"));
+}
+
+// The chat template the file carries (the vocabulary's own, else the
+// spec's) is read as its family's format.
+TEST_P(ArchModel, ChatTemplateFromTheFile) {
+  const std::map<std::string, ChatFormat> expected = {
+      {"qwen2", ChatFormat::chatml}, {"llama3", ChatFormat::llama3}, {"gemma", ChatFormat::gemma},
+      {"qwen3", ChatFormat::chatml}, {"gemma3", ChatFormat::gemma},  {"phi3", ChatFormat::phi3}};
+  const auto it = expected.find(GetParam());
+  if (it == expected.end()) GTEST_SKIP() << GetParam() << " has no chat template";
+  EXPECT_EQ(to_string(ChatTemplate::from_gguf(model_->file()).format()), std::string(to_string(it->second)));
 }
 
 TEST_P(ArchModel, LogitsMatchFp64Reference) {
@@ -301,7 +321,7 @@ TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,
-                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3"),
+                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3"),
                          [](const auto& info) { return info.param; });
 
 // gemma3's metadata as llama.cpp's converter writes it (no pattern key, no
@@ -343,6 +363,44 @@ TEST(ArchConfig, Gemma3SlidesFiveLayersOfSix) {
     EXPECT_NE(std::string(e.what()).find("final_logit_softcapping"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(capped.path().string()), std::string::npos) << e.what();
   }
+}
+
+// What the engine does not run of phi3 is refused by name: the 128k
+// variants' LongRoPE (factor tensors, attention factor) and a gate tensor
+// beside the fused gate|up; a fused attn_qkv beside attn_q/k/v too.
+TEST(ArchErrors, Phi3RefusesWhatItDoesNotRunByName) {
+  const fs::path vocab_path = vocab_dir() / "ggml-vocab-phi-3.gguf";
+  if (!fs::exists(vocab_path)) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  const GgufFile vocab(vocab_path);
+  ::midtune::testing::TinyArchSpec spec;
+  for (const auto& s : ::midtune::testing::tiny_arch_specs())
+    if (s.name == "phi3") spec = s;
+  ASSERT_EQ(spec.arch, "phi3");
+  const auto expect_refused = [&](auto&& add, const std::string& name) {
+    ::midtune::testing::TinyGgufWriter w = ::midtune::testing::tiny_arch_writer(spec, vocab);
+    add(w);
+    ::midtune::testing::MemoryFile file(w.bytes());
+    try {
+      Model model(file.path());
+      ADD_FAILURE() << name << " accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(file.path().string()), std::string::npos) << e.what();
+    }
+  };
+  const std::uint64_t pairs = static_cast<std::uint64_t>(spec.head_dim / 2), hidden = spec.hidden;
+  const std::uint64_t ffn = spec.ffn, q_rows = static_cast<std::uint64_t>(spec.heads) * spec.head_dim;
+  for (const std::string tensor : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    expect_refused([&](auto& w) { w.add_tensor(tensor, {pairs}, 0, std::vector<std::uint8_t>(pairs * 4, 0x3f)); },
+                   "'" + tensor + "'");
+  }
+  expect_refused([](auto& w) { w.add_f32("phi3.rope.scaling.attn_factor", 1.19f); },
+                 "'phi3.rope.scaling.attn_factor'");
+  const auto zeros = [](std::uint64_t count) { return std::vector<std::uint8_t>(count * 4); };
+  expect_refused([&](auto& w) { w.add_tensor("blk.0.ffn_gate.weight", {hidden, ffn}, 0, zeros(hidden * ffn)); },
+                 "'blk.0.ffn_gate.weight'");
+  expect_refused([&](auto& w) { w.add_tensor("blk.1.attn_q.weight", {hidden, q_rows}, 0, zeros(hidden * q_rows)); },
+                 "'blk.1.attn_q.weight'");
 }
 
 TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {

@@ -20,6 +20,11 @@
 //             layer (base 1e6, linear scaling x8) by a sliding-window
 //             pattern of 2, GeGLU, embeddings x sqrt(hidden), one KV head,
 //             the llama-spm vocabulary and a Gemma chat template
+//   phi3      one fused attn_qkv (Q|K|V rows, GQA as Phi-3-medium's) and one
+//             fused ffn_up (gate rows, then up rows), NEOX RoPE, a sliding
+//             window of 8 in the metadata that llama.cpp (and so the
+//             engine) ignores for phi3, a separate output matrix, the phi-3
+//             vocabulary and its chat template
 // Weights are F32 from a counter-based generator (splitmix64), so the bytes
 // are the same on every machine and compiler: the test writes the files
 // itself and compares with logits the numpy reference computed from files
@@ -51,6 +56,8 @@ struct TinyArchSpec {
   bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm.weight
   std::uint32_t sliding_window_pattern = 0;  // <arch>.attention.sliding_window_pattern (0 = not written)
   bool rope_freqs = false;
+  bool fused_qkv = false;      // blk.N.attn_qkv.weight instead of attn_q/k/v
+  bool fused_gate_up = false;  // blk.N.ffn_up.weight of 2 x ffn rows (gate, then up), no ffn_gate
   bool tied_output = true;
   std::uint32_t sliding_window = 0;
   float linear_rope_factor = 0.0f;  // 0 = no rope.scaling keys
@@ -111,7 +118,13 @@ inline std::vector<TinyArchSpec> tiny_arch_specs() {
   gemma3.post_norms = true;
   gemma3.embedding_bound = 0.15f;  // x sqrt(64) on the way in
   gemma3.chat_template = gemma.chat_template;
-  return {qwen2, llama3, gemma, swa, qwen3, gemma3};
+
+  TinyArchSpec phi3{.name = "phi3", .arch = "phi3", .vocab_file = "ggml-vocab-phi-3.gguf"};
+  phi3.fused_qkv = true;
+  phi3.fused_gate_up = true;
+  phi3.sliding_window = 8;  // ignored, as llama.cpp: the prompts run past it
+  phi3.tied_output = false;
+  return {qwen2, llama3, gemma, swa, qwen3, gemma3, phi3};
 }
 
 // splitmix64 of a counter: the same stream everywhere.
@@ -190,7 +203,8 @@ inline std::vector<float> tiny_rope_freq_factors(int pairs) {
   return f;
 }
 
-inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const GgufFile& vocab) {
+// The writer, for a test that adds to the file before its bytes are taken.
+inline TinyGgufWriter tiny_arch_writer(const TinyArchSpec& s, const GgufFile& vocab) {
   const std::string a = s.arch + ".";
   const std::uint64_t n_vocab = vocab.get_string_array("tokenizer.ggml.tokens").size();
   const std::uint64_t q_rows = static_cast<std::uint64_t>(s.heads) * s.head_dim;
@@ -238,9 +252,18 @@ inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const Ggu
     w.add_tensor(p + "ffn_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
     // Q and K a little larger than unit so attention is not uniform; the
     // gate wide enough that SwiGLU and GeGLU differ clearly.
-    w.add_tensor(p + "attn_q.weight", {hidden, q_rows}, 0, rng.f32(hidden * q_rows, bound(hidden) * 2.0f));
-    w.add_tensor(p + "attn_k.weight", {hidden, kv_rows}, 0, rng.f32(hidden * kv_rows, bound(hidden) * 2.0f));
-    w.add_tensor(p + "attn_v.weight", {hidden, kv_rows}, 0, rng.f32(hidden * kv_rows, bound(hidden)));
+    auto q = rng.f32(hidden * q_rows, bound(hidden) * 2.0f);
+    auto k = rng.f32(hidden * kv_rows, bound(hidden) * 2.0f);
+    auto v = rng.f32(hidden * kv_rows, bound(hidden));
+    if (s.fused_qkv) {
+      q.insert(q.end(), k.begin(), k.end());
+      q.insert(q.end(), v.begin(), v.end());
+      w.add_tensor(p + "attn_qkv.weight", {hidden, q_rows + 2 * kv_rows}, 0, std::move(q));
+    } else {
+      w.add_tensor(p + "attn_q.weight", {hidden, q_rows}, 0, std::move(q));
+      w.add_tensor(p + "attn_k.weight", {hidden, kv_rows}, 0, std::move(k));
+      w.add_tensor(p + "attn_v.weight", {hidden, kv_rows}, 0, std::move(v));
+    }
     if (s.qkv_bias) {
       w.add_tensor(p + "attn_q.bias", {q_rows}, 0, rng.f32(q_rows, 0.5f));
       w.add_tensor(p + "attn_k.bias", {kv_rows}, 0, rng.f32(kv_rows, 0.5f));
@@ -253,15 +276,26 @@ inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const Ggu
                    rng.f32(s.head_dim, 0.2f, 1.0f));
     }
     w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, 0, rng.f32(q_rows * hidden, bound(q_rows)));
-    w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden) * 3.0f));
-    w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden)));
+    auto gate = rng.f32(hidden * ffn, bound(hidden) * 3.0f);
+    auto up = rng.f32(hidden * ffn, bound(hidden));
+    if (s.fused_gate_up) {
+      gate.insert(gate.end(), up.begin(), up.end());
+      w.add_tensor(p + "ffn_up.weight", {hidden, 2 * ffn}, 0, std::move(gate));
+    } else {
+      w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, 0, std::move(gate));
+      w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, 0, std::move(up));
+    }
     w.add_tensor(p + "ffn_down.weight", {ffn, hidden}, 0, rng.f32(ffn * hidden, bound(ffn)));
     if (s.post_norms) {
       w.add_tensor(p + "post_attention_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
       w.add_tensor(p + "post_ffw_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
     }
   }
-  return w.bytes();
+  return w;
+}
+
+inline std::vector<std::uint8_t> tiny_arch_gguf(const TinyArchSpec& s, const GgufFile& vocab) {
+  return tiny_arch_writer(s, vocab).bytes();
 }
 
 }  // namespace midtune::testing

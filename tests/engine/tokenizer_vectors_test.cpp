@@ -90,7 +90,7 @@ TEST_P(TokenizerVectors, EveryCaseGivesLlamaCppsIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerVectors,
-                         ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "starcoder", "refact",
+                         ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "mpt", "starcoder", "refact",
                                            "command-r"),
                          [](const auto& info) {
                            std::string name = info.param;

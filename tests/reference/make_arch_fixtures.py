@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """fp64 reference forward pass of every architecture the engine runs
 (llama with rope_freqs / linear RoPE scaling / a sliding window, qwen2,
-gemma, qwen3, gemma3), over the small random-weight GGUFs that
+gemma, qwen3, gemma3, phi3), over the small random-weight GGUFs that
 tests/engine/write_tiny_arch_ggufs writes (tests/engine/tiny_arch_gguf.hpp).
 Writes the last-position top-k logits of a few prompts per model to
 tests/reference/fixtures/arch_logits_fp32.json, plus one case with per-head
 RoPE scales and one with remapped (CALIOPE-like) positions, so the way a
 method composes with the model's own RoPE is checked too.
 
-Written from llama.cpp's model graphs (src/models/{llama,qwen2,gemma,qwen3,gemma3}.cpp)
+Written from llama.cpp's model graphs (src/models/{llama,qwen2,gemma,qwen3,gemma3,phi3}.cpp)
 and ggml's RoPE (ggml_rope_ext: theta_i = p * base^(-2i/d) * freq_scale /
 freq_factor[i]; NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2)).
 
@@ -26,9 +26,9 @@ import gguf
 from gguf.quants import dequantize
 
 TOP_K = 20
-MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3"]
+MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3"]
 PROMPT_LENGTHS = [6, 19, 37]
-HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
+HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3", "phi3"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
 
 
 class Model:
@@ -46,6 +46,10 @@ class Model:
         self.base = float(f.get(a + "rope.freq_base", 10000.0))
         self.eps = float(f[a + "attention.layer_norm_rms_epsilon"])
         self.window = int(f.get(a + "attention.sliding_window", 0))
+        # phi3: llama.cpp reads the window and switches it off.
+        self.ignored_window = self.window if self.arch == "phi3" else 0
+        if self.arch == "phi3":
+            self.window = 0
         self.freq_scale = 1.0
         if f.get(a + "rope.scaling.type", "none") == "linear":
             self.freq_scale = 1.0 / float(f[a + "rope.scaling.factor"])
@@ -66,6 +70,21 @@ class Model:
         for t in r.tensors:
             arr = dequantize(t.data, t.tensor_type).astype(np.float64)
             self.w[t.name] = arr.reshape([int(x) for x in reversed(t.shape)])
+        q_rows, kv_rows = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for l in range(self.layers):
+            p = f"blk.{l}."
+            # Fused Q|K|V rows (phi3; llama.cpp's build_qkv views them in that order).
+            if p + "attn_qkv.weight" in self.w:
+                qkv = self.w.pop(p + "attn_qkv.weight")
+                self.w[p + "attn_q.weight"] = qkv[:q_rows]
+                self.w[p + "attn_k.weight"] = qkv[q_rows:q_rows + kv_rows]
+                self.w[p + "attn_v.weight"] = qkv[q_rows + kv_rows:]
+            # phi3's ffn_up holds gate then up (ggml_swiglu: silu of the first half).
+            if self.arch == "phi3":
+                gate_up = self.w.pop(p + "ffn_up.weight")
+                ffn = gate_up.shape[0] // 2
+                self.w[p + "ffn_gate.weight"] = gate_up[:ffn]
+                self.w[p + "ffn_up.weight"] = gate_up[ffn:]
         self.vocab = self.w["token_embd.weight"].shape[0]
         self.out = self.w.get("output.weight", self.w["token_embd.weight"])
         self.qk_norm = "blk.0.attn_q_norm.weight" in self.w
@@ -194,6 +213,7 @@ GREEDY_PIECES = {
     "llama_swa": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
     "qwen3": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
     "gemma3": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+    "phi3": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
 }
 GREEDY_TOKENS = 12
 
@@ -238,6 +258,19 @@ def without(model, feature):
         m.local = [False] * m.layers
     elif feature == "local_rope_base":  # local layers keep their window, turn RoPE as the global ones
         m.two_kinds = False
+    elif feature == "window_ignored":  # phi3's window applied after all
+        m.window = model.ignored_window
+        m.local = [True] * m.layers
+    elif feature == "gate_up_order":  # the fused ffn_up read as up, then gate
+        for l in range(m.layers):
+            p = f"blk.{l}."
+            m.w[p + "ffn_gate.weight"] = model.w[p + "ffn_up.weight"]
+            m.w[p + "ffn_up.weight"] = model.w[p + "ffn_gate.weight"]
+    elif feature == "qkv_split":  # the fused attn_qkv read as Q|V|K
+        for l in range(m.layers):
+            p = f"blk.{l}."
+            m.w[p + "attn_k.weight"] = model.w[p + "attn_v.weight"]
+            m.w[p + "attn_v.weight"] = model.w[p + "attn_k.weight"]
     elif feature == "linear_rope_scaling":
         m.inv_freq = model.inv_freq / m.freq_scale
     else:
@@ -252,6 +285,7 @@ FEATURES = {
     "llama_swa": ["sliding_window", "linear_rope_scaling"],
     "qwen3": ["qk_norm", "rope_halves"],
     "gemma3": ["post_norms", "qk_norm", "local_layers", "local_rope_base", "embedding_scale"],
+    "phi3": ["rope_halves", "gate_up_order", "qkv_split", "window_ignored"],
 }
 
 

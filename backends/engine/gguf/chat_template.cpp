@@ -57,6 +57,7 @@ const char* to_string(ChatFormat format) {
     case ChatFormat::llama3: return "llama3";
     case ChatFormat::gemma: return "gemma";
     case ChatFormat::vicuna: return "vicuna";
+    case ChatFormat::phi3: return "phi3";
   }
   return "unknown";
 }
@@ -69,12 +70,14 @@ ChatTemplate ChatTemplate::from_template_text(std::string_view jinja, std::strin
     return ChatTemplate(ChatFormat::chatml, chatml_default_system(jinja));
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("[INST]")) return ChatTemplate(ChatFormat::llama2);
+  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::phi3);
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::gemma);
   if (has("USER: ") && has("ASSISTANT: ")) return ChatTemplate(ChatFormat::vicuna);
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatTemplate(ChatFormat::llama3);
   throw std::invalid_argument(std::string(source) +
                               ": unsupported chat template (supported: ChatML <|im_start|>, Llama-2 [INST], "
-                              "Llama-3 <|start_header_id|>, Gemma <start_of_turn>, Vicuna USER:/ASSISTANT:)");
+                              "Llama-3 <|start_header_id|>, Phi-3 <|assistant|>/<|end|>, Gemma <start_of_turn>, "
+                              "Vicuna USER:/ASSISTANT:)");
 }
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
@@ -86,50 +89,43 @@ RenderedPrompt ChatTemplate::render_user(std::string_view content, std::optional
   std::string_view sys;
   if (system) sys = *system;
   else if (default_system_) sys = *default_system_;
-  RenderedPrompt out;
-  std::string& t = out.text;
+  // Every format is lead [system_open system system_close] user_open
+  // content close; Llama-2 and Gemma put the system text inside the user turn.
+  struct Turns {
+    std::string_view lead, system_open, system_close, user_open, close;
+  };
+  Turns f;
   switch (format_) {
     case ChatFormat::chatml:
-      if (!sys.empty()) t.append("<|im_start|>system\n").append(sys).append("<|im_end|>\n");
-      t += "<|im_start|>user\n";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<|im_end|>\n<|im_start|>assistant\n";
+      f = {"", "<|im_start|>system\n", "<|im_end|>\n", "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"};
       break;
     case ChatFormat::llama2:
-      t += "[INST] ";
-      if (!sys.empty()) t.append("<<SYS>>\n").append(sys).append("\n<</SYS>>\n\n");
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += " [/INST]";
+      f = {"[INST] ", "<<SYS>>\n", "\n<</SYS>>\n\n", "", " [/INST]"};
       break;
     case ChatFormat::llama3:
-      if (!sys.empty()) t.append("<|start_header_id|>system<|end_header_id|>\n\n").append(sys).append("<|eot_id|>");
-      t += "<|start_header_id|>user<|end_header_id|>\n\n";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+      f = {"", "<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>",
+           "<|start_header_id|>user<|end_header_id|>\n\n",
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"};
       break;
     case ChatFormat::gemma:
-      t += "<start_of_turn>user\n";
-      if (!sys.empty()) t.append(sys).append("\n\n");
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "<end_of_turn>\n<start_of_turn>model\n";
+      f = {"<start_of_turn>user\n", "", "\n\n", "", "<end_of_turn>\n<start_of_turn>model\n"};
       break;
     case ChatFormat::vicuna:
-      if (!sys.empty()) t.append(sys).append("\n\n");
-      t += "USER: ";
-      out.content_begin = t.size();
-      t += content;
-      out.content_end = t.size();
-      t += "\nASSISTANT:";
+      f = {"", "", "\n\n", "USER: ", "\nASSISTANT:"};
+      break;
+    case ChatFormat::phi3:
+      f = {"", "<|system|>\n", "<|end|>\n", "<|user|>\n", "<|end|>\n<|assistant|>\n"};
       break;
   }
+  RenderedPrompt out;
+  std::string& t = out.text;
+  t += f.lead;
+  if (!sys.empty()) t.append(f.system_open).append(sys).append(f.system_close);
+  t += f.user_open;
+  out.content_begin = t.size();
+  t += content;
+  out.content_end = t.size();
+  t += f.close;
   return out;
 }
 

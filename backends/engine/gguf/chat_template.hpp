@@ -1,5 +1,6 @@
-// Chat templates: ChatML (SmolLM2, Qwen), Llama-2 / Mistral [INST], Llama-3
-// header tokens, Gemma turns and Vicuna's USER:/ASSISTANT:, chosen from the
+// Chat templates: ChatML (SmolLM2, Qwen, Qwen3), Llama-2 / Mistral [INST],
+// Llama-3 header tokens, Phi-3's <|user|>/<|end|>, Gemma turns and Vicuna's
+// USER:/ASSISTANT:, chosen from the
 // GGUF's tokenizer.chat_template text as llama.cpp chooses. Renders a
 // single user message followed by the assistant generation prompt, as the
 // model's own Jinja template does with add_generation_prompt=True, and says
@@ -15,7 +16,7 @@ namespace midtune {
 
 class GgufFile;
 
-enum class ChatFormat { chatml, llama2, llama3, gemma, vicuna };
+enum class ChatFormat { chatml, llama2, llama3, gemma, vicuna, phi3 };
 const char* to_string(ChatFormat format);
 
 struct RenderedPrompt {
@@ -32,7 +33,7 @@ class ChatTemplate {
   ChatTemplate(ChatFormat format, std::optional<std::string> default_system = std::nullopt);
 
   // By the markers llama.cpp tests, in its order: <|im_start|> ChatML, [INST]
-  // Llama-2, <start_of_turn> Gemma, "USER: " with "ASSISTANT: " Vicuna,
+  // Llama-2, <|assistant|> with <|end|> Phi-3, <start_of_turn> Gemma, "USER: " with "ASSISTANT: " Vicuna,
   // <|start_header_id|> Llama-3; anything else throws std::invalid_argument
   // naming `source` and the supported formats.
   // A ChatML template that writes a fixed system turn when the first message
@@ -52,6 +53,8 @@ class ChatTemplate {
   // Gemma:   <start_of_turn>user\n[{system}\n\n]{content}<end_of_turn>\n<start_of_turn>model\n
   //          (Gemma has no system turn: llama.cpp puts it before the user text)
   // Vicuna:  [{system}\n\n]USER: {content}\nASSISTANT:
+  // Phi-3:   [<|system|>\n{system}<|end|>\n]<|user|>\n{content}<|end|>\n<|assistant|>\n
+  //          (llama.cpp's rendering; Phi-3-mini's own template drops a system turn)
   //   No BOS in the text (encode with the tokenizer's add_bos_default(), as
   //   llama.cpp does); the content is not trimmed (llama.cpp trims it for
   //   Llama-3 and Gemma; the datasets' prompts are already right-stripped).

@@ -209,7 +209,7 @@ class GgufFile {
 enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
 
 // The architectures the engine runs, as `general.architecture` names them.
-inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma3";
+inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma3, phi3";
 
 // Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
 // The fields after tied_output are what an architecture changes; their
@@ -246,6 +246,9 @@ struct ModelConfig {
   // sliding window, if any, in all of them).
   std::vector<std::uint8_t> local_layers;
   float rope_base_local = 10000.0f;  // <arch>.rope.freq_base_swa
+  // One ffn_up tensor of 2 x ffn rows, the gate's rows then the up's, and no
+  // ffn_gate (phi3, as llama.cpp's ggml_swiglu halves it: silu of the first).
+  bool fused_gate_up = false;
   bool is_local(std::uint32_t layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   // The keys a query of `layer` sees (0 = all).
   std::uint32_t layer_window(std::uint32_t layer) const {

@@ -149,6 +149,9 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.ffn_activation = FfnActivation::gelu_tanh;
     c.qk_norm = true;
     c.post_norms = true;
+  } else if (c.arch == "phi3") {
+    c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
+    c.fused_gate_up = true;
   } else if (c.arch != "llama") {
     const std::string why = c.arch == "mpt" ? " (MPT uses ALiBi and no RoPE: out of scope for the engine)" : "";
     throw GgufError(file.path().string() + ": metadata key 'general.architecture' = '" + c.arch +
@@ -205,7 +208,11 @@ ModelConfig read_model_config(const GgufFile& file) {
   // Gemma scales the embeddings by sqrt(hidden) in float, as llama.cpp's
   // ggml_scale(inpL, sqrtf(n_embd)).
   if (c.arch == "gemma" || c.arch == "gemma3") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
-  if (file.has(p + "attention.sliding_window")) c.sliding_window = u32(p + "attention.sliding_window");
+  // phi3: llama.cpp reads the window and switches it off ("Phi SWA is
+  // currently disabled"); the converter writes Phi-3-mini's 2047 there, so
+  // the engine ignores it too and computes what llama.cpp computes.
+  if (file.has(p + "attention.sliding_window") && c.arch != "phi3")
+    c.sliding_window = u32(p + "attention.sliding_window");
   c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (c.arch == "gemma3") {
     // As llama.cpp (after gemma_pytorch): the 27B (62 layers) scales by
@@ -224,6 +231,20 @@ ModelConfig read_model_config(const GgufFile& file) {
         bad("rope.freq_base_swa must be positive and finite");
     }
     if (file.has(p + "final_logit_softcapping")) bad("final_logit_softcapping is not supported by the engine");
+  }
+  if (c.arch == "phi3") {
+    // The 128k variants' LongRoPE: per-pair factors, long or short chosen by
+    // the context size asked for, and an attention factor on cos/sin. The
+    // engine runs the 4k form (neither) only.
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+      if (file.find_tensor(name) != nullptr)
+        bad(std::string("tensor '") + name + "' (LongRoPE factors of the 128k Phi-3 variants) is not supported "
+            "by the engine; the 4k variants run");
+    }
+    const std::string attn_factor = p + "rope.scaling.attn_factor";
+    if (file.has(attn_factor) && file.get_float(attn_factor) != 1.0)
+      bad("metadata key '" + attn_factor + "' = " + std::to_string(file.get_float(attn_factor)) +
+          " (LongRoPE, the 128k Phi-3 variants) is not supported by the engine; the 4k variants run");
   }
   // Linear RoPE scaling (e.g. long-context Vicuna) multiplies every angle by
   // 1 / factor, as llama.cpp's freq_scale; other scaling types change the
