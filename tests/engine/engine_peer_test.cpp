@@ -384,6 +384,14 @@ class ArchPeer : public ::testing::TestWithParam<std::string> {
     ::midtune::testing::TinyGgufWriter::write(
         file_, ::midtune::testing::tiny_arch_gguf(spec_, GgufFile(vocab_dir() / spec_.vocab_file)));
   }
+  // Greedy steps compared with llama-simple: on llama_swa only those inside
+  // the window.
+  int greedy_steps() const {
+    if (spec_.sliding_window == 0 || spec_.arch != "llama") return kArchGreedyTokens;
+    const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(file_));
+    const auto prompt = tokenizer.encode(kArchPrompt, tokenizer.add_bos_default(), true);
+    return static_cast<int>(spec_.sliding_window) - static_cast<int>(prompt.size()) + 1;
+  }
   ::midtune::testing::TinyArchSpec spec_;
   ScratchDir dir_;
   fs::path file_;
@@ -407,16 +415,31 @@ TEST_P(ArchPeer, LogitsWithinToleranceOfTheFp64Reference) {
 }
 
 TEST_P(ArchPeer, GreedyMatchesLlamaSimpleExceptAtNearTies) {
-  int steps = kArchGreedyTokens;
-  if (spec_.sliding_window != 0 && spec_.arch == "llama") {
-    const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(file_));
-    const auto prompt = tokenizer.encode(kArchPrompt, tokenizer.add_bos_default(), true);
-    steps = static_cast<int>(spec_.sliding_window) - static_cast<int>(prompt.size()) + 1;
-    ASSERT_GE(steps, 2) << "the prompt leaves too few steps inside the window";
-  }
+  const int steps = greedy_steps();
+  ASSERT_GE(steps, 2) << "the prompt leaves too few steps inside the window";
   const auto partings = compare_greedy(file_, GetParam(), {kArchPrompt}, steps);
   expect_near_ties(file_, "fp64", partings, kFloatNearTie,
                    GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
+}
+
+// `ga-run generate` prints the continuation as llama-simple does: on the
+// SentencePiece vocabularies with a space prefix (Llama-2's), the first
+// generated piece keeps its leading space (" nearby", not "nearby").
+TEST_P(ArchPeer, GenerateCommandPrintsLlamaSimplesContinuation) {
+  const int steps = greedy_steps();
+  const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(file_));
+  const std::string prompt_text = render(tokenizer, tokenizer.encode(kArchPrompt, tokenizer.add_bos_default(), true));
+  const std::string llama_text = llama_simple_text(file_, kArchPrompt, steps);
+  ASSERT_TRUE(llama_text.starts_with(prompt_text)) << llama_text;
+  ScratchDir dir;
+  const Finished ours = run_process({::midtune::testing::ga_run_path(), "generate", "--model", file_.string(), "--prompt",
+                                     kArchPrompt, "--max-tokens", std::to_string(steps), "--threads", "1"},
+                                    dir.path().string());
+  ASSERT_EQ(ours.exit_code, 0) << describe(ours);
+  ASSERT_TRUE(ours.out.ends_with("\n")) << describe(ours);
+  const std::string continuation = ours.out.substr(0, ours.out.size() - 1);
+  std::printf("  %-24s ga-run generate: \"%s\"\n", GetParam().c_str(), continuation.c_str());
+  EXPECT_EQ(continuation, llama_text.substr(prompt_text.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off", "qwen3", "gemma3"),
