@@ -2,9 +2,10 @@
 # Builds llama.cpp's own tools natively (CMake, Release, this CPU's ISA) from
 # the llama.cpp sources inside the pinned llama-cpp-python source package that
 # scripts/fetch_vocabs.sh fetched and verified: llama-bench (speed),
-# llama-simple (greedy text) and llama-quantize (every GGUF format from one
-# file). Cached; prints the folder holding the binaries. Only the benchmarks
-# and peer comparisons use it, so the set-up does not build it.
+# llama-simple (greedy text), llama-quantize (every GGUF format from one
+# file) and llama-tokenize (token ids of a text). Cached; prints the folder
+# holding the binaries. Only the benchmarks and peer comparisons use it, so
+# the set-up does not build it.
 #   usage: bench/build_llama_cpp.sh [native|avx2|avxvnni]
 # avx2 builds llama-bench alone with GGML_NATIVE off and AVX2/FMA/F16C on,
 # AVX-512 off (build-avx2/), so that an AVX-512 machine can compare the
@@ -17,7 +18,7 @@ CACHE_DIR="${MIDTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/midtune}"
 VERSION=0.3.36
 SRC="$CACHE_DIR/llama.cpp-$VERSION"
 BIN="$SRC/build/bin"
-TOOLS=(llama-bench llama-simple llama-quantize)
+TOOLS=(llama-bench llama-simple llama-quantize llama-tokenize)
 VARIANT="${1:-native}"
 ISA_FLAGS=(-DGGML_NATIVE=ON)
 case "$VARIANT" in

@@ -4,7 +4,8 @@
 # scripts/setup.sh made. Model-backed tests find the model in the cache that
 # scripts/fetch_model.sh fills, tokenizer-vector tests the vocabularies that
 # scripts/fetch_vocabs.sh fills, peer tests (label `peer`) what
-# scripts/fetch_peers.sh makes.
+# scripts/fetch_peers.sh makes (the real Gemma 3 of scripts/fetch_gemma3.sh
+# among them: MIDTUNE_GEMMA3_MODEL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
@@ -16,10 +17,12 @@ cmake --build build-asan -j"$(nproc)"
 
 cmake --build build -j"$(nproc)"
 # The peers of the `peer` tests (llama.cpp's tools, the numpy reference's
-# Python, re-quantised models). Under CI=true a failure here is a failure;
-# elsewhere the peer tests then skip, saying what is missing.
+# Python, re-quantised models, a real Gemma 3 and its tokenizer vectors).
+# Under CI=true a failure here is a failure; elsewhere the peer tests then
+# skip, saying what is missing.
 if peers=$(scripts/fetch_peers.sh); then
   export MIDTUNE_PEERS_DIR="$peers"
+  export MIDTUNE_GEMMA3_MODEL="${MIDTUNE_GEMMA3_MODEL:-$peers/gemma-3-270m-q4_k_m.gguf}"
 elif [ "${CI:-}" = true ]; then
   echo "test: scripts/fetch_peers.sh failed (CI=true)" >&2
   exit 1

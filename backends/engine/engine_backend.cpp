@@ -170,7 +170,7 @@ SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt&
       generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens, positions, forward_hooks);
       last_stats_.forward_tokens += prompt.tokens.size() + (generated.empty() ? 0 : generated.size() - 1);
     }
-    out.output_text = tokenizer_.decode(generated, false);
+    out.output_text = tokenizer_.decode_continuation(prompt.tokens.back(), generated, false);
   } else {
     if (gold.empty()) throw BackendError("item '" + item.id + "': teacher_forced needs a non-empty gold answer");
     std::vector<std::int32_t> input = prompt.tokens;

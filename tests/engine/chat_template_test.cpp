@@ -5,10 +5,13 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/gguf/chat_template.hpp"
+#include "backends/engine/gguf/gguf.hpp"
+#include "tests/engine/tiny_gguf_writer.hpp"
 
 namespace midtune {
 namespace {
@@ -179,6 +182,42 @@ TEST(ChatTemplate, Phi3) {
     EXPECT_EQ(p.text.substr(p.content_begin, p.content_end - p.content_begin), " keep spaces ");
   }
   EXPECT_STREQ(to_string(ChatFormat::phi3), "phi3");
+}
+
+// Gemma 2's template (llama.cpp's models/templates/google-gemma-2-2b-it
+// copy; Gemma 3's has the same turns, and puts a system text before the
+// first user text with "\n\n" as render_user does). The expected text is
+// jinja2's rendering (one user message, add_generation_prompt=True) less
+// the bos_token that the tokenizer adds.
+TEST(ChatTemplate, Gemma2TemplateIsGemma) {
+  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_gemma2.jinja");
+  ASSERT_TRUE(in) << "fixture missing";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto chat = ChatTemplate::from_template_text(text);
+  EXPECT_EQ(chat.format(), ChatFormat::gemma);
+  const RenderedPrompt r = chat.render_user("What is 7 times 8?");
+  EXPECT_EQ(r.text, "<start_of_turn>user\nWhat is 7 times 8?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(r.text.substr(r.content_begin, r.content_end - r.content_begin), "What is 7 times 8?");
+}
+
+// A Gemma GGUF without tokenizer.chat_template (the real Gemma 3 270M
+// file) gets the Gemma format; other architectures still need the key.
+TEST(ChatTemplate, GemmaWithoutATemplateKeyIsGemma) {
+  const auto file_of = [](const std::string& arch, bool with_template) {
+    testing::TinyGgufWriter w;
+    w.add_string("general.architecture", arch);
+    if (with_template) w.add_string("tokenizer.chat_template", kPlainChatml);
+    return std::make_unique<testing::MemoryFile>(w.bytes());
+  };
+  for (const std::string arch : {"gemma", "gemma2", "gemma3"}) {
+    const auto file = file_of(arch, false);
+    EXPECT_EQ(ChatTemplate::from_gguf(GgufFile(file->path())).format(), ChatFormat::gemma) << arch;
+    const auto with = file_of(arch, true);  // a template in the file wins
+    EXPECT_EQ(ChatTemplate::from_gguf(GgufFile(with->path())).format(), ChatFormat::chatml) << arch;
+  }
+  const auto llama = file_of("llama", false);
+  EXPECT_THAT([&] { ChatTemplate::from_gguf(GgufFile(llama->path())); },
+              ::testing::ThrowsMessage<GgufError>(::testing::HasSubstr("tokenizer.chat_template")));
 }
 
 TEST(ChatTemplate, UnknownTemplateIsAnError) {

@@ -101,6 +101,23 @@ TEST(SentencePieceTokenizer, SpecialTokensAndRoundTrip) {
   EXPECT_EQ(t.decode(t.encode("</s>hello"), /*render_special=*/false), "hello");
 }
 
+// A generated continuation is text after the prompt: its first piece keeps
+// its space (decode would drop it as the start of a text), unless the token
+// before it is special, where encode adds the prefix again.
+TEST(SentencePieceTokenizer, ContinuationKeepsTheFirstPiecesSpace) {
+  const Tokenizer t(tiny_spm());
+  const std::vector<std::int32_t> world = {id_of(t, kMark + "wor"), id_of(t, "ld")};
+  const std::int32_t hello = id_of(t, kMark + "hello");
+  EXPECT_EQ(t.decode(world), "world");
+  EXPECT_EQ(t.decode_continuation(hello, world), " world");
+  EXPECT_EQ(t.decode_continuation(/*<s>*/ 1, world), "world");
+  // The same as decoding the whole sequence and removing the prompt's text.
+  std::vector<std::int32_t> whole = {1, hello};
+  whole.insert(whole.end(), world.begin(), world.end());
+  EXPECT_EQ(t.decode(whole), t.decode(std::vector<std::int32_t>{1, hello}) + t.decode_continuation(hello, world));
+  EXPECT_THROW(t.decode_continuation(100000, world), TokenizerError);
+}
+
 // llama.cpp's ids on a tiny SentencePiece vocabulary, with and without the
 // space prefix (fixture from tests/reference/make_tokenizer_fixtures.py).
 TEST(SentencePieceTokenizer, MatchesLlamaCppOnTinyVocabulary) {

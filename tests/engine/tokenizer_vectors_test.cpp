@@ -2,6 +2,10 @@
 // .inp/.out cases, fetched by scripts/fetch_vocabs.sh): every case of every
 // supported vocabulary must give llama.cpp's token ids exactly. As in
 // llama.cpp's test-tokenizer-0: no BOS, special tokens not parsed.
+// "gemma-3": the real Gemma 3's own vocabulary (the pinned llama.cpp ships
+// none: its ggml-vocab-gemma-4 is Gemma 4's BPE), with the same texts and a
+// few in Gemma's forms, the ids from llama-tokenize (scripts/fetch_peers.sh
+// writes them beside the model in MIDTUNE_PEERS_DIR).
 #include <cstdlib>
 #include <iostream>
 #include <filesystem>
@@ -31,6 +35,18 @@ std::string read_file(const fs::path& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+fs::path peers_dir() {
+  if (const char* env = std::getenv("MIDTUNE_PEERS_DIR"); env && *env) return env;
+  const char* home = std::getenv("HOME");
+  return home ? fs::path(home) / ".cache/midtune/peers-0.3.36" : fs::path();
+}
+
+// The vocabulary file (its .inp/.out beside it) and what makes it.
+std::pair<fs::path, std::string> vocabulary(const std::string& name) {
+  if (name == "gemma-3") return {peers_dir() / "gemma-3-270m-q4_k_m.gguf", "scripts/fetch_peers.sh"};
+  return {vocab_dir() / ("ggml-vocab-" + name + ".gguf"), "scripts/fetch_vocabs.sh"};
 }
 
 struct Case {
@@ -64,11 +80,11 @@ std::vector<Case> read_cases(const fs::path& gguf) {
 class TokenizerVectors : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerVectors, EveryCaseGivesLlamaCppsIds) {
-  const fs::path gguf = vocab_dir() / ("ggml-vocab-" + GetParam() + ".gguf");
-  if (!fs::exists(gguf)) {
-    // CI fetched them (scripts/setup.sh): a missing file there is a failure.
-    if (std::getenv("CI")) FAIL() << gguf << " missing: scripts/fetch_vocabs.sh fills it";
-    GTEST_SKIP() << gguf << " missing (run scripts/fetch_vocabs.sh)";
+  const auto [gguf, maker] = vocabulary(GetParam());
+  if (!fs::exists(gguf.string() + ".out")) {
+    // CI fetched them (scripts/setup.sh, scripts/test.sh): a missing file there is a failure.
+    if (std::getenv("CI")) FAIL() << gguf << ".out missing: " << maker << " makes it";
+    GTEST_SKIP() << gguf << ".out missing (run " << maker << ")";
   }
   const GgufFile file(gguf);
   const Tokenizer tokenizer = Tokenizer::from_gguf(file);
@@ -91,7 +107,7 @@ TEST_P(TokenizerVectors, EveryCaseGivesLlamaCppsIds) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerVectors,
                          ::testing::Values("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "mpt", "starcoder", "refact",
-                                           "command-r"),
+                                           "command-r", "gemma-3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name) if (ch == '-') ch = '_';

@@ -32,7 +32,11 @@ HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3", "phi3"}  # llama.cpp: LLAMA
 
 
 class Model:
-    def __init__(self, path):
+    """dtype: the weights' and activations' float type (RoPE angles are
+    fp64 either way); float32 for the real Gemma 3's fp32 reference."""
+
+    def __init__(self, path, dtype=np.float64):
+        self.dtype = dtype
         r = gguf.GGUFReader(path)
         f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("tokenizer.ggml.")}
         self.arch = f["general.architecture"]
@@ -68,7 +72,7 @@ class Model:
         self.two_kinds = self.arch == "gemma3" and self.window > 0
         self.w = {}
         for t in r.tensors:
-            arr = dequantize(t.data, t.tensor_type).astype(np.float64)
+            arr = dequantize(t.data, t.tensor_type).astype(dtype)
             self.w[t.name] = arr.reshape([int(x) for x in reversed(t.shape)])
         q_rows, kv_rows = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for l in range(self.layers):
@@ -140,13 +144,13 @@ class Model:
 
     def attention(self, q, k, v, l, pos, mask, scale):
         T, hd, H, KV = q.shape[0], self.head_dim, self.heads, self.kv_heads
-        att = np.empty((T, H * hd))
+        att = np.empty((T, H * hd), dtype=self.dtype)
         for head in range(H):
             g = head // (H // KV)
             sc = 1.0 if scale is None else scale[l][head]
             qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc, self.local[l])
             kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc, self.local[l])  # keys at this head's scale
-            s = qh @ kh.T / np.sqrt(hd) + mask
+            s = qh @ kh.T / self.dtype(np.sqrt(hd)) + mask
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             att[:, head * hd:(head + 1) * hd] = s @ v[:, g * hd:(g + 1) * hd]
@@ -164,7 +168,7 @@ class Model:
         windowed = causal & ((idx[:, None] - idx[None, :]) < self.window)
         for l in range(self.layers):
             p = f"blk.{l}."
-            mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf)
+            mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf).astype(self.dtype)
             x = self.rmsnorm(h, self.w[p + "attn_norm.weight"])
             q, k, v = self.qkv(x, p)
             att = self.attention(q, k, v, l, pos, mask, scale)

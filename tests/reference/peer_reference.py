@@ -4,9 +4,10 @@ last-position logits of token sequences on one GGUF, from the reference
 forward passes of this folder over the weights as the `gguf` package
 dequantises them.
 
-  --precision fp32  make_logits_fixtures.Model: fp32 matmuls, llama only (the
-                    re-quantised SmolLM2 files: "the fp32 reference of that
-                    same file")
+  --precision fp32  make_logits_fixtures.Model: fp32 matmuls, on llama files
+                    (the re-quantised SmolLM2 files: "the fp32 reference of
+                    that same file"); make_arch_fixtures.Model in fp32 on
+                    the other architectures (the real Gemma 3)
   --precision fp64  make_arch_fixtures.Model: fp64, every architecture the
                     engine runs (the small random-weight models)
 
@@ -22,6 +23,9 @@ import sys
 # beside the test's own made each forward pass ~40x slower on 2 busy cores.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
+import gguf  # noqa: E402
+import make_arch_fixtures  # noqa: E402
+import make_logits_fixtures  # noqa: E402
 
 
 def read_sequences(path):
@@ -45,12 +49,13 @@ def main():
     ap.add_argument("sequences")
     ap.add_argument("out")
     args = ap.parse_args()
-    if args.precision == "fp32":
-        from make_logits_fixtures import Model
-    else:
-        from make_arch_fixtures import Model
     sequences = read_sequences(args.sequences)
-    model = Model(args.model)
+    if args.precision == "fp64":
+        model = make_arch_fixtures.Model(args.model)
+    elif gguf.GGUFReader(args.model).fields["general.architecture"].contents() == "llama":
+        model = make_logits_fixtures.Model(args.model)
+    else:
+        model = make_arch_fixtures.Model(args.model, np.float32)
     with open(args.out, "wb") as out:
         for tokens in sequences:
             out.write(np.asarray(model.forward(tokens), dtype="<f8").tobytes())

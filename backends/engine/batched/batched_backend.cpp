@@ -151,7 +151,8 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
   std::vector<SampleOutput> outputs;
   outputs.reserve(items.size());
   for (Item& it : items) {
-    if (options.mode == Mode::generate) it.out.output_text = tokenizer_.decode(it.generated, false);
+    if (options.mode == Mode::generate)
+      it.out.output_text = tokenizer_.decode_continuation(it.prompt.tokens.back(), it.generated, false);
     outputs.push_back(std::move(it.out));
   }
   return outputs;

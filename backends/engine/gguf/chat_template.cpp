@@ -81,6 +81,14 @@ ChatTemplate ChatTemplate::from_template_text(std::string_view jinja, std::strin
 }
 
 ChatTemplate ChatTemplate::from_gguf(const GgufFile& file) {
+  // Google's base Gemma checkpoints may be converted without a template (the
+  // real Gemma 3 270M GGUF has none); every Gemma's (1, 2, 3) is the
+  // <start_of_turn> form. llama.cpp falls back to ChatML there, whose
+  // markers are plain text in Gemma's vocabulary.
+  if (!file.has("tokenizer.chat_template") && file.has("general.architecture")) {
+    const std::string arch = file.get_string("general.architecture");
+    if (arch == "gemma" || arch == "gemma2" || arch == "gemma3") return ChatTemplate(ChatFormat::gemma);
+  }
   return from_template_text(file.get_string("tokenizer.chat_template"),
                             file.path().string() + ": tokenizer.chat_template");
 }

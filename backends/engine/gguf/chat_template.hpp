@@ -40,7 +40,8 @@ class ChatTemplate {
   // is not a system message (SmolLM2: "You are a helpful AI assistant named
   // SmolLM, trained by Hugging Face") gives that text as default_system.
   static ChatTemplate from_template_text(std::string_view jinja, std::string_view source = "chat template");
-  // Reads tokenizer.chat_template (GgufError when missing).
+  // Reads tokenizer.chat_template; without it the Gemma format for the
+  // gemma, gemma2 and gemma3 architectures, else GgufError.
   static ChatTemplate from_gguf(const GgufFile& file);
 
   ChatFormat format() const { return format_; }

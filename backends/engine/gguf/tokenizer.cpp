@@ -279,17 +279,28 @@ std::string Tokenizer::token_piece(std::int32_t id, bool render_special) const {
 }
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool render_special) const {
+  return decode_from(ids, render_special, /*after_special=*/true);
+}
+
+std::string Tokenizer::decode_continuation(std::int32_t previous, std::span<const std::int32_t> ids,
+                                           bool render_special) const {
+  return decode_from(ids, render_special, is_special_type(token_type(previous)));
+}
+
+bool Tokenizer::is_special_type(TokenType type) {
+  return type == TokenType::control || type == TokenType::user_defined || type == TokenType::unknown ||
+         type == TokenType::unused;
+}
+
+std::string Tokenizer::decode_from(std::span<const std::int32_t> ids, bool render_special, bool after_special) const {
   const Impl& m = *impl_;
   std::string out;
   // Undo the SentencePiece space prefix where encode adds it: at the start
   // and after each special token.
-  bool strip_prefix = m.kind == TokenizerKind::sentencepiece_bpe && m.vocab.add_space_prefix;
-  bool after_special = true;
+  const bool strip_prefix = m.kind == TokenizerKind::sentencepiece_bpe && m.vocab.add_space_prefix;
   for (const std::int32_t id : ids) {
     std::string piece = token_piece(id, render_special);
-    const TokenType type = m.type(id);
-    const bool special = type == TokenType::control || type == TokenType::user_defined ||
-                         type == TokenType::unknown || type == TokenType::unused;
+    const bool special = is_special_type(m.type(id));
     if (strip_prefix && after_special && !special && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
     after_special = special;
     out += piece;

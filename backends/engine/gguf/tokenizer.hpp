@@ -110,6 +110,11 @@ class Tokenizer {
   // text with special tokens); otherwise they produce nothing. A SentencePiece
   // space prefix added by encode is removed from the start.
   std::string decode(std::span<const std::int32_t> ids, bool render_special = true) const;
+  // The text `ids` add after `previous` (the token before them, e.g. a
+  // prompt's last): a generated continuation, so its first piece keeps its
+  // space, as in decode of the whole sequence (and as llama.cpp prints it).
+  std::string decode_continuation(std::int32_t previous, std::span<const std::int32_t> ids,
+                                  bool render_special = true) const;
   // The bytes of one token (no prefix removal), for streaming output.
   std::string token_piece(std::int32_t id, bool render_special = true) const;
 
@@ -131,6 +136,10 @@ class Tokenizer {
   struct Impl;
 
  private:
+  // Control, user-defined, unknown and unused tokens: encode adds the
+  // SentencePiece space prefix again after one.
+  static bool is_special_type(TokenType type);
+  std::string decode_from(std::span<const std::int32_t> ids, bool render_special, bool after_special) const;
   std::shared_ptr<const Impl> impl_;
 };
 
