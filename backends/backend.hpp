@@ -142,13 +142,16 @@ class Backend {
   // run().
   //
   // Speculative jobs (RunJob::speculative) come after every other job in
-  // `jobs`. A backend with several workers gives their parts only to
-  // workers that have nothing else to do; once every other job is handed to
-  // `done` it sends no new part, waits for the parts out, and then hands over
-  // each speculative job that is complete, in job order. A speculative job
-  // that failed, or was not complete by then, is not handed over and never
-  // fails the run; nor is any after a result with an error. The default
-  // (one process: nothing would be idle) skips them.
+  // `jobs` and are never handed to `done`: they say what a later call will
+  // likely ask for. A backend with several workers gives their parts to
+  // workers that have nothing else to do, may return with some still being
+  // computed, and keeps their results: a later call's job part with the
+  // same intervention, options and items takes the kept result (or waits for
+  // it) instead of computing it again, so the results handed over are the
+  // same with or without speculation. A later call that neither asks for a
+  // kept part nor lists it as speculative again throws it away; a
+  // speculative part that fails is thrown away and never fails the run. The
+  // default (one process: nothing would be idle) skips them.
   virtual void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
                         const std::atomic<int>* stop = nullptr);
   // How the workers of a backend with several are doing (per worker: where

@@ -60,8 +60,7 @@ WORKERS_SQL="SELECT 100.0 * (1 - sum(json_extract(w.value, '\$.busy_seconds')) /
 # Speculative units sent, and the evaluator time of the speculative prompts
 # discarded as a share of all evaluator time (empty for a build without it).
 SPECULATION_SQL="SELECT json_extract(r.workers, '\$.speculative.units'),
-  100.0 * (json_extract(r.workers, '\$.speculative.discarded_seconds') +
-           json_extract(r.workers, '\$.speculative.undelivered_seconds')) /
+  100.0 * json_extract(r.workers, '\$.speculative.discarded_seconds') /
     (json_extract(r.workers, '\$.seconds') * json_array_length(r.workers, '\$.ranks'))
   FROM runs r"
 

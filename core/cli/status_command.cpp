@@ -21,12 +21,12 @@ bool process_alive(const std::string& host_pid) {
 
 // Racing's next steps run ahead by evaluators that would otherwise wait
 // (RunJob::speculative): how much, and what the work thrown away (runs of
-// candidates the look dropped, runs not complete by the step's end) cost,
-// as a share of all evaluator time (`evaluator_seconds`).
+// candidates the look dropped, failed runs) cost, as a share of all
+// evaluator time (`evaluator_seconds`).
 void print_speculation(std::ostream& out, const nlohmann::json& s, double evaluator_seconds) {
   if (s.value("units", 0) == 0) return;
-  const auto discarded = s.value("discarded_prompts", 0) + s.value("undelivered_prompts", 0);
-  const double wasted = s.value("discarded_seconds", 0.0) + s.value("undelivered_seconds", 0.0);
+  const auto discarded = s.value("discarded_prompts", 0);
+  const double wasted = s.value("discarded_seconds", 0.0);
   out << "  speculation: " << s.value("units", 0) << " units (" << s.value("prompts", 0)
       << " prompts) of racing's next steps run by otherwise idle evaluators: " << s.value("used_prompts", 0)
       << " prompts used, " << discarded << " discarded (" << format_number(wasted, 1) << " s, "

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <span>
@@ -78,14 +80,17 @@ bool wait(MPI_Request& request, const char* what, Clock::time_point deadline = C
 
 // False when the destination did not take the message by `deadline` (a
 // large message waits for the receiver, which may hang).
-bool send(int destination, int tag, const json& message, Clock::time_point deadline = Clock::time_point::max()) {
-  const std::string text = server::dump_for_wire(message);
+bool send_text(int destination, int tag, const std::string& text, Clock::time_point deadline) {
   if (text.size() > static_cast<std::size_t>(INT_MAX))
     throw std::runtime_error("a message of " + std::to_string(text.size()) + " bytes is too large for one MPI message");
   MPI_Request request;
   check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, destination, tag, MPI_COMM_WORLD, &request),
         "send");
   return wait(request, "send", deadline);
+}
+
+bool send(int destination, int tag, const json& message, Clock::time_point deadline = Clock::time_point::max()) {
+  return send_text(destination, tag, server::dump_for_wire(message), deadline);
 }
 
 struct Message {
@@ -157,16 +162,23 @@ struct Evaluator {
 // jobs, never on how many evaluators there are or which is free); each idle
 // evaluator takes the next unit, so the evaluators work on several
 // candidates at once, and each job's outputs come back in item order as
-// soon as it and every job before it are answered. Every unit sent is
-// answered before run_each() returns, also when one fails, `done` throws or
-// the driver is asked to stop, so no evaluator is left mid-message.
-// Speculative jobs' units go out only after every other job's, to
-// evaluators that would otherwise wait for the last answers, and only while
-// some other job's unit is still out.
+// soon as it and every job before it are answered.
+//
+// Speculative jobs' units (racing's next step) go to evaluators left idle
+// once the other jobs' units are all out, and stay out when run_each()
+// returns: the evaluators compute them while the driver looks and plans.
+// Each is kept under its request text; a later call's unit with the same
+// request (the same intervention, options and prompts, so the same answer)
+// takes that answer, or waits for it, instead of being sent again. A call
+// that neither asks for a kept unit nor lists it as speculative again
+// throws it away. After a failure, a throwing `done` or a stop, every unit
+// out is answered before run_each() returns, so no evaluator is left
+// mid-message; the destructor collects the speculative units still out.
 class UnitDispatchBackend : public Backend {
  public:
   // `units_lost` is set when run_each() ends by an exception with units
-  // still out: those evaluators may wait forever to hand their answers over.
+  // still out, or the destructor cannot collect the speculative units out:
+  // those evaluators may wait forever to hand their answers over.
   UnitDispatchBackend(std::vector<Evaluator> evaluators, std::size_t unit_prompts, double unit_timeout_s,
                       const std::atomic<int>* stop, bool& units_lost)
       : evaluators_(std::move(evaluators)),
@@ -180,6 +192,26 @@ class UnitDispatchBackend : public Backend {
     for (const Evaluator& e : evaluators_) {
       by_rank_[e.rank] = &e;
       work_[e.rank] = {};
+      idle_.insert(e.rank);
+    }
+  }
+
+  // Speculative units still out are answered (and thrown away) before the
+  // driver tells the evaluators to stop.
+  ~UnitDispatchBackend() override {
+    if (units_lost_ || out_.empty()) return;
+    try {
+      const Clock::time_point by =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_grace_s_));
+      while (!out_.empty()) {
+        const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, by);
+        if (!reply || out_.erase(reply->source) == 0) {
+          units_lost_ = true;
+          return;
+        }
+      }
+    } catch (const std::exception&) {
+      units_lost_ = true;
     }
   }
 
@@ -202,7 +234,8 @@ class UnitDispatchBackend : public Backend {
     json ranks = json::array();
     for (const Evaluator& e : evaluators_) {
       const Work& w = work_.at(e.rank);
-      const double busy = w.busy_seconds + (w.busy ? seconds(Clock::now() - w.sent) : 0.0);
+      const auto out = out_.find(e.rank);
+      const double busy = w.busy_seconds + (out != out_.end() ? seconds(Clock::now() - out->second.sent) : 0.0);
       ranks.push_back({{"rank", e.rank},
                        {"host", e.host},
                        {"device", e.device},
@@ -211,13 +244,16 @@ class UnitDispatchBackend : public Backend {
                        {"busy_seconds", busy},
                        {"idle_fraction", since > 0 ? std::clamp(1.0 - busy / since, 0.0, 1.0) : 0.0}});
     }
-    // What speculation cost: the units sent ahead, and those of jobs that
-    // were not complete in time (or failed), whose work was thrown away here.
+    // What speculation did: the units sent ahead (answered), those a later
+    // job took, and those thrown away (no later call wanted them, or they
+    // failed).
     const json speculative = {{"units", speculation_.units},
                               {"prompts", speculation_.prompts},
                               {"seconds", speculation_.seconds},
-                              {"undelivered_prompts", speculation_.undelivered_prompts},
-                              {"undelivered_seconds", speculation_.undelivered_seconds}};
+                              {"used_prompts", speculation_.used_prompts},
+                              {"used_seconds", speculation_.used_seconds},
+                              {"discarded_prompts", speculation_.discarded_prompts},
+                              {"discarded_seconds", speculation_.discarded_seconds}};
     return {{"seconds", since}, {"unit_prompts", unit_prompts_}, {"ranks", ranks}, {"speculative", speculative}};
   }
 
@@ -250,51 +286,74 @@ class UnitDispatchBackend : public Backend {
 
   void run_each(const std::vector<RunJob>& jobs, const RunOptions& options, const RunJobDone& done,
                 const std::atomic<int>* stop) override {
-    units_lost_ = true;  // until every unit sent is answered
+    units_lost_ = true;  // until every unit sent is answered or collectable
     Dispatch(*this, jobs, options, done, stop).run();
   }
 
  private:
-  // One run_each(): its units, who holds which, and what is delivered.
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+  // A speculative unit, out or answered, kept under its request text.
+  struct Ahead {
+    std::size_t prompts = 0;
+    int rank = 0;  // who computes or computed it
+    bool answered = false;
+    json reply;             // the evaluator's answer, once answered
+    double seconds = 0.0;   // its evaluator time
+    bool kept = true;       // false: no call wants it any more; its answer is thrown away
+    std::size_t unit = kNone;  // the unit of the current call that waits for its answer
+  };
+
+  // The unit an evaluator holds.
+  struct Out {
+    std::uint64_t id = 0;          // the unit's number in the message
+    std::size_t unit = kNone;      // the current call's unit, or kNone for a speculative one
+    std::shared_ptr<Ahead> ahead;  // a speculative unit's
+    std::size_t prompts = 0;
+    Clock::time_point sent{};
+    Clock::time_point due = Clock::time_point::max();
+  };
+
+  // One run_each(): its units, which are out, and what is delivered.
   class Dispatch {
    public:
     Dispatch(UnitDispatchBackend& backend, const std::vector<RunJob>& jobs, const RunOptions& options,
              const RunJobDone& done, const std::atomic<int>* stop)
-        : b_(backend), jobs_(jobs), options_(options), done_(done), stop_(stop), state_(jobs.size()) {
-      first_speculative_ = jobs.size();
+        : b_(backend), jobs_(jobs), done_(done), stop_(stop), state_(jobs.size()) {
+      certain_jobs_ = jobs.size();
       for (std::size_t j = 0; j < jobs.size(); ++j) {
         if (jobs[j].speculative) {
-          first_speculative_ = std::min(first_speculative_, j);
-        } else if (first_speculative_ < j) {
+          certain_jobs_ = std::min(certain_jobs_, j);
+        } else if (certain_jobs_ < j) {
           throw std::logic_error("run_each: job " + std::to_string(j) + " follows a speculative job");
         }
         const std::size_t size = jobs[j].batch->size();
         state_[j].outputs.resize(size);
         for (std::size_t begin = 0; begin < size; begin += b_.unit_prompts_) {
-          units_.push_back({j, begin, std::min(b_.unit_prompts_, size - begin)});
+          Unit unit{j, begin, std::min(b_.unit_prompts_, size - begin), {}, nullptr};
+          unit.request = server::dump_for_wire(
+              server::evaluate_request_to_json(*jobs[j].intervention, options, items_of(unit)));
+          units_.push_back(std::move(unit));
           ++state_[j].units_left;
         }
         if (!jobs[j].speculative) certain_units_ = units_.size();
       }
-      for (const Evaluator& e : b_.evaluators_) idle_.insert(e.rank);
+      take_kept_units();
     }
 
     void run() {
       for (;;) {
         send_to_idle();
-        deliver_finished();
-        if (busy_.empty()) {
-          if (may_send() && !idle_.empty()) continue;
-          break;
-        }
-        receive_one();
+        // Answers already here first: each sets an evaluator free.
+        if (receive_by_time(Clock::now())) continue;
+        if (deliver_one()) continue;
+        if (delivered_ == certain_jobs_) break;
+        if (b_.out_.empty()) break;  // nothing out and nothing more to send: failed or stopped
+        receive_waiting();
       }
-      b_.units_lost_ = false;  // every unit sent is answered
+      b_.units_lost_ = false;  // every unit out is answered or speculative
+      if (delivered_ == certain_jobs_) return;
       if (callback_error_) std::rethrow_exception(callback_error_);
-      if (delivered_ == first_speculative_) {
-        deliver_speculative();
-        return;
-      }
       // The first job not delivered ends the run: it failed, or the driver
       // stopped before all its units were sent.
       RunJobResult last;
@@ -311,6 +370,8 @@ class UnitDispatchBackend : public Backend {
       std::size_t job;
       std::size_t begin;
       std::size_t count;
+      std::string request;           // the evaluate request's text
+      std::shared_ptr<Ahead> ahead;  // a kept speculative unit with the same request
     };
     struct JobState {
       std::size_t units_left = 0;
@@ -319,13 +380,47 @@ class UnitDispatchBackend : public Backend {
       // Its units' time from sent to answered, added up: what the job cost
       // the evaluators (device-seconds), whichever ranks computed it.
       double seconds = 0.0;
-      std::size_t prompts_sent = 0;
     };
 
     bool speculative(std::size_t unit) const { return unit >= certain_units_; }
 
+    std::span<const BatchItem> items_of(const Unit& unit) const {
+      return std::span<const BatchItem>(*jobs_[unit.job].batch).subspan(unit.begin, unit.count);
+    }
+
+    // Matches the kept speculative units against this call's: a unit of a
+    // job takes the one with its request (answered: its answer now; out:
+    // when it comes), a speculative one keeps it, and the rest are thrown
+    // away.
+    void take_kept_units() {
+      std::map<std::string, std::shared_ptr<Ahead>> kept;
+      for (std::size_t u = 0; u < units_.size(); ++u) {
+        const auto found = b_.ahead_.find(units_[u].request);
+        if (found == b_.ahead_.end()) continue;
+        units_[u].ahead = found->second;
+        if (speculative(u)) {
+          kept.insert(*found);
+        } else {
+          found->second->unit = u;
+        }
+        b_.ahead_.erase(found);
+      }
+      for (auto& [request, ahead] : b_.ahead_) {
+        ahead->kept = false;
+        if (ahead->answered) b_.speculation_.discard(*ahead);
+      }
+      b_.ahead_ = std::move(kept);
+      for (std::size_t u = 0; u < certain_units_; ++u) {
+        const std::shared_ptr<Ahead>& ahead = units_[u].ahead;
+        if (ahead && ahead->answered) {
+          b_.speculation_.use(*ahead);
+          fill(u, ahead->reply, ahead->seconds, b_.by_rank_.at(ahead->rank)->where());
+        }
+      }
+    }
+
     RunStopped stopped_with_units_out() const {
-      return RunStopped("with " + std::to_string(busy_.size()) + " units in flight that did not come back within " +
+      return RunStopped("with " + std::to_string(b_.out_.size()) + " units in flight that did not come back within " +
                         format_seconds(b_.stop_grace_s_) + " s");
     }
 
@@ -339,134 +434,149 @@ class UnitDispatchBackend : public Backend {
       return stopping_;
     }
 
-    // No new unit after a failure (the jobs before the failed one have all
-    // been sent: units go out in job order), a throwing `done`, or a stop;
-    // a speculative unit only while another job's unit is being computed
-    // (the caller waits for the speculative units out before it decides, so
-    // one sent later would hold it up by a whole unit), never one of a
-    // speculative job that failed.
-    bool may_send() {
-      while (next_ < units_.size() && speculative(next_) && state_[units_[next_].job].error) ++next_;
-      if (next_ >= units_.size() || failed_ || callback_error_ || stop_seen()) return false;
-      return !speculative(next_) || certain_out_ > 0;
-    }
-
-    std::span<const BatchItem> items_of(const Unit& unit) const {
-      return std::span<const BatchItem>(*jobs_[unit.job].batch).subspan(unit.begin, unit.count);
+    // The next unit to send: none after a failure (the jobs before the
+    // failed one have all been sent: units go out in job order), a throwing
+    // `done` or a stop; never one a kept speculative unit answers or will.
+    std::optional<std::size_t> next_to_send() {
+      if (failed_ || callback_error_ || stop_seen()) return std::nullopt;
+      while (next_ < units_.size() &&
+             (units_[next_].ahead || (speculative(next_) && b_.ahead_.count(units_[next_].request) > 0)))
+        ++next_;
+      if (next_ >= units_.size()) return std::nullopt;
+      return next_++;
     }
 
     void send_to_idle() {
-      while (may_send() && !idle_.empty()) {
-        const int rank = *idle_.begin();
-        idle_.erase(idle_.begin());
+      while (!b_.idle_.empty()) {
+        const std::optional<std::size_t> u = next_to_send();
+        if (!u) return;
+        const int rank = *b_.idle_.begin();
+        b_.idle_.erase(b_.idle_.begin());
         const Clock::time_point now = Clock::now();
-        const Clock::time_point deadline = b_.unit_timeout_s_ > 0 ? now + b_.timeout_ : Clock::time_point::max();
-        const std::size_t u = next_++;
-        busy_[rank] = u;
-        due_[rank] = deadline;
-        Work& w = b_.work_.at(rank);
-        w.busy = true;
-        w.sent = now;
-        state_[units_[u].job].prompts_sent += units_[u].count;
-        if (speculative(u)) {
-          ++b_.speculation_.units;
-          b_.speculation_.prompts += units_[u].count;
+        Out& out = b_.out_[rank];
+        out.id = b_.units_sent_++;
+        out.prompts = units_[*u].count;
+        out.sent = now;
+        out.due = b_.unit_timeout_s_ > 0 ? now + b_.timeout_ : Clock::time_point::max();
+        if (speculative(*u)) {
+          out.ahead = std::make_shared<Ahead>();
+          out.ahead->prompts = units_[*u].count;
+          out.ahead->rank = rank;
+          b_.ahead_.emplace(units_[*u].request, out.ahead);
         } else {
-          ++certain_out_;
+          out.unit = *u;
         }
-        const json request =
-            server::evaluate_request_to_json(*jobs_[units_[u].job].intervention, options_, items_of(units_[u]));
+        // The request's text as it is, inside the unit message.
+        const std::string message =
+            "{\"unit\":" + std::to_string(out.id) + ",\"request\":" + units_[*u].request + "}";
         // A rank that stopped reading (SIGSTOP, a hung host) blocks a large
         // send until the unit's deadline; a stop asked for meanwhile ends the
         // job as stopped, as a unit that does not come back does.
-        if (!send(rank, kUnit, {{"unit", u}, {"request", request}}, deadline)) {
+        if (!send_text(rank, kUnit, message, out.due)) {
           if (stop_seen()) throw stopped_with_units_out();
-          b_.overdue(rank, u);
+          b_.overdue(rank, out.id);
         }
       }
     }
 
-    // Hands over every job that is answered and has every earlier job
-    // handed over, while `done` does not throw; speculative jobs wait for
-    // deliver_speculative().
-    void deliver_finished() {
-      while (!callback_error_ && delivered_ < first_speculative_ && state_[delivered_].units_left == 0 &&
-             !state_[delivered_].error) {
-        JobState& job = state_[delivered_];
-        RunJobResult result;
-        result.outputs = std::move(job.outputs);
-        result.seconds = job.seconds;
-        try {
-          done_(delivered_, std::move(result));
-        } catch (...) {
-          callback_error_ = std::current_exception();  // rethrown once the units out are answered
-          return;
-        }
-        ++delivered_;
+    // Hands over the next job if it is answered and every earlier job is
+    // handed over, unless `done` threw.
+    bool deliver_one() {
+      if (callback_error_ || delivered_ >= certain_jobs_) return false;
+      JobState& job = state_[delivered_];
+      if (job.units_left > 0 || job.error) return false;
+      RunJobResult result;
+      result.outputs = std::move(job.outputs);
+      result.seconds = job.seconds;
+      try {
+        done_(delivered_, std::move(result));
+      } catch (...) {
+        callback_error_ = std::current_exception();  // rethrown once the units out are answered
+        return false;
       }
+      ++delivered_;
+      return true;
     }
 
-    // With every unit answered: each complete speculative job, in job order;
-    // the work of the others is counted as thrown away.
-    void deliver_speculative() {
-      for (std::size_t j = first_speculative_; j < jobs_.size(); ++j) {
-        JobState& job = state_[j];
-        if (job.units_left > 0 || job.error) {
-          b_.speculation_.undelivered_prompts += job.prompts_sent;
-          b_.speculation_.undelivered_seconds += job.seconds;
-          continue;
-        }
-        RunJobResult result;
-        result.outputs = std::move(job.outputs);
-        result.seconds = job.seconds;
-        done_(j, std::move(result));  // nothing is in flight: a throw leaves no unit out
-      }
-    }
-
-    void receive_one() {
-      const auto first_due = std::min_element(due_.begin(), due_.end(), [](const auto& x, const auto& y) {
-        return x.second < y.second;
+    // Waits for the next answer, at most until the first unit out is
+    // overdue or, after a stop request, until the units out had their grace.
+    void receive_waiting() {
+      const auto first_due = std::min_element(b_.out_.begin(), b_.out_.end(), [](const auto& x, const auto& y) {
+        return x.second.due < y.second.due;
       });
       // Wakes at least every kStopCheck to see a stop request while waiting.
-      const Clock::time_point wake = std::min({first_due->second, stop_by_, Clock::now() + kStopCheck});
-      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, wake);
-      if (!reply) {
-        const Clock::time_point now = Clock::now();
-        const bool unit_overdue = now >= first_due->second;
-        // Stopping (also with every unit sent), a unit that does not come
-        // back in time ends the job as stopped, not failed: what finished is
-        // stored. units_lost_ stays set, so the session ends every rank.
-        if (stop_seen() && (unit_overdue || now >= stop_by_)) throw stopped_with_units_out();
-        if (unit_overdue) b_.overdue(first_due->first, busy_.at(first_due->first));
-        return;
-      }
-      const Message& m = *reply;
-      const auto found = busy_.find(m.source);
-      if (found == busy_.end())
-        throw std::runtime_error(b_.by_rank_.at(m.source)->where() + " answered a unit it was not given");
-      const std::size_t u = found->second;
-      busy_.erase(found);
-      due_.erase(m.source);
-      idle_.insert(m.source);
+      const Clock::time_point wake = std::min({first_due->second.due, stop_by_, Clock::now() + kStopCheck});
+      if (receive_by_time(wake)) return;
       const Clock::time_point now = Clock::now();
+      const bool unit_overdue = now >= first_due->second.due;
+      // Stopping (also with every unit sent), a unit that does not come
+      // back in time ends the job as stopped, not failed: what finished is
+      // stored. units_lost_ stays set, so the session ends every rank.
+      if (stop_seen() && (unit_overdue || now >= stop_by_)) throw stopped_with_units_out();
+      if (unit_overdue) b_.overdue(first_due->first, first_due->second.id);
+    }
+
+    // Takes one answer that arrives by `by`; false when none did.
+    bool receive_by_time(Clock::time_point by) {
+      const std::optional<Message> reply = receive_by(MPI_ANY_SOURCE, kReply, kUnitWait, by);
+      if (!reply) return false;
+      const Message& m = *reply;
+      const auto found = b_.out_.find(m.source);
+      if (found == b_.out_.end())
+        throw std::runtime_error(b_.by_rank_.at(m.source)->where() + " answered a unit it was not given");
+      const Out out = std::move(found->second);
+      b_.out_.erase(found);
+      b_.idle_.insert(m.source);
+      const double took = seconds(Clock::now() - out.sent);
       Work& w = b_.work_.at(m.source);
-      const double took = seconds(now - w.sent);
-      w.busy = false;
       w.busy_seconds += took;
       ++w.units;
-      w.prompts += units_[u].count;
+      w.prompts += out.prompts;
+      const std::string where = b_.by_rank_.at(m.source)->where();
+      json body = m.body;
+      if (!body.contains("error") && body.value("unit", out.id + 1) != out.id)
+        body = server::error_body("backend_error", "unreadable reply: the reply names another unit");
+      if (!out.ahead) {
+        fill(out.unit, body, took, where);
+        return true;
+      }
+      Ahead& ahead = *out.ahead;
+      ++b_.speculation_.units;
+      b_.speculation_.prompts += ahead.prompts;
+      b_.speculation_.seconds += took;
+      ahead.answered = true;
+      ahead.seconds = took;
+      if (ahead.unit != kNone) {  // a unit of this call waits for it
+        b_.speculation_.use(ahead);
+        fill(ahead.unit, body, took, where);
+      } else if (!ahead.kept) {
+        b_.speculation_.discard(ahead);
+      } else if (body.contains("error")) {  // not kept: the job runs it again and fails in its turn
+        ahead.kept = false;
+        b_.speculation_.discard(ahead);
+        b_.ahead_.erase(request_of(out.ahead));
+      } else {
+        ahead.reply = std::move(body);
+      }
+      return true;
+    }
+
+    // The request text under which `ahead` is kept.
+    std::string request_of(const std::shared_ptr<Ahead>& ahead) const {
+      for (const auto& [request, kept] : b_.ahead_)
+        if (kept == ahead) return request;
+      return {};
+    }
+
+    // Unit `u`'s answer `body` (a reply or the protocol's error body),
+    // computed by `where` in `took` seconds.
+    void fill(std::size_t u, const json& body, double took, const std::string& where) {
       JobState& job = state_[units_[u].job];
       job.seconds += took;
-      if (speculative(u)) {
-        b_.speculation_.seconds += took;
-      } else {
-        --certain_out_;
-      }
       if (job.error) return;  // the job failed already: keep its first failure
-      const std::string where = b_.by_rank_.at(m.source)->where();
-      if (m.body.contains("error")) {
-        const std::string code = m.body["error"].value("code", "");
-        const std::string message = where + ": " + m.body["error"].value("message", "");
+      if (body.contains("error")) {
+        const std::string code = body["error"].value("code", "");
+        const std::string message = where + ": " + body["error"].value("message", "");
         if (code == "invalid_input") {
           job.error = std::make_exception_ptr(InvalidInputError(message));
         } else if (code == "invalid_request") {
@@ -476,35 +586,27 @@ class UnitDispatchBackend : public Backend {
         }
       } else {
         try {
-          if (m.body.value("unit", units_.size()) != u) throw server::ProtocolError("the reply names another unit");
-          const std::vector<SampleOutput> got =
-              server::evaluate_reply_from_json(m.body.at("reply"), items_of(units_[u]));
+          const std::vector<SampleOutput> got = server::evaluate_reply_from_json(body.at("reply"), items_of(units_[u]));
           std::copy(got.begin(), got.end(), job.outputs.begin() + static_cast<std::ptrdiff_t>(units_[u].begin));
           --job.units_left;
         } catch (const std::exception& e) {
           job.error = std::make_exception_ptr(BackendError(where + ": unreadable reply: " + e.what()));
         }
       }
-      // A speculative job's failure only ends that job.
-      if (job.error && !speculative(u)) failed_ = true;
+      if (job.error) failed_ = true;
     }
 
     UnitDispatchBackend& b_;
     const std::vector<RunJob>& jobs_;
-    const RunOptions& options_;
     const RunJobDone& done_;
     const std::atomic<int>* stop_;
     std::vector<Unit> units_;
-    std::size_t certain_units_ = 0;      // units_ before the first speculative one
-    std::size_t first_speculative_ = 0;  // the first speculative job, or jobs_.size()
-    std::size_t certain_out_ = 0;        // units of other jobs sent and not answered
+    std::size_t certain_units_ = 0;  // units_ before the first speculative one
+    std::size_t certain_jobs_ = 0;   // jobs_ before the first speculative one
     std::vector<JobState> state_;
     std::size_t next_ = 0;       // the next unit to send
     std::size_t delivered_ = 0;  // jobs handed to `done`
-    std::set<int> idle_;
-    std::map<int, std::size_t> busy_;           // rank -> unit
-    std::map<int, Clock::time_point> due_;      // rank -> when its unit is overdue
-    bool failed_ = false;                       // a job failed: send no new unit
+    bool failed_ = false;        // a job failed: send no new unit
     std::exception_ptr callback_error_;
     bool stopping_ = false;  // asked to stop: no new unit; those in flight have until stop_by_
     Clock::time_point stop_by_ = Clock::time_point::max();
@@ -515,23 +617,31 @@ class UnitDispatchBackend : public Backend {
     std::size_t units = 0;
     std::size_t prompts = 0;
     double busy_seconds = 0.0;  // its units' time from sent to answered
-    bool busy = false;
-    Clock::time_point sent{};
   };
 
-  // Speculative units since the evaluators connected.
+  // Speculative units since the evaluators connected (answered ones).
   struct Speculation {
     std::size_t units = 0;
     std::size_t prompts = 0;
     double seconds = 0.0;
-    std::size_t undelivered_prompts = 0;  // of jobs not complete in time, or failed
-    double undelivered_seconds = 0.0;
+    std::size_t used_prompts = 0;  // taken by a later call's job
+    double used_seconds = 0.0;
+    std::size_t discarded_prompts = 0;  // wanted by no later call, or failed
+    double discarded_seconds = 0.0;
+    void use(const Ahead& a) {
+      used_prompts += a.prompts;
+      used_seconds += a.seconds;
+    }
+    void discard(const Ahead& a) {
+      discarded_prompts += a.prompts;
+      discarded_seconds += a.seconds;
+    }
   };
 
   static double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
   // Units are still out: the session ends every rank (units_lost_).
-  [[noreturn]] void overdue(int rank, std::size_t unit) const {
+  [[noreturn]] void overdue(int rank, std::uint64_t unit) const {
     throw std::runtime_error(by_rank_.at(rank)->where() + " has not answered unit " + std::to_string(unit) + " in " +
                              format_seconds(unit_timeout_s_) + " s (--unit-timeout); ending the job");
   }
@@ -547,6 +657,10 @@ class UnitDispatchBackend : public Backend {
   bool& units_lost_;
   Clock::time_point connected_;
   std::map<int, Work> work_;
+  std::set<int> idle_;                                  // evaluators without a unit
+  std::map<int, Out> out_;                              // rank -> the unit it holds
+  std::map<std::string, std::shared_ptr<Ahead>> ahead_;  // speculative units kept, by request text
+  std::uint64_t units_sent_ = 0;
   Speculation speculation_;
 };
 

@@ -232,17 +232,13 @@ bool Evaluator::plan_run(RunPlan& plan, std::size_t work, const Intervention& in
 
 void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
                   const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
-                  const std::atomic<int>* stop,
-                  const std::function<void(std::size_t, PrefetchedRun)>& speculated) {
+                  const std::atomic<int>* stop) {
   std::size_t next = 0;
   backend.run_each(
       plan.jobs, options,
       [&](std::size_t job, RunJobResult result) {
+        if (plan.jobs[job].speculative) throw std::logic_error("run_each handed over a speculative job");
         PrefetchedRun ahead{plan.items[job], std::move(result)};
-        if (plan.jobs[job].speculative) {
-          if (speculated) speculated(plan.owner[job], std::move(ahead));
-          return;
-        }
         for (; next < plan.owner[job]; ++next) handle(next, nullptr);
         handle(next++, &ahead);
       },

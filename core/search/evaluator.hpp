@@ -79,15 +79,14 @@ struct RunPlan {
 
 // Runs the plan's jobs side by side (Backend::run_each) and calls
 // handle(w, ahead) for work w = 0 .. count-1 in order, as the backend
-// finishes them; `ahead` is w's planned run, or null when it has none. Each
-// speculative run the backend completes goes to speculated(w, run) (after
-// every non-speculative one; the others are lost). Once `stop` is non-zero
+// finishes them; `ahead` is w's planned run, or null when it has none
+// (speculative runs are only hints to the backend: none is handed on).
+// Once `stop` is non-zero
 // no new job starts and RunStopped is thrown between two pieces of work,
 // with everything handled so far done.
 void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& plan, std::size_t count,
                   const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
-                  const std::atomic<int>* stop = nullptr,
-                  const std::function<void(std::size_t, PrefetchedRun)>& speculated = {});
+                  const std::atomic<int>* stop = nullptr);
 
 class Evaluator {
  public:

@@ -212,13 +212,6 @@ class SearchRun {
     if (!always && now - workers_recorded_ < std::chrono::seconds(5)) return;
     json workers = in_.backend->workers();
     if (workers.is_null()) return;
-    if (workers.contains("speculative")) {  // what became of the speculative runs the backend delivered
-      json& s = workers["speculative"];
-      s["used_prompts"] = speculation_.used_prompts;
-      s["used_seconds"] = speculation_.used_seconds;
-      s["discarded_prompts"] = speculation_.discarded_prompts;
-      s["discarded_seconds"] = speculation_.discarded_seconds;
-    }
     store_.record_workers(run_id_, workers);
     workers_recorded_ = now;
   }
@@ -287,9 +280,8 @@ class SearchRun {
   }
 
   void in_order(const RunPlan& plan, std::size_t count,
-                const std::function<void(std::size_t, const PrefetchedRun*)>& handle,
-                const std::function<void(std::size_t, PrefetchedRun)>& speculated = {}) {
-    run_in_order(*in_.backend, in_.run_options, plan, count, handle, in_.stop_signal, speculated);
+                const std::function<void(std::size_t, const PrefetchedRun*)>& handle) {
+    run_in_order(*in_.backend, in_.run_options, plan, count, handle, in_.stop_signal);
   }
 
   // `ahead`: the candidate's backend run, made ahead of its turn.
@@ -482,12 +474,9 @@ class SearchRun {
         candidate_done(*e.outcome);
       }
     }
-    // Speculative runs of the next step's items, by cache key (extend_all).
-    std::map<std::string, PrefetchedRun> ahead;
     for (std::size_t step = 0; step < schedule_.size(); ++step) {
       const std::size_t m = schedule_[step];
-      extend_all(experiment_id, generation, entrants, m, step + 1 < schedule_.size() ? schedule_[step + 1] : m,
-                 ahead);
+      extend_all(experiment_id, generation, entrants, m, step + 1 < schedule_.size() ? schedule_[step + 1] : m);
       if (m < 2 || m >= units_.size()) continue;
       // The contenders of this look: the carried parents, then every
       // candidate not dropped at an earlier look.
@@ -521,7 +510,6 @@ class SearchRun {
         candidate_done(outcome);
       }
     }
-    discard(ahead);
     std::vector<Outcome> outcomes;
     for (const Entrant& e : entrants) {
       if (!e.outcome) throw std::logic_error("racing: the schedule ended before the whole split");
@@ -542,58 +530,32 @@ class SearchRun {
   // and evaluators with nothing left would wait with it. So each entrant's
   // items of the next step's units [m, next) (what it needs if the look
   // keeps it) are planned as speculative runs, which only such evaluators
-  // take; those complete by the step's end are kept in `ahead`, by cache
-  // key, and the next step uses one instead of planning that entrant's run
-  // when it ran exactly the items still missing. Through extend() it is
-  // stored as that step's own run would be (the same items, so the same
-  // units), so the stored rows are the same with or without speculation;
-  // the runs of entrants the look dropped are discarded.
+  // take; the backend keeps their answers (also past this call, while the
+  // look runs), and the next step's run of the same items takes them
+  // instead of computing them again. Only that run stores them, as it would
+  // without speculation, so the stored rows are the same; the runs of
+  // entrants the look dropped are thrown away.
   void extend_all(std::int64_t experiment_id, int generation, std::vector<Entrant>& entrants, std::size_t m,
-                  std::size_t next, std::map<std::string, PrefetchedRun>& ahead) {
+                  std::size_t next) {
     std::vector<Entrant*> racing;
     for (Entrant& e : entrants)
       if (!e.outcome) racing.push_back(&e);
-    std::map<std::string, PrefetchedRun> kept = std::move(ahead);
-    ahead.clear();
-    std::vector<std::optional<PrefetchedRun>> taken(racing.size());
     std::vector<std::vector<std::size_t>> later(racing.size());
     RunPlan plan;
     bool planned = true;
     for (std::size_t k = 0; k < racing.size(); ++k) {
-      const Entrant& e = *racing[k];
-      Extension x = extension_of(e, m);
+      Extension x = extension_of(*racing[k], m);
       later[k] = missing_in(x.samples, m, next);
-      const auto found = kept.find(e.key);
-      if (found != kept.end() && !x.missing.empty() && found->second.items == x.missing) {
-        speculation_.used_prompts += found->second.items.size();
-        speculation_.used_seconds += found->second.result.seconds;
-        taken[k] = std::move(found->second);
-        kept.erase(found);
-        plan.keys.insert(e.key);  // a later entrant of the same key finds it stored by its turn
-        continue;
-      }
-      if (!evaluator_.plan_run(plan, k, e.intervention, e.key, std::move(x.missing))) {
+      if (!evaluator_.plan_run(plan, k, racing[k]->intervention, racing[k]->key, std::move(x.missing))) {
         planned = false;  // that entrant fails in its turn: nothing to speculate on
         break;
       }
     }
-    discard(kept);
     for (std::size_t k = 0; speculate_ && planned && k < racing.size(); ++k)
       evaluator_.plan_run(plan, k, racing[k]->intervention, racing[k]->key, std::move(later[k]), true);
-    in_order(
-        plan, racing.size(),
-        [&](std::size_t k, const PrefetchedRun* run) {
-          extend(experiment_id, generation, *racing[k], m, run != nullptr ? run : taken[k] ? &*taken[k] : nullptr);
-        },
-        [&](std::size_t k, PrefetchedRun run) { ahead.insert_or_assign(racing[k]->key, std::move(run)); });
-  }
-
-  // Speculative runs no step will use.
-  void discard(const std::map<std::string, PrefetchedRun>& runs) {
-    for (const auto& [key, run] : runs) {
-      speculation_.discarded_prompts += run.items.size();
-      speculation_.discarded_seconds += run.result.seconds;
-    }
+    in_order(plan, racing.size(), [&](std::size_t k, const PrefetchedRun* run) {
+      extend(experiment_id, generation, *racing[k], m, run);
+    });
   }
 
   // The split's items of units [from, to) that `samples` lacks, in racing order.
@@ -707,14 +669,6 @@ class SearchRun {
   std::vector<std::size_t> schedule_;
   std::size_t looks_ = 0;
   std::vector<double> weights_;
-  // What became of the speculative runs the backend delivered (extend_all).
-  struct SpeculationUse {
-    std::size_t used_prompts = 0;
-    double used_seconds = 0.0;
-    std::size_t discarded_prompts = 0;
-    double discarded_seconds = 0.0;
-  };
-  SpeculationUse speculation_;
   bool speculate_ = false;
   int done_candidates_ = 0;
   double best_ = -INFINITY;

@@ -127,7 +127,7 @@ TEST_F(EvaluatorTest, AnInterventionTheModelRefusesIsNotRun) {
 
 // One process has no evaluator that would be idle: the default run_each
 // runs the other jobs, hands each over in order, and skips the speculative
-// ones (no run, no result); run_in_order hands no speculative run on.
+// ones (no run, no result).
 TEST_F(EvaluatorTest, TheDefaultRunEachSkipsSpeculativeJobs) {
   CountingBackend backend;
   const EvaluationInputs in = inputs(backend);
@@ -146,15 +146,10 @@ TEST_F(EvaluatorTest, TheDefaultRunEachSkipsSpeculativeJobs) {
       << "speculative runs come after all others";
 
   std::vector<std::pair<std::size_t, std::size_t>> handled;  // work, outputs of its run
-  int speculated = 0;
-  run_in_order(
-      backend, in.run_options, plan, 3,
-      [&](std::size_t w, const PrefetchedRun* ahead) {
-        handled.emplace_back(w, ahead == nullptr ? 0 : ahead->result.outputs.size());
-      },
-      nullptr, [&](std::size_t, PrefetchedRun) { ++speculated; });
+  run_in_order(backend, in.run_options, plan, 3, [&](std::size_t w, const PrefetchedRun* ahead) {
+    handled.emplace_back(w, ahead == nullptr ? 0 : ahead->result.outputs.size());
+  });
   EXPECT_EQ(handled, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 3}, {1, 2}, {2, 0}}));
-  EXPECT_EQ(speculated, 0);
   EXPECT_EQ(backend.runs, 2) << "no speculative job ran";
 
   // Directly: only the non-speculative jobs are handed to `done`, in order.
