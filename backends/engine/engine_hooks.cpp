@@ -33,7 +33,8 @@ ModelShape shape_of(const Model& model) { return shape_of(model.config()); }
 
 ModelShape shape_of(const ModelConfig& c) {
   return ModelShape{.layers = static_cast<int>(c.layers), .heads = static_cast<int>(c.heads),
-                    .kv_heads = static_cast<int>(c.kv_heads), .hidden = static_cast<int>(c.hidden)};
+                    .kv_heads = static_cast<int>(c.kv_heads), .hidden = static_cast<int>(c.hidden),
+                    .rope = c.has_rope(), .architecture = c.arch};
 }
 
 EngineIntervention::EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
@@ -80,8 +81,17 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
       QkChannelScaling& scaling = phs_scaling_[l];
       scaling.channel = phs.channel;
       scaling.scale = phs.scale;
-      scaling.q_column = matrix_column(file, p + "attn_q.weight", phs.channel);
-      scaling.k_column = matrix_column(file, p + "attn_k.weight", phs.channel);
+      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {
+        // Fused Q|K|V (mpt): the Q rows, then the K rows, of one column.
+        const std::vector<float> column = matrix_column(file, p + "attn_qkv.weight", phs.channel);
+        const std::size_t q_rows = std::size_t{c.heads} * c.head_dim, k_rows = std::size_t{c.kv_heads} * c.head_dim;
+        scaling.q_column.assign(column.begin(), column.begin() + static_cast<std::ptrdiff_t>(q_rows));
+        scaling.k_column.assign(column.begin() + static_cast<std::ptrdiff_t>(q_rows),
+                                column.begin() + static_cast<std::ptrdiff_t>(q_rows + k_rows));
+      } else {
+        scaling.q_column = matrix_column(file, p + "attn_q.weight", phs.channel);
+        scaling.k_column = matrix_column(file, p + "attn_k.weight", phs.channel);
+      }
     }
     hooks_.qk_channel_scaling = [this](int layer) -> const QkChannelScaling* {
       const auto found = phs_scaling_.find(layer);

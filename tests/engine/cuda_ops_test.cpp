@@ -245,7 +245,7 @@ TEST_F(CudaOps, AttentionMatchesTheCpuReferenceWithReadouts) {
       DeviceVector<float> dkey0(std::vector<float>(expected_key0.size(), -1.0f));
       DeviceVector<float> drow(std::vector<float>(expected_row.size(), -1.0f));
       cuda::attention(dq.get(), q_ld, dk.get(), dv.get(), kv_ld, tokens, past, heads, kv_heads, head_dim, window,
-                      scale, dout.get(), q_ld, dkey0.get(), drow.get());
+                      scale, {}, dout.get(), q_ld, dkey0.get(), drow.get());
       const double worst = worst_relative(dout.to_host(), expected);
       const double worst_key0 = worst_relative(dkey0.to_host(), expected_key0);
       const double worst_row = worst_relative(drow.to_host(), expected_row);
@@ -257,7 +257,7 @@ TEST_F(CudaOps, AttentionMatchesTheCpuReferenceWithReadouts) {
     }
   }
   DeviceVector<float> dummy(std::vector<float>(1, 0.0f));
-  EXPECT_THROW(cuda::attention(dummy.get(), 8, dummy.get(), dummy.get(), 8, 1, 0, 3, 2, 4, 0, 1.0f, dummy.get(), 8),
+  EXPECT_THROW(cuda::attention(dummy.get(), 8, dummy.get(), dummy.get(), 8, 1, 0, 3, 2, 4, 0, 1.0f, {}, dummy.get(), 8),
                std::invalid_argument);  // 3 query heads over 2 cache heads
 #endif
 }

@@ -419,7 +419,8 @@ TEST_P(ArchPeer, GreedyMatchesLlamaSimpleExceptAtNearTies) {
                    GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off", "qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer, ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off", "qwen3", "gemma3",
+                                           "gemma2", "mpt"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

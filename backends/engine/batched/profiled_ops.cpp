@@ -74,6 +74,15 @@ void ProfiledOps::add(float* x, const float* y, std::size_t count) {
   Scope s(*this, "add");
   inner_->add(x, y, count);
 }
+void ProfiledOps::cap_values(float* x, std::size_t count, float cap, bool soft) {
+  Scope s(*this, "cap_values");
+  inner_->cap_values(x, count, cap, soft);
+}
+void ProfiledOps::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
+                                  int width, float eps, float* y, std::size_t ld_y) {
+  Scope s(*this, "layer_norm_rows");
+  inner_->layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y);
+}
 void ProfiledOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                    int rows, int width, float* out, std::size_t ld_out) {
   Scope s(*this, activation == FfnActivation::gelu_tanh ? "gelu_tanh_mul" : "silu_mul");
@@ -91,10 +100,11 @@ void ProfiledOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, i
 }
 void ProfiledOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                             std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
-                            float scale, float* out, std::size_t out_ld, float* key0_weight, float* last_row) {
+                            float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                            float* key0_weight, float* last_row) {
   Scope s(*this, tokens == 1 ? "attention (1 query)" : "attention (prefill)");
-  inner_->attention_rows(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out, out_ld,
-                    key0_weight, last_row);
+  inner_->attention_rows(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
+                         out, out_ld, key0_weight, last_row);
 }
 void ProfiledOps::add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
                                       int head_dim, const float* key0_weight, const float* factors,

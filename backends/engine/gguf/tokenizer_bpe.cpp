@@ -67,7 +67,8 @@ struct PreTokenizer {
 PreTokenizer pre_tokenizer_for(const Vocabulary& vocab) {
   static const std::set<std::string, std::less<>> digit_split = {"smollm", "starcoder", "refact", "command-r",
                                                                  "codeshell", "exaone"};
-  static const std::set<std::string, std::less<>> gpt2 = {"gpt-2", "gpt2"};
+  // llama.cpp splits MPT's (GPT-NeoX) text with GPT-2's expression.
+  static const std::set<std::string, std::less<>> gpt2 = {"gpt-2", "gpt2", "mpt"};
   static const std::set<std::string, std::less<>> llama3 = {"llama3", "llama-v3", "llama-bpe", "falcon3"};
   static const std::set<std::string, std::less<>> qwen2 = {"qwen2", "deepseek-r1-qwen"};
   if (digit_split.count(vocab.pre)) return {{"\\p{N}", kGpt2Words}, false};
@@ -76,7 +77,7 @@ PreTokenizer pre_tokenizer_for(const Vocabulary& vocab) {
   if (qwen2.count(vocab.pre)) return {{kQwen2Words}, false};
   throw TokenizerError(vocab.source + ": tokenizer.ggml.pre '" + vocab.pre +
                        "' is not supported (supported: llama-bpe, llama3, llama-v3, falcon3, qwen2, "
-                       "deepseek-r1-qwen, smollm, starcoder, refact, command-r, codeshell, exaone, gpt-2)");
+                       "deepseek-r1-qwen, smollm, starcoder, refact, command-r, codeshell, exaone, gpt-2, mpt)");
 }
 
 // A compiled PCRE2 pattern in UTF + UCP mode (Unicode properties for \p{..}).
