@@ -53,15 +53,15 @@ const char* to_string(Mechanism mechanism) {
 MechanismNeeds mechanism_needs(Mechanism mechanism) {
   switch (mechanism) {
     // Scales are fixed before the pass: one call, prefixes shareable.
-    case Mechanism::layer_rope_scales: return {};
+    case Mechanism::layer_rope_scales: return {.rope_positions = true};
     // Ms-PoE ranks heads by the last query's attention over the whole prompt
     // and sends the layer's scales back before its RoPE.
     case Mechanism::prompt_head_rope_scales:
-      return {.prompt_alone = true, .one_call_prefill = true, .host_round_trip = true};
+      return {.prompt_alone = true, .one_call_prefill = true, .host_round_trip = true, .rope_positions = true};
     // Positions depend on the prompt's length and chunks; gold tokens then
     // continue after the last remapped position. Positions are per token, so
     // a chunked prefill computes the same.
-    case Mechanism::prompt_positions: return {.prompt_alone = true};
+    case Mechanism::prompt_positions: return {.prompt_alone = true, .rope_positions = true};
     // SIW reads the prefill's last row per layer and sends factors back.
     case Mechanism::key0_weight:
       return {.prompt_alone = true, .one_call_prefill = true, .host_round_trip = true};
@@ -76,6 +76,7 @@ MechanismNeeds& MechanismNeeds::operator|=(const MechanismNeeds& other) {
   prompt_alone = prompt_alone || other.prompt_alone;
   one_call_prefill = one_call_prefill || other.one_call_prefill;
   host_round_trip = host_round_trip || other.host_round_trip;
+  rope_positions = rope_positions || other.rope_positions;
   return *this;
 }
 

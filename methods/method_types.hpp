@@ -90,6 +90,9 @@ struct MechanismNeeds {
   // On a GPU, rows go to the host and a decision comes back within the
   // pass, which synchronises the device stream.
   bool host_round_trip = false;
+  // It scales or remaps the positions RoPE rotates by: the model must have
+  // RoPE (MPT's ALiBi has none), or the method is refused by name.
+  bool rope_positions = false;
 
   MechanismNeeds& operator|=(const MechanismNeeds& other);
   bool operator==(const MechanismNeeds&) const = default;
@@ -102,6 +105,10 @@ struct ModelShape {
   int heads = 0;
   int kv_heads = 0;
   int hidden = 0;
+  // Whether positions enter through RoPE (false: MPT's ALiBi), and the
+  // architecture's name for messages (empty: not known, e.g. a server's).
+  bool rope = true;
+  std::string architecture;
 };
 
 }  // namespace midtune

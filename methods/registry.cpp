@@ -131,7 +131,19 @@ MechanismNeeds intervention_needs(const Intervention& intervention) {
 
 void validate_intervention(const Intervention& intervention, const ModelShape& model) {
   for (const MethodModule* m : field_owners()) {
-    if (m->is_set(intervention)) m->validate(intervention, model);
+    if (!m->is_set(intervention)) continue;
+    if (!model.rope && m->mechanism && mechanism_needs(*m->mechanism).rope_positions) {
+      // Refused by what the method does, whichever method it is.
+      std::string methods;
+      for (const MethodModule* other : method_modules()) {
+        if (other->field == m->field) methods += (methods.empty() ? "" : ", ") + other->name;
+      }
+      throw std::invalid_argument("intervention." + m->field + " (" + methods + ") acts through " +
+                                  to_string(*m->mechanism) + ", which scales or remaps RoPE positions, and the model" +
+                                  (model.architecture.empty() ? "" : " ('" + model.architecture + "')") +
+                                  " has no RoPE");
+    }
+    m->validate(intervention, model);
   }
 }
 

@@ -25,9 +25,12 @@
 
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/gguf/rope_pairing.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 
 namespace midtune::engine {
+
+using elementwise::ScoreShaping;
 
 // A weight matrix (rows x cols) in the form the device multiplies with.
 class DeviceMatrix {
@@ -97,6 +100,11 @@ class Device {
   // RMSNorm (ops/rmsnorm.hpp's contract).
   virtual void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
                              float* y, std::size_t ld_y) = 0;
+  // LayerNorm (MPT): y[r][i] = (x[r][i] - mean_r) / sqrt(var_r + eps) *
+  // weight[i] + bias[i] (bias nullptr: none), mean and variance over the
+  // row (elementwise::layer_norm_inverse / layer_norm_scale).
+  virtual void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
+                               int width, float eps, float* y, std::size_t ld_y) = 0;
   // RMSNorm of every head, in place (Q/K norm): head h of token t, the
   // head_dim values at x + t * ld + h * head_dim, becomes rms_norm_rows of
   // that one row with `weight` (head_dim values), for t < tokens, h < heads.
@@ -110,8 +118,12 @@ class Device {
   virtual void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) = 0;
   // x[i] += y[i] (residuals).
   virtual void add(float* x, const float* y, std::size_t count) = 0;
+  // x[i] = elementwise::cap_value(x[i], cap, soft) for i < count: a soft cap
+  // (gemma2's final logits) or a clamp to [-cap, cap] (MPT's clamp_kqv).
+  virtual void cap_values(float* x, std::size_t count, float cap, bool soft) = 0;
   // out[r][i] = act(gate[r][i]) * up[r][i] for r < rows, i < width, gate and
-  // up rows `ld_in` apart: SwiGLU (silu) or GeGLU (gelu, tanh form).
+  // up rows `ld_in` apart: SwiGLU (silu) or GeGLU (gelu, tanh form); up
+  // nullptr: act(gate[r][i]) alone (MPT's plain GELU feed-forward).
   virtual void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                 int rows, int width, float* out, std::size_t ld_out) = 0;
   // RoPE tables: table k, token t, pair i holds cos and sin of
@@ -132,12 +144,14 @@ class Device {
   virtual void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) = 0;
   // Causal attention of `tokens` queries at positions past..past+tokens-1
   // (heads x head_dim per row) over the cached keys [0, past + tokens), within
-  // the last `window` keys (0: all). Where asked: each query's weight on key
-  // 0 (key0_weight[h * tokens + t]) and the last query's weights over every
-  // key (last_row[h * (past + tokens) + k], 0 outside the window).
+  // the last `window` keys (0: all), the scaled scores shaped by `shaping`
+  // (soft-cap, ALiBi with head h's slope among `heads`; off: untouched).
+  // Where asked: each query's weight on key 0 (key0_weight[h * tokens + t])
+  // and the last query's weights over every key (last_row[h * (past +
+  // tokens) + k], 0 outside the window).
   virtual void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads,
-                         int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                         float* last_row) = 0;
+                         int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                         float* key0_weight, float* last_row) = 0;
   // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h * tokens + t] * value 0 of head h's slot.
   virtual void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                                    const float* key0_weight, const float* factors) = 0;

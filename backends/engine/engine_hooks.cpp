@@ -36,7 +36,8 @@ ModelShape shape_of(const Model& model) { return shape_of(model.config()); }
 
 ModelShape shape_of(const ModelConfig& c) {
   return ModelShape{.layers = static_cast<int>(c.layers), .heads = static_cast<int>(c.heads),
-                    .kv_heads = static_cast<int>(c.kv_heads), .hidden = static_cast<int>(c.hidden)};
+                    .kv_heads = static_cast<int>(c.kv_heads), .hidden = static_cast<int>(c.hidden),
+                    .rope = c.has_rope(), .architecture = c.arch};
 }
 
 EngineIntervention::EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
@@ -84,7 +85,7 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
       scaling.channel = phs.channel;
       scaling.scale = phs.scale;
       const std::size_t q_rows = std::size_t{c.heads} * c.head_dim, k_rows = std::size_t{c.kv_heads} * c.head_dim;
-      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {  // fused (phi3): Q rows, then K rows, then V
+      if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {  // fused (phi3, mpt): Q rows, then K rows, then V
         scaling.q_column = matrix_column(file, p + "attn_qkv.weight", phs.channel, 0, q_rows);
         scaling.k_column = matrix_column(file, p + "attn_qkv.weight", phs.channel, q_rows, k_rows);
       } else {

@@ -108,10 +108,11 @@ void Model::load() {
                                       static_cast<int>(c.hidden), embd.n_bytes / c.vocab);
   bytes += embedding_->bytes();
   output_norm_ = upload_vector(vector_tensor(f, "output_norm.weight", c.hidden));
+  if (c.layer_norm) output_norm_bias_ = upload_vector(optional_vector_tensor(f, "output_norm.bias", c.hidden));
   const std::string head_name = c.tied_output ? "token_embd.weight" : "output.weight";
   lm_head_ = load_matrix({matrix_part(f, head_name, c.hidden, c.vocab)}, c.hidden, head_name);
-  rope_inv_freq_ = upload_vector(rope_inverse_frequencies(f, c));
-  if (!c.local_layers.empty()) rope_inv_freq_local_ = upload_vector(rope_inverse_frequencies(f, c, true));
+  if (c.has_rope()) rope_inv_freq_ = upload_vector(rope_inverse_frequencies(f, c));
+  if (c.has_rope() && !c.local_layers.empty()) rope_inv_freq_local_ = upload_vector(rope_inverse_frequencies(f, c, true));
 
   layers_.resize(c.layers);
   auto load_layer = [&](int l) {
@@ -119,7 +120,17 @@ void Model::load() {
     Layer& w = layers_[l];
     w.attn_norm = upload_vector(vector_tensor(f, p + "attn_norm.weight", c.hidden));
     w.ffn_norm = upload_vector(vector_tensor(f, p + "ffn_norm.weight", c.hidden));
-    w.qkv_bias = upload_vector(qkv_bias(f, p, q_rows, kv_rows));
+    if (c.layer_norm) {
+      w.attn_norm_bias = upload_vector(optional_vector_tensor(f, p + "attn_norm.bias", c.hidden));
+      w.ffn_norm_bias = upload_vector(optional_vector_tensor(f, p + "ffn_norm.bias", c.hidden));
+      w.attn_out_bias = upload_vector(optional_vector_tensor(f, p + "attn_output.bias", c.hidden));
+      w.up_bias = upload_vector(optional_vector_tensor(f, p + "ffn_up.bias", c.ffn));
+      w.down_bias = upload_vector(optional_vector_tensor(f, p + "ffn_down.bias", c.hidden));
+    }
+    // Q|K|V fused in one tensor (phi3, mpt; and its bias, mpt), rows in that order.
+    const bool fused = f.find_tensor(p + "attn_qkv.weight") != nullptr;
+    w.qkv_bias = upload_vector(fused ? optional_vector_tensor(f, p + "attn_qkv.bias", q_rows + 2 * kv_rows)
+                                     : qkv_bias(f, p, q_rows, kv_rows));
     if (c.qk_norm) {
       w.q_norm = upload_vector(vector_tensor(f, p + "attn_q_norm.weight", c.head_dim));
       w.k_norm = upload_vector(vector_tensor(f, p + "attn_k_norm.weight", c.head_dim));
@@ -128,8 +139,7 @@ void Model::load() {
       w.attn_post_norm = upload_vector(vector_tensor(f, p + "post_attention_norm.weight", c.hidden));
       w.ffn_post_norm = upload_vector(vector_tensor(f, p + "post_ffw_norm.weight", c.hidden));
     }
-    // Q|K|V rows: one fused attn_qkv (phi3) is already in that order.
-    if (f.find_tensor(p + "attn_qkv.weight") != nullptr) {
+    if (fused) {
       for (const char* part : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) {
         if (f.find_tensor(p + part) != nullptr) {
           throw std::invalid_argument(tensor_where(f, p + part) + ": beside " + p +
@@ -145,13 +155,18 @@ void Model::load() {
                           c.hidden, p + "attn_q/k/v");
     }
     w.attn_out = load_matrix({matrix_part(f, p + "attn_output.weight", q_rows, c.hidden)}, q_rows, p + "attn_output");
-    // gate|up rows: phi3's ffn_up holds both, the gate's first.
-    w.gate_up = c.fused_gate_up
-                    ? load_matrix({matrix_part(f, p + "ffn_up.weight", c.hidden, 2 * std::uint64_t{c.ffn})}, c.hidden,
-                                  p + "ffn_up (gate|up)")
-                    : load_matrix({matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
-                                   matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
-                                  c.hidden, p + "ffn_gate/up");
+    // gate|up rows: phi3's ffn_up holds both, the gate's first; an ungated
+    // FFN (mpt) has the up rows only.
+    if (c.fused_gate_up) {
+      w.gate_up = load_matrix({matrix_part(f, p + "ffn_up.weight", c.hidden, 2 * std::uint64_t{c.ffn})}, c.hidden,
+                              p + "ffn_up (gate|up)");
+    } else if (c.gated_ffn) {
+      w.gate_up = load_matrix({matrix_part(f, p + "ffn_gate.weight", c.hidden, c.ffn),
+                               matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)},
+                              c.hidden, p + "ffn_gate/up");
+    } else {
+      w.gate_up = load_matrix({matrix_part(f, p + "ffn_up.weight", c.hidden, c.ffn)}, c.hidden, p + "ffn_up");
+    }
     w.down = load_matrix({matrix_part(f, p + "ffn_down.weight", c.ffn, c.hidden)}, c.ffn, p + "ffn_down");
   };
   if (device_.loads_in_parallel()) {
@@ -383,24 +398,20 @@ void Model::forward(std::span<const SequenceCall> calls) {
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     const Layer& w = layers_[l];
     // Attention block.
-    DEVICE_OP(rms_norm_rows, ws.x.data(), hidden, w.attn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
-              ws.xn.data(), hidden);
+    norm_rows(ws.x.data(), w.attn_norm, w.attn_norm_bias, N, ws.xn.data());
     project_qkv(l, ws.xn.data(), N, ws.qkv.data());
-    // Per-head Q/K norm (qwen3, gemma3) before RoPE and before any hook
-    // reads Q and K, as llama.cpp orders them.
-    if (c.qk_norm) norm_qk(l, ws.qkv.data(), N);
+    // The clamp (mpt) and the per-head Q/K norm (qwen3, gemma3) before RoPE
+    // and before any hook reads Q and K, as llama.cpp orders them.
+    finish_qkv(l, ws.qkv.data(), N);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
     DEVICE_OP(matmul, *w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
+    if (w.attn_out_bias.size() > 0) {
+      DEVICE_OP(add_row_vector, ws.proj.data(), hidden, N, w.attn_out_bias.data(), static_cast<int>(hidden));
+    }
     add_block_output(w.attn_post_norm, ws.proj.data(), N);
-    // Gated feed-forward block: SwiGLU, or GeGLU (gemma, gemma3).
-    DEVICE_OP(rms_norm_rows, ws.x.data(), hidden, w.ffn_norm.data(), N, static_cast<int>(hidden), c.rms_eps,
-              ws.xn.data(), hidden);
-    DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
-    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
-              ws.act.data(), ffn);
-    DEVICE_OP(matmul, *w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
+    feed_forward(l, N);
     add_block_output(w.ffn_post_norm, ws.proj.data(), N);
     // Stage: layer output, for the hooks that tap the residual stream.
     for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -427,10 +438,50 @@ void Model::forward(std::span<const SequenceCall> calls) {
               ws.x.data() + static_cast<std::size_t>(logit_rows[r]) * hidden, sizeof(float) * hidden,
               sizeof(float) * hidden, 1);
   }
-  DEVICE_OP(rms_norm_rows, ws.proj.data(), hidden, output_norm_.data(), R, static_cast<int>(hidden), c.rms_eps,
-            ws.xn.data(), hidden);
+  norm_rows(ws.proj.data(), output_norm_, output_norm_bias_, R, ws.xn.data());
   ws.logits.ensure(device_, static_cast<std::size_t>(R) * c.vocab);
   DEVICE_OP(matmul, *lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
+  // gemma2's final soft-cap (gemma3's where the file sets one).
+  if (c.final_softcap != 0.0f) {
+    DEVICE_OP(cap_values, ws.logits.data(), static_cast<std::size_t>(R) * c.vocab, c.final_softcap, true);
+  }
+}
+
+void Model::norm_rows(const float* x, const DeviceBuffer<float>& weight, const DeviceBuffer<float>& bias, int rows,
+                      float* y) {
+  const ModelConfig& c = config_;
+  const int hidden = static_cast<int>(c.hidden);
+  if (c.layer_norm) {
+    DEVICE_OP(layer_norm_rows, x, hidden, weight.data(), bias.size() > 0 ? bias.data() : nullptr, rows, hidden,
+              c.rms_eps, y, hidden);
+  } else {
+    DEVICE_OP(rms_norm_rows, x, hidden, weight.data(), rows, hidden, c.rms_eps, y, hidden);
+  }
+}
+
+// The feed-forward block of layer `layer` on the call's N rows, into
+// ws.proj: gated, SwiGLU or GeGLU (gemma, gemma2, gemma3); or ungated (mpt),
+// the activation of the up projection (+ bias) alone, and the down
+// projection's bias.
+void Model::feed_forward(int layer, int N) {
+  const ModelConfig& c = config_;
+  const Layer& w = layers_[layer];
+  Workspace& ws = *ws_;
+  const std::size_t hidden = c.hidden, ffn = c.ffn;
+  norm_rows(ws.x.data(), w.ffn_norm, w.ffn_norm_bias, N, ws.xn.data());
+  if (c.gated_ffn) {
+    DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
+    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
+              ws.act.data(), ffn);
+  } else {
+    DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), ffn);
+    if (w.up_bias.size() > 0) DEVICE_OP(add_row_vector, ws.ffn.data(), ffn, N, w.up_bias.data(), static_cast<int>(ffn));
+    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), nullptr, ffn, N, static_cast<int>(ffn), ws.act.data(),
+              ffn);
+  }
+  DEVICE_OP(matmul, *w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
+  if (w.down_bias.size() > 0)
+    DEVICE_OP(add_row_vector, ws.proj.data(), hidden, N, w.down_bias.data(), static_cast<int>(hidden));
 }
 
 // The residual add of a block's output, normed first where the architecture
@@ -477,10 +528,13 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const float* layer_scales = seq.scales_.scale.data() + static_cast<std::size_t>(layer) * heads;
   const bool one_table = std::all_of(layer_scales, layer_scales + heads, [&](float s) { return s == layer_scales[0]; });
   const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
-  // Local layers (gemma3) turn at their own base.
+  // Local layers (gemma2, gemma3) turn at their own base. Without RoPE
+  // (mpt, ALiBi in the attention) there are no tables: keys and queries stay
+  // as they are.
   const double* inv_freq = c.is_local(layer) ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
-  const float* tables = one_table ? rope_table(offset, T, layer_scales[0], device_scales, inv_freq) : nullptr;
-  if (tables == nullptr) {
+  const float* tables = one_table && c.has_rope() ? rope_table(offset, T, layer_scales[0], device_scales, inv_freq)
+                                                  : nullptr;
+  if (tables == nullptr && c.has_rope()) {
     const int count = one_table ? 1 : heads;
     ws.tables.ensure(device_, count * table_size);
     bool gathered = !one_table;
@@ -610,6 +664,15 @@ void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
     DEVICE_OP(add_row_vector, qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
 }
 
+// The clamp of every Q|K|V value (mpt), then the per-head Q/K norm (qwen3,
+// gemma2/3): in place on `T` rows.
+void Model::finish_qkv(int layer, float* qkv, int T) {
+  const ModelConfig& c = config_;
+  const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
+  if (c.clamp_kqv != 0.0f) DEVICE_OP(cap_values, qkv, static_cast<std::size_t>(T) * qkv_width, c.clamp_kqv, false);
+  if (c.qk_norm) norm_qk(layer, qkv, T);
+}
+
 // Every Q head and K head of `T` rows normed in place with the layer's weights.
 void Model::norm_qk(int layer, float* qkv, int T) {
   const ModelConfig& c = config_;
@@ -622,9 +685,9 @@ void Model::norm_qk(int layer, float* qkv, int T) {
 }
 
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
-// K row and to the Q rows from `first_query` on. Where a Q/K norm follows the
-// projection the rows are not linear in x_c: the projection is recomputed,
-// the column added to it, and the norm applied again.
+// K row and to the Q rows from `first_query` on. Where a clamp or a Q/K norm
+// follows the projection the rows are not linear in x_c: the projection is
+// recomputed, the column added to it, and the clamp and norm applied again.
 void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int T,
                              int first_query) {
   const ModelConfig& c = config_;
@@ -636,7 +699,8 @@ void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv,
       static_cast<std::uint32_t>(phs.channel) >= c.hidden) {
     throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
   }
-  if (c.qk_norm) project_qkv(layer, normed, T, qkv);
+  const bool linear = !c.qk_norm && c.clamp_kqv == 0.0f;
+  if (!linear) project_qkv(layer, normed, T, qkv);
   ws.columns.ensure(device_, q_width + k_width);
   DEVICE_OP(upload, ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
   DEVICE_OP(upload, ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
@@ -645,7 +709,7 @@ void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv,
   DEVICE_OP(add_channel_column, qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
             static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden, phs.channel,
             phs.scale, ws.columns.data());
-  if (c.qk_norm) norm_qk(layer, qkv, T);
+  if (!linear) finish_qkv(layer, qkv, T);
 }
 
 // The call's keys of every slot into the cache rows [start, start + T), rotated.
@@ -684,8 +748,9 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   DEVICE_OP(attention, ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-            static_cast<int>(c.layer_window(layer)), c.attention_scale, ws.attn.data() + row, q_width,
-            key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr);
+            static_cast<int>(c.layer_window(layer)), c.attention_scale, ScoreShaping{c.attn_softcap, c.max_alibi_bias},
+            ws.attn.data() + row, q_width, key0 ? ws.key0_weight.data() : nullptr,
+            last_row ? ws.last_row.data() : nullptr);
 }
 
 // SIW: out += (alpha - 1) p0 v0 for the sequence's queries [first, T).

@@ -1,11 +1,13 @@
 // The model: one forward pass for every device (device.hpp), read top to
 // bottom like llama2.c's run.c: embedding (x embedding_scale) -> per layer
-// [RMSNorm -> QKV (+ bias) -> per-head Q/K RMSNorm (if any) -> RoPE (the
-// layer's base) -> causal GQA attention (within the layer's sliding window,
-// if any) -> output projection (-> RMSNorm) -> residual -> RMSNorm ->
-// SwiGLU or GeGLU FFN (-> RMSNorm) -> residual] -> final RMSNorm -> tied or
-// separate output matrix. What an architecture changes (llama, qwen2,
-// gemma, qwen3, gemma3, phi3) is in
+// [norm -> QKV (+ bias) (-> clamp) -> per-head Q/K RMSNorm (if any) -> RoPE
+// (the layer's base; none with ALiBi) -> causal GQA attention (within the
+// layer's sliding window, if any; scores soft-capped or ALiBi-biased where
+// the architecture says) -> output projection (+ bias) (-> RMSNorm) ->
+// residual -> norm -> SwiGLU, GeGLU or plain GELU FFN (-> RMSNorm) ->
+// residual] -> final norm -> tied or separate output matrix (-> soft-cap);
+// norms are RMSNorm, or LayerNorm with biases (mpt). What an architecture
+// changes (llama, qwen2, gemma, qwen3, gemma2, gemma3, mpt, phi3) is in
 // ModelConfig (backends/engine/gguf/gguf.hpp) and the few lines that read
 // it; how an op runs is the device's.
 //
@@ -231,9 +233,11 @@ class Model {
     DeviceBuffer<float> attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty: none
     DeviceBuffer<float> q_norm, k_norm;                 // per-head Q/K norm weights (empty: none)
     DeviceBuffer<float> attn_post_norm, ffn_post_norm;  // norms of the blocks' outputs (empty: none)
+    // MPT's biases (empty: none): the LayerNorms', the output projection's, the FFN's.
+    DeviceBuffer<float> attn_norm_bias, ffn_norm_bias, attn_out_bias, up_bias, down_bias;
     std::unique_ptr<DeviceMatrix> qkv;       // rows: Q (heads*head_dim), K, V (kv_heads*head_dim each)
     std::unique_ptr<DeviceMatrix> attn_out;
-    std::unique_ptr<DeviceMatrix> gate_up;   // rows: gate (ffn), up (ffn)
+    std::unique_ptr<DeviceMatrix> gate_up;   // rows: gate (ffn), up (ffn); ungated FFN (mpt): up alone
     std::unique_ptr<DeviceMatrix> down;
   };
   struct Workspace;
@@ -244,7 +248,13 @@ class Model {
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);
   void add_block_output(const DeviceBuffer<float>& post_norm, const float* out, int tokens);
+  // The architecture's norm (RMSNorm, or LayerNorm with an optional bias) of `rows` rows of hidden.
+  void norm_rows(const float* x, const DeviceBuffer<float>& weight, const DeviceBuffer<float>& bias, int rows,
+                 float* y);
+  void feed_forward(int layer, int tokens);
   void project_qkv(int layer, const float* normed, int tokens, float* qkv);
+  // What follows the projection and is not linear in it: the clamp, the per-head Q/K norm.
+  void finish_qkv(int layer, float* qkv, int tokens);
   void norm_qk(int layer, float* qkv, int tokens);
   void scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int tokens,
                         int first_query);
@@ -264,7 +274,7 @@ class Model {
   ModelConfig config_;
   std::size_t weight_bytes_ = 0;
   std::unique_ptr<DeviceEmbedding> embedding_;
-  DeviceBuffer<float> output_norm_;
+  DeviceBuffer<float> output_norm_, output_norm_bias_;  // bias: LayerNorm's (empty: none)
   std::unique_ptr<DeviceMatrix> lm_head_;
   DeviceBuffer<double> rope_inv_freq_;
   DeviceBuffer<double> rope_inv_freq_local_;  // the local layers' (empty: none)

@@ -37,6 +37,10 @@ std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, 
   return out;
 }
 
+std::vector<float> optional_vector_tensor(const GgufFile& file, const std::string& name, std::uint64_t size) {
+  return file.find_tensor(name) != nullptr ? vector_tensor(file, name, size) : std::vector<float>();
+}
+
 // Q/K/V biases (qwen2), one vector over the packed Q|K|V rows; empty when
 // the file has none (a missing one of the three counts as zeros).
 std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std::uint64_t q_rows,
@@ -69,17 +73,24 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
   static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                         "rope_freqs.weight"};
+  // MPT's: fused Q|K|V, biases on every norm and product, no gate.
+  static const char* const kMptPerLayer[] = {"attn_norm.weight", "attn_norm.bias",    "ffn_norm.weight",
+                                             "ffn_norm.bias",    "attn_qkv.weight",   "attn_qkv.bias",
+                                             "attn_output.weight", "attn_output.bias", "ffn_up.weight",
+                                             "ffn_up.bias",      "ffn_down.weight",   "ffn_down.bias"};
   static const char* const kPerLayer[] = {"attn_norm.weight", "ffn_norm.weight", "attn_q.weight",
                                           "attn_k.weight",    "attn_v.weight",   "attn_output.weight",
                                           "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight",
                                           "attn_q.bias",      "attn_k.bias",     "attn_v.bias"};
   for (const GgufTensorInfo& info : file.tensors()) {
     const std::string_view name = info.name;
-    bool known = std::find(std::begin(kGlobal), std::end(kGlobal), name) != std::end(kGlobal);
+    bool known = std::find(std::begin(kGlobal), std::end(kGlobal), name) != std::end(kGlobal) ||
+                 (c.layer_norm && name == "output_norm.bias");
     if (!known && name.starts_with("blk.")) {
       const std::size_t dot = name.find('.', 4);
       const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = (std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) &&
+      known = c.arch == "mpt" ? std::find(std::begin(kMptPerLayer), std::end(kMptPerLayer), rest) != std::end(kMptPerLayer) :
+              (std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) &&
                !(c.fused_gate_up && rest == "ffn_gate.weight")) ||
               rest == "attn_qkv.weight" ||
               (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
@@ -98,14 +109,20 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
 // the angle exactly as llama.cpp's ggml_rope_ext does with freq_factors;
 // freq_scale: linear RoPE scaling. A method's per-(layer, head) scale divides
 // the position on top of these (docs/methods.md, "RoPE of the model").
-// Local layers (gemma3's sliding ones): base rope_base_local, neither
-// scaling nor factors, as llama.cpp's rope_freq_scale_train_swa = 1.
+// Local layers (gemma2/3's sliding ones): base rope_base_local, scaling
+// rope_freq_scale_local (gemma3's 1 as llama.cpp's rope_freq_scale_train_swa),
+// no factors.
 std::vector<double> rope_inverse_frequencies(const GgufFile& file, const ModelConfig& c, bool local) {
   const int half = static_cast<int>(c.rope_dims / 2);
   std::vector<double> inv(half);
   const double base = local ? c.rope_base_local : c.rope_base;
   for (int i = 0; i < half; ++i) inv[i] = std::pow(base, -2.0 * i / c.rope_dims);
-  if (local) return inv;
+  if (local) {
+    if (c.rope_freq_scale_local != 1.0f) {
+      for (double& v : inv) v *= c.rope_freq_scale_local;
+    }
+    return inv;
+  }
   if (c.rope_freq_scale != 1.0f) {
     for (double& v : inv) v *= c.rope_freq_scale;
   }

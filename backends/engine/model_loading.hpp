@@ -22,6 +22,8 @@ const GgufTensorInfo& matrix_tensor(const GgufFile& file, const std::string& nam
 
 // A vector tensor dequantised to float.
 std::vector<float> vector_tensor(const GgufFile& file, const std::string& name, std::uint64_t size);
+// The same, empty where the file has no such tensor (MPT's optional biases).
+std::vector<float> optional_vector_tensor(const GgufFile& file, const std::string& name, std::uint64_t size);
 
 // Q/K/V biases (qwen2), one vector over the packed Q|K|V rows; empty when
 // the file has none (a missing one of the three counts as zeros).

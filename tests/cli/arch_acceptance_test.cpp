@@ -1,5 +1,5 @@
 // ga-run end to end on a small random GGUF of each architecture
-// (tests/engine/tiny_arch_gguf.hpp: qwen2, llama3, gemma, with their real
+// (tests/engine/tiny_arch_gguf.hpp: qwen2, llama3, gemma, gemma2, with their real
 // vocabularies from MIDTUNE_VOCAB_DIR; skipped without it): `generate` with
 // the chat template, `eval` of the baseline and of one intervention of every
 // method, an LPES search of quickstart size (Bezier degree 1: the models
@@ -7,8 +7,10 @@
 // the point: every command must run to the end and write its results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "backends/engine/gguf/gguf.hpp"
 #include "tests/cli/subprocess.hpp"
@@ -96,8 +98,54 @@ storage: {db: results.db}
   EXPECT_NE(report.out.find("tiny-" + spec->name), std::string::npos) << report.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchAcceptance, ::testing::Values("qwen2", "llama3", "gemma"),
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchAcceptance, ::testing::Values("qwen2", "llama3", "gemma", "gemma2"),
                          [](const auto& info) { return info.param; });
+
+// MPT has no RoPE (ALiBi): `ga-run validate` refuses the methods that scale
+// or remap RoPE positions by name and says why (exit 2), and accepts the two
+// that apply (SIW, PHS); `eval` refuses an intervention file the same way.
+TEST_F(ArchAcceptance, MptRefusesTheRopeMethodsByNameAtValidate) {
+  const auto specs = testing::tiny_arch_specs();
+  const auto spec = std::find_if(specs.begin(), specs.end(), [](const auto& s) { return s.name == "mpt"; });
+  ASSERT_NE(spec, specs.end());
+  if (!fs::exists(vocab_dir() / spec->vocab_file)) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
+  const std::string model = path("mpt.gguf");
+  testing::TinyGgufWriter::write(model, testing::tiny_arch_gguf(*spec, GgufFile(vocab_dir() / spec->vocab_file)));
+  const auto experiment = [&](const std::string& name, const std::string& objective) {
+    const std::string file = path(name + ".yaml");
+    write_text(file, "name: mpt-" + name + "\nbackend: {kind: engine, model: " + model +
+                         ", device: cpu, threads: 2}\n"
+                         "dataset: {kind: kv, pairs: 4, search_samples: 1, heldout_samples: 1}\n"
+                         "objective:\n" + objective + "search: {strategy: random}\n");
+    return file;
+  };
+  const std::map<std::string, std::string> refused = {
+      {"lpes", "  kind: lpes\n  lpes: {curve: bezier, degree: 1, x_step: 1, y_min: 1.0, y_max: 1.2, y_step: 0.02}\n"},
+      {"pi", "  kind: pi\n"},
+      {"mspoe", "  kind: mspoe\n  mspoe: {genes: {first_layer: 0}}\n"},
+      {"caliope", "  kind: caliope\n"},
+  };
+  for (const auto& [method, objective] : refused) {
+    const auto v = run_ga_run({"validate", experiment(method, objective)}, dir_.string());
+    EXPECT_EQ(v.exit_code, 2) << method << ": " << v.out << v.err;
+    EXPECT_NE(v.err.find(method), std::string::npos) << v.err;
+    EXPECT_NE(v.err.find("has no RoPE"), std::string::npos) << v.err;
+    EXPECT_NE(v.err.find("'mpt'"), std::string::npos) << v.err;
+  }
+  const std::map<std::string, std::string> accepted = {
+      {"siw", "  kind: siw\n  siw: {genes: {first_layer: 0, last_layer: 1}}\n"},
+      {"phs", "  kind: phs\n  phs: {genes: {channel: 3, first_layer: 0, last_layer: 1}}\n"},
+  };
+  for (const auto& [method, objective] : accepted) {
+    const auto v = run_ga_run({"validate", experiment(method, objective)}, dir_.string());
+    EXPECT_EQ(v.exit_code, 0) << method << ": " << v.err;
+  }
+  write_text(path("pi.json"), R"({"rope_scale": [[2.0]]})");
+  const auto eval = run_ga_run({"eval", experiment("plain", "  kind: pi\n"), "--intervention", path("pi.json")},
+                               dir_.string());
+  EXPECT_NE(eval.exit_code, 0);
+  EXPECT_NE(eval.err.find("has no RoPE"), std::string::npos) << eval.err;
+}
 
 }  // namespace
 }  // namespace midtune

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -138,6 +139,7 @@ TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
   const auto tokens = test_tokens(batched_->vocab(), 34, 1);
   const int n = static_cast<int>(tokens.size());
   for (const auto& [method, json] : methods()) {
+    if (!::midtune::testing::method_applies(cpu().config(), method)) continue;  // refused: engine_arch_model_test
     const Intervention iv = Intervention::from_json(json);
     const hooks::EngineIntervention on_cpu(cpu(), iv, n, kChunks);
     const std::vector<float> expected = cpu_logits(tokens, on_cpu);
@@ -169,7 +171,10 @@ TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
 // Sequences of different lengths, each with its own intervention, packed
 // into one pass: each gets the logits it gets alone.
 TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
-  const std::vector<std::string> names = {"plain", "mspoe", "siw", "phs", "caliope"};
+  std::vector<std::string> names;
+  for (const std::string name : {"plain", "mspoe", "siw", "phs", "caliope"}) {
+    if (::midtune::testing::method_applies(batched_->config(), name)) names.push_back(name);
+  }
   std::vector<std::vector<std::int32_t>> prompts;
   std::vector<std::unique_ptr<hooks::EngineIntervention>> ivs;
   std::vector<std::vector<float>> alone;
@@ -258,6 +263,59 @@ TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
   }
 }
 
+// The fp64 reference of the architecture fixture (make_arch_fixtures.py) on
+// this device: its plain cases' top logits within kRelativeTolerance of the
+// largest, and its greedy continuation (which equals llama.cpp's
+// llama-simple on these files, engine_peer_test) teacher-forced step by
+// step, the device's argmax the reference's token wherever the reference's
+// top-2 margin exceeds twice the device's own worst logit error (below that,
+// bf16 rounding may pick the other of two near-tied tokens).
+TEST_P(BatchedArchTest, TheFp64ReferenceAndItsGreedyContinuation) {
+  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/arch_logits_fp32.json");
+  ASSERT_TRUE(in) << "missing fixture arch_logits_fp32.json";
+  const auto fixture = nlohmann::json::parse(in).at("models").at(std::get<1>(GetParam()));
+  const ModelConfig& c = batched_->config();
+  const auto run = [&](Sequence& seq, std::span<const std::int32_t> tokens) {
+    const int last = static_cast<int>(tokens.size()) - 1;
+    const SequenceCall call{&seq, tokens, {}, std::span<const int>(&last, 1), nullptr};
+    batched_->forward(std::span<const SequenceCall>(&call, 1));
+    return batched_->download_logits();
+  };
+  double worst = 0.0, scale = 0.0;
+  for (const auto& cs : fixture.at("cases")) {
+    if (!cs.at("rope_scale").empty() || !cs.at("positions").empty()) continue;
+    const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+    Sequence seq(*batched_, static_cast<int>(tokens.size()), RopeScales::ones(c.layers, c.heads));
+    const std::vector<float> logits = run(seq, tokens);
+    const auto ids = cs.at("top_ids").get<std::vector<int>>();
+    const auto ref = cs.at("top_logits").get<std::vector<double>>();
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      worst = std::max(worst, std::fabs(logits[ids[i]] - ref[i]));
+      scale = std::max(scale, std::fabs(ref[i]));
+    }
+  }
+  EXPECT_LE(worst, kRelativeTolerance * scale);
+  const auto& greedy = fixture.at("greedy");
+  const auto prompt = greedy.at("prompt").get<std::vector<std::int32_t>>();
+  const auto expected = greedy.at("continuation").get<std::vector<std::int32_t>>();
+  const auto margins = greedy.at("margins").get<std::vector<double>>();
+  Sequence seq(*batched_, static_cast<int>(prompt.size() + expected.size()), RopeScales::ones(c.layers, c.heads));
+  std::vector<float> logits = run(seq, prompt);
+  int same = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const int got = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (got == expected[i]) {
+      ++same;
+    } else {
+      EXPECT_LT(margins[i], 2.0 * worst) << "step " << i << ": " << got << " instead of " << expected[i];
+    }
+    logits = run(seq, std::span<const std::int32_t>(&expected[i], 1));
+  }
+  std::printf("  %s %s: worst |logit - fp64| %.3g of largest %.3g; argmax = the reference's greedy token at %d of "
+              "%zu steps\n",
+              std::get<0>(GetParam()).c_str(), std::get<1>(GetParam()).c_str(), worst, scale, same, expected.size());
+}
+
 TEST_P(BatchedArchTest, BadCallsAreRefusedByName) {
   Sequence seq(*batched_, 4, RopeScales::ones(batched_->config().layers, batched_->config().heads));
   const std::vector<std::int32_t> too_many = test_tokens(batched_->vocab(), 5, 2);
@@ -309,7 +367,8 @@ TEST_P(BatchedArchTest, SmallPassesAnswerAsOnePass) {
 INSTANTIATE_TEST_SUITE_P(
     Devices, BatchedArchTest,
     ::testing::Combine(::testing::Values("reference", "cuda"),
-                       ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3")),
+                       ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3", "gemma2",
+                                         "mpt")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // ---------------------------------------------------------------- SmolLM2

@@ -177,6 +177,46 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
     device_->gated_activation(activation, same_in.dev.data(), same_in.dev.data() + half, outputs, rows, half,
                               act.dev.data(), half);
     expect_close(act, 1e-5, activation == FfnActivation::silu ? "gated_activation silu" : "gated_activation gelu");
+    // Without an up projection (MPT's plain GELU): act(gate) alone.
+    ref_.gated_activation(activation, same_in.ref.data(), nullptr, outputs, rows, half, act.ref.data(), half);
+    device_->gated_activation(activation, same_in.dev.data(), nullptr, outputs, rows, half, act.dev.data(), half);
+    expect_close(act, 1e-5, "gated_activation without up");
+    const std::vector<float> gate = down<float>(ref_, same_in.ref), plain = down<float>(ref_, act.ref);
+    EXPECT_EQ(plain[half + 3], activation == FfnActivation::silu ? elementwise::silu_mul(gate[outputs + 3], 1.0f)
+                                                                  : elementwise::gelu_tanh_mul(gate[outputs + 3], 1.0f));
+  }
+
+  // LayerNorm with and without a bias (MPT), against the formula in double.
+  auto layer_bias = both(random_floats(width, 0.5f, 8));
+  for (const bool with_bias : {true, false}) {
+    auto ln = both(std::vector<float>(std::size_t{rows} * width));
+    const float* b_ref = with_bias ? layer_bias.ref.data() : nullptr;
+    const float* b_dev = with_bias ? layer_bias.dev.data() : nullptr;
+    ref_.layer_norm_rows(x.ref.data(), width, weight.ref.data(), b_ref, rows, width, 1e-5f, ln.ref.data(), width);
+    device_->layer_norm_rows(x.dev.data(), width, weight.dev.data(), b_dev, rows, width, 1e-5f, ln.dev.data(), width);
+    expect_close(ln, 1e-6, with_bias ? "layer_norm_rows (bias)" : "layer_norm_rows");
+    const std::vector<float> xs = down<float>(ref_, x.ref), ws = down<float>(ref_, weight.ref);
+    const std::vector<float> bs = down<float>(ref_, layer_bias.ref), got = down<float>(ref_, ln.ref);
+    const int r = 2;
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < width; ++i) mean += xs[r * width + i] / width;
+    for (int i = 0; i < width; ++i) var += (xs[r * width + i] - mean) * (xs[r * width + i] - mean) / width;
+    for (int i = 0; i < width; ++i) {
+      const double want = (xs[r * width + i] - mean) / std::sqrt(var + 1e-5) * ws[i] + (with_bias ? bs[i] : 0.0);
+      EXPECT_NEAR(got[r * width + i], want, 1e-5) << i;
+    }
+  }
+
+  // Bounds on values: a soft cap (gemma2's final logits) and a clamp (MPT's clamp_kqv).
+  for (const bool soft : {true, false}) {
+    auto capped = both(random_floats(std::size_t{rows} * width, 3.0f, 9));
+    ref_.cap_values(capped.ref.data(), capped.ref.size(), 1.5f, soft);
+    device_->cap_values(capped.dev.data(), capped.dev.size(), 1.5f, soft);
+    expect_close(capped, 1e-6, soft ? "cap_values (soft)" : "cap_values (clamp)");
+    const std::vector<float> in = random_floats(std::size_t{rows} * width, 3.0f, 9), got = down<float>(ref_, capped.ref);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      EXPECT_NEAR(got[i], soft ? 1.5 * std::tanh(in[i] / 1.5) : std::clamp(in[i], -1.5f, 1.5f), 1e-6) << i;
+    }
   }
 
   auto bias = both(random_floats(outputs, 1.0f, 5));
@@ -241,13 +281,32 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
         auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
         auto last = both(std::vector<float>(std::size_t{heads} * (past + tokens)));
         const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, out.ref.data(),
-                       q_width, key0.ref.data(), last.ref.data());
-        device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale,
+        ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, {},
+                       out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+        device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, {},
                            out.dev.data(), q_width, key0.dev.data(), last.dev.data());
         expect_close(out, 2e-5, "attention" + shape);
         expect_close(key0, 2e-5, "attention key-0 weights" + shape);
         expect_close(last, 2e-5, "attention last row" + shape);
+        // Shaped scores (gemma2's soft-cap, MPT's ALiBi, both): the same
+        // agreement, and a result measurably away from the unshaped one.
+        const std::vector<float> unshaped = down<float>(ref_, out.ref);
+        for (const ScoreShaping shaping : {ScoreShaping{0.2f, 0.0f}, ScoreShaping{0.0f, 8.0f}, ScoreShaping{0.2f, 8.0f}}) {
+          const std::string how = shape + " softcap " + std::to_string(shaping.softcap) + " max_alibi_bias " +
+                                  std::to_string(shaping.max_alibi_bias);
+          auto shaped = both(std::vector<float>(tokens * q_width));
+          auto shaped_last = both(std::vector<float>(std::size_t{heads} * (past + tokens)));
+          ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, shaping,
+                         shaped.ref.data(), q_width, nullptr, shaped_last.ref.data());
+          device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, shaping,
+                             shaped.dev.data(), q_width, nullptr, shaped_last.dev.data());
+          expect_close(shaped, 2e-5, "attention" + how);
+          expect_close(shaped_last, 2e-5, "attention last row" + how);
+          const std::vector<float> got = down<float>(ref_, shaped.ref);
+          double moved = 0.0;
+          for (std::size_t i = 0; i < got.size(); ++i) moved = std::max(moved, static_cast<double>(std::fabs(got[i] - unshaped[i])));
+          EXPECT_GT(moved, 1e-2) << "the shaping changes nothing" << how;
+        }
 
         auto factors = both(random_floats(tokens, 2.0f, 99));
         auto same_out = both(down<float>(ref_, out.ref));
@@ -302,15 +361,51 @@ TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
         auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
         auto last = both(std::vector<float>(std::size_t{heads} * keys));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        ref_.attention(q.ref.data(), q_width, *ref_kv, tokens, past, heads, window, scale, out.ref.data(), q_width,
+        ref_.attention(q.ref.data(), q_width, *ref_kv, tokens, past, heads, window, scale, ScoreShaping{}, out.ref.data(), q_width,
                        key0.ref.data(), last.ref.data());
-        device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, out.dev.data(),
-                           q_width, key0.dev.data(), last.dev.data());
+        device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, ScoreShaping{},
+                           out.dev.data(), q_width, key0.dev.data(), last.dev.data());
         expect_close(out, 2e-5, "attention" + shape);
         expect_close(key0, 2e-5, "attention key-0 weights" + shape);
         expect_close(last, 2e-5, "attention last row" + shape);
       }
     }
+  }
+}
+
+// A decode step over a long cache with three KV heads: on two threads the
+// CPU splits its tiles' keys and output dims (its split decode path), which
+// shapes the scores in its own softmax pass.
+TEST_P(DeviceBodies, ShapedScoresInALongDecodeStep) {
+  const int heads = 6, kv_heads = 3, head_dim = 32, prefill = 300;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  const auto ref_kv = ref_.make_layer_kv(prefill + 1, kv_heads, kv_heads, head_dim);
+  const auto dev_kv = device_->make_layer_kv(prefill + 1, kv_heads, kv_heads, head_dim);
+  int past = 0;
+  for (const int tokens : {prefill, 1}) {
+    auto qkv = both(random_floats(tokens * qkv_width, 1.0f, 40 + tokens));
+    ref_.cache_values(*ref_kv, past, qkv.ref.data() + q_width + kv_width, qkv_width, tokens);
+    device_->cache_values(*dev_kv, past, qkv.dev.data() + q_width + kv_width, qkv_width, tokens);
+    // rope_dims 0: keys cached as they are (MPT has no RoPE).
+    ref_.cache_keys(*ref_kv, past, qkv.ref.data() + q_width, qkv_width, tokens, 0, RopePairing::adjacent, nullptr, 0);
+    device_->cache_keys(*dev_kv, past, qkv.dev.data() + q_width, qkv_width, tokens, 0, RopePairing::adjacent,
+                        nullptr, 0);
+    if (tokens == 1) {
+      for (const ScoreShaping shaping : {ScoreShaping{}, ScoreShaping{0.2f, 0.0f}, ScoreShaping{0.0f, 8.0f}}) {
+        auto out = both(std::vector<float>(q_width));
+        auto last = both(std::vector<float>(std::size_t{heads} * (past + 1)));
+        ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, 1, past, heads, 0, 0.18f, shaping, out.ref.data(), q_width,
+                       nullptr, last.ref.data());
+        device_->attention(qkv.dev.data(), qkv_width, *dev_kv, 1, past, heads, 0, 0.18f, shaping, out.dev.data(),
+                           q_width, nullptr, last.dev.data());
+        const std::string how = " softcap " + std::to_string(shaping.softcap) + " max_alibi_bias " +
+                                std::to_string(shaping.max_alibi_bias);
+        expect_close(out, 2e-5, "decode attention" + how);
+        expect_close(last, 2e-5, "decode attention last row" + how);
+      }
+    }
+    past += tokens;
   }
 }
 
@@ -436,9 +531,9 @@ TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
     auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
     auto last = both(std::vector<float>(std::size_t{heads} * keys));
     ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, tokens, past, heads, kv_heads,
-                   head_dim, window, 0.125f, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+                   head_dim, window, 0.125f, {}, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
     gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, tokens, past, heads, kv_heads,
-                    head_dim, window, 0.125f, out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+                    head_dim, window, 0.125f, {}, out.dev.data(), q_width, key0.dev.data(), last.dev.data());
     expect_close(out, 1e-3, "attention");
     expect_close(key0, 1e-3, "attention key 0");
     expect_close(last, 1e-3, "attention last row");
@@ -490,10 +585,10 @@ TEST_F(GpuKernels, PrefillAttentionThroughCublasMatchesTheReference) {
       auto key0 = both(std::vector<float>(heads * tokens));
       auto last = both(std::vector<float>(heads * keys));
       ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
-                     shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.ref.data(), q_width, key0.ref.data(),
-                     last.ref.data());
+                     shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.ref.data(), q_width,
+                     key0.ref.data(), last.ref.data());
       gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens, shape.past,
-                      shape.heads, shape.kv_heads, head_dim, window, 0.088f, out.dev.data(), q_width,
+                      shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.dev.data(), q_width,
                       key0.dev.data(), last.dev.data());
       expect_close(out, 5e-3, "attention (cuBLAS)");
       expect_close(key0, 5e-3, "attention (cuBLAS) key 0");

@@ -1,6 +1,6 @@
 // Every architecture the engine runs (llama with Llama-3.1 frequency factors,
 // linear RoPE scaling and a sliding window; qwen2; gemma; qwen3; gemma3;
-// phi3), on the small
+// phi3; gemma2; mpt), on every ISA path this machine runs, on the small
 // random-weight GGUFs of tests/engine/tiny_arch_gguf.hpp with real
 // vocabularies (MIDTUNE_VOCAB_DIR; skipped without it):
 //   - last-position logits against the fp64 numpy reference
@@ -11,8 +11,10 @@
 //     tolerance but twice the engine's error there; the op itself is checked
 //     in engine_kernels_test);
 //   - one intervention of every method (LPES, PI, Ms-PoE, CALIOPE, SIW, PHS)
-//     runs, stays finite and changes the logits; PHS's against the
-//     reference too (with a Q/K norm its rows are not linear in the channel).
+//     that applies runs, stays finite and changes the logits (on mpt, which
+//     has no RoPE, the RoPE methods are refused by name); PHS's against the
+//     reference too (with a Q/K norm or a clamp its rows are not linear in
+//     the channel).
 //
 // Tolerance: the models are F32, which the engine keeps at fp32 (float
 // matmul, fp32 accumulation), so logits (of order 10 here) differ from fp64
@@ -36,6 +38,7 @@
 #include "backends/engine/model.hpp"
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
+#include "methods/registry.hpp"
 #include "tests/engine/method_examples.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
@@ -66,24 +69,26 @@ const nlohmann::json& fixture() {
 
 struct Loaded {
   std::unique_ptr<::midtune::testing::MemoryFile> file;
-  std::unique_ptr<Model> model;
+  std::map<Isa, std::unique_ptr<Model>> models;  // per ISA path
 };
 
-// Each model is written and loaded once per process.
-Model* tiny_model(const std::string& name) {
+// Each model is written once per process and loaded once per ISA path.
+Model* tiny_model(const std::string& name, Isa isa) {
   static std::map<std::string, Loaded> cache;
-  if (auto it = cache.find(name); it != cache.end()) return it->second.model.get();
-  for (const auto& spec : ::midtune::testing::tiny_arch_specs()) {
-    if (spec.name != name) continue;
-    const fs::path vocab_path = vocab_dir() / spec.vocab_file;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    const auto specs = ::midtune::testing::tiny_arch_specs();
+    const auto spec = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == name; });
+    if (spec == specs.end()) throw std::logic_error("no tiny model " + name);
+    const fs::path vocab_path = vocab_dir() / spec->vocab_file;
     if (!fs::exists(vocab_path)) return nullptr;
-    const GgufFile vocab(vocab_path);
     Loaded l;
-    l.file = std::make_unique<::midtune::testing::MemoryFile>(::midtune::testing::tiny_arch_gguf(spec, vocab));
-    l.model = std::make_unique<Model>(l.file->path());
-    return cache.emplace(name, std::move(l)).first->second.model.get();
+    l.file = std::make_unique<::midtune::testing::MemoryFile>(::midtune::testing::tiny_arch_gguf(*spec, GgufFile(vocab_path)));
+    it = cache.emplace(name, std::move(l)).first;
   }
-  throw std::logic_error("no tiny model " + name);
+  std::unique_ptr<Model>& model = it->second.models[isa];
+  if (!model) model = std::make_unique<Model>(it->second.file->path(), isa);
+  return model.get();
 }
 
 RopeScales scales_from(Model& model, const nlohmann::json& rows) {
@@ -103,22 +108,31 @@ std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& to
 
 int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
-class ArchModel : public ::testing::TestWithParam<std::string> {
+// (model name, ISA path): every architecture on the machine's best path;
+// the ones added with their own attention shaping (gemma2's soft-caps, mpt's
+// ALiBi) on every path the machine runs as well.
+class ArchModel : public ::testing::TestWithParam<std::tuple<std::string, Isa>> {
  protected:
   void SetUp() override {
-    model_ = tiny_model(GetParam());
+    const Isa isa = std::get<1>(GetParam());
+    if (!isa_available(isa)) GTEST_SKIP() << to_string(isa) << " not available on this CPU";
+    model_ = tiny_model(name(), isa);
     if (model_ == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
   }
-  const nlohmann::json& cases() const { return fixture().at("models").at(GetParam()).at("cases"); }
+  const std::string& name() const { return std::get<0>(GetParam()); }
+  const nlohmann::json& cases() const { return fixture().at("models").at(name()).at("cases"); }
+  // The longest plain prompt (the fixture's third case).
+  const nlohmann::json& longest() const { return cases()[2]; }
   Model* model_ = nullptr;
 };
 
 TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
   const ModelConfig& c = model_->config();
-  const std::string& name = GetParam();
+  const std::string& name = this->name();
   EXPECT_EQ(c.arch, fixture()["models"][name]["arch"].get<std::string>());
-  EXPECT_EQ(c.rope_pairing, c.arch == "llama" ? RopePairing::adjacent : RopePairing::halves);
-  EXPECT_EQ(c.ffn_activation, c.arch.starts_with("gemma") ? FfnActivation::gelu_tanh : FfnActivation::silu);
+  EXPECT_EQ(c.rope_pairing, c.arch == "llama" || c.arch == "mpt" ? RopePairing::adjacent : RopePairing::halves);
+  EXPECT_EQ(c.ffn_activation,
+            c.arch.starts_with("gemma") || c.arch == "mpt" ? FfnActivation::gelu_tanh : FfnActivation::silu);
   if (name == "gemma") {
     EXPECT_EQ(c.head_dim, 256u);
     EXPECT_EQ(c.hidden, 128u);
@@ -134,7 +148,27 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_EQ(c.vocab, 151936u);
   }
   EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
-  EXPECT_EQ(c.post_norms, name == "gemma3");
+  EXPECT_EQ(c.post_norms, name == "gemma3" || name == "gemma2");
+  EXPECT_EQ(c.attn_softcap, name == "gemma2" ? 4.0f : 0.0f);
+  EXPECT_EQ(c.final_softcap, name == "gemma2" ? 12.0f : 0.0f);
+  EXPECT_EQ(c.max_alibi_bias, name == "mpt" ? 8.0f : 0.0f);
+  EXPECT_EQ(c.clamp_kqv, name == "mpt" ? 1.5f : 0.0f);
+  EXPECT_EQ(c.layer_norm, name == "mpt");
+  EXPECT_EQ(c.gated_ffn, name != "mpt");
+  EXPECT_EQ(c.has_rope(), name != "mpt");
+  if (name == "gemma2") {
+    EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 0}));  // no pattern key: gemma2's period 2
+    EXPECT_EQ(c.layer_window(0), 8u);
+    EXPECT_EQ(c.layer_window(1), 0u);
+    EXPECT_FLOAT_EQ(c.rope_base_local, c.rope_base);  // no rope.freq_base_swa: the global base, as llama.cpp
+    EXPECT_FLOAT_EQ(c.rope_freq_scale_local, c.rope_freq_scale);
+    EXPECT_FLOAT_EQ(c.embedding_scale, 8.0f);
+  }
+  if (name == "mpt") {
+    EXPECT_EQ(c.rope_dims, 0u);
+    EXPECT_EQ(c.kv_heads, c.heads);
+    EXPECT_TRUE(c.tied_output);
+  }
   if (name == "gemma3") {
     EXPECT_EQ(c.local_layers, (std::vector<std::uint8_t>{1, 0}));  // sliding_window_pattern 2
     EXPECT_EQ(c.layer_window(0), 8u);
@@ -142,7 +176,7 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
     EXPECT_FLOAT_EQ(c.rope_base_local, 10000.0f);  // no rope.freq_base_swa: llama.cpp's default
     EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.125f);    // the global layers'
     EXPECT_FLOAT_EQ(c.embedding_scale, 8.0f);
-  } else {
+  } else if (name != "gemma2") {
     EXPECT_TRUE(c.local_layers.empty());
   }
   if (name == "qwen3") {
@@ -168,7 +202,7 @@ TEST_P(ArchModel, ConfigComesFromTheArchitecture) {
 // llama-simple's only with this.
 TEST_P(ArchModel, BosByDefaultAsLlamaCpp) {
   const Tokenizer tokenizer = Tokenizer::from_gguf(model_->file());
-  EXPECT_EQ(tokenizer.add_bos_default(), !GetParam().starts_with("qwen"));
+  EXPECT_EQ(tokenizer.add_bos_default(), !name().starts_with("qwen") && name() != "mpt");
 }
 
 // The chat template the file carries (the vocabulary's own, else the
@@ -194,7 +228,7 @@ TEST_P(ArchModel, LogitsMatchFp64Reference) {
     const auto ref = cs.at("top_logits").get<std::vector<double>>();
     double err = 0.0;
     for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
-    const std::string label = GetParam() + " " + std::to_string(tokens.size()) + " tokens " + cs.value("name", "");
+    const std::string label = name() + " " + std::to_string(tokens.size()) + " tokens " + cs.value("name", "");
     EXPECT_LT(err, kLogitTolerance) << label;
     if (ref[0] - ref[1] > kClearMargin) {
       EXPECT_EQ(argmax(logits), ids[0]) << label;
@@ -203,7 +237,7 @@ TEST_P(ArchModel, LogitsMatchFp64Reference) {
                 argmax(logits), ids[0], ref[0] - ref[1]);
     worst = std::max(worst, err);
   }
-  std::printf("%s (%s): worst |logit - fp64 reference| %.1e, tolerance %.0e\n", GetParam().c_str(), c.arch.c_str(),
+  std::printf("%s (%s): worst |logit - fp64 reference| %.1e, tolerance %.0e\n", name().c_str(), c.arch.c_str(),
               worst, kLogitTolerance);
 }
 
@@ -213,25 +247,25 @@ TEST_P(ArchModel, LogitsMatchFp64Reference) {
 // than this one is.
 TEST_P(ArchModel, EachFeatureMovesTheReferenceBeyondTheEnginesError) {
   const ModelConfig& c = model_->config();
-  const auto& cs = cases()[2];
+  const auto& cs = longest();
   const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
   const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
   const auto ids = cs.at("top_ids").get<std::vector<int>>();
   const auto ref = cs.at("top_logits").get<std::vector<double>>();
   double err = 0.0;
   for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
-  const auto& effects = fixture().at("models").at(GetParam()).at("feature_effect");
+  const auto& effects = fixture().at("models").at(name()).at("feature_effect");
   ASSERT_FALSE(effects.empty());
   for (const auto& [feature, effect] : effects.items()) {
     std::printf("  %s: switching off %s moves the reference's top logits by %.3f (engine error %.3f)\n",
-                GetParam().c_str(), feature.c_str(), effect.get<double>(), err);
+                name().c_str(), feature.c_str(), effect.get<double>(), err);
     EXPECT_GT(effect.get<double>(), kFeatureEffectFactor * err) << feature;
   }
 }
 
 TEST_P(ArchModel, ChunkedPrefillAndDecodeAgreeWithOnePass) {
   const ModelConfig& c = model_->config();
-  const auto tokens = cases()[2].at("tokens").get<std::vector<std::int32_t>>();
+  const auto tokens = longest().at("tokens").get<std::vector<std::int32_t>>();
   const RopeScales ones = RopeScales::ones(c.layers, c.heads);
   const auto whole = last_logits(*model_, tokens, ones);
   Sequence seq(*model_, static_cast<int>(tokens.size()), ones);
@@ -251,7 +285,7 @@ TEST_P(ArchModel, ChunkedPrefillAndDecodeAgreeWithOnePass) {
 // own top-2 margin is a near-tie float rounding may flip.
 TEST_P(ArchModel, GreedyStepsMatchTheReferenceExceptAtNearTies) {
   const ModelConfig& c = model_->config();
-  const auto& greedy = fixture().at("models").at(GetParam()).at("greedy");
+  const auto& greedy = fixture().at("models").at(name()).at("greedy");
   const auto prompt = greedy.at("prompt").get<std::vector<std::int32_t>>();
   const auto expected = greedy.at("continuation").get<std::vector<std::int32_t>>();
   const auto margins = greedy.at("margins").get<std::vector<double>>();
@@ -263,13 +297,13 @@ TEST_P(ArchModel, GreedyStepsMatchTheReferenceExceptAtNearTies) {
     if (argmax(logits) == expected[i]) {
       ++same;
     } else {
-      std::printf("  %s step %zu: engine %d, reference %d (reference top-2 margin %.3f)\n", GetParam().c_str(), i,
+      std::printf("  %s step %zu: engine %d, reference %d (reference top-2 margin %.3f)\n", name().c_str(), i,
                   argmax(logits), expected[i], margins[i]);
       EXPECT_LT(margins[i], kNearTie) << "step " << i << " is not a near-tie";
     }
     logits = model_->forward(seq, std::span<const std::int32_t>(&expected[i], 1), {}, std::span<const int>(&zero, 1));
   }
-  std::printf("%s: engine argmax = the reference greedy token at %d of %zu steps\n", GetParam().c_str(),
+  std::printf("%s: engine argmax = the reference greedy token at %d of %zu steps\n", name().c_str(),
               same, expected.size());
 }
 
@@ -277,20 +311,34 @@ TEST_P(ArchModel, GreedyStepsMatchTheReferenceExceptAtNearTies) {
 // model's (each is strong enough to move a 2-layer model).
 TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
   const ModelConfig& c = model_->config();
-  const auto tokens = cases()[2].at("tokens").get<std::vector<std::int32_t>>();
+  const auto tokens = longest().at("tokens").get<std::vector<std::int32_t>>();
   const int n = static_cast<int>(tokens.size());
   const std::vector<hooks::TokenSpan>& chunks = ::midtune::testing::kExampleChunks;
   const auto plain = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
   const auto& methods = ::midtune::testing::method_examples();
   for (const auto& [method, json] : methods) {
-    const hooks::EngineIntervention ei(*model_, Intervention::from_json(json), n, chunks);
+    const Intervention iv = Intervention::from_json(json);
+    if (!::midtune::testing::method_applies(c, method)) {
+      // Scaling or remapping RoPE positions means nothing without RoPE: refused by name.
+      try {
+        const hooks::EngineIntervention refused(*model_, iv, n, chunks);
+        ADD_FAILURE() << method << " accepted on " << c.arch;
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(method), std::string::npos) << what;
+        EXPECT_NE(what.find("no RoPE"), std::string::npos) << what;
+        std::printf("  %s %-8s refused: %s\n", name().c_str(), method.c_str(), what.c_str());
+      }
+      continue;
+    }
+    const hooks::EngineIntervention ei(*model_, iv, n, chunks);
     const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());
     double change = 0.0;
     for (std::size_t i = 0; i < logits.size(); ++i) {
       ASSERT_TRUE(std::isfinite(logits[i])) << method;
       change = std::max(change, static_cast<double>(std::fabs(logits[i] - plain[i])));
     }
-    std::printf("  %s %-8s max |logit change| vs plain %.4f\n", GetParam().c_str(), method.c_str(), change);
+    std::printf("  %s %-8s max |logit change| vs plain %.4f\n", name().c_str(), method.c_str(), change);
     if (method == "siw" && c.sliding_window != 0 && c.local_layers.empty() &&
         c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
       // Key 0 lies outside the window of every query that reaches the last
@@ -305,7 +353,7 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
 // PHS's example (channel 3 of the normed input to Q and K zeroed in both
 // layers: every key, the last query) against the reference's own PHS.
 TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
-  const auto& cs = fixture().at("models").at(GetParam()).at("phs");
+  const auto& cs = fixture().at("models").at(name()).at("phs");
   const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
   const hooks::EngineIntervention ei(*model_, Intervention::from_json({{"hidden_channel", cs.at("hidden_channel")}}),
                                      static_cast<int>(tokens.size()), ::midtune::testing::kExampleChunks);
@@ -315,18 +363,29 @@ TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
   double err = 0.0;
   for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
   std::printf("%s: PHS worst |logit - fp64 reference| %.1e (the channel moves the reference by %.3f)\n",
-              GetParam().c_str(), err, cs.at("effect").get<double>());
+              name().c_str(), err, cs.at("effect").get<double>());
   EXPECT_LT(err, kLogitTolerance);
   EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,
-                         ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3"),
-                         [](const auto& info) { return info.param; });
+                         ::testing::Combine(::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3",
+                                                              "gemma3", "phi3", "gemma2", "mpt"),
+                                            ::testing::Values(best_isa())),
+                         [](const auto& info) { return std::get<0>(info.param); });
+// The new attention shaping (gemma2's soft-caps, mpt's ALiBi) on every path
+// this CPU runs (the best one is above as well).
+INSTANTIATE_TEST_SUITE_P(EveryIsa, ArchModel,
+                         ::testing::Combine(::testing::Values("gemma2", "mpt"),
+                                            ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512vnni)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + to_string(std::get<1>(info.param));
+                         });
 
 // gemma3's metadata as llama.cpp's converter writes it (no pattern key, no
 // freq_base_swa): five sliding layers of every six at base 10000, the
-// global ones at rope.freq_base; a final-logit soft-cap is refused by name.
+// global ones at rope.freq_base; no final-logit soft-cap unless the file
+// sets one.
 TEST(ArchConfig, Gemma3SlidesFiveLayersOfSix) {
   const auto header = [](bool softcap) {
     ::midtune::testing::TinyGgufWriter w;
@@ -355,13 +414,53 @@ TEST(ArchConfig, Gemma3SlidesFiveLayersOfSix) {
   EXPECT_FLOAT_EQ(c.rope_base, 1000000.0f);
   EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 16.0f);  // 1 / sqrt(key_length)
   EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(640.0f));
+  EXPECT_EQ(c.final_softcap, 0.0f);
+  EXPECT_EQ(c.attn_softcap, 0.0f);
   ::midtune::testing::MemoryFile capped(header(true));
+  EXPECT_FLOAT_EQ(read_model_config(GgufFile(capped.path())).final_softcap, 30.0f);
+}
+
+// gemma2's metadata as llama.cpp reads it: without the keys, a window of
+// 4096 in every other layer (the last of each pair global), soft-caps 50 and
+// 30, local layers turning RoPE as the global ones; the 27B (46 layers)
+// scales queries by 1/sqrt(hidden / heads); a soft-cap must be positive.
+TEST(ArchConfig, Gemma2DefaultsAsLlamaCpp) {
+  const auto header = [](std::uint32_t layers, float softcap) {
+    ::midtune::testing::TinyGgufWriter w;
+    w.add_string("general.architecture", "gemma2");
+    w.add_u32("gemma2.block_count", layers);
+    w.add_u32("gemma2.context_length", 8192);
+    w.add_u32("gemma2.embedding_length", 4608);
+    w.add_u32("gemma2.feed_forward_length", 36864);
+    w.add_u32("gemma2.attention.head_count", 32);
+    w.add_u32("gemma2.attention.head_count_kv", 16);
+    w.add_u32("gemma2.attention.key_length", 128);
+    w.add_u32("gemma2.attention.value_length", 128);
+    w.add_u32("gemma2.vocab_size", 256000);
+    w.add_f32("gemma2.attention.layer_norm_rms_epsilon", 1e-6f);
+    w.add_string("gemma2.rope.scaling.type", "linear");
+    w.add_f32("gemma2.rope.scaling.factor", 2.0f);
+    if (softcap != 0.0f) w.add_f32("gemma2.attn_logit_softcapping", softcap);
+    return w.bytes();
+  };
+  ::midtune::testing::MemoryFile file(header(46, 0.0f));
+  const ModelConfig c = read_model_config(GgufFile(file.path()));
+  EXPECT_EQ(c.sliding_window, 4096u);
+  ASSERT_EQ(c.local_layers.size(), 46u);
+  for (std::uint32_t l = 0; l < 46; ++l) EXPECT_EQ(c.local_layers[l], l % 2 == 0) << l;
+  EXPECT_FLOAT_EQ(c.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(c.rope_base_local, c.rope_base);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale_local, 0.5f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 12.0f);  // 1 / sqrt(4608 / 32)
+  ::midtune::testing::MemoryFile smaller(header(42, 0.0f));
+  EXPECT_FLOAT_EQ(read_model_config(GgufFile(smaller.path())).attention_scale, 1.0f / std::sqrt(128.0f));
+  ::midtune::testing::MemoryFile negative(header(42, -1.0f));
   try {
-    read_model_config(GgufFile(capped.path()));
-    FAIL() << "final_logit_softcapping accepted";
+    read_model_config(GgufFile(negative.path()));
+    FAIL() << "a negative soft-cap accepted";
   } catch (const GgufError& e) {
-    EXPECT_NE(std::string(e.what()).find("final_logit_softcapping"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(capped.path().string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gemma2.attn_logit_softcapping"), std::string::npos) << e.what();
   }
 }
 
@@ -404,7 +503,7 @@ TEST(ArchErrors, Phi3RefusesWhatItDoesNotRunByName) {
 }
 
 TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
-  for (const std::string arch : {"mpt", "falcon"}) {
+  for (const std::string arch : {"falcon", "bert"}) {
     ::midtune::testing::TinyGgufWriter w;
     w.add_string("general.architecture", arch);
     ::midtune::testing::MemoryFile file(w.bytes());
@@ -415,10 +514,7 @@ TEST(ArchErrors, UnsupportedArchitecturesNameTheFileValueAndSupportedList) {
       const std::string what = e.what();
       EXPECT_NE(what.find(file.path().string()), std::string::npos) << what;
       EXPECT_NE(what.find("'" + arch + "'"), std::string::npos) << what;
-      EXPECT_NE(what.find("llama, qwen2, gemma"), std::string::npos) << what;
-      if (arch == "mpt") {
-        EXPECT_NE(what.find("ALiBi"), std::string::npos) << what;
-      }
+      EXPECT_NE(what.find("llama, qwen2, gemma, qwen3, gemma2, gemma3, mpt"), std::string::npos) << what;
     }
   }
 }

@@ -477,7 +477,7 @@ TEST_P(ArchPeer, GenerateCommandPrintsLlamaSimplesContinuation) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchPeer,
                          ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "llama_swa_window_off", "qwen3",
-                                           "gemma3", "phi3"),
+                                           "gemma3", "phi3", "gemma2", "mpt"),
                          [](const auto& info) { return info.param; });
 
 // --- a real Gemma 3 (gemma-3-270m-q4_k_m.gguf, scripts/fetch_gemma3.sh) ---

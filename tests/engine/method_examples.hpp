@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/hooks/token_span.hpp"
+#include "methods/registry.hpp"
 
 namespace midtune::testing {
 
@@ -28,6 +30,15 @@ inline const std::map<std::string, nlohmann::json>& method_examples() {
       {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
   };
   return m;
+}
+
+// Whether `method` (a method's name, or "plain") applies to the model: a
+// method acting on RoPE positions does not without RoPE (mpt), and is
+// refused there by name.
+inline bool method_applies(const ModelConfig& config, const std::string& method) {
+  if (method == "plain" || config.has_rope()) return true;
+  const MethodModule& module = method_named(method);
+  return module.mechanism && !mechanism_needs(*module.mechanism).rope_positions;
 }
 
 inline const std::vector<engine::hooks::TokenSpan> kExampleChunks = {{4, 12}, {12, 20}, {20, 28}, {28, 31}, {31, 34}};

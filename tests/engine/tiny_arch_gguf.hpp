@@ -15,6 +15,16 @@
 //   qwen3     per-head Q/K RMSNorm, head dimension 32 from key_length (not
 //             hidden / heads, as Qwen3's 128 is not), NEOX RoPE, base 1e6,
 //             no biases, tied output, the qwen2 vocabulary and its template
+//   gemma2    soft-capped attention scores (attn_logit_softcapping 4, low
+//             enough to bite on these scores) and logits (final 12), the
+//             norms after attention and FFN, a local layer (window 8) and a
+//             global one by gemma2's default pattern of 2, head dimension 32
+//             from key_length (scale 1/sqrt(32), not 1/sqrt(hidden/heads)),
+//             GeGLU, embeddings x sqrt(hidden), the llama-spm vocabulary
+//   mpt       ALiBi (max_alibi_bias 8) and no RoPE, LayerNorm with biases,
+//             fused Q|K|V with a bias and clamp_kqv 1.5, an ungated GELU FFN
+//             with biases, a biased output projection, tied output, no GQA
+//             (as MPT), the mpt vocabulary and a ChatML template
 //   gemma3    Gemma 2/3's norms after attention and FFN, per-head Q/K norm,
 //             a local (window 8, RoPE base 10000 unscaled) and a global
 //             layer (base 1e6, linear scaling x8) by a sliding-window
@@ -63,6 +73,12 @@ struct TinyArchSpec {
   float linear_rope_factor = 0.0f;  // 0 = no rope.scaling keys
   std::string chat_template{};      // written when the vocabulary file has none
   float embedding_bound = 0.5f;     // token_embd values in [-b, b)
+  float attn_softcap = 0.0f;        // <arch>.attn_logit_softcapping (0 = not written)
+  float final_softcap = 0.0f;       // <arch>.final_logit_softcapping (0 = not written)
+  // MPT's layout (fused Q|K|V, LayerNorm and biases, ungated FFN, no RoPE
+  // keys) and its keys (0 = not written).
+  bool mpt = false;
+  float max_alibi_bias = 0.0f, clamp_kqv = 0.0f;
 };
 
 inline std::vector<TinyArchSpec> tiny_arch_specs() {
@@ -124,7 +140,29 @@ inline std::vector<TinyArchSpec> tiny_arch_specs() {
   phi3.fused_gate_up = true;
   phi3.sliding_window = 8;  // ignored, as llama.cpp: the prompts run past it
   phi3.tied_output = false;
-  return {qwen2, llama3, gemma, swa, qwen3, gemma3, phi3};
+
+  TinyArchSpec gemma2{.name = "gemma2", .arch = "gemma2", .vocab_file = "ggml-vocab-llama-spm.gguf"};
+  gemma2.head_dim = 32;
+  gemma2.write_key_length = true;
+  gemma2.rms_eps = 1e-6f;
+  gemma2.sliding_window = 8;  // no pattern key: gemma2's default 2, layer 0 local, layer 1 global
+  gemma2.post_norms = true;
+  gemma2.attn_softcap = 4.0f;
+  gemma2.final_softcap = 12.0f;
+  gemma2.embedding_bound = 0.15f;
+  gemma2.chat_template = gemma.chat_template;
+
+  TinyArchSpec mpt{.name = "mpt", .arch = "mpt", .vocab_file = "ggml-vocab-mpt.gguf"};
+  mpt.kv_heads = mpt.heads;
+  mpt.mpt = true;
+  mpt.max_alibi_bias = 8.0f;
+  mpt.clamp_kqv = 1.5f;
+  // MPT-7B-Chat's ChatML (the vocabulary file has no template; the engine's
+  // experiments wrap prompts in one).
+  mpt.chat_template =
+      "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  return {qwen2, llama3, gemma, swa, qwen3, gemma3, phi3, gemma2, mpt};
 }
 
 // splitmix64 of a counter: the same stream everywhere.
@@ -223,9 +261,17 @@ inline TinyGgufWriter tiny_arch_writer(const TinyArchSpec& s, const GgufFile& vo
     w.add_u32(a + "attention.key_length", s.head_dim);
     w.add_u32(a + "attention.value_length", s.head_dim);
   }
-  w.add_f32(a + "rope.freq_base", s.rope_base);
-  w.add_u32(a + "rope.dimension_count", s.head_dim);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (s.mpt) {
+    w.add_f32(a + "attention.layer_norm_epsilon", s.rms_eps);
+    if (s.max_alibi_bias != 0.0f) w.add_f32(a + "attention.max_alibi_bias", s.max_alibi_bias);
+    if (s.clamp_kqv != 0.0f) w.add_f32(a + "attention.clamp_kqv", s.clamp_kqv);
+  } else {
+    w.add_f32(a + "rope.freq_base", s.rope_base);
+    w.add_u32(a + "rope.dimension_count", s.head_dim);
+    w.add_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  }
+  if (s.attn_softcap != 0.0f) w.add_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap != 0.0f) w.add_f32(a + "final_logit_softcapping", s.final_softcap);
   if (s.sliding_window != 0) w.add_u32(a + "attention.sliding_window", s.sliding_window);
   if (s.sliding_window_pattern != 0) w.add_u32(a + "attention.sliding_window_pattern", s.sliding_window_pattern);
   if (s.linear_rope_factor != 0.0f) {
@@ -243,10 +289,32 @@ inline TinyGgufWriter tiny_arch_writer(const TinyArchSpec& s, const GgufFile& vo
   TinyWeights rng(0x6d696474756e65ull);
   w.add_tensor("token_embd.weight", {hidden, n_vocab}, 0, rng.f32(hidden * n_vocab, s.embedding_bound));
   w.add_tensor("output_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
+  if (s.mpt) w.add_tensor("output_norm.bias", {hidden}, 0, rng.f32(hidden, 0.2f));
   if (!s.tied_output) w.add_tensor("output.weight", {hidden, n_vocab}, 0, rng.f32(hidden * n_vocab, bound(hidden) * 2.0f));
   if (s.rope_freqs) w.add_tensor("rope_freqs.weight", {static_cast<std::uint64_t>(s.head_dim / 2)}, 0,
                                  f32_bytes(tiny_rope_freq_factors(s.head_dim / 2)));
-  for (int l = 0; l < s.layers; ++l) {
+  for (int l = 0; l < s.layers && s.mpt; ++l) {
+    // MPT: fused Q|K|V (Q and K a little larger than unit, as below),
+    // every norm and product with a bias.
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const std::uint64_t qkv_rows = q_rows + 2 * kv_rows;
+    w.add_tensor(p + "attn_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
+    w.add_tensor(p + "attn_norm.bias", {hidden}, 0, rng.f32(hidden, 0.2f));
+    std::vector<std::uint8_t> qkv = rng.f32(hidden * (q_rows + kv_rows), bound(hidden) * 2.0f);
+    const std::vector<std::uint8_t> v = rng.f32(hidden * kv_rows, bound(hidden));
+    qkv.insert(qkv.end(), v.begin(), v.end());
+    w.add_tensor(p + "attn_qkv.weight", {hidden, qkv_rows}, 0, qkv);
+    w.add_tensor(p + "attn_qkv.bias", {qkv_rows}, 0, rng.f32(qkv_rows, 0.5f));
+    w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, 0, rng.f32(q_rows * hidden, bound(q_rows)));
+    w.add_tensor(p + "attn_output.bias", {hidden}, 0, rng.f32(hidden, 0.2f));
+    w.add_tensor(p + "ffn_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
+    w.add_tensor(p + "ffn_norm.bias", {hidden}, 0, rng.f32(hidden, 0.2f));
+    w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, 0, rng.f32(hidden * ffn, bound(hidden) * 3.0f));
+    w.add_tensor(p + "ffn_up.bias", {ffn}, 0, rng.f32(ffn, 0.5f));
+    w.add_tensor(p + "ffn_down.weight", {ffn, hidden}, 0, rng.f32(ffn * hidden, bound(ffn)));
+    w.add_tensor(p + "ffn_down.bias", {hidden}, 0, rng.f32(hidden, 0.2f));
+  }
+  for (int l = 0; l < s.layers && !s.mpt; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor(p + "attn_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));
     w.add_tensor(p + "ffn_norm.weight", {hidden}, 0, rng.f32(hidden, 0.2f, 1.0f));

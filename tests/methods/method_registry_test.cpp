@@ -89,6 +89,37 @@ TEST(MethodRegistry, EveryMethodDrivesItsFieldsMechanism) {
   EXPECT_TRUE(intervention_needs(both).host_round_trip);
 }
 
+// On a model without RoPE (MPT's ALiBi) every method whose mechanism scales or
+// remaps RoPE positions is refused by name, with the reason and the
+// architecture; the others validate as on any model. The rule follows the
+// mechanism: exactly the mechanisms that say rope_positions are refused.
+TEST(MethodRegistry, RopeMechanismsAreRefusedByNameWithoutRope) {
+  const ModelShape mpt{.layers = 2, .heads = 4, .kv_heads = 4, .hidden = 64, .rope = false, .architecture = "mpt"};
+  int refused = 0;
+  for (const MethodModule* m : method_modules()) {
+    SCOPED_TRACE(m->name);
+    Intervention probe;
+    m->set_probe(probe);
+    if (mechanism_needs(*m->mechanism).rope_positions) {
+      ++refused;
+      try {
+        validate_intervention(probe, mpt);
+        ADD_FAILURE() << "accepted without RoPE";
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("intervention." + m->field), std::string::npos) << what;
+        EXPECT_NE(what.find(m->name), std::string::npos) << what;
+        EXPECT_NE(what.find("has no RoPE"), std::string::npos) << what;
+        EXPECT_NE(what.find("'mpt'"), std::string::npos) << what;
+      }
+    } else {
+      EXPECT_NO_THROW(validate_intervention(probe, mpt));
+    }
+    EXPECT_NO_THROW(validate_intervention(probe, ModelShape{.layers = 2, .heads = 4, .kv_heads = 4, .hidden = 64}));
+  }
+  EXPECT_EQ(refused, 4);  // lpes, pi, mspoe, caliope
+}
+
 // register_method() refuses, naming the method and the reason, a module that
 // would break the registry's contract, and then leaves the registry as it was.
 TEST(MethodRegistry, RegisterMethodRefusesWhatWouldBreakTheContract) {

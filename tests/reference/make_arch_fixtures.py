@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """fp64 reference forward pass of every architecture the engine runs
 (llama with rope_freqs / linear RoPE scaling / a sliding window, qwen2,
-gemma, qwen3, gemma3, phi3), over the small random-weight GGUFs that
+gemma, qwen3, gemma3, phi3, gemma2, mpt), over the small random-weight GGUFs that
 tests/engine/write_tiny_arch_ggufs writes (tests/engine/tiny_arch_gguf.hpp).
 Writes the last-position top-k logits of a few prompts per model to
 tests/reference/fixtures/arch_logits_fp32.json, plus one case with per-head
 RoPE scales and one with remapped (CALIOPE-like) positions, so the way a
 method composes with the model's own RoPE is checked too.
 
-Written from llama.cpp's model graphs (src/models/{llama,qwen2,gemma,qwen3,gemma3,phi3}.cpp)
-and ggml's RoPE (ggml_rope_ext: theta_i = p * base^(-2i/d) * freq_scale /
-freq_factor[i]; NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2)).
+Written from llama.cpp's model graphs
+(src/models/{llama,qwen2,gemma,qwen3,gemma3,phi3,gemma2,mpt}.cpp), ggml's RoPE
+(ggml_rope_ext: theta_i = p * base^(-2i/d) * freq_scale / freq_factor[i];
+NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2)), its soft-capping
+(cap * tanh(s / cap)) and ALiBi (ggml_soft_max_ext's slopes, bias
+-slope * (query index - key index)).
 
 Usage:
   build/tests/engine/write_tiny_arch_ggufs /tmp/tiny_arch
-  python3 tests/reference/make_arch_fixtures.py --dir /tmp/tiny_arch
+  python3 tests/reference/make_arch_fixtures.py --dir /tmp/tiny_arch [--only gemma2 mpt]
 """
 import argparse
 import copy
@@ -26,9 +29,20 @@ import gguf
 from gguf.quants import dequantize
 
 TOP_K = 20
-MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3"]
+MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3", "gemma2", "mpt"]
 PROMPT_LENGTHS = [6, 19, 37]
-HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3", "phi3"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
+HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3", "phi3", "gemma2"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
+
+
+def alibi_slopes(max_bias, heads):
+    """ggml_soft_max_ext's per-head ALiBi slopes (0 without ALiBi)."""
+    if max_bias <= 0:
+        return np.zeros(heads)
+    n = 1
+    while n * 2 <= heads:
+        n *= 2
+    m0, m1 = 2.0 ** (-max_bias / n), 2.0 ** (-(max_bias / 2.0) / n)
+    return np.array([m0 ** (h + 1) if h < n else m1 ** (2 * (h - n) + 1) for h in range(heads)])
 
 
 class Model:
@@ -43,31 +57,42 @@ class Model:
         a = self.arch + "."
         self.layers = int(f[a + "block_count"])
         self.heads = int(f[a + "attention.head_count"])
-        self.kv_heads = int(f[a + "attention.head_count_kv"])
+        self.kv_heads = int(f.get(a + "attention.head_count_kv", self.heads))
         self.hidden = int(f[a + "embedding_length"])
         self.head_dim = int(f.get(a + "attention.key_length", self.hidden // self.heads))
         self.rope_dims = int(f.get(a + "rope.dimension_count", self.head_dim))
         self.base = float(f.get(a + "rope.freq_base", 10000.0))
-        self.eps = float(f[a + "attention.layer_norm_rms_epsilon"])
-        self.window = int(f.get(a + "attention.sliding_window", 0))
+        self.mpt = self.arch == "mpt"  # LayerNorm, fused QKV, ungated GELU FFN, ALiBi, no RoPE
+        self.eps = float(f[a + ("attention.layer_norm_epsilon" if self.mpt else "attention.layer_norm_rms_epsilon")])
+        self.window = int(f.get(a + "attention.sliding_window", 4096 if self.arch == "gemma2" else 0))
         # phi3: llama.cpp reads the window and switches it off.
         self.ignored_window = self.window if self.arch == "phi3" else 0
         if self.arch == "phi3":
             self.window = 0
+        self.attn_softcap = float(f.get(a + "attn_logit_softcapping", 50.0)) if self.arch == "gemma2" else 0.0
+        self.final_softcap = float(f.get(a + "final_logit_softcapping", 30.0 if self.arch == "gemma2" else 0.0))
+        self.slopes = alibi_slopes(float(f.get(a + "attention.max_alibi_bias", 0.0)), self.heads)
+        self.clamp = float(f.get(a + "attention.clamp_kqv", 0.0))
+        self.layer_norm = self.mpt
+        self.scale_root = np.sqrt(self.head_dim)  # scores / this (gemma2 27B: sqrt(hidden / heads))
         self.freq_scale = 1.0
         if f.get(a + "rope.scaling.type", "none") == "linear":
             self.freq_scale = 1.0 / float(f[a + "rope.scaling.factor"])
         self.halves = self.arch in HALVES_ARCHS
-        gemmas = ("gemma", "gemma3")
-        self.gelu = self.arch in gemmas
+        gemmas = ("gemma", "gemma2", "gemma3")
+        self.gelu = self.arch in gemmas or self.mpt
         self.embedding_scale = float(np.sqrt(np.float32(self.hidden))) if self.arch in gemmas else 1.0
         # gemma3 (llama.cpp): with a window, layer l slides unless it is the
         # last of its period (attention.sliding_window_pattern, default 6);
         # sliding layers turn RoPE at rope.freq_base_swa without scaling.
-        self.local = [bool(self.window)] * self.layers if self.arch != "gemma3" else [False] * self.layers
+        # gemma2 (llama.cpp): always a window (4096 unless set), one
+        # sliding layer of every two (pattern default 2), local layers
+        # turning RoPE as the global ones.
+        two_kind_archs = ("gemma2", "gemma3")
+        self.local = [bool(self.window)] * self.layers if self.arch not in two_kind_archs else [False] * self.layers
         self.base_local = float(f.get(a + "rope.freq_base_swa", 10000.0))
-        if self.arch == "gemma3" and self.window:
-            period = int(f.get(a + "attention.sliding_window_pattern", 6))
+        if self.arch in two_kind_archs and self.window:
+            period = int(f.get(a + "attention.sliding_window_pattern", 6 if self.arch == "gemma3" else 2))
             self.local = [period == 0 or l % period < period - 1 for l in range(self.layers)]
         self.two_kinds = self.arch == "gemma3" and self.window > 0
         self.w = {}
@@ -91,6 +116,7 @@ class Model:
                 self.w[p + "ffn_up.weight"] = gate_up[ffn:]
         self.vocab = self.w["token_embd.weight"].shape[0]
         self.out = self.w.get("output.weight", self.w["token_embd.weight"])
+        self.rope_on = not self.mpt
         self.qk_norm = "blk.0.attn_q_norm.weight" in self.w
         self.post_norms = "blk.0.post_attention_norm.weight" in self.w
         half = self.rope_dims // 2
@@ -102,6 +128,18 @@ class Model:
     def rmsnorm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
+    def norm(self, x, name):
+        """The block norms: RMSNorm, or LayerNorm with its bias (mpt)."""
+        w = self.w[name + ".weight"].reshape(-1)
+        if not self.layer_norm:
+            return self.rmsnorm(x, w)
+        c = x - np.mean(x, axis=-1, keepdims=True)
+        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + self.eps) * w
+        return y + self.w[name + ".bias"].reshape(-1) if name + ".bias" in self.w else y
+
+    def bias(self, name):
+        return self.w[name].reshape(-1) if name in self.w else 0.0
+
     def head_norm(self, x, w):
         # Per-head RMSNorm over each head_dim slice of the rows (qwen3).
         T = x.shape[0]
@@ -109,6 +147,8 @@ class Model:
 
     def rope(self, x, pos, local=False):
         # x: [T, head_dim]; pos: [T] (already divided by the method's scale).
+        if not self.rope_on:
+            return x
         inv_freq = self.inv_freq_local if local and self.two_kinds else self.inv_freq
         ang = pos[:, None] * inv_freq[None, :]
         c, s = np.cos(ang), np.sin(ang)
@@ -130,6 +170,12 @@ class Model:
         return g / (1.0 + np.exp(-g))
 
     def qkv(self, x, p):
+        if p + "attn_qkv.weight" in self.w:  # mpt: fused, biased, clamped
+            qkv = x @ self.w[p + "attn_qkv.weight"].T + self.bias(p + "attn_qkv.bias")
+            if self.clamp > 0:
+                qkv = np.clip(qkv, -self.clamp, self.clamp)
+            nq, nk = self.heads * self.head_dim, self.kv_heads * self.head_dim
+            return qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
         q = x @ self.w[p + "attn_q.weight"].T
         k = x @ self.w[p + "attn_k.weight"].T
         v = x @ self.w[p + "attn_v.weight"].T
@@ -150,7 +196,13 @@ class Model:
             sc = 1.0 if scale is None else scale[l][head]
             qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc, self.local[l])
             kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc, self.local[l])  # keys at this head's scale
-            s = qh @ kh.T / self.dtype(np.sqrt(hd)) + mask
+            s = qh @ kh.T / self.dtype(self.scale_root)
+            if self.attn_softcap:  # gemma2
+                s = self.attn_softcap * np.tanh(s / self.attn_softcap)
+            if self.slopes.any():  # ALiBi (mpt): -slope x (query index - key index)
+                idx = np.arange(T)
+                s = s - self.slopes[head] * (idx[:, None] - idx[None, :])
+            s = s + mask
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             att[:, head * hd:(head + 1) * hd] = s @ v[:, g * hd:(g + 1) * hd]
@@ -169,7 +221,7 @@ class Model:
         for l in range(self.layers):
             p = f"blk.{l}."
             mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf).astype(self.dtype)
-            x = self.rmsnorm(h, self.w[p + "attn_norm.weight"])
+            x = self.norm(h, p + "attn_norm")
             q, k, v = self.qkv(x, p)
             att = self.attention(q, k, v, l, pos, mask, scale)
             if phs is not None and l in phs["layers"]:
@@ -177,19 +229,25 @@ class Model:
                 xs[:, phs["channel"]] *= phs["scale"]
                 qs, ks, _ = self.qkv(xs, p)
                 att[-1] = self.attention(qs, ks, v, l, pos, mask, scale)[-1]
-            out = att @ self.w[p + "attn_output.weight"].T
+            out = att @ self.w[p + "attn_output.weight"].T + self.bias(p + "attn_output.bias")
             if self.post_norms:  # gemma3's norms after each block
                 out = self.rmsnorm(out, self.w[p + "post_attention_norm.weight"])
             h = h + out
-            x = self.rmsnorm(h, self.w[p + "ffn_norm.weight"])
-            gate = x @ self.w[p + "ffn_gate.weight"].T
-            up = x @ self.w[p + "ffn_up.weight"].T
-            out = (self.act(gate) * up) @ self.w[p + "ffn_down.weight"].T
+            x = self.norm(h, p + "ffn_norm")
+            up = x @ self.w[p + "ffn_up.weight"].T + self.bias(p + "ffn_up.bias")
+            if p + "ffn_gate.weight" in self.w:
+                hidden = self.act(x @ self.w[p + "ffn_gate.weight"].T) * up
+            else:  # mpt: down(gelu(up x + b)) + b
+                hidden = self.act(up)
+            out = hidden @ self.w[p + "ffn_down.weight"].T + self.bias(p + "ffn_down.bias")
             if self.post_norms:
                 out = self.rmsnorm(out, self.w[p + "post_ffw_norm.weight"])
             h = h + out
-        x = self.rmsnorm(h[-1:], self.w["output_norm.weight"])
-        return (x @ self.out.T)[0]
+        x = self.norm(h[-1:], "output_norm")
+        logits = (x @ self.out.T)[0]
+        if self.final_softcap:  # gemma2
+            logits = self.final_softcap * np.tanh(logits / self.final_softcap)
+        return logits
 
 
 def summarise(logits):
@@ -218,6 +276,8 @@ GREEDY_PIECES = {
     "qwen3": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
     "gemma3": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
     "phi3": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+    "gemma2": ["<s>", "▁The", "▁capital", "▁of", "▁France", "▁is"],
+    "mpt": ["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
 }
 GREEDY_TOKENS = 12
 
@@ -277,6 +337,20 @@ def without(model, feature):
             m.w[p + "attn_v.weight"] = model.w[p + "attn_k.weight"]
     elif feature == "linear_rope_scaling":
         m.inv_freq = model.inv_freq / m.freq_scale
+    elif feature == "attn_softcap":
+        m.attn_softcap = 0.0
+    elif feature == "final_softcap":
+        m.final_softcap = 0.0
+    elif feature == "attention_scale":  # the 27B's 1/sqrt(hidden/heads) instead of 1/sqrt(head_dim)
+        m.scale_root = np.sqrt(m.hidden // m.heads)
+    elif feature == "alibi":
+        m.slopes = np.zeros(m.heads)
+    elif feature == "clamp_kqv":
+        m.clamp = 0.0
+    elif feature == "layer_norm":  # RMSNorm without the biases instead
+        m.layer_norm = False
+    elif feature == "biases":
+        m.w = {k: v for k, v in model.w.items() if not k.endswith(".bias")}
     else:
         raise ValueError(feature)
     return m
@@ -290,6 +364,8 @@ FEATURES = {
     "qwen3": ["qk_norm", "rope_halves"],
     "gemma3": ["post_norms", "qk_norm", "local_layers", "local_rope_base", "embedding_scale"],
     "phi3": ["rope_halves", "gate_up_order", "qkv_split", "window_ignored"],
+    "gemma2": ["attn_softcap", "final_softcap", "post_norms", "local_layers", "attention_scale", "embedding_scale"],
+    "mpt": ["alibi", "clamp_kqv", "layer_norm", "biases", "gelu"],
 }
 
 
@@ -297,24 +373,35 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True, help="where write_tiny_arch_ggufs wrote the files")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "fixtures", "arch_logits_fp32.json"))
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="recompute these models only, keeping the others' entries of --out as they are")
     args = ap.parse_args()
     rng = np.random.default_rng(20261123)
     models = {}
+    if args.only is not None:
+        with open(args.out) as f:
+            models = json.load(f)["models"]
     for name in MODELS:
+        # Each model's prompts come from one generator in MODELS order, so
+        # the draws are made (from the vocabulary size) for skipped models too.
+        vocab = gguf.GGUFReader(os.path.join(args.dir, name + ".gguf")).tensors
+        n_vocab = next(int(t.shape[1]) for t in vocab if t.name == "token_embd.weight")
+        prompts = [[int(t) for t in rng.integers(300, n_vocab - 300, n)] for n in PROMPT_LENGTHS]
+        if args.only is not None and name not in args.only:
+            continue
         model = Model(os.path.join(args.dir, name + ".gguf"))
-        # Ordinary tokens only (away from the special ids at both ends).
-        prompts = [[int(t) for t in rng.integers(300, model.vocab - 300, n)] for n in PROMPT_LENGTHS]
         cases = []
         for toks in prompts:
             cases.append({"tokens": toks, "rope_scale": [], "positions": [], **summarise(model.forward(toks))})
         longest = prompts[-1]
-        scale = per_head_scales(model)
-        cases.append({"tokens": longest, "rope_scale": scale, "positions": [], "name": "per_head_scales",
-                      **summarise(model.forward(longest, scale=scale))})
-        n = len(longest)
-        remapped = [float(i if i < n // 2 else i + 50) for i in range(n)]
-        cases.append({"tokens": longest, "rope_scale": [], "positions": remapped, "name": "gap_of_50",
-                      **summarise(model.forward(longest, positions=remapped))})
+        if model.rope_on:  # a method's RoPE scales and positions (none without RoPE: refused there)
+            scale = per_head_scales(model)
+            cases.append({"tokens": longest, "rope_scale": scale, "positions": [], "name": "per_head_scales",
+                          **summarise(model.forward(longest, scale=scale))})
+            n = len(longest)
+            remapped = [float(i if i < n // 2 else i + 50) for i in range(n)]
+            cases.append({"tokens": longest, "rope_scale": [], "positions": remapped, "name": "gap_of_50",
+                          **summarise(model.forward(longest, positions=remapped))})
         # How far each feature moves the reference's top logits (longest
         # prompt): the C++ test requires this to dwarf its tolerance.
         top = cases[2]["top_ids"]

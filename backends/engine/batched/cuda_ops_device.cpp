@@ -86,6 +86,10 @@ class CudaOps final : public DeviceOps {
                      std::size_t ld_y) override {
     cuda::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, stream_);
   }
+  void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                       float eps, float* y, std::size_t ld_y) override {
+    cuda::layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y, stream_);
+  }
   void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
                       float eps) override {
     cuda::rms_norm_heads(x, ld, tokens, heads, head_dim, weight, eps, stream_);
@@ -99,6 +103,9 @@ class CudaOps final : public DeviceOps {
     cuda::add_row_vector(x, ld_x, rows, v, width, stream_);
   }
   void add(float* x, const float* y, std::size_t count) override { cuda::add(x, y, count, stream_); }
+  void cap_values(float* x, std::size_t count, float cap, bool soft) override {
+    cuda::cap_values(x, count, cap, soft, stream_);
+  }
   void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                         int width, float* out, std::size_t ld_out) override {
     if (activation == FfnActivation::gelu_tanh) {
@@ -120,10 +127,11 @@ class CudaOps final : public DeviceOps {
   // would re-read every key once per query).
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                      float* out, std::size_t out_ld, float* key0_weight, float* last_row) override {
+                      const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                      float* last_row) override {
     if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
-      cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, out,
-                      out_ld, key0_weight, last_row, stream_);
+      cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
+                      out, out_ld, key0_weight, last_row, stream_);
       return;
     }
     const int group = heads / kv_heads;
@@ -138,7 +146,7 @@ class CudaOps final : public DeviceOps {
       scores_capacity_ = wanted;
     }
     cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
-                         scale, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
+                         scale, shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
   }
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                                 const float* key0_weight, const float* factors, const float* values,

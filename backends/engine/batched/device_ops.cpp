@@ -139,11 +139,11 @@ void DeviceOps::cache_values(LayerKv& layer_kv, int start, const float* values, 
 }
 
 void DeviceOps::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
-                          int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                          float* last_row) {
+                          int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                          float* key0_weight, float* last_row) {
   const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
   attention_rows(q, q_ld, kv.keys.data(), kv.values.data(), kv.ld(), tokens, past, heads, kv.slots, kv.head_dim,
-                 window, scale, out, out_ld, key0_weight, last_row);
+                 window, scale, shaping, out, out_ld, key0_weight, last_row);
 }
 
 void DeviceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& layer_kv,

@@ -40,7 +40,8 @@ class DeviceOps : public Device {
                   RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) override;
   void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) override;
   void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads, int window,
-                 float scale, float* out, std::size_t out_ld, float* key0_weight, float* last_row) override;
+                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                 float* last_row) override;
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                            const float* key0_weight, const float* factors) override;
 
@@ -57,8 +58,8 @@ class DeviceOps : public Device {
   // contract): query head h reads KV column h / (heads / kv_heads).
   virtual void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                               std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
-                              int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                              float* last_row) = 0;
+                              int window, float scale, const ScoreShaping& shaping, float* out,
+                              std::size_t out_ld, float* key0_weight, float* last_row) = 0;
   // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h][t] * values[0][h / (heads / kv_heads)]
   // for t < tokens (factors and key0_weight hold `tokens` entries per head).
   virtual void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,

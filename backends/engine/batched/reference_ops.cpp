@@ -90,13 +90,25 @@ void ReferenceOps::add(float* x, const float* y, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
+void ReferenceOps::cap_values(float* x, std::size_t count, float cap, bool soft) {
+  engine::cap_values(x, count, cap, soft);
+}
+
+void ReferenceOps::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
+                                   int width, float eps, float* y, std::size_t ld_y) {
+  engine::layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y);
+}
+
 void ReferenceOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                     int rows, int width, float* out, std::size_t ld_out) {
+  // Without an up projection the activation multiplies a row of ones (exact).
+  const std::vector<float> ones(up == nullptr ? static_cast<std::size_t>(width) : 0, 1.0f);
   for (int r = 0; r < rows; ++r) {
+    const float* up_row = up != nullptr ? up + r * ld_in : ones.data();
     if (activation == FfnActivation::gelu_tanh) {
-      engine::gelu_tanh_mul(gate + r * ld_in, up + r * ld_in, out + r * ld_out, width);
+      engine::gelu_tanh_mul(gate + r * ld_in, up_row, out + r * ld_out, width);
     } else {
-      engine::silu_mul(gate + r * ld_in, up + r * ld_in, out + r * ld_out, width, Isa::scalar);
+      engine::silu_mul(gate + r * ld_in, up_row, out + r * ld_out, width, Isa::scalar);
     }
   }
 }
@@ -124,8 +136,8 @@ void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, 
 
 void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                              std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
-                             int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                             float* last_row) {
+                             int window, float scale, const ScoreShaping& shaping, float* out,
+                             std::size_t out_ld, float* key0_weight, float* last_row) {
   const int group = heads / kv_heads;
   std::vector<float> p(static_cast<std::size_t>(past + tokens));
   for (int t = 0; t < tokens; ++t) {
@@ -134,12 +146,14 @@ void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float*
     for (int h = 0; h < heads; ++h) {
       const float* qh = q + t * q_ld + static_cast<std::size_t>(h) * head_dim;
       const std::size_t column = static_cast<std::size_t>(h / group) * head_dim;
+      const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
       float top = -FLT_MAX;
       for (int j = first; j < limit; ++j) {
         const float* k = keys + j * kv_ld + column;
         float dot = 0.0f;
         for (int d = 0; d < head_dim; ++d) dot += qh[d] * k[d];
         p[j] = scale * dot;
+        if (shaping.on()) p[j] = elementwise::shape_score(p[j], shaping.softcap, slope, limit - 1 - j);
         top = std::max(top, p[j]);
       }
       float sum = 0.0f;

@@ -21,6 +21,8 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
                   float* out) override;
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                      std::size_t ld_y) override;
+  void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                       float eps, float* y, std::size_t ld_y) override;
   void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
                       float eps) override;
   void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override;
@@ -28,6 +30,7 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
                    int outputs, float* y, std::size_t ld_y) override;
   void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;
   void add(float* x, const float* y, std::size_t count) override;
+  void cap_values(float* x, std::size_t count, float cap, bool soft) override;
   void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                         int width, float* out, std::size_t ld_out) override;
   void rope_tables(const double* positions, int tokens, const float* scales, int tables,
@@ -36,7 +39,8 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
                  const float* cos_sin, std::size_t head_table_stride) override;
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                      float* out, std::size_t out_ld, float* key0_weight, float* last_row) override;
+                      const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                      float* last_row) override;
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                                 const float* key0_weight, const float* factors, const float* values,
                                 std::size_t kv_ld) override;

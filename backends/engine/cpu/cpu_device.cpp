@@ -135,6 +135,14 @@ void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* wei
   });
 }
 
+void CpuDevice::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
+                                int width, float eps, float* y, std::size_t ld_y) {
+  tbb::parallel_for(rows_range(rows, 16), [&](const tbb::blocked_range<int>& r) {
+    engine::layer_norm_rows(x + r.begin() * ld_x, ld_x, weight, bias, static_cast<int>(r.size()), width, eps,
+                            y + r.begin() * ld_y, ld_y);
+  });
+}
+
 // A token's heads are contiguous rows of head_dim: rms_norm_rows over them,
 // in place, so a head's result equals a row's.
 void CpuDevice::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
@@ -163,15 +171,23 @@ void CpuDevice::add(float* x, const float* y, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
+void CpuDevice::cap_values(float* x, std::size_t count, float cap, bool soft) {
+  engine::cap_values(x, count, cap, soft);
+}
+
 void CpuDevice::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                  int rows, int width, float* out, std::size_t ld_out) {
   const GeluMulFn gelu = gelu_mul_for(isa_);
+  // Without an up projection the activation multiplies a row of ones (exact),
+  // so the plain GELU runs the same SIMD body as GeGLU.
+  std::vector<float> ones(up == nullptr ? static_cast<std::size_t>(width) : 0, 1.0f);
   tbb::parallel_for(rows_range(rows, 8), [&](const tbb::blocked_range<int>& r) {
     for (int t = r.begin(); t < r.end(); ++t) {
+      const float* up_row = up != nullptr ? up + t * ld_in : ones.data();
       if (activation == FfnActivation::gelu_tanh) {
-        gelu(gate + t * ld_in, up + t * ld_in, out + t * ld_out, width);
+        gelu(gate + t * ld_in, up_row, out + t * ld_out, width);
       } else {
-        silu_mul(gate + t * ld_in, up + t * ld_in, out + t * ld_out, width, isa_);
+        silu_mul(gate + t * ld_in, up_row, out + t * ld_out, width, isa_);
       }
     }
   });
@@ -230,8 +246,8 @@ void CpuDevice::cache_values(LayerKv& layer_kv, int start, const float* values, 
 // Work items: one key slot's query heads x a run of positions, so each key /
 // value row loaded serves every query head that reads it.
 void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
-                          int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                          float* last_row) {
+                          int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                          float* key0_weight, float* last_row) {
   const auto& kv = static_cast<const CpuKv&>(layer_kv);
   const int hd = kv.head_dim;
   const int keys_total = past + tokens;
@@ -244,6 +260,7 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
     const int slot = job / runs;
     const int t0 = (job % runs) * run;
     const int t1 = std::min(tokens, t0 + run);
+    tile.softcap = shaping.softcap;
     for (int h = slot * group; h < (slot + 1) * group; ++h) {
       for (int t = t0; t < t1; ++t) {
         const int r = tile.count++;
@@ -253,6 +270,7 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
         // A sliding window: the query sees its last `window` keys.
         tile.first[r] = window == 0 ? 0 : std::max(0, tile.limit[r] - window);
         key0_index[r] = static_cast<std::size_t>(h) * tokens + t;
+        tile.alibi_slope[r] = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
         if (last_row != nullptr && t == tokens - 1) {
           tile.probs_out[r] = last_row + static_cast<std::size_t>(h) * keys_total;
         }

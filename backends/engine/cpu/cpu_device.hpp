@@ -37,12 +37,15 @@ class CpuDevice final : public HostMemoryDevice<Device> {
   void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) override;
   void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                      std::size_t ld_y) override;
+  void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                       float eps, float* y, std::size_t ld_y) override;
   void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
                       float eps) override;
   void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
               std::size_t ld_y) override;
   void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;
   void add(float* x, const float* y, std::size_t count) override;
+  void cap_values(float* x, std::size_t count, float cap, bool soft) override;
   void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                         int width, float* out, std::size_t ld_out) override;
   void rope_tables(const double* positions, int tokens, const float* scales, int tables,
@@ -55,7 +58,8 @@ class CpuDevice final : public HostMemoryDevice<Device> {
                   RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) override;
   void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) override;
   void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads, int window,
-                 float scale, float* out, std::size_t out_ld, float* key0_weight, float* last_row) override;
+                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                 float* last_row) override;
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                            const float* key0_weight, const float* factors) override;
 

@@ -205,11 +205,12 @@ class GgufFile {
 
 
 // The feed-forward block's gate activation: SwiGLU silu(gate) * up (llama,
-// qwen2) or GeGLU gelu(gate) * up with gelu's tanh approximation (gemma).
+// qwen2) or GeGLU gelu(gate) * up with gelu's tanh approximation (gemma);
+// without a gate (mpt) the activation of the up projection alone.
 enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
 
 // The architectures the engine runs, as `general.architecture` names them.
-inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma3, phi3";
+inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma2, gemma3, mpt, phi3";
 
 // Architecture hyper-parameters, read from `<arch>.*` keys (llama family).
 // The fields after tied_output are what an architecture changes; their
@@ -222,9 +223,9 @@ struct ModelConfig {
   std::uint32_t head_dim = 0;     // <arch>.attention.key_length (default: hidden / heads)
   std::uint32_t hidden = 0;       // <arch>.embedding_length
   std::uint32_t ffn = 0;          // <arch>.feed_forward_length
-  std::uint32_t rope_dims = 0;    // <arch>.rope.dimension_count (default: head_dim)
+  std::uint32_t rope_dims = 0;    // <arch>.rope.dimension_count (default: head_dim); 0: no RoPE (mpt)
   float rope_base = 10000.0f;     // <arch>.rope.freq_base (default 10000)
-  float rms_eps = 1e-5f;          // <arch>.attention.layer_norm_rms_epsilon
+  float rms_eps = 1e-5f;          // <arch>.attention.layer_norm_rms_epsilon (mpt: layer_norm_epsilon)
   std::uint32_t context_length = 0;  // <arch>.context_length
   std::uint32_t vocab = 0;        // <arch>.vocab_size, else len(tokenizer.ggml.tokens)
   bool tied_output = false;       // true when output.weight is absent
@@ -249,6 +250,22 @@ struct ModelConfig {
   // One ffn_up tensor of 2 x ffn rows, the gate's rows then the up's, and no
   // ffn_gate (phi3, as llama.cpp's ggml_swiglu halves it: silu of the first).
   bool fused_gate_up = false;
+  float rope_freq_scale_local = 1.0f;  // the local layers' linear RoPE scaling (gemma2: the model's; gemma3: none)
+  // Score shaping in attention (elementwise::ScoreShaping; 0 = off):
+  // gemma2's soft-cap of the scaled scores (<arch>.attn_logit_softcapping,
+  // default 50) and MPT's ALiBi (<arch>.attention.max_alibi_bias).
+  float attn_softcap = 0.0f;
+  float max_alibi_bias = 0.0f;
+  // cap * tanh(logit / cap) on the output logits (<arch>.final_logit_softcapping:
+  // gemma2 default 30, gemma3 where set; 0 = none).
+  float final_softcap = 0.0f;
+  // MPT: the Q|K|V rows (after the bias) clamped to [-clamp_kqv, clamp_kqv]
+  // (<arch>.attention.clamp_kqv; 0 = none), LayerNorm (with its optional
+  // biases) for every norm, and an ungated FFN down(gelu(up x + b)) + b.
+  float clamp_kqv = 0.0f;
+  bool layer_norm = false;
+  bool gated_ffn = true;
+  bool has_rope() const { return rope_dims != 0; }
   bool is_local(std::uint32_t layer) const { return !local_layers.empty() && local_layers[layer] != 0; }
   // The keys a query of `layer` sees (0 = all).
   std::uint32_t layer_window(std::uint32_t layer) const {

@@ -144,18 +144,22 @@ ModelConfig read_model_config(const GgufFile& file) {
   } else if (c.arch == "qwen3") {
     c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
     c.qk_norm = true;
-  } else if (c.arch == "gemma3") {
+  } else if (c.arch == "gemma2" || c.arch == "gemma3") {
     c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
     c.ffn_activation = FfnActivation::gelu_tanh;
-    c.qk_norm = true;
+    c.qk_norm = c.arch == "gemma3";
     c.post_norms = true;
   } else if (c.arch == "phi3") {
     c.rope_pairing = RopePairing::halves;  // llama.cpp: LLAMA_ROPE_TYPE_NEOX
     c.fused_gate_up = true;
+  } else if (c.arch == "mpt") {
+    // ALiBi instead of RoPE, LayerNorm, an ungated GELU FFN (src/models/mpt.cpp).
+    c.ffn_activation = FfnActivation::gelu_tanh;
+    c.layer_norm = true;
+    c.gated_ffn = false;
   } else if (c.arch != "llama") {
-    const std::string why = c.arch == "mpt" ? " (MPT uses ALiBi and no RoPE: out of scope for the engine)" : "";
     throw GgufError(file.path().string() + ": metadata key 'general.architecture' = '" + c.arch +
-                    "' is not supported" + why + "; supported: " + kSupportedArchitectures);
+                    "' is not supported; supported: " + kSupportedArchitectures);
   }
   const auto u32 = [&](const std::string& key, std::optional<std::uint64_t> fallback = std::nullopt) {
     const std::uint64_t v = fallback ? file.get_uint_or(key, *fallback) : file.get_uint(key);
@@ -178,12 +182,13 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.head_dim = u32(p + "attention.key_length", c.hidden / c.heads);
   if (file.has(p + "attention.value_length") && file.get_uint(p + "attention.value_length") != c.head_dim)
     bad("attention.value_length differs from key_length (not supported)");
-  c.rope_dims = u32(p + "rope.dimension_count", c.head_dim);
+  c.rope_dims = c.arch == "mpt" ? 0 : u32(p + "rope.dimension_count", c.head_dim);
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
     bad("rope.dimension_count " + std::to_string(c.rope_dims) + " must be even and at most head_dim " +
         std::to_string(c.head_dim));
   c.rope_base = static_cast<float>(file.get_float_or(p + "rope.freq_base", 10000.0));
-  c.rms_eps = static_cast<float>(file.get_float(p + "attention.layer_norm_rms_epsilon"));
+  c.rms_eps = static_cast<float>(
+      file.get_float(p + (c.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon")));
   if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) bad("rope.freq_base must be positive and finite");
   if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps)) bad("attention.layer_norm_rms_epsilon must be positive and finite");
   c.context_length = u32(p + "context_length");
@@ -207,30 +212,62 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   // Gemma scales the embeddings by sqrt(hidden) in float, as llama.cpp's
   // ggml_scale(inpL, sqrtf(n_embd)).
-  if (c.arch == "gemma" || c.arch == "gemma3") c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
+  if (c.arch == "gemma" || c.arch == "gemma2" || c.arch == "gemma3") {
+    c.embedding_scale = std::sqrt(static_cast<float>(c.hidden));
+  }
   // phi3: llama.cpp reads the window and switches it off ("Phi SWA is
   // currently disabled"); the converter writes Phi-3-mini's 2047 there, so
   // the engine ignores it too and computes what llama.cpp computes.
   if (file.has(p + "attention.sliding_window") && c.arch != "phi3")
     c.sliding_window = u32(p + "attention.sliding_window");
   c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  if (c.arch == "gemma3") {
-    // As llama.cpp (after gemma_pytorch): the 27B (62 layers) scales by
-    // hidden / heads, every other size by the head dimension.
-    if (c.layers == 62) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden / c.heads));
-    // With a window, llama.cpp slides five layers of every six (the last of
-    // each period is global; attention.sliding_window_pattern sets the
-    // period where the file has it), and the sliding ones turn RoPE at
-    // rope.freq_base_swa (10000 unless set) without the linear scaling.
+  // A positive, finite float key, or its default where absent.
+  const auto positive = [&](const std::string& key, double fallback) {
+    const double v = file.get_float_or(p + key, fallback);
+    if (!(v > 0.0) || !std::isfinite(v)) bad("metadata key '" + p + key + "' must be positive and finite");
+    return static_cast<float>(v);
+  };
+  if (c.arch == "gemma2" || c.arch == "gemma3") {
+    // As llama.cpp (after gemma_pytorch): the 27B (gemma2: 46 layers,
+    // gemma3: 62) scales by hidden / heads, every other size by the head
+    // dimension.
+    if (c.layers == (c.arch == "gemma2" ? 46u : 62u))
+      c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.hidden / c.heads));
+    // llama.cpp: gemma2 always slides (4096 keys unless set) one layer of
+    // every two, its local layers turning RoPE as the global ones
+    // (rope.freq_base_swa where set); gemma3 slides only with a window, five
+    // layers of every six, the local ones at rope.freq_base_swa (10000
+    // unless set) without the linear scaling. The last layer of each period
+    // is global; attention.sliding_window_pattern sets the period, or each
+    // layer where it is an array.
+    const bool gemma2 = c.arch == "gemma2";
+    if (gemma2 && c.sliding_window == 0) c.sliding_window = 4096;
     if (c.sliding_window != 0) {
-      const std::uint64_t period = file.get_uint_or(p + "attention.sliding_window_pattern", 6);
+      const std::string pattern_key = p + "attention.sliding_window_pattern";
+      const GgufValue* pattern = file.find(pattern_key);
       c.local_layers.resize(c.layers);
-      for (std::uint32_t l = 0; l < c.layers; ++l) c.local_layers[l] = period == 0 || l % period < period - 1;
-      c.rope_base_local = static_cast<float>(file.get_float_or(p + "rope.freq_base_swa", 10000.0));
-      if (!(c.rope_base_local > 0.0f) || !std::isfinite(c.rope_base_local))
-        bad("rope.freq_base_swa must be positive and finite");
+      if (pattern != nullptr && pattern->is_array) {
+        const std::vector<std::int64_t> local = file.get_int_array(pattern_key);
+        if (local.size() != c.layers) bad("metadata key '" + pattern_key + "' needs one entry per layer");
+        for (std::uint32_t l = 0; l < c.layers; ++l) c.local_layers[l] = local[l] != 0;
+      } else {
+        const std::uint64_t period = file.get_uint_or(pattern_key, gemma2 ? 2 : 6);
+        for (std::uint32_t l = 0; l < c.layers; ++l) c.local_layers[l] = period == 0 || l % period < period - 1;
+      }
+      c.rope_base_local = positive("rope.freq_base_swa", gemma2 ? c.rope_base : 10000.0);
     }
-    if (file.has(p + "final_logit_softcapping")) bad("final_logit_softcapping is not supported by the engine");
+    if (gemma2) c.attn_softcap = positive("attn_logit_softcapping", 50.0);
+    // gemma2 always caps its logits (30 unless set); gemma3 where the file says.
+    if (gemma2 || file.has(p + "final_logit_softcapping")) c.final_softcap = positive("final_logit_softcapping", 30.0);
+  }
+  if (c.arch == "mpt") {
+    // llama.cpp: ALiBi only with a positive max bias; the clamp where set.
+    c.max_alibi_bias = static_cast<float>(file.get_float_or(p + "attention.max_alibi_bias", 0.0));
+    c.clamp_kqv = static_cast<float>(file.get_float_or(p + "attention.clamp_kqv", 0.0));
+    if (!(c.max_alibi_bias >= 0.0f) || !std::isfinite(c.max_alibi_bias))
+      bad("metadata key '" + p + "attention.max_alibi_bias' must be finite and >= 0");
+    if (!(c.clamp_kqv >= 0.0f) || !std::isfinite(c.clamp_kqv))
+      bad("metadata key '" + p + "attention.clamp_kqv' must be finite and >= 0");
   }
   if (c.arch == "phi3") {
     // The 128k variants' LongRoPE: per-pair factors, long or short chosen by
@@ -254,6 +291,7 @@ ModelConfig read_model_config(const GgufFile& file) {
     const double factor = file.get_float(p + "rope.scaling.factor");
     if (!(factor > 0.0) || !std::isfinite(factor)) bad("rope.scaling.factor must be positive and finite");
     c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    if (c.arch == "gemma2") c.rope_freq_scale_local = c.rope_freq_scale;  // llama.cpp: freq_scale_train_swa
   } else if (scaling != "none") {
     bad("metadata key '" + p + "rope.scaling.type' = '" + scaling + "' is not supported (supported: none, linear)");
   }

@@ -67,6 +67,7 @@ struct PreTokenizer {
 PreTokenizer pre_tokenizer_for(const Vocabulary& vocab) {
   static const std::set<std::string, std::less<>> digit_split = {"smollm", "starcoder", "refact", "command-r",
                                                                  "codeshell", "exaone"};
+  // llama.cpp splits MPT's (GPT-NeoX) text with GPT-2's expression.
   static const std::set<std::string, std::less<>> gpt2 = {"gpt-2", "gpt2", "mpt"};
   static const std::set<std::string, std::less<>> llama3 = {"llama3", "llama-v3", "llama-bpe", "falcon3"};
   static const std::set<std::string, std::less<>> qwen2 = {"qwen2", "deepseek-r1-qwen"};

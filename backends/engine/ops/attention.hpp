@@ -1,5 +1,7 @@
 // Causal attention for a tile of queries that share one key/value head:
-//   p = softmax(scale * q K^T) over keys [first, limit), out = p V
+//   p = softmax(shape(scale * q K^T)) over keys [first, limit), out = p V
+// (shape: the architecture's soft-cap and ALiBi bias, elementwise.hpp's
+// ScoreShaping; off, the scores stay as they are)
 // (first > 0: a sliding attention window; keys before it get weight 0).
 // Keys are stored transposed in blocks of 16 keys (key_offset below): a
 // block's head_dim x 16 floats are contiguous, so 16 keys' scores come from
@@ -14,6 +16,7 @@
 #include <cstddef>
 
 #include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine {
 
@@ -33,7 +36,21 @@ struct AttentionTile {
   // outside the kernel, out += (alpha - 1) p0 v0).
   float* probs_out[kAttentionTile] = {};
   float* key0_weight = nullptr;
+  // Score shaping (elementwise::shape_score; 0: off): the soft-cap of every
+  // score, and each query's ALiBi slope (its head's).
+  float softcap = 0.0f;
+  float alibi_slope[kAttentionTile] = {};
 };
+
+// Query r's scaled scores p[first, limit) shaped in place; nothing where
+// the tile shapes none, so unshaped results stay bit-identical.
+inline void shape_scores(const AttentionTile& tile, int r, float* p) {
+  if (tile.softcap == 0.0f && tile.alibi_slope[r] == 0.0f) return;
+  const int last = tile.limit[r] - 1;
+  for (int k = tile.first[r]; k <= last; ++k) {
+    p[k] = elementwise::shape_score(p[k], tile.softcap, tile.alibi_slope[r], last - k);
+  }
+}
 
 struct KeyValueView {
   const float* kt = nullptr;  // [key / 16][head_dim][16], whole 16-key blocks (bodies load whole blocks)

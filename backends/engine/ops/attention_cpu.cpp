@@ -27,8 +27,9 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
       float dot = 0.0f;
       for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * kv.kt[key_offset(k, i, kv.head_dim)];
       p[k] = dot * scale;
-      best = std::max(best, p[k]);
     }
+    shape_scores(tile, r, p);
+    for (int k = first; k < tile.limit[r]; ++k) best = std::max(best, p[k]);
     float sum = 0.0f;
     for (int k = first; k < tile.limit[r]; ++k) {
       p[k] = std::exp(p[k] - best);

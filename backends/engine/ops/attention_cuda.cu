@@ -35,8 +35,8 @@ __device__ float warp_sum(float value) {
 
 __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
                                  std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
-                                 int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                                 float* last_row) {
+                                 int window, float scale, elementwise::ScoreShaping shaping, float* out,
+                                 std::size_t out_ld, float* key0_weight, float* last_row) {
   __shared__ float query[kMaxHeadDim];
   __shared__ float weights[kKeyChunk];  // a chunk's scores, then its unnormalised weights
   __shared__ float reduce[kAttentionThreads];
@@ -46,6 +46,7 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
   const int kv_head = h / group;
   const int limit = past + t + 1;
   const int first = window > 0 ? max(0, limit - window) : 0;
+  const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
   __syncthreads();
 
@@ -62,7 +63,11 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
       float dot = 0.0f;
       for (int d = lane; d < head_dim; d += kWarpSize) dot += query[d] * key[d];
       dot = warp_sum(dot);
-      if (lane == 0) weights[j] = scale * dot;
+      if (lane == 0) {
+        const float score = scale * dot;
+        weights[j] = shaping.on() ? elementwise::shape_score(score, shaping.softcap, slope, limit - 1 - (chunk + j))
+                                  : score;
+      }
     }
     __syncthreads();
     float chunk_max = -FLT_MAX;
@@ -115,8 +120,9 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
 }  // namespace
 
 void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
-               std::size_t out_ld, float* key0_weight, float* last_row, void* stream) {
+               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+               float* last_row, void* stream) {
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("attention (cuda): " + why + " (tokens " + std::to_string(tokens) + ", past " +
                                 std::to_string(past) + ", heads " + std::to_string(heads) + "/" +
@@ -133,7 +139,7 @@ void attention(const float* q, std::size_t q_ld, const float* keys, const float*
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
   attention_kernel<<<grid, kAttentionThreads, 0, as_stream(stream)>>>(q, q_ld, keys, values, kv_ld, tokens, past,
                                                                      heads, heads / kv_heads, head_dim, window, scale,
-                                                                     out, out_ld, key0_weight, last_row);
+                                                                     shaping, out, out_ld, key0_weight, last_row);
   check_launch("attention");
 }
 

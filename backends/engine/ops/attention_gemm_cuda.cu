@@ -47,16 +47,23 @@ __global__ void values_to_half_kernel(const float* values, std::size_t ld, int w
 
 // One block per (query t0 + blockIdx.x, head h0 + blockIdx.y): the row of
 // scores (row_keys long) becomes the row of weights in fp16.
-__global__ void masked_softmax_kernel(const float* scores, __half* probs, int block_tokens, int row_keys, int t0,
-                                      int tokens, int past, int window, int h0, float* key0_weight,
-                                      float* last_row) {
+__global__ void masked_softmax_kernel(float* scores, __half* probs, int block_tokens, int row_keys, int t0,
+                                      int tokens, int past, int window, int h0, int heads,
+                                      elementwise::ScoreShaping shaping, float* key0_weight, float* last_row) {
   __shared__ float reduce[kSoftmaxThreads];
   const int t = t0 + blockIdx.x, local_head = blockIdx.y, h = h0 + local_head;
   const int limit = past + t + 1;
   const int first = window > 0 ? max(0, limit - window) : 0;
   const std::size_t row_start = (static_cast<std::size_t>(local_head) * block_tokens + blockIdx.x) * row_keys;
-  const float* row = scores + row_start;
+  float* row = scores + row_start;
   __half* p_row = probs + row_start;
+  if (shaping.on()) {
+    // Shaped in place first: each thread rewrites only its own scores.
+    const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
+    for (int j = first + threadIdx.x; j < limit; j += blockDim.x) {
+      row[j] = elementwise::shape_score(row[j], shaping.softcap, slope, limit - 1 - j);
+    }
+  }
   float top = -FLT_MAX;
   for (int j = first + threadIdx.x; j < limit; j += blockDim.x) top = fmaxf(top, row[j]);
   top = block_reduce(top, reduce, MaxOf{});
@@ -85,8 +92,9 @@ std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int hea
 
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
                     const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
-                    int head_dim, int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                    float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
+                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                    std::size_t workspace_bytes, void* stream) {
   if (tokens < 0 || past < 0 || window < 0 || head_dim <= 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 ||
       q_ld < static_cast<std::size_t>(heads) * head_dim || out_ld < static_cast<std::size_t>(heads) * head_dim ||
       kv_ld < static_cast<std::size_t>(kv_heads) * head_dim) {
@@ -149,8 +157,8 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
       }
       masked_softmax_kernel<<<dim3(static_cast<unsigned>(block_tokens), static_cast<unsigned>(count)),
                               kSoftmaxThreads, 0, as_stream(stream)>>>(scores, probs, block_tokens, row_keys, t0,
-                                                                       tokens, past, window, h0, key0_weight,
-                                                                       last_row);
+                                                                       tokens, past, window, h0, heads, shaping,
+                                                                       key0_weight, last_row);
       check_launch("attention softmax");
       // out (head_dim x tokens, ld out_ld) = V (head_dim x keys, ld kv_width) . P (keys x tokens).
       for (int i = 0; i < group; ++i) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "backends/engine/gguf/rope_pairing.hpp"
+#include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine::cuda {
 
@@ -26,6 +27,14 @@ namespace midtune::engine::cuda {
 // the sum of squares in double. One thread block per row.
 void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                    std::size_t ld_y, void* stream = nullptr);
+
+// LayerNorm (rmsnorm.hpp's layer_norm_rows; bias nullptr: none). One thread
+// block per row.
+void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                     float eps, float* y, std::size_t ld_y, void* stream = nullptr);
+
+// x[i] = elementwise::cap_value(x[i], cap, soft) for i < count (row_updates.hpp).
+void cap_values(float* x, std::size_t count, float cap, bool soft, void* stream = nullptr);
 
 // RMSNorm of every head in place (Q/K norm): head h of token t, the head_dim
 // values at x + t * ld + h * head_dim, normed as one rms_norm_rows row with
@@ -57,15 +66,17 @@ void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, 
 //   out: [tokens][out_ld]
 // Query t sees keys [first, limit): limit = past + t + 1, first = max(0,
 // limit - window) for a sliding window (window > 0), else 0;
-// p = softmax(scale * q K^T), out = p V, accumulated in float with a running
+// p = softmax(shape(scale * q K^T)) (elementwise::shape_score with head h's
+// ALiBi slope; off: unshaped), out = p V, accumulated in float with a running
 // maximum over chunks of keys. Readouts, optional (nullptr: none):
 // key0_weight [heads][tokens] each query's weight on key 0 (SIW's correction
 // out += (alpha - 1) p0 v0 is applied by the caller), last_row
 // [heads][past + tokens] the last query's softmax row per head (zero before
 // `first`). One thread block per (query, head); head_dim at most 256.
 void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale, float* out,
-               std::size_t out_ld, float* key0_weight = nullptr, float* last_row = nullptr, void* stream = nullptr);
+               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
+               float* last_row = nullptr, void* stream = nullptr);
 
 // cuBLAS for the matrix products: one per thread of work (not thread-safe),
 // bound to the device current when it is made.
@@ -91,8 +102,9 @@ class CublasContext {
 std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once);
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
                     const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
-                    int head_dim, int window, float scale, float* out, std::size_t out_ld, float* key0_weight,
-                    float* last_row, void* workspace, std::size_t workspace_bytes, void* stream = nullptr);
+                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                    std::size_t workspace_bytes, void* stream = nullptr);
 
 // bf16 bits of `count` floats (elementwise::bf16_bits): activations before a
 // product, weights once at upload.
@@ -108,7 +120,8 @@ void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 // The same by rows: out[r][c] = act(gate[r][c]) * up[r][c] for r < rows,
-// c < width, gate and up rows ld_in apart, out rows ld_out apart.
+// c < width, gate and up rows ld_in apart, out rows ld_out apart (up
+// nullptr: act(gate[r][c]) alone).
 void silu_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,
                    std::size_t ld_out, void* stream = nullptr);
 void gelu_tanh_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,

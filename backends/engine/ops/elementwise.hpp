@@ -55,6 +55,56 @@ MIDTUNE_HOST_DEVICE inline float gelu_tanh_mul(float gate, float up) {
   return 0.5f * gate * (1.0f + ::tanhf(kSqrt2OverPi * gate * (1.0f + kCubic * gate * gate))) * up;
 }
 
+// How an architecture shapes the attention scores before the softmax, in
+// ggml's order: the scaled score s = scale * q.k is soft-capped,
+// s = softcap * tanh(s / softcap) (gemma2's attn_logit_softcapping), then
+// ALiBi adds slope_h * -(query position - key position) (MPT; the slopes
+// from max_alibi_bias). Zero: off, and every body leaves the scores as they
+// were, bit for bit.
+struct ScoreShaping {
+  float softcap = 0.0f;
+  float max_alibi_bias = 0.0f;
+  MIDTUNE_HOST_DEVICE bool on() const { return softcap != 0.0f || max_alibi_bias != 0.0f; }
+};
+
+// Head h's ALiBi slope among `heads`, as ggml's soft_max and flash attention
+// compute it: m0^(h+1) for the first 2^floor(log2 heads) heads, then
+// m1^(2(h - that) + 1); 0 without ALiBi.
+MIDTUNE_HOST_DEVICE inline float alibi_slope(float max_bias, int head, int heads) {
+  if (max_bias <= 0.0f) return 0.0f;
+  int log2_heads = 1;
+  while (log2_heads * 2 <= heads) log2_heads *= 2;
+  const float m0 = ::powf(2.0f, -max_bias / static_cast<float>(log2_heads));
+  const float m1 = ::powf(2.0f, -(max_bias / 2.0f) / static_cast<float>(log2_heads));
+  return head < log2_heads ? ::powf(m0, static_cast<float>(head + 1))
+                           : ::powf(m1, static_cast<float>(2 * (head - log2_heads) + 1));
+}
+
+// One scaled score shaped (ScoreShaping): `distance` = query position - key position.
+MIDTUNE_HOST_DEVICE inline float shape_score(float score, float softcap, float slope, int distance) {
+  if (softcap != 0.0f) score = ::tanhf(score * (1.0f / softcap)) * softcap;
+  if (slope != 0.0f) score += slope * -static_cast<float>(distance);
+  return score;
+}
+
+// A value bounded by `cap`: soft, cap * tanh(x / cap) (gemma2's
+// final_logit_softcapping), or hard, clamped to [-cap, cap] (MPT's clamp_kqv).
+MIDTUNE_HOST_DEVICE inline float cap_value(float x, float cap, bool soft) {
+  if (soft) return ::tanhf(x * (1.0f / cap)) * cap;
+  return x < -cap ? -cap : (x > cap ? cap : x);
+}
+
+// LayerNorm's row factors (MPT): mean and 1 / sqrt(variance + eps) from the
+// row's sum and sum of squares of (x - mean), accumulated in double.
+MIDTUNE_HOST_DEVICE inline float layer_norm_inverse(double centred_sum_of_squares, int width, float eps) {
+  return static_cast<float>(1.0 / ::sqrt(centred_sum_of_squares / width + eps));
+}
+
+// One output of LayerNorm: (x - mean) * inverse * weight + bias (bias 0 where none).
+MIDTUNE_HOST_DEVICE inline float layer_norm_scale(float x, float mean, float inverse, float weight, float bias) {
+  return (x - mean) * inverse * weight + bias;
+}
+
 // PHS eq. 2 by linearity: scaling channel x_c of the normed input by s adds
 // delta W[:, c] to the Q and K rows, delta = (s - 1) x_c (in double, rounded
 // to float).

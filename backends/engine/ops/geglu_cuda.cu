@@ -20,7 +20,7 @@ __global__ void gelu_tanh_mul_rows_kernel(const float* gate, const float* up, st
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
   const std::size_t r = i / width, c = i % width;
-  out[r * ld_out + c] = elementwise::gelu_tanh_mul(gate[r * ld_in + c], up[r * ld_in + c]);
+  out[r * ld_out + c] = elementwise::gelu_tanh_mul(gate[r * ld_in + c], up != nullptr ? up[r * ld_in + c] : 1.0f);
 }
 
 }  // namespace

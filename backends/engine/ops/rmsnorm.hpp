@@ -14,4 +14,11 @@ namespace midtune::engine {
 void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                    std::size_t ld_y, Isa isa = Isa::scalar);
 
+// LayerNorm (MPT): y = (x - mean) / sqrt(var + eps) * weight + bias (bias
+// nullptr: none), mean and variance per row in double
+// (elementwise::layer_norm_inverse / layer_norm_scale). Scalar only, for the
+// CPU engine and the host reference device; the same argument checks.
+void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                     float eps, float* y, std::size_t ld_y);
+
 }  // namespace midtune::engine

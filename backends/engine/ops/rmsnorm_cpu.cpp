@@ -25,14 +25,36 @@ void rms_norm_reference(const float* x, std::size_t ld_x, const float* weight, i
   }
 }
 
+void check_norm_args(const char* op, int rows, int width, std::size_t ld_x, std::size_t ld_y) {
+  if (rows < 0 || width <= 0 || ld_x < static_cast<std::size_t>(width) || ld_y < static_cast<std::size_t>(width)) {
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(rows) + " rows of " + std::to_string(width) +
+                                " with strides " + std::to_string(ld_x) + ", " + std::to_string(ld_y));
+  }
+}
+
 }  // namespace
+
+void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                     float eps, float* y, std::size_t ld_y) {
+  check_norm_args("layernorm", rows, width, ld_x, ld_y);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * ld_x;
+    float* yr = y + r * ld_y;
+    double sum = 0.0;
+    for (int i = 0; i < width; ++i) sum += xr[i];
+    const float mean = static_cast<float>(sum / width);
+    double squares = 0.0;
+    for (int i = 0; i < width; ++i) squares += static_cast<double>(xr[i] - mean) * (xr[i] - mean);
+    const float inv = elementwise::layer_norm_inverse(squares, width, eps);
+    for (int i = 0; i < width; ++i) {
+      yr[i] = elementwise::layer_norm_scale(xr[i], mean, inv, weight[i], bias != nullptr ? bias[i] : 0.0f);
+    }
+  }
+}
 
 void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                    std::size_t ld_y, Isa isa) {
-  if (rows < 0 || width <= 0 || ld_x < static_cast<std::size_t>(width) || ld_y < static_cast<std::size_t>(width)) {
-    throw std::invalid_argument("rmsnorm: " + std::to_string(rows) + " rows of " + std::to_string(width) +
-                                " with strides " + std::to_string(ld_x) + ", " + std::to_string(ld_y));
-  }
+  check_norm_args("rmsnorm", rows, width, ld_x, ld_y);
   const RmsNormFn body = select_body<RmsNormFn>("rmsnorm", isa, {&rms_norm_reference, nullptr, nullptr});
   body(x, ld_x, weight, rows, width, eps, y, ld_y);
 }

@@ -44,7 +44,47 @@ __global__ void rms_norm_heads_kernel(float* x, std::size_t ld, int heads, int h
   rms_norm_block_row(head, weight, head_dim, eps, head, partial);
 }
 
+// LayerNorm of row blockIdx.x: the mean, then the centred sum of squares,
+// each reduced in double as rms_norm_block_row's sum.
+__global__ void layer_norm_kernel(const float* x, std::size_t ld_x, const float* weight, const float* bias, int width,
+                                  float eps, float* y, std::size_t ld_y) {
+  __shared__ double partial[kThreadsPerBlock];
+  const float* xr = x + blockIdx.x * ld_x;
+  float* yr = y + blockIdx.x * ld_y;
+  const auto block_sum = [&](double value) {
+    partial[threadIdx.x] = value;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    const double total = partial[0];
+    __syncthreads();  // partial[] is reused by the next sum
+    return total;
+  };
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) sum += xr[i];
+  const float mean = static_cast<float>(block_sum(sum) / width);
+  double squares = 0.0;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) squares += static_cast<double>(xr[i] - mean) * (xr[i] - mean);
+  const float inverse = elementwise::layer_norm_inverse(block_sum(squares), width, eps);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    yr[i] = elementwise::layer_norm_scale(xr[i], mean, inverse, weight[i], bias != nullptr ? bias[i] : 0.0f);
+  }
+}
+
 }  // namespace
+
+void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                     float eps, float* y, std::size_t ld_y, void* stream) {
+  if (rows < 0 || width <= 0 || ld_x < static_cast<std::size_t>(width) || ld_y < static_cast<std::size_t>(width)) {
+    throw std::invalid_argument("layernorm (cuda): " + std::to_string(rows) + " rows of " + std::to_string(width) +
+                                " with strides " + std::to_string(ld_x) + ", " + std::to_string(ld_y));
+  }
+  if (rows == 0) return;
+  layer_norm_kernel<<<rows, kThreadsPerBlock, 0, as_stream(stream)>>>(x, ld_x, weight, bias, width, eps, y, ld_y);
+  check_launch("layernorm");
+}
 
 void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
                    std::size_t ld_y, void* stream) {

@@ -1,5 +1,8 @@
 #include "backends/engine/ops/row_updates.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine {
@@ -26,6 +29,11 @@ void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t off
     float* row = rows + t * ld + offset;
     for (int i = 0; i < width; ++i) row[i] += delta * column[i];
   }
+}
+
+void cap_values(float* x, std::size_t count, float cap, bool soft) {
+  if (!(cap > 0.0f)) throw std::invalid_argument("cap_values: cap " + std::to_string(cap) + " must be > 0");
+  for (std::size_t i = 0; i < count; ++i) x[i] = elementwise::cap_value(x[i], cap, soft);
 }
 
 }  // namespace midtune::engine

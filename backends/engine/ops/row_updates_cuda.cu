@@ -1,6 +1,6 @@
 // CUDA bodies of the batched engine's in-place row updates (contracts:
 // batched/device_ops.hpp): biases, residuals, SIW's key-0 correction and
-// PHS's channel column, one thread per updated element, with the
+// PHS's channel column, and the soft-cap / clamp of values, one thread per updated element, with the
 // per-element arithmetic of elementwise.hpp where there is any.
 #include <stdexcept>
 #include <string>
@@ -23,6 +23,11 @@ __global__ void add_row_vector_kernel(float* x, std::size_t ld_x, std::size_t to
 __global__ void add_kernel(float* x, const float* y, std::size_t count) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < count) x[i] += y[i];
+}
+
+__global__ void cap_values_kernel(float* x, std::size_t count, float cap, bool soft) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < count) x[i] = elementwise::cap_value(x[i], cap, soft);
 }
 
 // One thread per (token, head, dimension).
@@ -93,6 +98,13 @@ void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t off
   channel_column_kernel<<<blocks_for(total), kThreadsPerBlock, 0, as_stream(stream)>>>(
       rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
   check_launch("channel column");
+}
+
+void cap_values(float* x, std::size_t count, float cap, bool soft, void* stream) {
+  if (!(cap > 0.0f)) throw std::invalid_argument("cap_values (cuda): cap " + std::to_string(cap) + " must be > 0");
+  if (count == 0) return;
+  cap_values_kernel<<<blocks_for(count), kThreadsPerBlock, 0, as_stream(stream)>>>(x, count, cap, soft);
+  check_launch("cap_values");
 }
 
 }  // namespace midtune::engine::cuda

@@ -117,6 +117,7 @@ struct AttentionBody {
   static void finish_row(const AttentionTile& tile, int r, float* scratch, int max_limit) {
     float* p = scratch + static_cast<std::size_t>(r) * max_limit;
     const int first = tile.first[r];
+    shape_scores(tile, r, p);
     softmax_row(p + first, tile.limit[r] - first);
     std::fill(p, p + first, 0.0f);  // before a sliding window
     std::fill(p + tile.limit[r], p + max_limit, 0.0f);
