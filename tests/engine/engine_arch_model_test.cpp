@@ -14,7 +14,9 @@
 //     that applies runs, stays finite and changes the logits (on mpt, which
 //     has no RoPE, the RoPE methods are refused by name); PHS's against the
 //     reference too (with a Q/K norm or a clamp its rows are not linear in
-//     the channel).
+//     the channel), and SIW's mechanism (key 0's weight scaled) as well;
+//     the RoPE methods' mechanisms are the per-head-scales and
+//     remapped-positions cases above.
 //
 // Tolerance: the models are F32, which the engine keeps at fp32 (float
 // matmul, fp32 accumulation), so logits (of order 10 here) differ from fp64
@@ -366,6 +368,35 @@ TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
               name().c_str(), err, cs.at("effect").get<double>());
   EXPECT_LT(err, kLogitTolerance);
   EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
+}
+
+// SIW's mechanism (ForwardHooks::key0_weight_factors): key 0's weight times
+// 1.8 for every query of every layer, without renormalising, against the
+// reference's own (make_arch_fixtures.py); SIW's factors from the prefill's
+// density are method logic on the host, the same on every architecture.
+TEST_P(ArchModel, Key0WeightFactorMatchesTheFp64Reference) {
+  const ModelConfig& c = model_->config();
+  const auto& cs = fixture().at("models").at(name()).at("siw");
+  const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+  const float factor = cs.at("key0_factor").get<float>();
+  ForwardHooks hooks;
+  hooks.key0_weight_factors = [factor](int, int, int count) { return std::vector<float>(count, factor); };
+  const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads), {}, &hooks);
+  const auto ids = cs.at("top_ids").get<std::vector<int>>();
+  const auto ref = cs.at("top_logits").get<std::vector<double>>();
+  double err = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  std::printf("%s: key-0 weight x %.1f worst |logit - fp64 reference| %.1e (it moves the reference by %.3f)\n",
+              name().c_str(), factor, err, cs.at("effect").get<double>());
+  EXPECT_LT(err, kLogitTolerance);
+  const int n = static_cast<int>(tokens.size());
+  if (c.sliding_window != 0 && c.local_layers.empty() && c.sliding_window * c.layers < static_cast<std::uint32_t>(n)) {
+    // Key 0 lies outside every window that reaches the last query within the
+    // model's depth (llama_swa): the factor cannot matter, in the reference too.
+    EXPECT_EQ(cs.at("effect").get<double>(), 0.0);
+  } else {
+    EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchModel,

@@ -188,7 +188,7 @@ class Model:
             k = self.head_norm(k, self.w[p + "attn_k_norm.weight"])
         return q, k, v
 
-    def attention(self, q, k, v, l, pos, mask, scale):
+    def attention(self, q, k, v, l, pos, mask, scale, key0_factor=None):
         T, hd, H, KV = q.shape[0], self.head_dim, self.heads, self.kv_heads
         att = np.empty((T, H * hd), dtype=self.dtype)
         for head in range(H):
@@ -206,9 +206,11 @@ class Model:
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             att[:, head * hd:(head + 1) * hd] = s @ v[:, g * hd:(g + 1) * hd]
+            if key0_factor is not None:  # SIW's mechanism: key 0's weight x factor, not renormalised
+                att[:, head * hd:(head + 1) * hd] += (key0_factor - 1.0) * s[:, :1] * v[:1, g * hd:(g + 1) * hd]
         return att
 
-    def forward(self, tokens, scale=None, positions=None, phs=None):
+    def forward(self, tokens, scale=None, positions=None, phs=None, key0_factor=None):
         """phs: {"channel", "scale", "layers"}: PHS in the prefill, channel c
         of the normed input to Q and K scaled in those layers for every key
         and the last query (the earlier rows keep the plain attention)."""
@@ -223,7 +225,7 @@ class Model:
             mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf).astype(self.dtype)
             x = self.norm(h, p + "attn_norm")
             q, k, v = self.qkv(x, p)
-            att = self.attention(q, k, v, l, pos, mask, scale)
+            att = self.attention(q, k, v, l, pos, mask, scale, key0_factor)
             if phs is not None and l in phs["layers"]:
                 xs = x.copy()
                 xs[:, phs["channel"]] *= phs["scale"]
@@ -415,7 +417,11 @@ def main():
         phs_logits = model.forward(longest, phs=phs)
         phs_case = {"tokens": longest, "hidden_channel": phs, **summarise(phs_logits),
                     "effect": float(np.max(np.abs(phs_logits[top] - ref)))}
-        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect, "phs": phs_case,
+        # SIW's mechanism: key 0's weight x 1.8 for every query in every layer.
+        siw_logits = model.forward(longest, key0_factor=1.8)
+        siw_case = {"tokens": longest, "key0_factor": 1.8, **summarise(siw_logits),
+                    "effect": float(np.max(np.abs(siw_logits[top] - ref)))}
+        models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect, "phs": phs_case, "siw": siw_case,
                         "greedy": greedy(model, os.path.join(args.dir, name + ".gguf"), name)}
         print(name, "feature effects", effect)
         print(name, model.arch, "top logits", [round(c["top_logits"][0], 3) for c in cases])
