@@ -76,7 +76,12 @@ struct ModelIdentity {
   // The part that decides results (used in cache keys).
   std::string key() const;
   // What validating an Intervention against this model needs.
-  ModelShape shape() const { return {.layers = layers, .heads = heads, .kv_heads = kv_heads, .hidden = hidden}; }
+  // (RoPE assumed: a served model without it refuses such a method when it
+  // evaluates, as the engine does at validate.)
+  ModelShape shape() const {
+    return {.layers = layers, .heads = heads, .kv_heads = kv_heads, .hidden = hidden, .rope = true,
+            .architecture = architecture};
+  }
 };
 
 // A user message in the model's chat template; the message starts at

@@ -193,7 +193,7 @@ void Model::run_op(const char* name, Op op, Args&&... args) const {
   if constexpr (sizeof...(Args) > 0) {
     const auto& first = std::get<0>(std::forward_as_tuple(args...));
     if constexpr (std::is_base_of_v<DeviceMatrix, std::decay_t<decltype(first)>>) {
-      key += " " + std::to_string(first.rows()) + "x" + std::to_string(first.cols());
+      key.append(" ").append(std::to_string(first.rows())).append("x").append(std::to_string(first.cols()));
     }
   }
   device_.synchronize();
