@@ -102,8 +102,9 @@ class Model:
         q_rows, kv_rows = self.heads * self.head_dim, self.kv_heads * self.head_dim
         for l in range(self.layers):
             p = f"blk.{l}."
-            # Fused Q|K|V rows (phi3; llama.cpp's build_qkv views them in that order).
-            if p + "attn_qkv.weight" in self.w:
+            # Fused Q|K|V rows (phi3; llama.cpp's build_qkv views them in that
+            # order). MPT's stay fused: qkv() adds its bias and clamps the rows.
+            if not self.mpt and p + "attn_qkv.weight" in self.w:
                 qkv = self.w.pop(p + "attn_qkv.weight")
                 self.w[p + "attn_q.weight"] = qkv[:q_rows]
                 self.w[p + "attn_k.weight"] = qkv[q_rows:q_rows + kv_rows]
