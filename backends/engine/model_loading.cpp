@@ -73,15 +73,14 @@ std::vector<float> qkv_bias(const GgufFile& file, const std::string& prefix, std
 void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
   static const char* const kGlobal[] = {"token_embd.weight", "output_norm.weight", "output.weight",
                                         "rope_freqs.weight"};
-  // MPT's: fused Q|K|V, biases on every norm and product, no gate.
-  static const char* const kMptPerLayer[] = {"attn_norm.weight", "attn_norm.bias",    "ffn_norm.weight",
-                                             "ffn_norm.bias",    "attn_qkv.weight",   "attn_qkv.bias",
-                                             "attn_output.weight", "attn_output.bias", "ffn_up.weight",
-                                             "ffn_up.bias",      "ffn_down.weight",   "ffn_down.bias"};
-  static const char* const kPerLayer[] = {"attn_norm.weight", "ffn_norm.weight", "attn_q.weight",
-                                          "attn_k.weight",    "attn_v.weight",   "attn_output.weight",
-                                          "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight",
-                                          "attn_q.bias",      "attn_k.bias",     "attn_v.bias"};
+  // A LayerNorm model's (mpt): fused Q|K|V, biases on every norm and
+  // product, no gate.
+  static const char* const kLayerNormPerLayer[] = {
+      "attn_norm.weight",   "attn_norm.bias",   "ffn_norm.weight", "ffn_norm.bias", "attn_qkv.weight", "attn_qkv.bias",
+      "attn_output.weight", "attn_output.bias", "ffn_up.weight",   "ffn_up.bias",   "ffn_down.weight", "ffn_down.bias"};
+  static const char* const kPerLayer[] = {"attn_norm.weight", "ffn_norm.weight",    "attn_q.weight",   "attn_k.weight",
+                                          "attn_v.weight",    "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
+                                          "ffn_down.weight",  "attn_q.bias",        "attn_k.bias",     "attn_v.bias"};
   for (const GgufTensorInfo& info : file.tensors()) {
     const std::string_view name = info.name;
     bool known = std::find(std::begin(kGlobal), std::end(kGlobal), name) != std::end(kGlobal) ||
@@ -89,12 +88,14 @@ void require_known_tensors(const GgufFile& file, const ModelConfig& c) {
     if (!known && name.starts_with("blk.")) {
       const std::size_t dot = name.find('.', 4);
       const std::string_view rest = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
-      known = c.arch == "mpt" ? std::find(std::begin(kMptPerLayer), std::end(kMptPerLayer), rest) != std::end(kMptPerLayer) :
-              (std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) &&
-               !(c.fused_gate_up && rest == "ffn_gate.weight")) ||
-              rest == "attn_qkv.weight" ||
-              (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
-              (c.post_norms && (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
+      known = c.layer_norm
+                  ? std::find(std::begin(kLayerNormPerLayer), std::end(kLayerNormPerLayer), rest) !=
+                        std::end(kLayerNormPerLayer)
+                  : (std::find(std::begin(kPerLayer), std::end(kPerLayer), rest) != std::end(kPerLayer) &&
+                     !(c.fused_gate_up && rest == "ffn_gate.weight")) ||
+                        rest == "attn_qkv.weight" ||
+                        (c.qk_norm && (rest == "attn_q_norm.weight" || rest == "attn_k_norm.weight")) ||
+                        (c.post_norms && (rest == "post_attention_norm.weight" || rest == "post_ffw_norm.weight"));
     }
     if (!known) {
       throw std::invalid_argument(tensor_where(file, info.name) + ": not part of the engine's '" + c.arch +
