@@ -407,9 +407,7 @@ void Model::forward(std::span<const SequenceCall> calls) {
       attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
     }
     DEVICE_OP(matmul, *w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
-    if (w.attn_out_bias.size() > 0) {
-      DEVICE_OP(add_row_vector, ws.proj.data(), hidden, N, w.attn_out_bias.data(), static_cast<int>(hidden));
-    }
+    add_bias(ws.proj.data(), N, w.attn_out_bias);
     add_block_output(w.attn_post_norm, ws.proj.data(), N);
     feed_forward(l, N);
     add_block_output(w.ffn_post_norm, ws.proj.data(), N);
@@ -475,13 +473,19 @@ void Model::feed_forward(int layer, int N) {
               ws.act.data(), ffn);
   } else {
     DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), ffn);
-    if (w.up_bias.size() > 0) DEVICE_OP(add_row_vector, ws.ffn.data(), ffn, N, w.up_bias.data(), static_cast<int>(ffn));
+    add_bias(ws.ffn.data(), N, w.up_bias);
     DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), nullptr, ffn, N, static_cast<int>(ffn), ws.act.data(),
               ffn);
   }
   DEVICE_OP(matmul, *w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
-  if (w.down_bias.size() > 0)
-    DEVICE_OP(add_row_vector, ws.proj.data(), hidden, N, w.down_bias.data(), static_cast<int>(hidden));
+  add_bias(ws.proj.data(), N, w.down_bias);
+}
+
+// A bias added to every one of `rows` rows (rows as wide as the bias, one
+// after the other); an empty bias adds nothing.
+void Model::add_bias(float* x, int rows, const DeviceBuffer<float>& bias) {
+  if (bias.size() == 0) return;
+  DEVICE_OP(add_row_vector, x, bias.size(), rows, bias.data(), static_cast<int>(bias.size()));
 }
 
 // The residual add of a block's output, normed first where the architecture
@@ -660,8 +664,7 @@ void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
   const Layer& w = layers_[layer];
   const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
   DEVICE_OP(matmul, *w.qkv, normed, c.hidden, T, qkv, qkv_width);
-  if (w.qkv_bias.size() > 0)
-    DEVICE_OP(add_row_vector, qkv, qkv_width, T, w.qkv_bias.data(), static_cast<int>(qkv_width));
+  add_bias(qkv, T, w.qkv_bias);
 }
 
 // The clamp of every Q|K|V value (mpt), then the per-head Q/K norm (qwen3,

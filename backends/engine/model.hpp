@@ -248,6 +248,7 @@ class Model {
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);
   void add_block_output(const DeviceBuffer<float>& post_norm, const float* out, int tokens);
+  void add_bias(float* x, int rows, const DeviceBuffer<float>& bias);
   // The architecture's norm (RMSNorm, or LayerNorm with an optional bias) of `rows` rows of hidden.
   void norm_rows(const float* x, const DeviceBuffer<float>& weight, const DeviceBuffer<float>& bias, int rows,
                  float* y);
