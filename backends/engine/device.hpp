@@ -131,6 +131,7 @@ class Device {
   virtual void rope_tables(const double* positions, int tokens, const float* scales, int tables,
                            const double* inverse_frequencies, int pairs, float* cos_sin) = 0;
   // Rotates head h of row t with table entry cos_sin + h * head_table_stride + t * rope_dims.
+  // rope_dims 0 rotates nothing (a model without RoPE, MPT).
   virtual void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
                          RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) = 0;
 

@@ -285,9 +285,12 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
                        out.ref.data(), q_width, key0.ref.data(), last.ref.data());
         device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, {},
                            out.dev.data(), q_width, key0.dev.data(), last.dev.data());
-        expect_close(out, 2e-5, "attention" + shape);
-        expect_close(key0, 2e-5, "attention key-0 weights" + shape);
-        expect_close(last, 2e-5, "attention last row" + shape);
+        // The cuda body answers prefill-sized calls through cuBLAS with TF32
+        // products (inputs rounded to 10 significant bits) and P V in fp16.
+        const double tolerance = GetParam() == "cuda" && tokens >= 32 ? 2e-3 : 2e-5;
+        expect_close(out, tolerance, "attention" + shape);
+        expect_close(key0, tolerance, "attention key-0 weights" + shape);
+        expect_close(last, tolerance, "attention last row" + shape);
         // Shaped scores (gemma2's soft-cap, MPT's ALiBi, both): the same
         // agreement, and a result measurably away from the unshaped one.
         const std::vector<float> unshaped = down<float>(ref_, out.ref);
@@ -365,9 +368,12 @@ TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
                        key0.ref.data(), last.ref.data());
         device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, ScoreShaping{},
                            out.dev.data(), q_width, key0.dev.data(), last.dev.data());
-        expect_close(out, 2e-5, "attention" + shape);
-        expect_close(key0, 2e-5, "attention key-0 weights" + shape);
-        expect_close(last, 2e-5, "attention last row" + shape);
+        // The cuda body answers prefill-sized calls through cuBLAS with TF32
+        // products (inputs rounded to 10 significant bits) and P V in fp16.
+        const double tolerance = GetParam() == "cuda" && tokens >= 32 ? 2e-3 : 2e-5;
+        expect_close(out, tolerance, "attention" + shape);
+        expect_close(key0, tolerance, "attention key-0 weights" + shape);
+        expect_close(last, tolerance, "attention last row" + shape);
       }
     }
   }

@@ -57,7 +57,7 @@ void rope_tables(const double* positions, int tokens, const float* scales, int t
 
 void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
                const float* cos_sin, std::size_t head_table_stride, void* stream) {
-  if (tokens < 0 || heads <= 0 || head_dim <= 0 || rope_dims <= 0 || rope_dims % 2 != 0 || rope_dims > head_dim ||
+  if (tokens < 0 || heads <= 0 || head_dim <= 0 || rope_dims < 0 || rope_dims % 2 != 0 || rope_dims > head_dim ||
       ld_x < static_cast<std::size_t>(heads) * head_dim) {
     throw std::invalid_argument("rope (cuda): " + std::to_string(tokens) + " tokens of " + std::to_string(heads) +
                                 " heads x " + std::to_string(head_dim) + ", rope_dims " + std::to_string(rope_dims) +
