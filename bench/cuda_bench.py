@@ -12,6 +12,8 @@ peak at 4096 tokens, teacher-forced prompts/s >= 3x HF.
 
   python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli [--shape llama7b] [--no-peer]
   python3 bench/cuda_bench.py --cli build/bench/cuda_bench_cli --device reference --shape tiny --no-peer
+  --decode-per-sequence: decode also through the per-sequence attention ops
+      (the path before the batched decode step), rows "decode batch N per-seq"
       (checks this script on a machine without a GPU; the figures mean nothing)
 """
 import argparse
@@ -27,7 +29,8 @@ def run_ours(args):
            "--tf-gold", str(args.tf_gold), "--tf-batch", str(args.tf_batch),
            "--decode-context", str(args.decode_context), "--decode-steps", str(args.decode_steps),
            "--repeats", str(args.repeats), "--prefill", *map(str, args.prefill),
-           "--decode-batches", *map(str, args.decode_batches)] + (["--profile"] if args.profile else [])
+           "--decode-batches", *map(str, args.decode_batches)] + (["--profile"] if args.profile else []) + \
+          (["--decode-per-sequence"] if args.decode_per_sequence else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
@@ -121,6 +124,8 @@ def main():
     p.add_argument("--decode-steps", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-peer", action="store_true", help="measure ours only")
+    p.add_argument("--decode-per-sequence", action="store_true",
+                   help="also measure decode with the per-sequence attention ops (before/after in one run)")
     p.add_argument("--profile", action="store_true",
                    help="also print each measure's time per op (every op then waits for the last: slower figures)")
     args = p.parse_args()
@@ -151,7 +156,8 @@ def main():
             name, unit, ours_v = f"teacher-forced {r['prompt']}+{r['gold']}", "prompts/s", r["prompts_per_s"]
             note, theirs = f"{r['prompts']} prompts a pass", other.get("prompts_per_s")
         elif m == "decode":
-            name, unit, ours_v = f"decode batch {r['batch']}", "tok/s", r["tokens_per_s"]
+            path = " per-seq" if r.get("path") == "per_sequence" else ""
+            name, unit, ours_v = f"decode batch {r['batch']}{path}", "tok/s", r["tokens_per_s"]
             note, theirs = f"after {r['context']} tokens", other.get("tokens_per_s")
         else:
             name, unit, ours_v = "peak memory", "GiB", r["peak_bytes"] / 2**30

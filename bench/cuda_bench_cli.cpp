@@ -13,7 +13,12 @@
 //              prompt + --tf-gold gold tokens, --tf-batch prompts a pass,
 //              argmax and gold log-probability reduced on the device
 //   decode     tokens/s of greedy steps at each batch size after a
-//              --decode-context prefill
+//              --decode-context prefill; each step's attention in one
+//              batched op per layer (Device::decode_attention). With
+//              --decode-per-sequence each batch size is measured again with
+//              the per-sequence ops (Model::decode_batch_tokens 0: the path
+//              before batching), a row with "path": "per_sequence", for a
+//              before/after comparison in one run
 //   memory     peak device memory in use (weights, caches, activations)
 //   profile    (--profile) after each measure, the time of each op: every op
 //              then waits for the one before, so the throughputs printed
@@ -32,6 +37,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -141,6 +147,7 @@ int main(int argc, char** argv) {
   std::string gguf_path = "/tmp/midtune-bench-llama7b.gguf";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
+  bool decode_per_sequence = false;
   bool profile = false;
   std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
@@ -157,6 +164,8 @@ int main(int argc, char** argv) {
   app.add_option("--decode-context", decode_context, "prompt tokens before decoding");
   app.add_option("--decode-steps", decode_steps, "greedy steps timed");
   app.add_option("--repeats", repeats, "repeats (best is reported)");
+  app.add_flag("--decode-per-sequence", decode_per_sequence,
+               "also measure decode with the per-sequence attention ops (the path before batching)");
   app.add_flag("--profile", profile, "time every op (slows every measure; see above)");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -260,7 +269,14 @@ int main(int argc, char** argv) {
             {"prompts_per_s", tf_batch / best}});
       emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
     }
+    const int batched_tokens = model.decode_batch_tokens;
+    std::vector<std::pair<int, int>> decode_runs;  // (batch, decode_batch_tokens)
     for (int batch : decode_batches) {
+      decode_runs.push_back({batch, batched_tokens});
+      if (decode_per_sequence) decode_runs.push_back({batch, 0});
+    }
+    for (const auto& [batch, decode_batch_tokens] : decode_runs) {
+      model.decode_batch_tokens = decode_batch_tokens;
       std::vector<std::unique_ptr<Sequence>> seqs;
       std::vector<std::vector<std::int32_t>> prompts;
       std::vector<SequenceCall> calls;
@@ -289,10 +305,13 @@ int main(int argc, char** argv) {
       device->synchronize();
       const double s = seconds_since(start);
       note_memory();
-      emit({{"measure", "decode"}, {"batch", batch}, {"context", decode_context},
+      const std::string path = decode_batch_tokens > 0 ? "batched" : "per_sequence";
+      emit({{"measure", "decode"}, {"batch", batch}, {"context", decode_context}, {"path", path},
             {"tokens_per_s", double(batch) * decode_steps / s}});
-      emit_profile("decode batch " + std::to_string(batch) + " (" + std::to_string(decode_steps) + " steps)");
+      emit_profile("decode batch " + std::to_string(batch) + " " + path + " (" + std::to_string(decode_steps) +
+                   " steps)");
     }
+    model.decode_batch_tokens = batched_tokens;
     emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_bench_cli: %s\n", e.what());

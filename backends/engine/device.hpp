@@ -62,6 +62,40 @@ class LayerKv {
   int kv_head_of_slot(int slot) const { return slots == kv_heads ? slot : slot / (slots / kv_heads); }
 };
 
+// One sequence of a batched attention step (Device::decode_attention): its
+// `tokens` rows are rows [row, row + tokens) of the batch's packed matrices
+// and go to its cache rows [past, past + tokens).
+struct DecodeSequence {
+  LayerKv* kv = nullptr;
+  int row = 0, tokens = 0, past = 0;
+  const float* scales = nullptr;       // the layer's RoPE scale of each query head (device)
+  const float* host_scales = nullptr;  // the same values on the host
+};
+
+// One layer's attention for several sequences at once, as the model runs
+// it per sequence without hooks: values and rotated keys cached, queries
+// rotated, causal attention over each sequence's own cache. Query head h
+// rotates with scales[h]; key slot s with the scale of the first query head
+// it serves (slot s of a per-head layer: head s; of a GQA layer: head
+// s * heads / kv_heads), as the tables of cache_keys / rope_rows give them.
+struct DecodeBatch {
+  const float* qkv = nullptr;  // packed rows: Q (heads), K, V (kv_heads each), head_dim values a head
+  std::size_t qkv_ld = 0;
+  const double* positions = nullptr;            // one per packed row (device)
+  const double* inverse_frequencies = nullptr;  // rope_dims / 2 of them (device); unused when rope_dims is 0
+  int rope_dims = 0;
+  RopePairing pairing = RopePairing::adjacent;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int window = 0;  // attention's sliding window (0: none)
+  float scale = 1.0f;
+  ScoreShaping shaping;
+  float* q_rot = nullptr;  // the rotated queries, written (packed rows)
+  std::size_t q_rot_ld = 0;
+  float* out = nullptr;  // the attention output rows, written (packed rows)
+  std::size_t out_ld = 0;
+  std::vector<DecodeSequence> sequences;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -153,6 +187,13 @@ class Device {
   virtual void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads,
                          int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
                          float* key0_weight, float* last_row) = 0;
+  // Every sequence of `batch` as rope_tables, cache_values, cache_keys,
+  // rope_rows of a copy of its queries into q_rot and attention (no
+  // readouts) give it, one sequence after the other (device.cpp: the body
+  // of every device that has no faster one). A GPU body does each op for
+  // the whole batch in one launch: a decode step is dozens of sequences of
+  // one token, each op on one of them far too small to fill the device.
+  virtual void decode_attention(const DecodeBatch& batch);
   // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h * tokens + t] * value 0 of head h's slot.
   virtual void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                                    const float* key0_weight, const float* factors) = 0;

@@ -395,6 +395,23 @@ void Model::forward(std::span<const SequenceCall> calls) {
   ws.act.ensure(device_, N * ffn);
 
   DEVICE_OP(embed, *embedding_, ws.tokens.data(), N, c.embedding_scale, ws.x.data());
+  // The layer's batched attention step; per layer only the sequences, the
+  // window and the frequencies change.
+  DecodeBatch decode;
+  decode.qkv = ws.qkv.data();
+  decode.qkv_ld = qkv_width;
+  decode.positions = ws.positions.data();
+  decode.rope_dims = c.has_rope() ? static_cast<int>(c.rope_dims) : 0;
+  decode.pairing = c.rope_pairing;
+  decode.heads = static_cast<int>(c.heads);
+  decode.kv_heads = static_cast<int>(c.kv_heads);
+  decode.head_dim = static_cast<int>(c.head_dim);
+  decode.scale = c.attention_scale;
+  decode.shaping = ScoreShaping{c.attn_softcap, c.max_alibi_bias};
+  decode.q_rot = ws.q_rot.data();
+  decode.q_rot_ld = q_width;
+  decode.out = ws.attn.data();
+  decode.out_ld = q_width;
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     const Layer& w = layers_[l];
     // Attention block.
@@ -403,9 +420,24 @@ void Model::forward(std::span<const SequenceCall> calls) {
     // The clamp (mpt) and the per-head Q/K norm (qwen3, gemma3) before RoPE
     // and before any hook reads Q and K, as llama.cpp orders them.
     finish_qkv(l, ws.qkv.data(), N);
+    decode.sequences.clear();
+    decode.window = static_cast<int>(c.layer_window(l));
+    decode.inverse_frequencies = c.is_local(l) ? rope_inv_freq_local_.data() : rope_inv_freq_.data();
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      attend_sequence(l, calls[i], offsets[i], ws.scales.data() + i * scales_per_call + std::size_t{c.heads} * l);
+      const std::size_t scales_at = i * scales_per_call + std::size_t{c.heads} * l;
+      const ForwardHooks* hooks = calls[i].hooks;
+      const QkChannelScaling* phs =
+          hooks != nullptr && hooks->qk_channel_scaling ? hooks->qk_channel_scaling(l) : nullptr;
+      if (!joins_decode_batch(l, calls[i], phs)) {
+        attend_sequence(l, calls[i], offsets[i], ws.scales.data() + scales_at, phs);
+        continue;
+      }
+      Sequence& seq = *calls[i].sequence;
+      decode.sequences.push_back({seq.layers_[l].get(), offsets[i], static_cast<int>(calls[i].tokens.size()),
+                                  seq.length_, ws.scales.data() + scales_at,
+                                  seq.scales_.scale.data() + std::size_t{c.heads} * l});
     }
+    if (!decode.sequences.empty()) DEVICE_OP(decode_attention, decode);
     DEVICE_OP(matmul, *w.attn_out, ws.attn.data(), q_width, N, ws.proj.data(), hidden);
     add_bias(ws.proj.data(), N, w.attn_out_bias);
     add_block_output(w.attn_post_norm, ws.proj.data(), N);
@@ -502,9 +534,26 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
   DEVICE_OP(add, ws.x.data(), out, N * hidden);
 }
 
+// Whether the sequence's attention in `layer` joins the layer's batched
+// step: a short call on which no hook acts between the ops in this layer
+// (Ms-PoE's scales are set in a prefill; the readouts, SIW's key-0 factors
+// and PHS's channel scaling read or change rows in the middle).
+bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* phs) const {
+  const int T = static_cast<int>(call.tokens.size());
+  if (T == 0 || T > decode_batch_tokens) return false;
+  const ForwardHooks* hooks = call.hooks;
+  if (hooks == nullptr) return true;
+  const bool sets_scales = hooks->head_rope_scales && call.sequence->length_ == 0 &&
+                           (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0);
+  const bool reads_row = hooks->last_query_row && !hooks->last_query_row_layers.empty() &&
+                         hooks->last_query_row_layers[layer] != 0;
+  return !sets_scales && !reads_row && !hooks->key0_weight_factors && phs == nullptr;
+}
+
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
 // with its hooks in the order the methods need them.
-void Model::attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales) {
+void Model::attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
+                            const QkChannelScaling* phs) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   Sequence& seq = *call.sequence;
@@ -588,7 +637,6 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   // PHS eq. 2-3: the channel scaled in the K rows and the last queries' Q
   // rows; keys re-cached from the changed K rows, the last queries' rows
   // recomputed with their changed Q rows (other rows keep the plain attention).
-  const QkChannelScaling* phs = hooks != nullptr && hooks->qk_channel_scaling ? hooks->qk_channel_scaling(layer) : nullptr;
   if (phs == nullptr) return;
   // `first_query`: the prompt's last row in the prefill, every row in a later call.
   const int first_query = start == 0 ? T - 1 : 0;

@@ -13,8 +13,10 @@
 //
 // One call runs several sequences at once: their new tokens are packed into
 // one token matrix (variable lengths, no padding) for the embedding, the
-// norms, the projections and the feed-forward block; RoPE, the KV cache,
-// attention and the hooks run per sequence. Logits are computed only for
+// norms, the projections and the feed-forward block. RoPE, the KV cache and
+// attention run per sequence where a hook acts between those ops in that
+// layer or the call is long; the other sequences of the layer, a decode
+// step's, go to the device together (Device::decode_attention). Logits are computed only for
 // the rows asked for and stay on the device, where score() reduces each row
 // to its argmax and a gold log-probability. The CPU engine calls it one
 // sequence at a time (forward(Sequence&, ...)), in prefill_chunk pieces.
@@ -129,7 +131,8 @@ struct ForwardHooks {
   // and 0 in every later call: each later token is a decode step's last
   // token, so a call feeding teacher-forced gold tokens equals one decode
   // step per token. Data rather than a callback, so that every device
-  // applies it where the rows live.
+  // applies it where the rows live; asked once per layer and call, before
+  // the layer's attention (a layer it scales runs its attention per sequence).
   std::function<const QkChannelScaling*(int layer)> qk_channel_scaling;
 
   // Stage: layer output. The residual stream rows of the call (tokens x
@@ -223,6 +226,12 @@ class Model {
   // (bounds activation memory).
   int prefill_chunk = 512;
 
+  // The longest call (tokens) whose attention may join the layer's batched
+  // step (Device::decode_attention); longer calls, prefills, take the
+  // per-sequence ops (a GPU answers those with its prefill attention). 0:
+  // every sequence per sequence (the path before batching, for comparison).
+  int decode_batch_tokens = 16;
+
   // Times every device op of later calls into `profile` (op_profile.hpp;
   // null: none, the default). The profile outlives the calls.
   void set_op_profile(OpProfile* profile) { profile_ = profile; }
@@ -243,7 +252,10 @@ class Model {
   struct Workspace;
   void load();
   // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
-  void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales);
+  // phs: the sequence's PHS scaling in this layer (null: none).
+  void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
+                       const QkChannelScaling* phs);
+  bool joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* phs) const;
   const float* rope_table(int offset, int tokens, float scale, const float* device_scale, const double* inv_freq);
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);

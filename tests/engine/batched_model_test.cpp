@@ -263,6 +263,74 @@ TEST_P(BatchedArchTest, DecodeStepsEqualOnePass) {
   }
 }
 
+// Prefills, then decode steps of every applicable method's sequence packed
+// into one call (one token each, then three each), with the attention of the
+// short calls through the batched step (Device::decode_attention) and all of
+// it through the per-sequence ops (decode_batch_tokens 0): the same logits.
+// Bit for bit on the host devices, the CPU engine included (their batched
+// body runs the same ops); within one bf16 step of an activation on a GPU.
+TEST_P(BatchedArchTest, BatchedDecodeStepsEqualThePerSequencePath) {
+  std::vector<std::string> names;
+  for (const auto& [name, json] : methods()) {
+    if (::midtune::testing::method_applies(batched_->config(), name)) names.push_back(name);
+  }
+  const auto run = [&](Model& model, int batch_tokens) {
+    const int saved = model.decode_batch_tokens;
+    model.decode_batch_tokens = batch_tokens;
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::unique_ptr<hooks::EngineIntervention>> ivs;
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    std::vector<SequenceCall> calls;
+    std::vector<int> lasts(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      prompts.push_back(test_tokens(model.vocab(), 34 + 2 * static_cast<int>(i), static_cast<int>(i) + 11));
+      const int n = static_cast<int>(prompts.back().size());
+      const Intervention iv = Intervention::from_json(methods().at(names[i]));
+      ivs.push_back(std::make_unique<hooks::EngineIntervention>(model.config(), model.file(), iv, n, kChunks));
+      seqs.push_back(std::make_unique<Sequence>(model, n + 8, ivs.back()->sequence_scales()));
+      lasts[i] = n - 1;
+      calls.push_back({seqs.back().get(), prompts[i], ivs.back()->prompt_positions(), std::span<const int>(&lasts[i], 1),
+                       ivs.back()->hooks()});
+    }
+    std::vector<float> logits;
+    const auto keep = [&] {
+      const std::vector<float> step = model.download_logits();
+      logits.insert(logits.end(), step.begin(), step.end());
+    };
+    model.forward(calls);
+    keep();
+    const std::vector<std::int32_t> more = test_tokens(model.vocab(), 8, 5);
+    for (const int tokens : {1, 1, 3}) {
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        lasts[i] = tokens - 1;
+        calls[i].tokens = std::span<const std::int32_t>(more).subspan(i % 4, tokens);
+        calls[i].positions = {};
+      }
+      model.forward(calls);
+      keep();
+    }
+    model.decode_batch_tokens = saved;
+    return logits;
+  };
+  const bool gpu = std::get<0>(GetParam()) == "cuda";
+  for (Model* model : {batched_.get(), &cpu()}) {
+    const std::vector<float> batched = run(*model, 16), per_sequence = run(*model, 0);
+    ASSERT_EQ(batched.size(), per_sequence.size());
+    double worst = 0.0, scale = 0.0;
+    for (std::size_t k = 0; k < batched.size(); ++k) {
+      worst = std::max(worst, static_cast<double>(std::fabs(batched[k] - per_sequence[k])));
+      scale = std::max(scale, static_cast<double>(std::fabs(per_sequence[k])));
+    }
+    std::printf("  %s on %s: batched decode vs per sequence, worst |logit diff| %.3g of largest %.3g\n",
+                std::get<1>(GetParam()).c_str(), model->device().name().c_str(), worst, scale);
+    if (gpu && model == batched_.get()) {
+      EXPECT_LE(worst, kDecodeTolerance * scale);
+    } else {
+      EXPECT_EQ(worst, 0.0) << model->device().name();
+    }
+  }
+}
+
 // The fp64 reference of the architecture fixture (make_arch_fixtures.py) on
 // this device: its plain cases' top logits within kRelativeTolerance of the
 // largest, and its greedy continuation (which equals llama.cpp's

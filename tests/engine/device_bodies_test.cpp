@@ -415,6 +415,103 @@ TEST_P(DeviceBodies, ShapedScoresInALongDecodeStep) {
   }
 }
 
+// The batched attention step (decode_attention) of five sequences at once:
+// different lengths in each step (one with none), GQA caches with shared and
+// with per-head key slots, one scale for every head, per-group scales and
+// per-head scales (Ms-PoE), float positions (CALIOPE); full, partial and no
+// rotary dimensions in both pairings, a sliding window, shaped scores. Three
+// steps, so that each reads what the earlier ones cached: the rotated
+// queries and the outputs against the reference (on the cuda body: the
+// kernels that take the whole step in two launches).
+TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
+  const int heads = 4, kv_heads = 2, head_dim = 32, capacity = 16;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  struct Layer {
+    int rope_dims;
+    RopePairing pairing;
+    int window;
+    ScoreShaping shaping;
+  };
+  struct Seq {
+    int slots;
+    std::vector<float> scales;
+  };
+  const std::vector<Seq> seqs = {{kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}},
+                                 {heads, {1.0f, 1.5f, 2.0f, 3.0f}},
+                                 {kv_heads, {2.0f, 2.0f, 0.5f, 0.5f}},
+                                 {heads, {1.25f, 1.25f, 1.25f, 1.25f}},
+                                 {kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}}};
+  const std::vector<std::vector<int>> steps = {{3, 6, 1, 4, 2}, {1, 0, 1, 1, 1}, {2, 1, 3, 1, 1}};
+  for (const Layer& layer : {Layer{32, RopePairing::adjacent, 0, {}}, Layer{16, RopePairing::halves, 5, {0.2f, 0.0f}},
+                             Layer{0, RopePairing::adjacent, 3, {0.0f, 8.0f}}}) {
+    const std::string shape = " (rope_dims " + std::to_string(layer.rope_dims) + ", window " +
+                              std::to_string(layer.window) + ")";
+    const int pairs = layer.rope_dims / 2;
+    std::vector<double> inverse_frequencies(std::max(pairs, 1));
+    for (int i = 0; i < pairs; ++i) inverse_frequencies[i] = std::pow(10000.0, -2.0 * i / layer.rope_dims);
+    auto inv = both(inverse_frequencies);
+    std::vector<std::unique_ptr<LayerKv>> ref_kv, dev_kv;
+    std::vector<Pair<float>> scales;
+    for (const Seq& seq : seqs) {
+      ref_kv.push_back(ref_.make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
+      dev_kv.push_back(device_->make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
+      scales.push_back(both(seq.scales));
+    }
+    std::vector<int> past(seqs.size(), 0);
+    for (std::size_t step = 0; step < steps.size(); ++step) {
+      const std::vector<int>& tokens = steps[step];
+      int rows = 0;
+      std::vector<double> positions;
+      for (std::size_t i = 0; i < seqs.size(); ++i) {
+        for (int t = 0; t < tokens[i]; ++t) positions.push_back(past[i] + t + 0.25 * ((t + i) % 3));
+        rows += tokens[i];
+      }
+      auto qkv = both(random_floats(rows * qkv_width, 1.0f, 60 + static_cast<unsigned>(step) + layer.rope_dims));
+      auto pos = both(positions);
+      auto q_rot = both(std::vector<float>(rows * q_width));
+      auto out = both(std::vector<float>(rows * q_width));
+      DecodeBatch ref_batch;
+      ref_batch.qkv = qkv.ref.data();
+      ref_batch.qkv_ld = qkv_width;
+      ref_batch.positions = pos.ref.data();
+      ref_batch.inverse_frequencies = inv.ref.data();
+      ref_batch.rope_dims = layer.rope_dims;
+      ref_batch.pairing = layer.pairing;
+      ref_batch.heads = heads;
+      ref_batch.kv_heads = kv_heads;
+      ref_batch.head_dim = head_dim;
+      ref_batch.window = layer.window;
+      ref_batch.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      ref_batch.shaping = layer.shaping;
+      ref_batch.q_rot = q_rot.ref.data();
+      ref_batch.q_rot_ld = q_width;
+      ref_batch.out = out.ref.data();
+      ref_batch.out_ld = q_width;
+      DecodeBatch dev_batch = ref_batch;
+      dev_batch.qkv = qkv.dev.data();
+      dev_batch.positions = pos.dev.data();
+      dev_batch.inverse_frequencies = inv.dev.data();
+      dev_batch.q_rot = q_rot.dev.data();
+      dev_batch.out = out.dev.data();
+      int row = 0;
+      for (std::size_t i = 0; i < seqs.size(); ++i) {
+        ref_batch.sequences.push_back(
+            {ref_kv[i].get(), row, tokens[i], past[i], scales[i].ref.data(), seqs[i].scales.data()});
+        dev_batch.sequences.push_back(
+            {dev_kv[i].get(), row, tokens[i], past[i], scales[i].dev.data(), seqs[i].scales.data()});
+        row += tokens[i];
+        past[i] += tokens[i];
+      }
+      ref_.decode_attention(ref_batch);
+      device_->decode_attention(dev_batch);
+      const std::string what = shape + " step " + std::to_string(step);
+      expect_close(q_rot, 1e-5, "decode_attention rotated queries" + what);
+      expect_close(out, 2e-5, "decode_attention" + what);
+    }
+  }
+}
+
 TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
   const int tokens = 9, heads = 4, kv_heads = 2, head_dim = 16, hidden = 24, vocab = 50;
   const std::size_t q_width = std::size_t{heads} * head_dim, k_width = std::size_t{kv_heads} * head_dim;

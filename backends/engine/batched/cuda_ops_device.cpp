@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "backends/engine/cuda/devices.hpp"
 
@@ -148,6 +150,25 @@ class CudaOps final : public DeviceOps {
     cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
                          scale, shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
   }
+  // Every sequence's caching, rotation and attention in two launches (per
+  // 64 sequences), the sequences' caches and lengths in the launch itself.
+  void decode_attention(const DecodeBatch& b) override {
+    entries_.clear();
+    for (const DecodeSequence& s : b.sequences) {
+      if (s.kv == nullptr || s.tokens < 0 || s.past < 0 || s.past + s.tokens > s.kv->capacity) {
+        throw std::invalid_argument("decode_attention (cuda): a sequence's " + std::to_string(s.past) + " + " +
+                                    std::to_string(s.tokens) + " tokens do not fit its cache");
+      }
+      if (s.kv->kv_heads != b.kv_heads || s.kv->head_dim != b.head_dim) {
+        throw std::invalid_argument("decode_attention (cuda): a cache of another layer shape");
+      }
+      const KvRows rows = rows_of(*s.kv);
+      entries_.push_back({rows.keys, rows.values, s.scales, s.row, s.tokens, s.past, s.kv->slots});
+    }
+    cuda::decode_attention(entries_.data(), static_cast<int>(entries_.size()), b.qkv, b.qkv_ld, b.positions,
+                           b.inverse_frequencies, b.rope_dims, b.pairing, b.heads, b.kv_heads, b.head_dim, b.window,
+                           b.scale, b.shaping, b.q_rot, b.q_rot_ld, b.out, b.out_ld, stream_);
+  }
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                                 const float* key0_weight, const float* factors, const float* values,
                                 std::size_t kv_ld) override {
@@ -182,6 +203,7 @@ class CudaOps final : public DeviceOps {
   static constexpr int kGemmAttentionTokens = 32;
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
+  std::vector<cuda::DecodeEntry> entries_;  // decode_attention's, kept for the next step
   void* scores_ = nullptr;  // the cuBLAS attention body's workspace
   void* bf16_ = nullptr;    // a product's input in bf16
   std::size_t bf16_capacity_ = 0;

@@ -104,6 +104,11 @@ void DeviceOps::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, 
   matmul_bf16(xb, cols, rows, m.col_count, m.weights.data(), m.row_count, y, ld_y);
 }
 
+DeviceOps::KvRows DeviceOps::rows_of(const LayerKv& layer_kv) {
+  const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
+  return {kv.keys.data(), kv.values.data()};
+}
+
 std::unique_ptr<LayerKv> DeviceOps::make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) {
   return std::make_unique<RowMajorKv>(*this, capacity, slots, kv_heads, head_dim);
 }

@@ -69,6 +69,14 @@ class DeviceOps : public Device {
   // own (valid until the next call).
   virtual std::uint16_t* bf16_scratch(std::size_t count) = 0;
 
+ protected:
+  // The row-major keys and values of a cache this family made.
+  struct KvRows {
+    float* keys;
+    float* values;
+  };
+  static KvRows rows_of(const LayerKv& kv);
+
  private:
   void copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld, int tokens);
 };

@@ -8,7 +8,11 @@
 // warp accumulates its keys' weighted value rows in registers, lane d owning
 // dimensions d, d + 32, ...; the warps' partial outputs are summed at the
 // end. The CPU bodies take the exact maximum first; the results agree to
-// float rounding.
+// float rounding. decode_attention runs the same kernel for every sequence
+// of a decode step at once (the sequence in the grid), after one kernel that
+// caches and rotates every sequence's rows: two launches a layer instead of
+// five per sequence.
+#include <algorithm>
 #include <cfloat>
 #include <stdexcept>
 #include <string>
@@ -33,15 +37,17 @@ __device__ float warp_sum(float value) {
   return value;
 }
 
-__global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
-                                 std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
-                                 int window, float scale, elementwise::ScoreShaping shaping, float* out,
-                                 std::size_t out_ld, float* key0_weight, float* last_row) {
+// Query t, head h of a call (the whole thread block): the body of both
+// attention kernels below.
+__device__ __forceinline__ void attend_query(int t, int h, const float* q, std::size_t q_ld, const float* keys,
+                                             const float* values, std::size_t kv_ld, int tokens, int past, int heads,
+                                             int group, int head_dim, int window, float scale,
+                                             const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
+                                             float* key0_weight, float* last_row) {
   __shared__ float query[kMaxHeadDim];
   __shared__ float weights[kKeyChunk];  // a chunk's scores, then its unnormalised weights
   __shared__ float reduce[kAttentionThreads];
   __shared__ float partial_out[kWarps][kMaxHeadDim];
-  const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int kv_head = h / group;
   const int limit = past + t + 1;
@@ -117,6 +123,94 @@ __global__ void attention_kernel(const float* q, std::size_t q_ld, const float* 
   }
 }
 
+__global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
+                                 std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
+                                 int window, float scale, elementwise::ScoreShaping shaping, float* out,
+                                 std::size_t out_ld, float* key0_weight, float* last_row) {
+  attend_query(blockIdx.x, blockIdx.y, q, q_ld, keys, values, kv_ld, tokens, past, heads, group, head_dim, window,
+               scale, shaping, out, out_ld, key0_weight, last_row);
+}
+
+// ---- decode_attention: the sequences of one launch, passed by value (a
+// __grid_constant__ argument is read in place, not copied per thread).
+constexpr int kDecodeEntries = 64;
+struct DecodeTable {
+  DecodeEntry entries[kDecodeEntries];
+};
+
+// One thread block per (sequence, token): the query heads rotated into
+// q_rot, the keys rotated into each slot of the cache, the values copied.
+// A head's work is its rotated pairs, then its dimensions past rope_dims
+// (copied). The angles at the sequence's first head's scale are computed once
+// per block; a head at another scale (Ms-PoE, per-head slots) computes its
+// own, with the same function.
+__global__ void decode_cache_kernel(const __grid_constant__ DecodeTable table, const float* qkv, std::size_t qkv_ld,
+                                    const double* positions, const double* inverse_frequencies, int pairs,
+                                    bool halves, int heads, int kv_heads, int head_dim, float* q_rot,
+                                    std::size_t q_rot_ld) {
+  __shared__ float common[kMaxHeadDim];  // (cos, sin) per pair
+  const DecodeEntry& e = table.entries[blockIdx.x];
+  const int t = blockIdx.y;
+  if (t >= e.tokens) return;
+  const int row = e.row + t;
+  const double position = positions[row];
+  const float first_scale = pairs > 0 ? e.scales[0] : 1.0f;
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    elementwise::rope_cos_sin(position, first_scale, inverse_frequencies[i], &common[2 * i], &common[2 * i + 1]);
+  }
+  __syncthreads();
+  const int group = heads / kv_heads, rope_dims = 2 * pairs, units = pairs + head_dim - rope_dims;
+  const bool per_head = e.slots != kv_heads;
+  const float* src = qkv + static_cast<std::size_t>(row) * qkv_ld;
+  const float* key_src = src + static_cast<std::size_t>(heads) * head_dim;
+  const float* value_src = key_src + static_cast<std::size_t>(kv_heads) * head_dim;
+  const std::size_t cache_row = static_cast<std::size_t>(e.past + t) * e.slots * head_dim;
+  for (int u = threadIdx.x; u < (heads + e.slots) * units; u += blockDim.x) {
+    const int head = u / units, k = u % units;
+    const float* in;
+    float* to;
+    int scale_head;
+    if (head < heads) {
+      in = src + static_cast<std::size_t>(head) * head_dim;
+      to = q_rot + static_cast<std::size_t>(row) * q_rot_ld + static_cast<std::size_t>(head) * head_dim;
+      scale_head = head;
+    } else {
+      const int slot = head - heads;
+      in = key_src + static_cast<std::size_t>(per_head ? slot / group : slot) * head_dim;
+      to = e.keys + cache_row + static_cast<std::size_t>(slot) * head_dim;
+      scale_head = per_head ? slot : slot * group;
+    }
+    if (k >= pairs) {
+      const int d = rope_dims + (k - pairs);
+      to[d] = in[d];
+      continue;
+    }
+    const float head_scale = e.scales[scale_head];
+    float c = common[2 * k], s = common[2 * k + 1];
+    if (head_scale != first_scale) elementwise::rope_cos_sin(position, head_scale, inverse_frequencies[k], &c, &s);
+    // adjacent (ggml NORM): (2i, 2i+1); halves (ggml NEOX): (i, i + rope_dims/2).
+    const int first = halves ? k : 2 * k, second = halves ? k + pairs : 2 * k + 1;
+    elementwise::rope_rotate_pair(in[first], in[second], c, s, &to[first], &to[second]);
+  }
+  for (int i = threadIdx.x; i < e.slots * head_dim; i += blockDim.x) {
+    const int slot = i / head_dim, d = i % head_dim;
+    e.values[cache_row + i] = value_src[static_cast<std::size_t>(per_head ? slot / group : slot) * head_dim + d];
+  }
+}
+
+// attention_kernel with the sequence in blockIdx.z: one block per (token,
+// head, sequence), blocks past a sequence's tokens return at once.
+__global__ void decode_attention_kernel(const __grid_constant__ DecodeTable table, int heads, int head_dim,
+                                        int window, float scale, elementwise::ScoreShaping shaping,
+                                        const float* q_rot, std::size_t q_rot_ld, float* out, std::size_t out_ld) {
+  const DecodeEntry& e = table.entries[blockIdx.z];
+  const int t = blockIdx.x;
+  if (t >= e.tokens) return;
+  attend_query(t, blockIdx.y, q_rot + static_cast<std::size_t>(e.row) * q_rot_ld, q_rot_ld, e.keys, e.values,
+               static_cast<std::size_t>(e.slots) * head_dim, e.tokens, e.past, heads, heads / e.slots, head_dim,
+               window, scale, shaping, out + static_cast<std::size_t>(e.row) * out_ld, out_ld, nullptr, nullptr);
+}
+
 }  // namespace
 
 void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
@@ -141,6 +235,52 @@ void attention(const float* q, std::size_t q_ld, const float* keys, const float*
                                                                      heads, heads / kv_heads, head_dim, window, scale,
                                                                      shaping, out, out_ld, key0_weight, last_row);
   check_launch("attention");
+}
+
+
+void decode_attention(const DecodeEntry* entries, int count, const float* qkv, std::size_t qkv_ld,
+                      const double* positions, const double* inverse_frequencies, int rope_dims,
+                      RopePairing pairing, int heads, int kv_heads, int head_dim, int window, float scale,
+                      const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
+                      std::size_t out_ld, void* stream) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("decode attention (cuda): " + why + " (" + std::to_string(count) +
+                                " sequences, heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                                ", head_dim " + std::to_string(head_dim) + ", rope_dims " + std::to_string(rope_dims) +
+                                ")");
+  };
+  if (count < 0 || window < 0) fail("negative count");
+  if (head_dim <= 0 || head_dim > kMaxHeadDim) fail("head_dim must be 1.." + std::to_string(kMaxHeadDim));
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) fail("heads must be a multiple of kv_heads");
+  if (rope_dims < 0 || rope_dims % 2 != 0 || rope_dims > head_dim) fail("rope_dims must be even and <= head_dim");
+  if (qkv_ld < static_cast<std::size_t>(heads + 2 * kv_heads) * head_dim ||
+      q_rot_ld < static_cast<std::size_t>(heads) * head_dim || out_ld < static_cast<std::size_t>(heads) * head_dim) {
+    fail("a row stride is narrower than its heads");
+  }
+  for (int i = 0; i < count; ++i) {
+    const DecodeEntry& e = entries[i];
+    if (e.tokens < 0 || e.past < 0 || e.row < 0) fail("sequence " + std::to_string(i) + ": negative count");
+    if (e.slots != kv_heads && e.slots != heads) fail("sequence " + std::to_string(i) + ": slots neither KV heads nor heads");
+  }
+  for (int first = 0; first < count; first += kDecodeEntries) {
+    DecodeTable table{};
+    const int n = std::min(kDecodeEntries, count - first);
+    int longest = 0;
+    for (int i = 0; i < n; ++i) {
+      table.entries[i] = entries[first + i];
+      longest = std::max(longest, table.entries[i].tokens);
+    }
+    if (longest == 0) continue;
+    decode_cache_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(longest)), kAttentionThreads, 0,
+                          as_stream(stream)>>>(table, qkv, qkv_ld, positions, inverse_frequencies, rope_dims / 2,
+                                               pairing == RopePairing::halves, heads, kv_heads, head_dim, q_rot,
+                                               q_rot_ld);
+    check_launch("decode cache");
+    const dim3 grid(static_cast<unsigned>(longest), static_cast<unsigned>(heads), static_cast<unsigned>(n));
+    decode_attention_kernel<<<grid, kAttentionThreads, 0, as_stream(stream)>>>(table, heads, head_dim, window, scale,
+                                                                              shaping, q_rot, q_rot_ld, out, out_ld);
+    check_launch("decode attention");
+  }
 }
 
 }  // namespace midtune::engine::cuda

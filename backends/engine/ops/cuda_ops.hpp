@@ -78,6 +78,29 @@ void attention(const float* q, std::size_t q_ld, const float* keys, const float*
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
                float* last_row = nullptr, void* stream = nullptr);
 
+// One sequence of decode_attention: its cache (row-major, [capacity][slots
+// x head_dim], keys rotated), its layer's RoPE scale per query head, its
+// rows [row, row + tokens) of the packed matrices, its `past` cached keys.
+struct DecodeEntry {
+  float* keys;
+  float* values;
+  const float* scales;
+  int row, tokens, past, slots;
+};
+
+// device.hpp's decode_attention for `count` sequences: their values cached,
+// their keys cached rotated (slot s at the scale of query head s, or s x
+// heads / kv_heads where the slots are the KV heads), their queries rotated
+// into q_rot, then attention() of each over its own cache, written to out.
+// The angles in double as rope_tables computes them (elementwise::
+// rope_cos_sin; rope_dims 0: no rotation). Two launches per 64 sequences:
+// the entries travel as a kernel argument, so a step needs no upload.
+void decode_attention(const DecodeEntry* entries, int count, const float* qkv, std::size_t qkv_ld,
+                      const double* positions, const double* inverse_frequencies, int rope_dims,
+                      RopePairing pairing, int heads, int kv_heads, int head_dim, int window, float scale,
+                      const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
+                      std::size_t out_ld, void* stream = nullptr);
+
 // cuBLAS for the matrix products: one per thread of work (not thread-safe),
 // bound to the device current when it is made.
 class CublasContext {
