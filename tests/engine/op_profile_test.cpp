@@ -46,15 +46,23 @@ TEST(OpProfile, TimesEveryOpOnEveryDeviceWithoutChangingTheLogits) {
     EXPECT_EQ(run(*model, tokens), plain);
 
     const std::size_t layers = c.layers;
+    // A call this short takes the batched attention step, one per layer;
+    // with the per-sequence ops the attention op itself.
+    EXPECT_EQ(calls_of(profile, "decode_attention"), layers);
+    EXPECT_EQ(calls_of(profile, "attention"), 0u);
+    model->decode_batch_tokens = 0;
+    EXPECT_EQ(run(*model, tokens), plain);
     EXPECT_EQ(calls_of(profile, "attention"), layers);
-    EXPECT_EQ(calls_of(profile, "embed"), 1u);
-    EXPECT_EQ(calls_of(profile, "rms_norm_rows"), 2 * layers + 1);  // two per layer, the final norm
-    // A product names its matrix: Q|K|V, the output projection, gate|up,
-    // down once per layer; the vocabulary product once.
+    model->decode_batch_tokens = 16;
+    EXPECT_EQ(calls_of(profile, "embed"), 2u);
+    // Per run: two norms per layer and the final norm; a product names its
+    // matrix: Q|K|V, the output projection, gate|up, down once per layer,
+    // the vocabulary product once.
+    EXPECT_EQ(calls_of(profile, "rms_norm_rows"), 2 * (2 * layers + 1));
     const std::size_t qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim;
-    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(qkv_rows) + "x" + std::to_string(c.hidden)), layers);
-    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(2 * c.ffn) + "x" + std::to_string(c.hidden)), layers);
-    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(c.vocab) + "x" + std::to_string(c.hidden)), 1u);
+    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(qkv_rows) + "x" + std::to_string(c.hidden)), 2 * layers);
+    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(2 * c.ffn) + "x" + std::to_string(c.hidden)), 2 * layers);
+    EXPECT_EQ(calls_of(profile, "matmul " + std::to_string(c.vocab) + "x" + std::to_string(c.hidden)), 2u);
     const std::vector<OpProfile::Row> rows = profile.rows();
     for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].seconds, rows[i].seconds) << "largest first";
 
