@@ -437,77 +437,94 @@ TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
     int slots;
     std::vector<float> scales;
   };
-  const std::vector<Seq> seqs = {{kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}},
-                                 {heads, {1.0f, 1.5f, 2.0f, 3.0f}},
-                                 {kv_heads, {2.0f, 2.0f, 0.5f, 0.5f}},
-                                 {heads, {1.25f, 1.25f, 1.25f, 1.25f}},
-                                 {kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}}};
-  const std::vector<std::vector<int>> steps = {{3, 6, 1, 4, 2}, {1, 0, 1, 1, 1}, {2, 1, 3, 1, 1}};
-  for (const Layer& layer : {Layer{32, RopePairing::adjacent, 0, {}}, Layer{16, RopePairing::halves, 5, {0.2f, 0.0f}},
-                             Layer{0, RopePairing::adjacent, 3, {0.0f, 8.0f}}}) {
-    const std::string shape = " (rope_dims " + std::to_string(layer.rope_dims) + ", window " +
-                              std::to_string(layer.window) + ")";
-    const int pairs = layer.rope_dims / 2;
-    std::vector<double> inverse_frequencies(std::max(pairs, 1));
-    for (int i = 0; i < pairs; ++i) inverse_frequencies[i] = std::pow(10000.0, -2.0 * i / layer.rope_dims);
-    auto inv = both(inverse_frequencies);
-    std::vector<std::unique_ptr<LayerKv>> ref_kv, dev_kv;
-    std::vector<Pair<float>> scales;
-    for (const Seq& seq : seqs) {
-      ref_kv.push_back(ref_.make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
-      dev_kv.push_back(device_->make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
-      scales.push_back(both(seq.scales));
-    }
-    std::vector<int> past(seqs.size(), 0);
-    for (std::size_t step = 0; step < steps.size(); ++step) {
-      const std::vector<int>& tokens = steps[step];
-      int rows = 0;
-      std::vector<double> positions;
-      for (std::size_t i = 0; i < seqs.size(); ++i) {
-        for (int t = 0; t < tokens[i]; ++t) positions.push_back(past[i] + t + 0.25 * ((t + i) % 3));
-        rows += tokens[i];
+  struct Case {
+    std::vector<Seq> seqs;
+    std::vector<std::vector<int>> steps;  // tokens per sequence and step
+    std::vector<Layer> layers;
+  };
+  std::vector<Case> cases = {{{{kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}},
+                               {heads, {1.0f, 1.5f, 2.0f, 3.0f}},
+                               {kv_heads, {2.0f, 2.0f, 0.5f, 0.5f}},
+                               {heads, {1.25f, 1.25f, 1.25f, 1.25f}},
+                               {kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}}},
+                              {{3, 6, 1, 4, 2}, {1, 0, 1, 1, 1}, {2, 1, 3, 1, 1}},
+                              {Layer{32, RopePairing::adjacent, 0, {}}, Layer{16, RopePairing::halves, 5, {0.2f, 0.0f}},
+                               Layer{0, RopePairing::adjacent, 3, {0.0f, 8.0f}}}}};
+  // More sequences than one launch of the CUDA body takes (64).
+  Case many;
+  for (int i = 0; i < 70; ++i)
+    many.seqs.push_back({i % 2 == 0 ? kv_heads : heads, {1.0f, 1.0f, 1.5f + i % 3, 1.5f + i % 3}});
+  many.steps = {std::vector<int>(70, 2), std::vector<int>(70, 1)};
+  many.layers = {Layer{32, RopePairing::halves, 0, {}}};
+  cases.push_back(many);
+  for (const Case& cs : cases) {
+    const std::vector<Seq>& seqs = cs.seqs;
+    const std::vector<std::vector<int>>& steps = cs.steps;
+    for (const Layer& layer : cs.layers) {
+      const std::string shape = " (" + std::to_string(seqs.size()) + " sequences, rope_dims " +
+                                std::to_string(layer.rope_dims) + ", window " + std::to_string(layer.window) + ")";
+      const int pairs = layer.rope_dims / 2;
+      std::vector<double> inverse_frequencies(std::max(pairs, 1));
+      for (int i = 0; i < pairs; ++i) inverse_frequencies[i] = std::pow(10000.0, -2.0 * i / layer.rope_dims);
+      auto inv = both(inverse_frequencies);
+      std::vector<std::unique_ptr<LayerKv>> ref_kv, dev_kv;
+      std::vector<Pair<float>> scales;
+      for (const Seq& seq : seqs) {
+        ref_kv.push_back(ref_.make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
+        dev_kv.push_back(device_->make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
+        scales.push_back(both(seq.scales));
       }
-      auto qkv = both(random_floats(rows * qkv_width, 1.0f, 60 + static_cast<unsigned>(step) + layer.rope_dims));
-      auto pos = both(positions);
-      auto q_rot = both(std::vector<float>(rows * q_width));
-      auto out = both(std::vector<float>(rows * q_width));
-      DecodeBatch ref_batch;
-      ref_batch.qkv = qkv.ref.data();
-      ref_batch.qkv_ld = qkv_width;
-      ref_batch.positions = pos.ref.data();
-      ref_batch.inverse_frequencies = inv.ref.data();
-      ref_batch.rope_dims = layer.rope_dims;
-      ref_batch.pairing = layer.pairing;
-      ref_batch.heads = heads;
-      ref_batch.kv_heads = kv_heads;
-      ref_batch.head_dim = head_dim;
-      ref_batch.window = layer.window;
-      ref_batch.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      ref_batch.shaping = layer.shaping;
-      ref_batch.q_rot = q_rot.ref.data();
-      ref_batch.q_rot_ld = q_width;
-      ref_batch.out = out.ref.data();
-      ref_batch.out_ld = q_width;
-      DecodeBatch dev_batch = ref_batch;
-      dev_batch.qkv = qkv.dev.data();
-      dev_batch.positions = pos.dev.data();
-      dev_batch.inverse_frequencies = inv.dev.data();
-      dev_batch.q_rot = q_rot.dev.data();
-      dev_batch.out = out.dev.data();
-      int row = 0;
-      for (std::size_t i = 0; i < seqs.size(); ++i) {
-        ref_batch.sequences.push_back(
-            {ref_kv[i].get(), row, tokens[i], past[i], scales[i].ref.data(), seqs[i].scales.data()});
-        dev_batch.sequences.push_back(
-            {dev_kv[i].get(), row, tokens[i], past[i], scales[i].dev.data(), seqs[i].scales.data()});
-        row += tokens[i];
-        past[i] += tokens[i];
+      std::vector<int> past(seqs.size(), 0);
+      for (std::size_t step = 0; step < steps.size(); ++step) {
+        const std::vector<int>& tokens = steps[step];
+        int rows = 0;
+        std::vector<double> positions;
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+          for (int t = 0; t < tokens[i]; ++t) positions.push_back(past[i] + t + 0.25 * ((t + i) % 3));
+          rows += tokens[i];
+        }
+        auto qkv = both(random_floats(rows * qkv_width, 1.0f, 60 + static_cast<unsigned>(step) + layer.rope_dims));
+        auto pos = both(positions);
+        auto q_rot = both(std::vector<float>(rows * q_width));
+        auto out = both(std::vector<float>(rows * q_width));
+        DecodeBatch ref_batch;
+        ref_batch.qkv = qkv.ref.data();
+        ref_batch.qkv_ld = qkv_width;
+        ref_batch.positions = pos.ref.data();
+        ref_batch.inverse_frequencies = inv.ref.data();
+        ref_batch.rope_dims = layer.rope_dims;
+        ref_batch.pairing = layer.pairing;
+        ref_batch.heads = heads;
+        ref_batch.kv_heads = kv_heads;
+        ref_batch.head_dim = head_dim;
+        ref_batch.window = layer.window;
+        ref_batch.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        ref_batch.shaping = layer.shaping;
+        ref_batch.q_rot = q_rot.ref.data();
+        ref_batch.q_rot_ld = q_width;
+        ref_batch.out = out.ref.data();
+        ref_batch.out_ld = q_width;
+        DecodeBatch dev_batch = ref_batch;
+        dev_batch.qkv = qkv.dev.data();
+        dev_batch.positions = pos.dev.data();
+        dev_batch.inverse_frequencies = inv.dev.data();
+        dev_batch.q_rot = q_rot.dev.data();
+        dev_batch.out = out.dev.data();
+        int row = 0;
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+          ref_batch.sequences.push_back(
+              {ref_kv[i].get(), row, tokens[i], past[i], scales[i].ref.data(), seqs[i].scales.data()});
+          dev_batch.sequences.push_back(
+              {dev_kv[i].get(), row, tokens[i], past[i], scales[i].dev.data(), seqs[i].scales.data()});
+          row += tokens[i];
+          past[i] += tokens[i];
+        }
+        ref_.decode_attention(ref_batch);
+        device_->decode_attention(dev_batch);
+        const std::string what = shape + " step " + std::to_string(step);
+        expect_close(q_rot, 1e-5, "decode_attention rotated queries" + what);
+        expect_close(out, 2e-5, "decode_attention" + what);
       }
-      ref_.decode_attention(ref_batch);
-      device_->decode_attention(dev_batch);
-      const std::string what = shape + " step " + std::to_string(step);
-      expect_close(q_rot, 1e-5, "decode_attention rotated queries" + what);
-      expect_close(out, 2e-5, "decode_attention" + what);
     }
   }
 }
