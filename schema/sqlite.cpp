@@ -177,6 +177,7 @@ int stop_at_deadline(void* database) {
 }  // namespace
 
 Database::~Database() {
+  cache_.clear();
   sqlite3_close_v2(db_);
   if (read_only_ && !immutable_) remove_empty_log(path_);
 }
@@ -222,6 +223,20 @@ std::int64_t Database::application_id() {
   Statement s(*this, "PRAGMA application_id");
   s.step();
   return s.column_int64(0);
+}
+
+CachedStatement Database::cached(const std::string& sql) {
+  auto found = cache_.find(sql);
+  if (found == cache_.end()) found = cache_.emplace(sql, std::make_unique<Kept>(Kept{Statement(*this, sql)})).first;
+  Kept& kept = *found->second;
+  if (kept.busy) return CachedStatement(Statement(*this, sql));
+  return CachedStatement(kept.statement, kept.busy);
+}
+
+CachedStatement::~CachedStatement() {
+  if (busy_ == nullptr) return;
+  statement_->reset();
+  *busy_ = false;
 }
 
 Statement::Statement(Database& db, const std::string& sql) : db_(&db), sql_(sql) {
@@ -300,7 +315,7 @@ std::optional<double> Statement::column_optional_double(int column) const {
 }
 bool Statement::readonly() const { return sqlite3_stmt_readonly(stmt_) != 0; }
 
-Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Database& db) : db_(db) { db_.cached("BEGIN IMMEDIATE")->run(); }
 
 Transaction::~Transaction() {
   if (!open_) return;
@@ -312,7 +327,7 @@ Transaction::~Transaction() {
 }
 
 void Transaction::commit() {
-  db_.exec("COMMIT");
+  db_.cached("COMMIT")->run();
   open_ = false;
 }
 

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -74,6 +76,25 @@ class Statement {
   std::string sql_;
 };
 
+// A statement from Database::cached(): reset and its bindings cleared when
+// it goes out of scope, so the next use finds it fresh and no read stays
+// open. Use it like a Statement (->).
+class CachedStatement {
+ public:
+  CachedStatement(Statement& statement, bool& busy) : statement_(&statement), busy_(&busy) { busy = true; }
+  explicit CachedStatement(Statement&& own) : own_(std::move(own)), statement_(&*own_) {}
+  ~CachedStatement();
+  CachedStatement(const CachedStatement&) = delete;
+  CachedStatement& operator=(const CachedStatement&) = delete;
+  Statement* operator->() { return statement_; }
+  Statement& operator*() { return *statement_; }
+
+ private:
+  std::optional<Statement> own_;  // the statement was in use: a one-off copy
+  Statement* statement_;
+  bool* busy_ = nullptr;
+};
+
 // Every connection waits this long for another connection's lock before a
 // statement fails with "database is locked". Transactions are short (one
 // evaluation's rows, one checkpoint, a migration), but many ga-run processes
@@ -100,6 +121,11 @@ class Database {
   // Runs one or more statements that return no rows.
   void exec(const std::string& sql);
   Statement prepare(const std::string& sql) { return Statement(*this, sql); }
+  // The statement for `sql`, prepared on first use and kept for the
+  // connection's life: the per-row statements of a search (one candidate's
+  // rows, a heartbeat) are compiled once instead of once per call. While one
+  // use of `sql` is still in scope, a nested one gets its own statement.
+  CachedStatement cached(const std::string& sql);
   std::int64_t last_insert_rowid() const;
   // Rows the last INSERT, UPDATE or DELETE changed.
   int changes() const;
@@ -131,6 +157,11 @@ class Database {
   bool immutable_ = false;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool deadline_passed_ = false;
+  struct Kept {
+    Statement statement;
+    bool busy = false;
+  };
+  std::unordered_map<std::string, std::unique_ptr<Kept>> cache_;  // finalized before the connection closes
 };
 
 // BEGIN IMMEDIATE on construction; rolls back unless commit() was called.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iterator>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -447,29 +449,29 @@ std::vector<RunProvenance> Store::run_provenances(std::int64_t experiment_id) {
 }
 
 void Store::record_workers(std::int64_t run_id, const nlohmann::json& workers) {
-  auto s = db_.prepare("UPDATE runs SET workers = ? WHERE id = ?");
-  s.bind_all(workers.dump(), run_id);
-  s.run();
+  auto s = db_.cached("UPDATE runs SET workers = ? WHERE id = ?");
+  s->bind_all(workers.dump(), run_id);
+  s->run();
 }
 
 void Store::heartbeat(std::int64_t run_id, int evaluations, int prompts, double backend_seconds) {
-  auto s = db_.prepare(
+  auto s = db_.cached(
       "UPDATE runs SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), evaluations = evaluations + ?, "
       "prompts = prompts + ?, backend_seconds = backend_seconds + ? WHERE id = ?");
-  s.bind_all(evaluations, prompts, backend_seconds, run_id);
-  s.run();
+  s->bind_all(evaluations, prompts, backend_seconds, run_id);
+  s->run();
   beat_lease();
 }
 
 void Store::beat_lease() {
   if (!leased_experiment_) return;
-  auto lease_beat = db_.prepare(
+  auto lease_beat = db_.cached(
       std::string("UPDATE experiment_leases SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
                   "WHERE experiment = ? AND ") +
       kLeaseHolderIs);
-  lease_beat.bind_all(*leased_experiment_, lease_holder_.host, lease_holder_.pid, lease_holder_.start_ticks,
+  lease_beat->bind_all(*leased_experiment_, lease_holder_.host, lease_holder_.pid, lease_holder_.start_ticks,
                       lease_holder_.boot_id, lease_holder_.pid_namespace);
-  lease_beat.run();
+  lease_beat->run();
   if (db_.changes() == 0) {
     const auto owner = lease(*leased_experiment_);
     const std::string name = *leased_experiment_;
@@ -489,25 +491,25 @@ void Store::finish_run(std::int64_t run_id) {
 }
 
 std::optional<EvaluationRecord> Store::find_evaluation(const std::string& cache_key) {
-  auto s = db_.prepare(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok'" + complete_only());
-  s.bind_all(cache_key);
-  if (!s.step()) return std::nullopt;
-  return read_evaluation(s);
+  auto s = db_.cached(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok'" + complete_only());
+  s->bind_all(cache_key);
+  if (!s->step()) return std::nullopt;
+  return read_evaluation(*s);
 }
 
 std::optional<EvaluationRecord> Store::find_partial_evaluation(const std::string& cache_key) {
   if (!racing_columns_) return std::nullopt;
-  auto s = db_.prepare(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok' AND complete = 0");
-  s.bind_all(cache_key);
-  if (!s.step()) return std::nullopt;
-  return read_evaluation(s);
+  auto s = db_.cached(evaluation_columns() + "WHERE cache_key = ? AND status = 'ok' AND complete = 0");
+  s->bind_all(cache_key);
+  if (!s->step()) return std::nullopt;
+  return read_evaluation(*s);
 }
 
 std::optional<EvaluationRecord> Store::evaluation(std::int64_t id) {
-  auto s = db_.prepare(evaluation_columns() + "WHERE id = ?");
-  s.bind_all(id);
-  if (!s.step()) return std::nullopt;
-  return read_evaluation(s);
+  auto s = db_.cached(evaluation_columns() + "WHERE id = ?");
+  s->bind_all(id);
+  if (!s->step()) return std::nullopt;
+  return read_evaluation(*s);
 }
 
 std::int64_t Store::insert_evaluation(const EvaluationRecord& record, const std::vector<SampleRecord>& samples) {
@@ -529,31 +531,31 @@ StoredEvaluation Store::cache_evaluation(const EvaluationRecord& record, const s
 std::int64_t Store::insert_evaluation_rows(const EvaluationRecord& r, const std::vector<SampleRecord>& samples) {
   // A failed attempt leaves a row (so the failure is visible); a later
   // successful attempt replaces it.
-  auto drop_failed = db_.prepare(
+  auto drop_failed = db_.cached(
       "DELETE FROM sample_results WHERE evaluation_id IN (SELECT id FROM evaluations WHERE cache_key = ? AND "
       "status = 'failed')");
-  drop_failed.bind_all(r.cache_key);
-  drop_failed.run();
-  auto drop_row = db_.prepare("DELETE FROM evaluations WHERE cache_key = ? AND status = 'failed'");
-  drop_row.bind_all(r.cache_key);
-  drop_row.run();
+  drop_failed->bind_all(r.cache_key);
+  drop_failed->run();
+  auto drop_row = db_.cached("DELETE FROM evaluations WHERE cache_key = ? AND status = 'failed'");
+  drop_row->bind_all(r.cache_key);
+  drop_row->run();
 
-  auto s = db_.prepare(
+  auto s = db_.cached(
       "INSERT INTO evaluations (cache_key, key_hash, intervention, dataset_slice, metric, model, position_scores, "
       "fitness_inputs, wall_seconds, status, error, complete) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   const std::optional<std::string> error = r.error.empty() ? std::nullopt : std::optional(r.error);
-  s.bind_all(r.cache_key, r.key_hash, r.intervention, r.dataset_slice, r.metric, r.model,
+  s->bind_all(r.cache_key, r.key_hash, r.intervention, r.dataset_slice, r.metric, r.model,
              to_json(r.position_scores).dump(), r.fitness_inputs.dump(), r.wall_seconds, r.status, error,
              r.complete ? 1 : 0);
-  s.run();
+  s->run();
   const std::int64_t id = db_.last_insert_rowid();
-  auto sample = db_.prepare(
+  auto sample = db_.cached(
       "INSERT INTO sample_results (evaluation_id, sample_id, gold_position, correct, output, gold_logprob, "
       "prompt_tokens) VALUES (?, ?, ?, ?, ?, ?, ?)");
   for (const SampleRecord& x : samples) {
-    sample.reset();
-    sample.bind_all(id, x.sample_id, x.gold_position, x.correct ? 1 : 0, x.output, x.gold_logprob, x.prompt_tokens);
-    sample.run();
+    sample->reset();
+    sample->bind_all(id, x.sample_id, x.gold_position, x.correct ? 1 : 0, x.output, x.gold_logprob, x.prompt_tokens);
+    sample->run();
   }
   return id;
 }
@@ -581,49 +583,104 @@ IndividualRecord Store::record_individual(std::int64_t run_id, const std::string
   return record;
 }
 
+std::optional<EvaluationState> Store::evaluation_state(const std::string& cache_key) {
+  auto s = db_.cached(std::string("SELECT e.id, ") + (racing_columns_ ? "e.complete" : "1") +
+                      ", (SELECT count(*) FROM sample_results r WHERE r.evaluation_id = e.id) FROM evaluations e "
+                      "WHERE e.cache_key = ? AND e.status = 'ok'");
+  s->bind_all(cache_key);
+  if (!s->step()) return std::nullopt;
+  return EvaluationState{s->column_int64(0), s->column_int64(1) != 0, s->column_int64(2)};
+}
+
+namespace {
+
+bool by_sample_id(const SampleRecord& a, const SampleRecord& b) { return a.sample_id < b.sample_id; }
+
+// A sample as it reads back: SQLite stores a NaN as NULL, and a REAL that
+// is a whole number as an integer (so -0.0 reads as 0.0).
+SampleRecord as_stored(SampleRecord s) {
+  if (s.gold_position == 0.0) s.gold_position = 0.0;
+  if (s.gold_logprob && std::isnan(*s.gold_logprob)) s.gold_logprob.reset();
+  if (s.gold_logprob && *s.gold_logprob == 0.0) s.gold_logprob = 0.0;
+  return s;
+}
+
+// `known` (in sample_id order) with the samples of `fresh` whose ids it
+// lacks, in sample_id order: the row INSERT OR IGNORE leaves, as it reads
+// back (ORDER BY sample_id compares bytes, as std::string does).
+
+std::vector<SampleRecord> merged_samples(const std::vector<SampleRecord>& known, const std::vector<SampleRecord>& fresh) {
+  std::vector<SampleRecord> added;
+  for (const SampleRecord& f : fresh) {
+    if (std::binary_search(known.begin(), known.end(), f, by_sample_id)) continue;
+    added.push_back(as_stored(f));
+  }
+  // An id twice in `fresh`: the first is inserted, the second ignored.
+  std::stable_sort(added.begin(), added.end(), by_sample_id);
+  added.erase(std::unique(added.begin(), added.end(),
+                          [](const SampleRecord& a, const SampleRecord& b) { return a.sample_id == b.sample_id; }),
+              added.end());
+  std::vector<SampleRecord> out;
+  out.reserve(known.size() + added.size());
+  std::merge(known.begin(), known.end(), added.begin(), added.end(), std::back_inserter(out), by_sample_id);
+  return out;
+}
+
+}  // namespace
+
 ExtendedEvaluation Store::add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
                                      const std::vector<SampleRecord>& fresh,
                                      const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
-                                     const IndividualOf& individual) {
+                                     const IndividualOf& individual, KnownSamples known) {
   sql::Transaction tx(db_);
   ExtendedEvaluation out;
   const auto insert_individual_of = [&] {
     if (!individual) return;
     if (const std::optional<IndividualRecord> r = individual(out)) insert_individual(*r);
   };
-  if (auto done = find_evaluation(record.cache_key)) {
-    out = {done->id, evaluation_samples(done->id), true, true};
+  const std::optional<EvaluationState> stored = evaluation_state(record.cache_key);
+  if (stored && stored->complete) {
+    out = {stored->id, evaluation_samples(stored->id), true, true};
     insert_individual_of();
     if (run_id) heartbeat(*run_id);
     tx.commit();
     return out;
   }
-  if (auto partial = find_partial_evaluation(record.cache_key)) {
-    out.id = partial->id;
+  // What the row holds after the inserts, when the caller's samples are all
+  // it held before (samples are only ever added to an ok row, each id once;
+  // this transaction holds the write lock): then nothing is read back.
+  std::optional<std::vector<SampleRecord>> expected;
+  if (stored) {
+    out.id = stored->id;
+    if (known.samples != nullptr && known.id == out.id &&
+        stored->samples == static_cast<std::int64_t>(known.samples->size()) &&
+        std::is_sorted(known.samples->begin(), known.samples->end(), by_sample_id))
+      expected = merged_samples(*known.samples, fresh);
   } else {
     EvaluationRecord empty = record;
     empty.complete = false;
     empty.wall_seconds = 0.0;
     out.id = insert_evaluation_rows(empty, {});
+    expected = merged_samples({}, fresh);
   }
-  auto sample = db_.prepare(
+  auto sample = db_.cached(
       "INSERT OR IGNORE INTO sample_results (evaluation_id, sample_id, gold_position, correct, output, gold_logprob, "
       "prompt_tokens) VALUES (?, ?, ?, ?, ?, ?, ?)");
   for (const SampleRecord& x : fresh) {
-    sample.reset();
-    sample.bind_all(out.id, x.sample_id, x.gold_position, x.correct ? 1 : 0, x.output, x.gold_logprob,
-                    x.prompt_tokens);
-    sample.run();
+    sample->reset();
+    sample->bind_all(out.id, x.sample_id, x.gold_position, x.correct ? 1 : 0, x.output, x.gold_logprob,
+                     x.prompt_tokens);
+    sample->run();
   }
-  out.samples = evaluation_samples(out.id);
+  out.samples = expected ? std::move(*expected) : evaluation_samples(out.id);
   const SampleSummary summary = summarise(out.samples);
   out.complete = summary.complete;
-  auto update = db_.prepare(
+  auto update = db_.cached(
       "UPDATE evaluations SET position_scores = ?, fitness_inputs = ?, wall_seconds = coalesce(wall_seconds, 0) + ?, "
       "complete = ? WHERE id = ?");
-  update.bind_all(to_json(summary.position_scores).dump(), summary.fitness_inputs.dump(), record.wall_seconds,
-                  summary.complete ? 1 : 0, out.id);
-  update.run();
+  update->bind_all(to_json(summary.position_scores).dump(), summary.fitness_inputs.dump(), record.wall_seconds,
+                   summary.complete ? 1 : 0, out.id);
+  update->run();
   insert_individual_of();
   if (run_id) {
     heartbeat(*run_id, fresh.empty() ? 0 : 1, static_cast<int>(fresh.size()), record.wall_seconds);
@@ -635,21 +692,21 @@ ExtendedEvaluation Store::add_samples(std::optional<std::int64_t> run_id, const 
 }
 
 void Store::insert_individual(const IndividualRecord& r) {
-  auto s = db_.prepare(
+  auto s = db_.cached(
       "INSERT INTO individuals (experiment_id, candidate_id, generation, genome, genome_hash, origin, parents, "
       "fitness, evaluation_id, cache_hit, run_id, raced_samples) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  s.bind_all(r.experiment_id, r.candidate_id, r.generation, r.genome.dump(), r.genome_hash, r.origin,
+  s->bind_all(r.experiment_id, r.candidate_id, r.generation, r.genome.dump(), r.genome_hash, r.origin,
              r.parents.dump(), r.fitness, r.evaluation_id, r.cache_hit ? 1 : 0, r.run_id,
              r.raced_samples ? std::optional<std::int64_t>(*r.raced_samples) : std::nullopt);
-  s.run();
+  s->run();
 }
 
 
 std::optional<IndividualRecord> Store::find_individual(std::int64_t experiment_id, std::int64_t candidate_id) {
-  auto s = db_.prepare(individual_columns() + "WHERE experiment_id = ? AND candidate_id = ?");
-  s.bind_all(experiment_id, candidate_id);
-  if (!s.step()) return std::nullopt;
-  return read_individual(s);
+  auto s = db_.cached(individual_columns() + "WHERE experiment_id = ? AND candidate_id = ?");
+  s->bind_all(experiment_id, candidate_id);
+  if (!s->step()) return std::nullopt;
+  return read_individual(*s);
 }
 
 std::vector<IndividualRecord> Store::individuals(std::int64_t experiment_id) {
@@ -684,12 +741,12 @@ std::optional<std::string> Store::other_model(std::int64_t experiment_id, const 
 }
 
 std::optional<FitnessStats> Store::fitness_of_candidates(std::int64_t experiment_id, const json& candidate_ids) {
-  auto s = db_.prepare(
+  auto s = db_.cached(
       "SELECT max(fitness), avg(fitness) FROM individuals WHERE experiment_id = ? AND candidate_id IN "
       "(SELECT value FROM json_each(?))" + exact_only(""));
-  s.bind_all(experiment_id, candidate_ids.dump());
-  if (!s.step() || s.is_null(0)) return std::nullopt;
-  return FitnessStats{s.column_double(0), s.column_double(1)};
+  s->bind_all(experiment_id, candidate_ids.dump());
+  if (!s->step() || s->is_null(0)) return std::nullopt;
+  return FitnessStats{s->column_double(0), s->column_double(1)};
 }
 
 void Store::save_checkpoint(const GenerationRecord& record, std::int64_t run_id) {
@@ -771,19 +828,19 @@ std::vector<HeldoutRow> Store::heldout_rows(std::int64_t experiment_id) {
 }
 
 std::vector<SampleRecord> Store::evaluation_samples(std::int64_t evaluation_id) {
-  auto samples = db_.prepare(
+  auto samples = db_.cached(
       "SELECT sample_id, gold_position, correct, output, gold_logprob, prompt_tokens FROM sample_results "
       "WHERE evaluation_id = ? ORDER BY sample_id");
-  samples.bind_all(evaluation_id);
+  samples->bind_all(evaluation_id);
   std::vector<SampleRecord> out;
-  while (samples.step()) {
+  while (samples->step()) {
     SampleRecord sample;
-    sample.sample_id = samples.column_text(0);
-    sample.gold_position = samples.column_double(1);
-    sample.correct = samples.column_int64(2) != 0;
-    sample.output = samples.column_text(3);
-    sample.gold_logprob = samples.column_optional_double(4);
-    sample.prompt_tokens = static_cast<int>(samples.column_int64(5));
+    sample.sample_id = samples->column_text(0);
+    sample.gold_position = samples->column_double(1);
+    sample.correct = samples->column_int64(2) != 0;
+    sample.output = samples->column_text(3);
+    sample.gold_logprob = samples->column_optional_double(4);
+    sample.prompt_tokens = static_cast<int>(samples->column_int64(5));
     out.push_back(std::move(sample));
   }
   return out;

@@ -188,6 +188,23 @@ struct ExtendedEvaluation {
   bool was_complete = false;
 };
 
+// The row stored under a cache key, as racing checks it between steps: its
+// id, whether it holds the whole split, and how many samples it holds
+// (samples are only ever added to an ok row, so an unchanged count means
+// samples read before are still all of them).
+struct EvaluationState {
+  std::int64_t id = -1;
+  bool complete = false;
+  std::int64_t samples = 0;
+};
+
+// Samples a caller holds of row `id` (read from it, or add_samples()'s
+// result), in sample_id order.
+struct KnownSamples {
+  std::int64_t id = -1;
+  const std::vector<SampleRecord>* samples = nullptr;
+};
+
 // Best and mean fitness over a set of candidates.
 struct FitnessStats {
   double best = 0.0;
@@ -348,6 +365,8 @@ class Store {
   // A race's partial row under the key (complete = 0), if any.
   std::optional<EvaluationRecord> find_partial_evaluation(const std::string& cache_key);
   std::optional<EvaluationRecord> evaluation(std::int64_t id);
+  // The successful row under the key, complete or partial, if any.
+  std::optional<EvaluationState> evaluation_state(const std::string& cache_key);
   // The per-sample results of an evaluation, in sample_id order.
   std::vector<SampleRecord> evaluation_samples(std::int64_t evaluation_id);
   // Inserts (or replaces a failed row with the same key) with its samples,
@@ -377,12 +396,15 @@ class Store {
   // not empty); without, only the lease's heartbeat moves. Then the
   // individual that `individual(the extended evaluation)` returns, if any,
   // is inserted in the same transaction (so a kill never leaves a finished
-  // race without its individual).
+  // race without its individual). `known`: the row's samples as the caller
+  // holds them; while the row still holds exactly those, the result is them
+  // merged with `fresh` instead of the row read back (the same samples
+  // either way, without reading them).
   using IndividualOf = std::function<std::optional<IndividualRecord>(const ExtendedEvaluation&)>;
   ExtendedEvaluation add_samples(std::optional<std::int64_t> run_id, const EvaluationRecord& record,
                                  const std::vector<SampleRecord>& fresh,
                                  const std::function<SampleSummary(const std::vector<SampleRecord>&)>& summarise,
-                                 const IndividualOf& individual = {});
+                                 const IndividualOf& individual = {}, KnownSamples known = {});
 
   void insert_individual(const IndividualRecord& record);
   std::optional<IndividualRecord> find_individual(std::int64_t experiment_id, std::int64_t candidate_id);

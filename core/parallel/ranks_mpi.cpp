@@ -319,7 +319,7 @@ class UnitDispatchBackend : public Backend {
    public:
     Dispatch(UnitDispatchBackend& backend, const std::vector<RunJob>& jobs, const RunOptions& options,
              const RunJobDone& done, const std::atomic<int>* stop)
-        : b_(backend), jobs_(jobs), done_(done), stop_(stop), state_(jobs.size()) {
+        : b_(backend), jobs_(jobs), options_(options), done_(done), stop_(stop), state_(jobs.size()) {
       certain_jobs_ = jobs.size();
       for (std::size_t j = 0; j < jobs.size(); ++j) {
         if (jobs[j].speculative) {
@@ -329,10 +329,13 @@ class UnitDispatchBackend : public Backend {
         }
         const std::size_t size = jobs[j].batch->size();
         state_[j].outputs.resize(size);
+        // A unit's request text is needed now only to match it against the
+        // speculative units kept, or to keep it as one; otherwise it is made
+        // when the unit is sent, while the evaluators compute the others.
+        const bool match = jobs[j].speculative || !b_.ahead_.empty();
         for (std::size_t begin = 0; begin < size; begin += b_.unit_prompts_) {
           Unit unit{j, begin, std::min(b_.unit_prompts_, size - begin), {}, nullptr};
-          unit.request = server::dump_for_wire(
-              server::evaluate_request_to_json(*jobs[j].intervention, options, items_of(unit)));
+          if (match) unit.request = request_text(unit);
           units_.push_back(std::move(unit));
           ++state_[j].units_left;
         }
@@ -386,6 +389,11 @@ class UnitDispatchBackend : public Backend {
 
     std::span<const BatchItem> items_of(const Unit& unit) const {
       return std::span<const BatchItem>(*jobs_[unit.job].batch).subspan(unit.begin, unit.count);
+    }
+
+    std::string request_text(const Unit& unit) const {
+      return server::dump_for_wire(
+          server::evaluate_request_to_json(*jobs_[unit.job].intervention, options_, items_of(unit)));
     }
 
     // Matches the kept speculative units against this call's: a unit of a
@@ -466,6 +474,7 @@ class UnitDispatchBackend : public Backend {
         } else {
           out.unit = *u;
         }
+        if (units_[*u].request.empty()) units_[*u].request = request_text(units_[*u]);
         // The request's text as it is, inside the unit message.
         const std::string message =
             "{\"unit\":" + std::to_string(out.id) + ",\"request\":" + units_[*u].request + "}";
@@ -598,6 +607,7 @@ class UnitDispatchBackend : public Backend {
 
     UnitDispatchBackend& b_;
     const std::vector<RunJob>& jobs_;
+    const RunOptions& options_;
     const RunJobDone& done_;
     const std::atomic<int>* stop_;
     std::vector<Unit> units_;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -159,7 +160,7 @@ class Evaluator {
   SampleRecord sample_record(std::size_t index, const SampleOutput& output) const;
   const EvaluationInputs& in_;
   ModelIdentity model_;
-  std::map<std::string, std::size_t> index_of_;
+  std::unordered_map<std::string, std::size_t> index_of_;  // looked up for every sample of every look
 };
 
 // Evaluator(inputs).evaluate(store, intervention).

@@ -431,6 +431,8 @@ class SearchRun {
     std::string key;
     std::int64_t evaluation_id = -1;  // its stored row, once it has one
     std::vector<SampleRecord> samples;
+    std::int64_t samples_of = -1;  // the row `samples` were read from or written to (-1: none)
+    std::optional<EvaluationRecord> description;  // evaluator_.describe(), made once
     std::optional<Outcome> outcome;
     std::size_t dropped_at = SIZE_MAX;
     bool ran = false;  // some sample ran for it in this process
@@ -461,6 +463,7 @@ class SearchRun {
       e.candidate = &batch[i];
       if (auto stored = stored_individual(experiment_id, batch[i])) {
         e.samples = store_.evaluation_samples(stored->evaluation_id);
+        e.samples_of = stored->evaluation_id;
         e.outcome = resumed_outcome(*stored);
         if (stored->raced_samples) e.dropped_at = static_cast<std::size_t>(*stored->raced_samples) / positions;
         candidate_done(*e.outcome);
@@ -471,6 +474,7 @@ class SearchRun {
       if (const auto cached = store_.find_evaluation(e.key)) {  // scored in full before: nothing to race
         e.outcome = store_candidate(experiment_id, generation, batch[i], e.intervention, e.key);
         e.samples = store_.evaluation_samples(cached->id);
+        e.samples_of = cached->id;
         candidate_done(*e.outcome);
       }
     }
@@ -545,7 +549,7 @@ class SearchRun {
     bool planned = true;
     for (std::size_t k = 0; k < racing.size(); ++k) {
       Extension x = extension_of(*racing[k], m);
-      later[k] = missing_in(x.samples, m, next);
+      later[k] = missing_in(racing[k]->samples, m, next);
       if (!evaluator_.plan_run(plan, k, racing[k]->intervention, racing[k]->key, std::move(x.missing))) {
         planned = false;  // that entrant fails in its turn: nothing to speculate on
         break;
@@ -571,23 +575,29 @@ class SearchRun {
   }
 
   // What growing an entrant to units [0, m) finds stored under its key, and
-  // the items of those units still missing.
+  // the items of those units still missing. The entrant's samples are
+  // brought up to date with its row: kept while the row still holds as many
+  // as it has (samples are only added), read again when another candidate
+  // or process added some.
   struct Extension {
-    std::vector<SampleRecord> samples;
     bool complete = false;  // another candidate or process completed the row
     std::int64_t partial_id = -1;
     std::vector<std::size_t> missing;
   };
-  Extension extension_of(const Entrant& e, std::size_t m) const {
+  Extension extension_of(Entrant& e, std::size_t m) const {
     Extension x;
-    if (const auto whole = store_.find_evaluation(e.key)) {
-      x.samples = store_.evaluation_samples(whole->id);
-      x.complete = true;
-    } else if (const auto partial = store_.find_partial_evaluation(e.key)) {
-      x.samples = store_.evaluation_samples(partial->id);
-      x.partial_id = partial->id;
+    if (const auto row = store_.evaluation_state(e.key)) {
+      x.complete = row->complete;
+      if (!row->complete) x.partial_id = row->id;
+      if (row->id != e.samples_of || row->samples != static_cast<std::int64_t>(e.samples.size())) {
+        e.samples = store_.evaluation_samples(row->id);
+        e.samples_of = row->id;
+      }
+    } else {
+      e.samples.clear();
+      e.samples_of = -1;
     }
-    x.missing = missing_in(x.samples, 0, m);
+    x.missing = missing_in(e.samples, 0, m);
     return x;
   }
 
@@ -598,11 +608,10 @@ class SearchRun {
               const PrefetchedRun* ahead = nullptr) {
     Extension x = extension_of(e, m);
     if (x.partial_id >= 0) e.evaluation_id = x.partial_id;
-    if (x.missing.empty() && !x.complete) {
-      e.samples = std::move(x.samples);
-      return;
-    }
-    EvaluationRecord record = evaluator_.describe(e.intervention, e.key);
+    if (x.missing.empty() && !x.complete) return;
+    if (!e.description) e.description = evaluator_.describe(e.intervention, e.key);
+    EvaluationRecord& record = *e.description;
+    record.wall_seconds = 0.0;
     std::vector<SampleRecord> fresh;
     try {
       fresh = evaluator_.run_items(e.intervention, x.missing, record.wall_seconds, ahead);
@@ -611,7 +620,7 @@ class SearchRun {
       throw;
     }
     e.ran = e.ran || !fresh.empty();
-    const ExtendedEvaluation stored = store_.add_samples(
+    ExtendedEvaluation stored = store_.add_samples(
         run_id_, record, fresh, [this](const std::vector<SampleRecord>& all) { return evaluator_.summarise(all); },
         [&](const ExtendedEvaluation& grown) -> std::optional<IndividualRecord> {
           if (!grown.complete) return std::nullopt;
@@ -619,8 +628,10 @@ class SearchRun {
               race_result(false, experiment_id, generation, *e.candidate, grown.id, grown.samples, 0, !e.ran);
           e.outcome = result;
           return r;
-        });
-    e.samples = stored.samples;
+        },
+        KnownSamples{e.samples_of, &e.samples});
+    e.samples = std::move(stored.samples);
+    e.samples_of = stored.id;
     e.evaluation_id = stored.id;
     if (e.outcome) {
       count(*e.outcome);

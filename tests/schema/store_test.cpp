@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -265,6 +266,71 @@ TEST_F(StoreTest, PartialEvaluationsAreNeverServedAsWhole) {
   EXPECT_EQ(status.saved_by_racing, 1);
   EXPECT_EQ(status.best_fitness, 0.5);
   EXPECT_EQ(status.prompts, 4.0) << "a, b, then b and c";
+}
+
+// Racing hands add_samples() the samples it holds of the row: the result is
+// the row as it reads back, whether those were still all of it (merged in
+// memory, SQLite's -0.0 and NaN included) or another connection added
+// samples meanwhile (read back).
+TEST_F(StoreTest, AddSamplesWithKnownSamplesReturnsTheRowAsStored) {
+  Store store(db_path());
+  const ExperimentRecord e = store.create_experiment({-1, "exp", "name: exp\n", "h", {{"seed", 1}}, "", ""});
+  const std::int64_t run = store.start_run(e.id);
+  const auto sample = [](const std::string& id, double logprob) {
+    SampleRecord s;
+    s.sample_id = id;
+    s.gold_position = -0.0;
+    s.correct = logprob > -1.0;
+    s.output = "out " + id;
+    s.gold_logprob = logprob;
+    s.prompt_tokens = static_cast<int>(id.size());
+    return s;
+  };
+  const auto summarise = [](const std::vector<SampleRecord>& all) {
+    return SampleSummary{{{0.0, 0.0, 0, static_cast<int>(all.size())}}, nlohmann::json::object(), all.size() == 5};
+  };
+  const auto same = [](const std::vector<SampleRecord>& a, const std::vector<SampleRecord>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].sample_id, b[i].sample_id);
+      EXPECT_EQ(std::signbit(a[i].gold_position), std::signbit(b[i].gold_position)) << a[i].sample_id;
+      EXPECT_EQ(a[i].gold_position, b[i].gold_position);
+      EXPECT_EQ(a[i].correct, b[i].correct);
+      EXPECT_EQ(a[i].output, b[i].output);
+      EXPECT_EQ(a[i].gold_logprob.has_value(), b[i].gold_logprob.has_value()) << a[i].sample_id;
+      if (a[i].gold_logprob && b[i].gold_logprob) {
+        EXPECT_EQ(*a[i].gold_logprob, *b[i].gold_logprob);
+        EXPECT_EQ(std::signbit(*a[i].gold_logprob), std::signbit(*b[i].gold_logprob)) << a[i].sample_id;
+      }
+      EXPECT_EQ(a[i].prompt_tokens, b[i].prompt_tokens);
+    }
+  };
+  const EvaluationRecord record = sample_evaluation("known");
+  // Out of order, an id twice (the first is stored), a NaN and a -0.0.
+  const ExtendedEvaluation first =
+      store.add_samples(run, record, {sample("d", -0.0), sample("b", -2.0), sample("d", -3.0)}, summarise);
+  same(first.samples, store.evaluation_samples(first.id));
+  const ExtendedEvaluation second = store.add_samples(run, record, {sample("a", std::nan("")), sample("b", -5.0)},
+                                                      summarise, {}, KnownSamples{first.id, &first.samples});
+  same(second.samples, store.evaluation_samples(second.id));
+  // Another connection adds "c" to the row: the caller's samples are stale.
+  {
+    sql::Database other(db_path(), sql::Database::Mode::read_write);
+    auto add = other.prepare(
+        "INSERT INTO sample_results (evaluation_id, sample_id, gold_position, correct, output, gold_logprob, "
+        "prompt_tokens) VALUES (?, 'c', 0.5, 1, 'theirs', -0.25, 7)");
+    add.bind_all(second.id);
+    add.run();
+  }
+  const ExtendedEvaluation third =
+      store.add_samples(run, record, {sample("e", -1.5)}, summarise, {}, KnownSamples{second.id, &second.samples});
+  same(third.samples, store.evaluation_samples(third.id));
+  EXPECT_EQ(third.samples.size(), 5u);
+  EXPECT_TRUE(third.complete);
+  ASSERT_TRUE(store.evaluation_state("known"));
+  EXPECT_EQ(store.evaluation_state("known")->samples, 5);
+  EXPECT_TRUE(store.evaluation_state("known")->complete);
+  EXPECT_FALSE(store.evaluation_state("missing"));
 }
 
 // `ga-run status` and `report` open a file read-only, unmigrated: one from
