@@ -12,6 +12,19 @@
 //   teacher    prompts/s of teacher-forced scoring: --tf-prompt tokens of
 //              prompt + --tf-gold gold tokens, --tf-batch prompts a pass,
 //              argmax and gold log-probability reduced on the device
+//   generation seconds for one generation of an LPES search at the protocol
+//              of --experiment (default experiments/lpes-kv-paper.yaml): the
+//              first candidates its GA asks for, decoded by the experiment's
+//              objective to per-layer RoPE scales (as EngineBackend's lpes
+//              candidates are), each teacher-forced on prompts of
+//              --gen-prompt tokens + --gen-gold gold tokens, packed in the
+//              passes the batched backend makes (its batch_tokens, the
+//              experiment's backend.batch_tokens when set, or
+//              --gen-batch-tokens). Measured on
+//              --gen-candidates x --gen-prompts (rounded up to whole passes),
+//              projected to population x search prompts (search_samples x
+//              gold positions); --generation-full runs all of them instead
+//              (at 8 prompts/s, the paper's 32 x 600 prompts take ~40 min)
 //   decode     tokens/s of greedy steps at each batch size after a
 //              --decode-context prefill; each step's attention in one
 //              batched op per layer (Device::decode_attention). With
@@ -26,7 +39,8 @@
 //
 // The model: --model FILE, or --shape llama7b (Llama-2-7B: 32 layers, hidden
 // 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random BF16 weights
-// written once by the tests' GGUF writer to --gguf (no download). --device
+// written once by the tests' GGUF writer to --gguf (default
+// /tmp/midtune-bench-SHAPE.gguf; no download). --device
 // reference runs the same code on the host reference device: only to check
 // this program on a machine without a GPU (its timings mean nothing).
 #include <algorithm>
@@ -44,10 +58,16 @@
 #include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
+#include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model.hpp"
+#include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "core/cli/run_setup.hpp"
+#include "core/experiment/experiment.hpp"
+#include "core/ga/factory.hpp"
+#include "objectives/objective.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace {
@@ -63,7 +83,8 @@ struct Shape {
 
 Shape shape_named(const std::string& name) {
   if (name == "llama7b") return {32, 4096, 32, 32, 11008, 32000};
-  if (name == "tiny") return {2, 256, 4, 2, 512, 1000};
+  // 4 layers: the fewest a degree-3 LPES curve (4 control points) fits.
+  if (name == "tiny") return {4, 256, 4, 2, 512, 1000};
   throw std::invalid_argument("--shape: '" + name + "' is not one of llama7b, tiny");
 }
 
@@ -139,22 +160,63 @@ std::vector<std::int32_t> tokens_for(int count, int vocab, std::uint64_t seed) {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// What the generation measure takes from the experiment file.
+struct GenerationPlan {
+  std::string experiment;
+  std::vector<RopeScales> candidates;  // the GA's first generation, decoded
+  int prompts_per_evaluation = 0;      // search_samples x gold positions
+  std::size_t batch_tokens = 0;        // the experiment's backend.batch_tokens; 0 = the backend's default
+};
+
+GenerationPlan plan_generation(const std::string& path, const midtune::ModelConfig& config) {
+  const midtune::Experiment e = midtune::load_experiment(path);
+  if (e.objective.kind != "lpes") {
+    throw std::invalid_argument(path + ": objective.kind is '" + e.objective.kind +
+                                "'; the generation measure runs LPES candidates");
+  }
+  if (e.dataset.metric != "teacher_forced") {
+    throw std::invalid_argument(path + ": dataset.metric is '" + e.dataset.metric +
+                                "'; the generation measure times teacher-forced scoring");
+  }
+  const auto objective = midtune::make_objective(e.objective, static_cast<int>(config.layers));
+  const auto strategy = midtune::make_strategy(objective->space(), midtune::strategy_config(e.search), e.seed);
+  GenerationPlan plan;
+  plan.experiment = e.name;
+  for (const midtune::Candidate& candidate : strategy->ask()) {
+    const midtune::Intervention intervention = objective->decode(candidate.genome);
+    // The batched backend runs these in one pass per group; a candidate that
+    // read the whole prompt would need the two-pass path this does not time.
+    if (reads_whole_prompt(intervention)) {
+      throw std::invalid_argument(path + ": an LPES candidate reads the whole prompt; not timed here");
+    }
+    plan.candidates.push_back(intervention_rope_scales(config, intervention));
+  }
+  plan.prompts_per_evaluation =
+      e.dataset.search_samples * static_cast<int>(e.dataset.gold_positions.size());
+  plan.batch_tokens = static_cast<std::size_t>(std::max(e.backend.batch_tokens, 0));
+  return plan;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
   std::string device_name = "cuda", shape_name = "llama7b", model_path;
-  std::string gguf_path = "/tmp/midtune-bench-llama7b.gguf";
+  std::string gguf_path, experiment_path = "experiments/lpes-kv-paper.yaml";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   bool decode_per_sequence = false;
-  bool profile = false;
+  // A 50-pair KV prompt (datasets/prompts.cpp) is 3611-3638 tokens in Llama-2's
+  // SentencePiece vocabulary and its UUID answer 32-35 (llama.cpp's
+  // llama-tokenize on ggml-vocab-llama-spm.gguf, 5 generated items).
+  int gen_prompt = 3625, gen_gold = 34, gen_candidates = 2, gen_prompts = 16, gen_batch_tokens = 0;
+  bool profile = false, no_generation = false, generation_full = false;
   std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
   app.add_option("--gpu", gpu, "CUDA device index");
   app.add_option("--model", model_path, "a GGUF to measure instead of a random one");
   app.add_option("--shape", shape_name, "random model shape: llama7b | tiny");
-  app.add_option("--gguf", gguf_path, "where the random model is written (kept and reused)");
+  app.add_option("--gguf", gguf_path, "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE.gguf)");
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");
   app.add_option("--tf-prompt", tf_prompt, "teacher-forced prompt tokens");
@@ -164,6 +226,15 @@ int main(int argc, char** argv) {
   app.add_option("--decode-context", decode_context, "prompt tokens before decoding");
   app.add_option("--decode-steps", decode_steps, "greedy steps timed");
   app.add_option("--repeats", repeats, "repeats (best is reported)");
+  app.add_option("--experiment", experiment_path, "the LPES experiment whose search generation is timed");
+  app.add_option("--gen-prompt", gen_prompt, "generation: prompt tokens of each item");
+  app.add_option("--gen-gold", gen_gold, "generation: gold tokens of each item");
+  app.add_option("--gen-candidates", gen_candidates, "generation: candidates measured (the projection's sample)");
+  app.add_option("--gen-prompts", gen_prompts, "generation: prompts per candidate measured (rounded up to whole passes)");
+  app.add_option("--gen-batch-tokens", gen_batch_tokens,
+                 "generation: tokens a pass (0: the experiment's backend.batch_tokens, else the backend's default)");
+  app.add_flag("--generation-full", generation_full, "generation: every candidate on every search prompt (no projection)");
+  app.add_flag("--no-generation", no_generation, "skip the generation measure");
   app.add_flag("--decode-per-sequence", decode_per_sequence,
                "also measure decode with the per-sequence attention ops (the path before batching)");
   app.add_flag("--profile", profile, "time every op (slows every measure; see above)");
@@ -173,8 +244,9 @@ int main(int argc, char** argv) {
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     OpProfile op_profile;
     OpProfile* profiler = profile ? &op_profile : nullptr;
-    if (model_path.empty()) {
-      model_path = gguf_path;
+    const bool random_model = model_path.empty();
+    if (random_model) {
+      model_path = gguf_path.empty() ? "/tmp/midtune-bench-" + shape_name + ".gguf" : gguf_path;
       if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), model_path);
     }
     const std::size_t free_at_start = device->free_bytes();
@@ -219,6 +291,16 @@ int main(int argc, char** argv) {
     model.set_op_profile(profiler);
     note_memory();
     const auto& c = model.config();
+    if (random_model) {
+      const Shape want = shape_named(shape_name);
+      if (c.layers != want.layers || c.hidden != want.hidden || c.heads != want.heads || c.kv_heads != want.kv_heads ||
+          c.ffn != want.ffn) {
+        throw std::invalid_argument(model_path + ": holds a model of another shape than --shape " + shape_name +
+                                    " (an older run's file?): delete it or pass --gguf");
+      }
+    }
+    // As the batched backend picks it, right after its model is loaded.
+    const std::size_t backend_batch_tokens = batched::default_batch_tokens(model, *device);
     emit({{"measure", "load"}, {"seconds", seconds_since(load_start)}, {"weight_bytes", model.weight_bytes()},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn},
           {"vocab", c.vocab}});
@@ -227,28 +309,48 @@ int main(int argc, char** argv) {
                                       double(c.heads) * c.head_dim * c.hidden + 3.0 * c.hidden * c.ffn);
     const RopeScales ones = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
 
-    // One pass over `count` prompts of `length` (+ `extra` scored rows); seconds.
-    const auto pass = [&](int count, int length, int rows_per_prompt, bool score) {
-      std::vector<std::unique_ptr<Sequence>> seqs;
-      std::vector<std::vector<std::int32_t>> prompts;
-      std::vector<std::vector<int>> rows(static_cast<std::size_t>(count));
-      std::vector<SequenceCall> calls;
+    // One pass over the prompts (each its last `rows_per_prompt` rows
+    // scored), with `scales`; seconds. With `time_sequences` the sequences
+    // (their KV caches) are made inside the timing, as the batched backend
+    // makes them per pass; the throughput measures leave them out.
+    const auto timed_pass = [&](const std::vector<std::vector<std::int32_t>>& prompts, int rows_per_prompt, bool score,
+                                const RopeScales& scales, bool time_sequences) {
+      const int count = static_cast<int>(prompts.size());
+      std::vector<std::vector<int>> rows(prompts.size());
       for (int i = 0; i < count; ++i) {
-        prompts.push_back(tokens_for(length, static_cast<int>(c.vocab), 17 + i));
-        seqs.push_back(std::make_unique<Sequence>(model, length, ones));
+        const int length = static_cast<int>(prompts[i].size());
         for (int r = length - rows_per_prompt; r < length; ++r) rows[i].push_back(r);
       }
-      for (int i = 0; i < count; ++i) calls.push_back({seqs[i].get(), prompts[i], {}, rows[i], nullptr});
       std::vector<std::int32_t> gold(static_cast<std::size_t>(count) * rows_per_prompt, 5), argmax;
       std::vector<double> logprob;
+      std::vector<std::unique_ptr<Sequence>> seqs;
+      std::vector<SequenceCall> calls;
+      const auto make_sequences = [&] {
+        for (int i = 0; i < count; ++i) {
+          seqs.push_back(std::make_unique<Sequence>(model, static_cast<int>(prompts[i].size()), scales));
+          calls.push_back({seqs[i].get(), prompts[i], {}, rows[i], nullptr});
+        }
+      };
+      if (!time_sequences) make_sequences();
       device->synchronize();
       const auto start = Clock::now();
+      if (time_sequences) make_sequences();
       model.forward(calls);
       if (score) model.score(gold, argmax, logprob);
       device->synchronize();
-      const double s = seconds_since(start);
+      double s = seconds_since(start);
       note_memory();
+      if (time_sequences) {  // the backend frees them inside its timing too
+        const auto freeing = Clock::now();
+        seqs.clear();
+        s += seconds_since(freeing);
+      }
       return s;
+    };
+    const auto pass = [&](int count, int length, int rows_per_prompt, bool score) {
+      std::vector<std::vector<std::int32_t>> prompts;
+      for (int i = 0; i < count; ++i) prompts.push_back(tokens_for(length, static_cast<int>(c.vocab), 17 + i));
+      return timed_pass(prompts, rows_per_prompt, score, ones, false);
     };
 
     for (int length : prefill_lengths) {
@@ -268,6 +370,50 @@ int main(int argc, char** argv) {
       emit({{"measure", "teacher_forced"}, {"prompt", tf_prompt}, {"gold", tf_gold}, {"prompts", tf_batch},
             {"prompts_per_s", tf_batch / best}});
       emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
+    }
+    if (!no_generation) {
+      if (gen_prompt < 1 || gen_gold < 1 || gen_candidates < 1 || gen_prompts < 1 || gen_batch_tokens < 0) {
+        throw std::invalid_argument(
+            "--gen-prompt, --gen-gold, --gen-candidates and --gen-prompts must be >= 1, --gen-batch-tokens >= 0");
+      }
+      const GenerationPlan plan = plan_generation(experiment_path, c);
+      const std::size_t pass_tokens = gen_batch_tokens > 0    ? static_cast<std::size_t>(gen_batch_tokens)
+                                      : plan.batch_tokens > 0 ? plan.batch_tokens
+                                                              : backend_batch_tokens;
+      const int item_tokens = gen_prompt + gen_gold - 1;  // the last gold token is never an input
+      const int population = static_cast<int>(plan.candidates.size());
+      const int per_pass = std::max<int>(1, static_cast<int>(pass_tokens / static_cast<std::size_t>(item_tokens)));
+      const int candidates = generation_full ? population : std::min(gen_candidates, population);
+      const int prompts = generation_full ? plan.prompts_per_evaluation
+                                          : std::min(plan.prompts_per_evaluation, (gen_prompts + per_pass - 1) / per_pass * per_pass);
+      std::vector<std::vector<std::int32_t>> inputs;
+      for (int i = 0; i < prompts; ++i) inputs.push_back(tokens_for(item_tokens, static_cast<int>(c.vocab), 1000 + i));
+      const std::vector<std::size_t> sizes(inputs.size(), static_cast<std::size_t>(item_tokens));
+      const auto groups = batched::pass_groups(sizes, pass_tokens);
+      double seconds = 0.0;
+      for (int k = 0; k < candidates; ++k) {
+        for (const auto& [begin, end] : groups) {
+          const std::vector<std::vector<std::int32_t>> group(inputs.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                             inputs.begin() + static_cast<std::ptrdiff_t>(end));
+          seconds += timed_pass(group, gen_gold, true, plan.candidates[static_cast<std::size_t>(k)], true);
+        }
+      }
+      const double per_evaluation = seconds / candidates * plan.prompts_per_evaluation / prompts;
+      nlohmann::json scale_ranges = nlohmann::json::array();  // each measured candidate's RoPE scales
+      for (int k = 0; k < candidates; ++k) {
+        const std::vector<float>& v = plan.candidates[static_cast<std::size_t>(k)].scale;
+        scale_ranges.push_back({*std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())});
+      }
+      emit({{"measure", "generation"}, {"experiment", plan.experiment}, {"full", generation_full},
+            {"population", population}, {"prompts_per_evaluation", plan.prompts_per_evaluation},
+            {"prompt", gen_prompt}, {"gold", gen_gold}, {"batch_tokens", pass_tokens},
+            {"passes_per_candidate", groups.size()}, {"candidates_measured", candidates},
+            {"candidate_scale_ranges", scale_ranges},
+            {"prompts_measured", prompts}, {"seconds_measured", seconds},
+            {"prompts_per_s", double(candidates) * prompts / seconds}, {"seconds_per_evaluation", per_evaluation},
+            {"generation_seconds", generation_full ? seconds : per_evaluation * population}});
+      emit_profile("generation (" + std::to_string(candidates) + " candidates x " + std::to_string(prompts) +
+                   " prompts)");
     }
     const int batched_tokens = model.decode_batch_tokens;
     std::vector<std::pair<int, int>> decode_runs;  // (batch, decode_batch_tokens)

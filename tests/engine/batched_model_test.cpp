@@ -552,5 +552,17 @@ TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test, ::testing::Values("reference", "cuda"));
 
+// The passes a run makes (the backend and bench/cuda_bench_cli's generation
+// measure both group items this way): consecutive items up to the budget,
+// an item over it alone.
+TEST(PassGroups, ConsecutiveItemsUpToTheBudgetAndAnOversizedOneAlone) {
+  using Groups = std::vector<std::pair<std::size_t, std::size_t>>;
+  const std::vector<std::size_t> tokens = {300, 300, 300, 900, 100, 1500, 50};
+  EXPECT_EQ(pass_groups(tokens, 1000), (Groups{{0, 3}, {3, 5}, {5, 6}, {6, 7}}));
+  EXPECT_EQ(pass_groups(tokens, 600), (Groups{{0, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}}));
+  EXPECT_EQ(pass_groups(tokens, 10000), (Groups{{0, 7}}));
+  EXPECT_TRUE(pass_groups({}, 1000).empty());
+}
+
 }  // namespace
 }  // namespace midtune::engine::batched

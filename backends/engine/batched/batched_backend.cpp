@@ -10,6 +10,26 @@
 
 namespace midtune::engine::batched {
 
+std::size_t default_batch_tokens(const Model& model, const Device& device) {
+  const std::size_t per_token = model.activation_bytes_per_token() + Sequence::cache_bytes(model.config(), 1);
+  return std::clamp<std::size_t>(device.free_bytes() / 4 / per_token, 256, 65536);
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> pass_groups(std::span<const std::size_t> item_tokens,
+                                                             std::size_t batch_tokens) {
+  std::vector<std::pair<std::size_t, std::size_t>> groups;
+  std::size_t begin = 0;
+  while (begin < item_tokens.size()) {
+    std::size_t end = begin, tokens = 0;
+    while (end < item_tokens.size() && (end == begin || tokens + item_tokens[end] <= batch_tokens)) {
+      tokens += item_tokens[end++];
+    }
+    groups.emplace_back(begin, end);
+    begin = end;
+  }
+  return groups;
+}
+
 // One BatchItem on its way through the passes.
 struct BatchedBackend::Item {
   const BatchItem* item = nullptr;
@@ -41,12 +61,7 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
   // bf16 products give other answers than the CPU engine's: their
   // evaluations must not share cache entries or a population.
   identity_.precision = "bf16";
-  batch_tokens_ = options.batch_tokens;
-  if (batch_tokens_ == 0) {
-    const std::size_t per_token =
-        model_->activation_bytes_per_token() + Sequence::cache_bytes(model_->config(), 1);
-    batch_tokens_ = std::clamp<std::size_t>(device_->free_bytes() / 4 / per_token, 256, 65536);
-  }
+  batch_tokens_ = options.batch_tokens != 0 ? options.batch_tokens : default_batch_tokens(*model_, *device_);
 }
 
 ModelIdentity BatchedBackend::identity() const { return identity_; }
@@ -116,10 +131,9 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
 
   // Groups of consecutive items that fit one pass.
   last_passes_ = 0;
-  std::size_t begin = 0;
-  while (begin < items.size()) {
-    std::size_t end = begin, tokens = 0;
-    while (end < items.size() && (end == begin || tokens + items[end].tokens <= batch_tokens_)) tokens += items[end++].tokens;
+  std::vector<std::size_t> item_tokens;
+  for (const Item& it : items) item_tokens.push_back(it.tokens);
+  for (const auto& [begin, end] : pass_groups(item_tokens, batch_tokens_)) {
     std::vector<Item> group(std::make_move_iterator(items.begin() + static_cast<std::ptrdiff_t>(begin)),
                             std::make_move_iterator(items.begin() + static_cast<std::ptrdiff_t>(end)));
     const auto started = std::chrono::steady_clock::now();
@@ -146,7 +160,6 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
       group[k].sequence.reset();
       items[begin + k] = std::move(group[k]);
     }
-    begin = end;
   }
   std::vector<SampleOutput> outputs;
   outputs.reserve(items.size());

@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -31,6 +33,16 @@ struct BatchedOptions {
   // memory left after the weights holds, at most 65536.
   std::size_t batch_tokens = 0;
 };
+
+// BatchedOptions::batch_tokens 0 resolved: what a quarter of the device
+// memory free now holds (activations and KV cache per token), in
+// [256, 65536]. Call right after loading the model, as the backend does.
+std::size_t default_batch_tokens(const Model& model, const Device& device);
+
+// The passes of one run: [begin, end) of consecutive items whose tokens sum
+// to at most `batch_tokens` (an item larger than that gets a pass alone).
+std::vector<std::pair<std::size_t, std::size_t>> pass_groups(std::span<const std::size_t> item_tokens,
+                                                             std::size_t batch_tokens);
 
 class BatchedBackend : public Backend {
  public:
