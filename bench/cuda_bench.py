@@ -11,6 +11,8 @@ run). Goals (docs: backends/engine/README.md "GPU"): prefill >= 40 % of the
 peak at 4096 tokens, teacher-forced prompts/s >= 3x HF.
 
   python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli [--shape llama7b] [--no-peer]
+  python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --no-peer
+      (the matrices kept in Q4_K / Q6_K blocks on the device: backend.precision: file)
   python3 bench/cuda_bench.py --cli build/bench/cuda_bench_cli --device reference --shape tiny --no-peer
       (checks this script on a machine without a GPU; the figures mean nothing)
 """
@@ -22,7 +24,8 @@ import time
 
 
 def run_ours(args):
-    cmd = [args.cli, "--device", args.device, "--shape", args.shape, "--gguf", args.gguf,
+    cmd = [args.cli, "--device", args.device, "--shape", args.shape, "--weights", args.weights,
+           "--precision", args.precision] + (["--gguf", args.gguf] if args.gguf else []) + [
            "--batch-tokens", str(args.batch_tokens), "--tf-prompt", str(args.tf_prompt),
            "--tf-gold", str(args.tf_gold), "--tf-batch", str(args.tf_batch),
            "--decode-context", str(args.decode_context), "--decode-steps", str(args.decode_steps),
@@ -108,7 +111,10 @@ def main():
     p.add_argument("--cli", required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--shape", default="llama7b")
-    p.add_argument("--gguf", default="/tmp/midtune-bench-llama7b.gguf")
+    p.add_argument("--gguf", default=None, help="default: cuda_bench_cli's, per shape and weights")
+    p.add_argument("--weights", default="bf16", help="random model's matrices: bf16 | q8_0 | q4_k_m")
+    p.add_argument("--precision", default="bf16",
+                   help="bf16 (widened at load) | file (kept in their blocks, dequantised per product)")
     p.add_argument("--prefill", type=int, nargs="+", default=[512, 2048, 4096])
     p.add_argument("--batch-tokens", type=int, default=16384)
     p.add_argument("--tf-prompt", type=int, default=3000, help="LPES KV protocol prompts are ~3k tokens")

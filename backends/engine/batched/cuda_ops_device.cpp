@@ -38,6 +38,7 @@ class CudaOps final : public DeviceOps {
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
     if (bf16_ != nullptr) release(bf16_);
+    if (weight_tile_ != nullptr) release(weight_tile_);
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
@@ -167,6 +168,19 @@ class CudaOps final : public DeviceOps {
                   double* gold_logprob) override {
     cuda::score_rows(logits, rows, vocab, gold, argmax, gold_logprob, stream_);
   }
+  void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                       std::uint16_t* out) override {
+    cuda::dequantize_bf16(static_cast<std::uint32_t>(type), blocks, row_bytes, rows, cols, out, stream_);
+  }
+  std::uint16_t* weight_scratch(std::size_t count) override {
+    if (weight_tile_capacity_ < count) {
+      if (weight_tile_ != nullptr) release(weight_tile_);
+      weight_tile_ = nullptr;
+      weight_tile_ = allocate(count * sizeof(std::uint16_t));
+      weight_tile_capacity_ = count;
+    }
+    return static_cast<std::uint16_t*>(weight_tile_);
+  }
   std::uint16_t* bf16_scratch(std::size_t count) override {
     if (bf16_capacity_ < count) {
       if (bf16_ != nullptr) release(bf16_);
@@ -185,6 +199,8 @@ class CudaOps final : public DeviceOps {
   void* scores_ = nullptr;  // the cuBLAS attention body's workspace
   void* bf16_ = nullptr;    // a product's input in bf16
   std::size_t bf16_capacity_ = 0;
+  void* weight_tile_ = nullptr;  // a `file` product's weights in bf16
+  std::size_t weight_tile_capacity_ = 0;  // bf16 values
   std::size_t scores_capacity_ = 0;  // bytes
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;
