@@ -51,6 +51,8 @@
 
 namespace {
 
+using midtune::GgmlType;
+using midtune::ggml_type_info;
 using midtune::engine::RopeScales;
 using namespace midtune::engine;
 using namespace midtune::engine::batched;

@@ -495,7 +495,7 @@ TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
   // The other weight form on the same file is another model to the caches.
   BatchedBackend other(path_, make_device(file ? "reference" : "reference-file"));
   EXPECT_NE(id.key(), other.identity().key());
-  EXPECT_EQ(id.model_hash, other.identity().model_hash);
+  EXPECT_EQ(id.content_hash, other.identity().content_hash);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test,
@@ -530,9 +530,14 @@ fs::path peers_dir() {
 }
 
 // Real quantised files (scripts/fetch_peers.sh): each block type a Q4_K_M /
-// Q5_K_M file mixes (Q4_K, Q5_K, Q6_K, Q5_0, Q8_0), and Q3_K_M, whose Q3_K
-// the `file` form widens at load. The forms multiply the same bf16 weights,
-// so the last row's logits agree to the products' summation order.
+// Q5_K_M file mixes (Q4_K, Q5_K, Q6_K, Q5_0, Q5_1, Q8_0), and Q3_K_M, whose
+// Q3_K the `file` form widens at load. The forms multiply the same bf16
+// weights: with every matrix in one tile (the default tile, on the SmolLM2
+// files) the host reference gives the same logits; products split into
+// tiles sum in another order where the split falls (1e-6), which a bf16
+// rounding of the next activations can amplify (measured 0.8 % of the
+// largest logit on Q4_K_M with 2^20-value tiles), so the GPU and the tiled
+// Gemma 3 output are held to the batched engine's own tolerance.
 class FileFormTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(FileFormTest, AnswersAsTheBf16FormInTheFilesBytes) {
@@ -542,7 +547,6 @@ TEST_P(FileFormTest, AnswersAsTheBf16FormInTheFilesBytes) {
   auto wide_device = make_device(device_kind);
   if (wide_device == nullptr) GTEST_SKIP() << "no CUDA device";
   auto file_device = make_device(device_kind + "-file");
-  file_device->set_weight_tile_elements(std::size_t{1} << 20);  // many tiles a product
   Model wide(path, *wide_device), file(path, *file_device);
   const auto tokens = test_tokens(wide.vocab(), 34, 5);
   const int n = static_cast<int>(tokens.size()), last = n - 1;
@@ -564,11 +568,15 @@ TEST_P(FileFormTest, AnswersAsTheBf16FormInTheFilesBytes) {
   }
   std::printf("  %s %s: weights %.1f MB (bf16 form %.1f MB); worst |logit diff| %.3g of largest %.3g\n",
               device_kind.c_str(), name.c_str(), file.weight_bytes() / 1e6, wide.weight_bytes() / 1e6, worst, scale);
-  // The host's Eigen sums a tile as the whole matrix; cuBLAS may split
-  // another way per shape.
-  EXPECT_LE(worst, (device_kind == "reference" ? kSameMathTolerance : 1e-3) * scale);
-  // 4.5 to 8.5 bits a weight against 16 (Q3_K_M: its Q3_K matrices widened).
-  EXPECT_LT(file.weight_bytes(), wide.weight_bytes() * (name.find("Q3_K") != std::string::npos ? 9 : 6) / 10);
+  const bool one_tile = device_kind == "reference" && name.starts_with("SmolLM2");
+  EXPECT_LE(worst, (one_tile ? 0.0 : kRelativeTolerance) * scale);
+  // The matrices: 4.5 to 8.5 bits a weight against 16 (measured 0.34 to
+  // 0.53; Q3_K_M's few Q3_K matrices widened); the embedding table is fp32
+  // in both forms.
+  const std::size_t table = std::size_t{wide.config().vocab} * wide.config().hidden * sizeof(float);
+  const double ratio = static_cast<double>(file.weight_bytes() - table) / static_cast<double>(wide.weight_bytes() - table);
+  std::printf("  matrices: %.2f of the bf16 form's\n", ratio);
+  EXPECT_LT(ratio, 0.6);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,10 +19,9 @@
 namespace midtune::testing {
 
 // `rows` rows of `cols` elements of `type` (cols a multiple of its block size).
-inline std::vector<std::uint8_t> random_blocks(engine::GgmlType type, std::size_t rows, std::size_t cols,
+inline std::vector<std::uint8_t> random_blocks(GgmlType type, std::size_t rows, std::size_t cols,
                                                std::uint64_t seed) {
-  using engine::GgmlType;
-  const engine::GgmlTypeInfo& info = engine::ggml_type_info(type);
+  const GgmlTypeInfo& info = ggml_type_info(type);
   if (cols % info.block_elems != 0) {
     throw std::invalid_argument("random_blocks: " + std::to_string(cols) + " columns of " + info.name);
   }
