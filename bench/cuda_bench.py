@@ -20,6 +20,8 @@ on the 7B shape <= 470 s (the paper: 1167 s on four GPUs).
   python3 bench/cuda_bench.py --cli build/bench/cuda_bench_cli --device reference --shape tiny --no-peer \
       --prefill 64 --batch-tokens 256 --tf-prompt 64 --tf-batch 2 --decode-batches 1 2 --decode-steps 2 \
       --repeats 1 --gen-prompt 200 --gen-gold 4 --gen-prompts 4 --gen-batch-tokens 512
+  python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --no-peer
+      (the matrices kept in Q4_K / Q6_K blocks on the device: backend.precision: file)
   --decode-per-sequence: decode also through the per-sequence attention ops
       (the path before the batched decode step), rows "decode batch N per-seq"
       (checks this script on a machine without a GPU; the figures mean nothing)
@@ -37,7 +39,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_ours(args):
-    cmd = [args.cli, "--device", args.device, "--shape", args.shape,
+    cmd = [args.cli, "--device", args.device, "--shape", args.shape, "--weights", args.weights,
+           "--precision", args.precision,
            "--batch-tokens", str(args.batch_tokens), "--tf-prompt", str(args.tf_prompt),
            "--tf-gold", str(args.tf_gold), "--tf-batch", str(args.tf_batch),
            "--decode-context", str(args.decode_context), "--decode-steps", str(args.decode_steps),
@@ -194,7 +197,10 @@ def main():
     p.add_argument("--cli", required=True)
     p.add_argument("--device", default="cuda")
     p.add_argument("--shape", default="llama7b")
-    p.add_argument("--gguf", default=None, help="random model file (cuda_bench_cli's default: /tmp/midtune-bench-SHAPE.gguf)")
+    p.add_argument("--gguf", default=None, help="default: cuda_bench_cli's, per shape and weights")
+    p.add_argument("--weights", default="bf16", help="random model's matrices: bf16 | q8_0 | q4_k_m")
+    p.add_argument("--precision", default="bf16",
+                   help="bf16 (widened at load) | file (kept in their blocks, dequantised per product)")
     p.add_argument("--prefill", type=int, nargs="+", default=[512, 2048, 4096])
     p.add_argument("--batch-tokens", type=int, default=16384)
     p.add_argument("--tf-prompt", type=int, default=3000, help="LPES KV protocol prompts are ~3k tokens")

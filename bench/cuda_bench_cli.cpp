@@ -38,9 +38,13 @@
 //              beside it are lower than without --profile
 //
 // The model: --model FILE, or --shape llama7b (Llama-2-7B: 32 layers, hidden
-// 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random BF16 weights
+// 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random weights (--weights
+// bf16; q8_0; q4_k_m: Q4_K with Q6_K for V, down and the output, as
+// llama.cpp's Q4_K_M mostly stores them; random blocks with sane scales)
 // written once by the tests' GGUF writer to --gguf (default
-// /tmp/midtune-bench-SHAPE.gguf; no download). --device
+// /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf; no download).
+// --precision file keeps the matrices in their blocks on the device
+// (backend.precision: file), bf16 widens them at load. --device
 // reference runs the same code on the host reference device: only to check
 // this program on a machine without a GPU (its timings mean nothing).
 #include <algorithm>
@@ -68,10 +72,13 @@
 #include "core/experiment/experiment.hpp"
 #include "core/ga/factory.hpp"
 #include "objectives/objective.hpp"
+#include "tests/engine/random_blocks.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
 
 namespace {
 
+using midtune::GgmlType;
+using midtune::ggml_type_info;
 using midtune::engine::RopeScales;
 using namespace midtune::engine;
 using namespace midtune::engine::batched;
@@ -109,7 +116,34 @@ std::vector<std::uint8_t> ones_bf16(std::size_t count) {
   return out;
 }
 
-void write_random_model(const Shape& s, const std::filesystem::path& path) {
+// Random blocks of a quantised type, rows in parallel chunks.
+std::vector<std::uint8_t> random_quant(GgmlType type, std::size_t rows, std::size_t cols, std::uint64_t seed) {
+  constexpr std::size_t kRows = 256;
+  const std::size_t row_bytes = ggml_type_info(type).block_bytes * (cols / ggml_type_info(type).block_elems);
+  std::vector<std::uint8_t> out(rows * row_bytes);
+  tbb::parallel_for(std::size_t{0}, (rows + kRows - 1) / kRows, [&](std::size_t chunk) {
+    const std::size_t first = chunk * kRows, count = std::min(kRows, rows - first);
+    const std::vector<std::uint8_t> part = midtune::testing::random_blocks(type, count, cols, seed * 1000003 + chunk);
+    std::copy(part.begin(), part.end(), out.begin() + static_cast<std::ptrdiff_t>(first * row_bytes));
+  });
+  return out;
+}
+
+// --weights: the type of each matrix (`wide`: V, down and the output, which
+// Q4_K_M keeps at Q6_K) and the data.
+struct WeightTypes {
+  std::string name;
+  GgmlType plain, wide;
+};
+
+WeightTypes weight_types_named(const std::string& name) {
+  if (name == "bf16") return {name, GgmlType::BF16, GgmlType::BF16};
+  if (name == "q8_0") return {name, GgmlType::Q8_0, GgmlType::Q8_0};
+  if (name == "q4_k_m") return {name, GgmlType::Q4_K, GgmlType::Q6_K};
+  throw std::invalid_argument("--weights: '" + name + "' is not one of bf16, q8_0, q4_k_m");
+}
+
+void write_random_model(const Shape& s, const WeightTypes& types, const std::filesystem::path& path) {
   midtune::testing::TinyGgufWriter w;
   const std::string a = "llama.";
   w.add_string("general.architecture", "llama");
@@ -127,20 +161,26 @@ void write_random_model(const Shape& s, const std::filesystem::path& path) {
   const auto bound = [](std::uint64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
   constexpr std::uint32_t kBf16 = 30;
   std::uint64_t seed = 1;
-  w.add_tensor("token_embd.weight", {hidden, s.vocab}, kBf16, random_bf16(hidden * s.vocab, 0.5f, seed++));
+  // A matrix of `rows` x `cols` in `type` (BF16: uniform within `bound`).
+  const auto matrix = [&](const std::string& name, std::uint64_t cols, std::uint64_t rows, GgmlType type, float bound) {
+    w.add_tensor(name, {cols, rows}, static_cast<std::uint32_t>(type),
+                 type == GgmlType::BF16 ? random_bf16(cols * rows, bound, seed++)
+                                        : random_quant(type, rows, cols, seed++));
+  };
+  matrix("token_embd.weight", hidden, s.vocab, types.plain, 0.5f);
   w.add_tensor("output_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
-  w.add_tensor("output.weight", {hidden, s.vocab}, kBf16, random_bf16(hidden * s.vocab, bound(hidden), seed++));
+  matrix("output.weight", hidden, s.vocab, types.wide, bound(hidden));
   for (std::uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor(p + "attn_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
     w.add_tensor(p + "ffn_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
-    w.add_tensor(p + "attn_q.weight", {hidden, q_rows}, kBf16, random_bf16(hidden * q_rows, bound(hidden), seed++));
-    w.add_tensor(p + "attn_k.weight", {hidden, kv_rows}, kBf16, random_bf16(hidden * kv_rows, bound(hidden), seed++));
-    w.add_tensor(p + "attn_v.weight", {hidden, kv_rows}, kBf16, random_bf16(hidden * kv_rows, bound(hidden), seed++));
-    w.add_tensor(p + "attn_output.weight", {q_rows, hidden}, kBf16, random_bf16(q_rows * hidden, bound(q_rows), seed++));
-    w.add_tensor(p + "ffn_gate.weight", {hidden, ffn}, kBf16, random_bf16(hidden * ffn, bound(hidden), seed++));
-    w.add_tensor(p + "ffn_up.weight", {hidden, ffn}, kBf16, random_bf16(hidden * ffn, bound(hidden), seed++));
-    w.add_tensor(p + "ffn_down.weight", {ffn, hidden}, kBf16, random_bf16(ffn * hidden, bound(ffn), seed++));
+    matrix(p + "attn_q.weight", hidden, q_rows, types.plain, bound(hidden));
+    matrix(p + "attn_k.weight", hidden, kv_rows, types.plain, bound(hidden));
+    matrix(p + "attn_v.weight", hidden, kv_rows, types.wide, bound(hidden));
+    matrix(p + "attn_output.weight", q_rows, hidden, types.plain, bound(q_rows));
+    matrix(p + "ffn_gate.weight", hidden, ffn, types.plain, bound(hidden));
+    matrix(p + "ffn_up.weight", hidden, ffn, types.plain, bound(hidden));
+    matrix(p + "ffn_down.weight", ffn, hidden, types.wide, bound(ffn));
   }
   const std::vector<std::uint8_t> bytes = w.bytes();
   std::ofstream out(path, std::ios::binary);
@@ -203,6 +243,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
   std::string device_name = "cuda", shape_name = "llama7b", model_path;
   std::string gguf_path, experiment_path = "experiments/lpes-kv-paper.yaml";
+  std::string weights = "bf16", precision = "bf16";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   bool decode_per_sequence = false;
@@ -216,7 +257,10 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", gpu, "CUDA device index");
   app.add_option("--model", model_path, "a GGUF to measure instead of a random one");
   app.add_option("--shape", shape_name, "random model shape: llama7b | tiny");
-  app.add_option("--gguf", gguf_path, "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE.gguf)");
+  app.add_option("--gguf", gguf_path,
+                 "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf)");
+  app.add_option("--weights", weights, "random model's matrices: bf16 | q8_0 | q4_k_m");
+  app.add_option("--precision", precision, "bf16 (widened at load) | file (kept in their blocks)");
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");
   app.add_option("--tf-prompt", tf_prompt, "teacher-forced prompt tokens");
@@ -240,20 +284,28 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", profile, "time every op (slows every measure; see above)");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (precision != "bf16" && precision != "file") {
+      throw std::invalid_argument("--precision: '" + precision + "' is not one of bf16, file");
+    }
+    const WeightTypes types = weight_types_named(weights);
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
+    device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
     OpProfile op_profile;
     OpProfile* profiler = profile ? &op_profile : nullptr;
     const bool random_model = model_path.empty();
     if (random_model) {
-      model_path = gguf_path.empty() ? "/tmp/midtune-bench-" + shape_name + ".gguf" : gguf_path;
-      if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), model_path);
+      model_path = gguf_path.empty()
+                       ? "/tmp/midtune-bench-" + shape_name + (weights == "bf16" ? "" : "-" + weights) + ".gguf"
+                       : gguf_path;
+      if (!std::filesystem::exists(model_path)) write_random_model(shape_named(shape_name), types, model_path);
     }
     const std::size_t free_at_start = device->free_bytes();
     std::size_t least_free = free_at_start;
     const auto note_memory = [&] { least_free = std::min(least_free, device->free_bytes()); };
     auto emit = [&](nlohmann::json j) {
       j["device"] = device->name();
+      j["precision"] = device->precision();
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     };

@@ -42,7 +42,9 @@ struct BackendConfig {
   int threads = 0;               // engine: 0 = all cores
   int gpu = 0;                   // engine, device cuda: which GPU (ga-run devices lists them)
   int batch_tokens = 0;          // engine, device cuda: tokens per pass, 0 = from the free GPU memory
-  std::string precision = "native";  // engine, device cpu: native | fp32 (EngineOptions::fp32)
+  // engine: native | fp32 (device cpu: EngineOptions::fp32) | file (device
+  // cuda: weights kept in their GGUF blocks, batched::WeightForm::file)
+  std::string precision = "native";
   ServerEndpointsConfig server;  // kind server
   SyntheticConfig synthetic;     // kind synthetic-test-double
   bool operator==(const BackendConfig&) const = default;

@@ -102,9 +102,14 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
     backend.gpu = static_cast<int>(section.integer_or("gpu", backend.gpu, 0, 1023));
     backend.batch_tokens = static_cast<int>(section.integer_or("batch_tokens", backend.batch_tokens, 0, 1 << 24));
-    backend.precision = section.choice_or("precision", backend.precision, {"native", "fp32"});
+    backend.precision = section.choice_or("precision", backend.precision, {"native", "fp32", "file"});
     if (backend.device == "cuda" && backend.precision == "fp32") {
       section.field("precision").fail("fp32 applies to device: cpu only (the GPU engine runs bf16)");
+    }
+    if (backend.device != "cuda" && backend.precision == "file") {
+      section.field("precision").fail(
+          "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks: that is "
+          "native)");
     }
     if (backend.device != "cuda") {
       for (const char* key : {"gpu", "batch_tokens"}) {

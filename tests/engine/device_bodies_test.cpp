@@ -32,6 +32,7 @@
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
+#include "tests/engine/random_blocks.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -226,6 +227,83 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   ref_.add(normed.ref.data(), x.ref.data(), normed.ref.size());
   device_->add(normed.dev.data(), x.dev.data(), normed.dev.size());
   expect_close(normed, 1e-5, "add");
+}
+
+// The block types of the GPU's `file` weight form (batched::WeightForm),
+// those it widens at load (the float types; Q3_K for any other), each in a
+// fused matrix of two parts: the type above Q6_K, as a Q4_K_M file stores
+// Q|K|V.
+const std::vector<GgmlType> kFileFormTypes = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                              GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                                              GgmlType::F16,  GgmlType::F32,  GgmlType::BF16, GgmlType::Q3_K};
+
+struct FusedBlocks {
+  static constexpr int kCols = 512, kTop = 24, kBottom = 20;
+  std::vector<std::uint8_t> top, bottom;
+  std::vector<MatrixPart> parts;
+  explicit FusedBlocks(GgmlType type)
+      : top(::midtune::testing::random_blocks(type, kTop, kCols, 11 + static_cast<int>(type))),
+        bottom(::midtune::testing::random_blocks(GgmlType::Q6_K, kBottom, kCols, 12)),
+        parts{{type, top.data(), kTop}, {GgmlType::Q6_K, bottom.data(), kBottom}} {}
+};
+
+// On the host: the reference's `file` form multiplies the bf16 form's weights
+// (each tile dequantised as the bf16 form widens at load), on tiles of 7 rows
+// that cross the two parts; its memory is the file's blocks.
+TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
+  const int rows = 5;
+  const std::vector<float> x = random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 21);
+  for (const GgmlType type : kFileFormTypes) {
+    const FusedBlocks w(type);
+    batched::ReferenceOps wide, file;
+    file.set_weight_form(batched::WeightForm::file);
+    file.set_weight_tile_elements(7 * FusedBlocks::kCols);
+    const auto wide_w = wide.load_matrix(w.parts, FusedBlocks::kCols);
+    const auto file_w = file.load_matrix(w.parts, FusedBlocks::kCols);
+    const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
+    ASSERT_EQ(file_w->rows(), outputs);
+    const std::size_t top_bytes = batched::DeviceOps::keeps_blocks(type)
+                                      ? w.top.size()
+                                      : std::size_t{FusedBlocks::kTop} * FusedBlocks::kCols * 2;
+    EXPECT_EQ(file_w->bytes(), top_bytes + w.bottom.size()) << ggml_type_info(type).name;
+    EXPECT_EQ(wide_w->bytes(), std::size_t{outputs} * FusedBlocks::kCols * 2);
+    std::vector<float> a(std::size_t{rows} * outputs), b(a.size());
+    wide.matmul(*wide_w, x.data(), FusedBlocks::kCols, rows, a.data(), outputs);
+    file.matmul(*file_w, x.data(), FusedBlocks::kCols, rows, b.data(), outputs);
+    double worst = 0.0, scale = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << ggml_type_info(type).name;  // Eigen may block a tile otherwise
+    EXPECT_GT(scale, 0.1) << ggml_type_info(type).name;  // weights of order 1, not zeros
+  }
+  batched::ReferenceOps ref;
+  EXPECT_EQ(ref.precision(), "bf16");
+  ref.set_weight_form(batched::WeightForm::file);
+  EXPECT_EQ(ref.precision(), "bf16 from file blocks");
+}
+
+// Each body's product on the fused block matrices against the reference's
+// `file` form: the CUDA body in its `file` form (the same bf16 weights: 1e-3,
+// as matmul_bf16), the CPU bodies on their own packed blocks with int8 or
+// fp32 activations (an independent reading of every block layout).
+TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
+  const int rows = 6;
+  const bool cuda = GetParam() == "cuda";
+  if (cuda) static_cast<batched::DeviceOps&>(*device_).set_weight_form(batched::WeightForm::file);
+  ref_.set_weight_form(batched::WeightForm::file);
+  auto x = both(random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 22));
+  for (const GgmlType type : kFileFormTypes) {
+    const FusedBlocks w(type);
+    const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
+    const auto ref_w = ref_.load_matrix(w.parts, FusedBlocks::kCols);
+    const auto dev_w = device_->load_matrix(w.parts, FusedBlocks::kCols);
+    auto y = both(std::vector<float>(std::size_t{rows} * outputs));
+    ref_.matmul(*ref_w, x.ref.data(), FusedBlocks::kCols, rows, y.ref.data(), outputs);
+    device_->matmul(*dev_w, x.dev.data(), FusedBlocks::kCols, rows, y.dev.data(), outputs);
+    expect_close(y, cuda ? 1e-3 : 2e-2, std::string("matmul (file form, ") + ggml_type_info(type).name + " + Q6_K)");
+  }
 }
 
 // The KV cache in each body's own layout: two calls (a prefill, then more
@@ -617,6 +695,30 @@ TEST_F(GpuKernels, Bf16RoundingIsIdenticalAndTheProductSumsInFp32) {
   ref_.matmul_bf16(xb.ref.data(), inputs, rows, inputs, wb.ref.data(), outputs, y.ref.data(), outputs);
   gpu().matmul_bf16(xb.dev.data(), inputs, rows, inputs, wb.dev.data(), outputs, y.dev.data(), outputs);
   expect_close(y, 1e-3, "matmul_bf16");
+}
+
+// The `file` form's dequantisation on the GPU gives the host's bf16 bits for
+// every block type it keeps (the same float operations, unfused), here on
+// rows with a gap after them (row_bytes wider than the blocks).
+TEST_F(GpuKernels, DequantisationGivesTheHostsBf16Bits) {
+  const int rows = 9, cols = 768;
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::BF16}) {
+    const std::vector<std::uint8_t> packed = ::midtune::testing::random_blocks(type, rows, cols, 31);
+    const std::size_t packed_row = packed.size() / rows, row_bytes = packed_row + 6;
+    std::vector<std::uint8_t> padded(row_bytes * rows, 0xff);
+    for (int r = 0; r < rows; ++r) std::memcpy(&padded[r * row_bytes], &packed[r * packed_row], packed_row);
+    auto blocks = both(padded);
+    auto out = both(std::vector<std::uint16_t>(std::size_t{rows} * cols));
+    ref_.dequantize_bf16(type, blocks.ref.data(), row_bytes, rows, cols, out.ref.data());
+    gpu().dequantize_bf16(type, blocks.dev.data(), row_bytes, rows, cols, out.dev.data());
+    const std::vector<std::uint16_t> a = down<std::uint16_t>(ref_, out.ref), b = down<std::uint16_t>(*device_, out.dev);
+    int differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    std::printf("  dequantize_bf16 %-5s %d of %zu bf16 values differ from the host's\n", ggml_type_info(type).name,
+                differ, a.size());
+    EXPECT_EQ(differ, 0) << ggml_type_info(type).name;
+  }
 }
 
 TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {

@@ -339,6 +339,22 @@ TEST_F(ExperimentFile, Fp32PrecisionIsACpuSettingInTheFingerprint) {
                "backend.precision", "applies to device: cpu only");
 }
 
+// precision: file keeps the GPU's weights in their GGUF blocks: a device:
+// cuda setting, in the fingerprint (a search stored under native never
+// resumes under file); on the CPU, which always multiplies the file's own
+// blocks, it is refused as saying nothing new (native is that).
+TEST_F(ExperimentFile, FilePrecisionIsACudaSettingInTheFingerprint) {
+  const std::string cuda = "  device: cuda\n";
+  const Experiment native = load(edited("  device: cpu\n  threads: 2\n", cuda));
+  const Experiment file = load(edited("  device: cpu\n  threads: 2\n", cuda + "  precision: file\n"));
+  EXPECT_EQ(file.backend.precision, "file");
+  EXPECT_EQ(file.search_fingerprint()["backend"]["precision"], "file");
+  EXPECT_FALSE(native.search_fingerprint()["backend"].contains("precision"));
+  EXPECT_NE(file.search_fingerprint(), native.search_fingerprint());
+  expect_error(edited("  threads: 2\n", "  threads: 2\n  precision: file\n"), 8, 14, "backend.precision",
+               "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks");
+}
+
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
   const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
   const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));

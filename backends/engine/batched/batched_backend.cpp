@@ -49,7 +49,7 @@ struct BatchedBackend::Item {
   }
 };
 
-BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
+BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
                                BatchedOptions options)
     : device_(std::move(device)), model_(std::make_unique<Model>(model_path, *device_)),
       tokenizer_(Tokenizer::from_gguf(model_->file())) {
@@ -59,14 +59,15 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
   }
   identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
   // bf16 products give other answers than the CPU engine's: their
-  // evaluations must not share cache entries or a population.
-  identity_.precision = "bf16";
+  // evaluations must not share cache entries or a population; nor, until
+  // measured equal, do the two weight forms.
+  identity_.precision = device_->precision();
   batch_tokens_ = options.batch_tokens != 0 ? options.batch_tokens : default_batch_tokens(*model_, *device_);
 }
 
 ModelIdentity BatchedBackend::identity() const { return identity_; }
 
-nlohmann::json BatchedBackend::execution() const { return {{"device", device_->name()}, {"precision", "bf16"}}; }
+nlohmann::json BatchedBackend::execution() const { return {{"device", device_->name()}, {"precision", device_->precision()}}; }
 
 void BatchedBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(model_->config()));

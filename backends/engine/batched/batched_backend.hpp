@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/engine/batched/device_ops.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
@@ -46,11 +47,12 @@ std::vector<std::pair<std::size_t, std::size_t>> pass_groups(std::span<const std
 
 class BatchedBackend : public Backend {
  public:
-  BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
+  // The device's weight form (DeviceOps::set_weight_form) is set before.
+  BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
                  BatchedOptions options = {});
 
   ModelIdentity identity() const override;
-  // {"device": the device's name, "precision": "bf16"}.
+  // {"device": the device's name, "precision": DeviceOps::precision()}.
   nlohmann::json execution() const override;
   std::vector<SampleOutput> run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                 const RunOptions& options) override;
@@ -69,7 +71,7 @@ class BatchedBackend : public Backend {
   void run_teacher_forced(std::vector<Item>& items);
   void run_generate(std::vector<Item>& items, int max_new_tokens);
 
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<DeviceOps> device_;
   std::unique_ptr<Model> model_;
   Tokenizer tokenizer_;
   ModelIdentity identity_;

@@ -40,6 +40,7 @@ class CudaOps final : public DeviceOps {
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
     if (bf16_ != nullptr) release(bf16_);
+    if (weight_tile_ != nullptr) release(weight_tile_);
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
@@ -141,12 +142,7 @@ class CudaOps final : public DeviceOps {
     const std::size_t all = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, heads);
     // Every head at once where that stays under kScoresBytes, else whole GQA groups.
     const std::size_t wanted = std::max(least, std::min(all, kScoresBytes));
-    if (scores_capacity_ < wanted) {
-      if (scores_ != nullptr) release(scores_);
-      scores_ = nullptr;
-      scores_ = allocate(wanted);
-      scores_capacity_ = wanted;
-    }
+    grow(scores_, scores_capacity_, wanted);
     cuda::attention_gemm(*cublas_, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window,
                          scale, shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
   }
@@ -188,25 +184,39 @@ class CudaOps final : public DeviceOps {
                   double* gold_logprob) override {
     cuda::score_rows(logits, rows, vocab, gold, argmax, gold_logprob, stream_);
   }
+  void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                       std::uint16_t* out) override {
+    cuda::dequantize_bf16(static_cast<std::uint32_t>(type), blocks, row_bytes, rows, cols, out, stream_);
+  }
+  std::uint16_t* weight_scratch(std::size_t count) override {
+    return static_cast<std::uint16_t*>(grow(weight_tile_, weight_tile_capacity_, count * sizeof(std::uint16_t)));
+  }
   std::uint16_t* bf16_scratch(std::size_t count) override {
-    if (bf16_capacity_ < count) {
-      if (bf16_ != nullptr) release(bf16_);
-      bf16_ = nullptr;
-      bf16_ = allocate(count * sizeof(std::uint16_t));
-      bf16_capacity_ = count;
-    }
-    return static_cast<std::uint16_t*>(bf16_);
+    return static_cast<std::uint16_t*>(grow(bf16_, bf16_capacity_, count * sizeof(std::uint16_t)));
   }
 
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_); }
+  // A workspace of at least `bytes` (contents lost when it grows).
+  void* grow(void*& buffer, std::size_t& capacity, std::size_t bytes) {
+    if (capacity < bytes) {
+      if (buffer != nullptr) release(buffer);
+      buffer = nullptr;
+      capacity = 0;
+      buffer = allocate(bytes);
+      capacity = bytes;
+    }
+    return buffer;
+  }
   static constexpr int kGemmAttentionTokens = 32;
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
   std::vector<cuda::DecodeEntry> entries_;  // decode_attention's, kept for the next step
   void* scores_ = nullptr;  // the cuBLAS attention body's workspace
   void* bf16_ = nullptr;    // a product's input in bf16
-  std::size_t bf16_capacity_ = 0;
+  std::size_t bf16_capacity_ = 0;  // bytes
+  void* weight_tile_ = nullptr;  // a `file` product's weights in bf16
+  std::size_t weight_tile_capacity_ = 0;  // bytes
   std::size_t scores_capacity_ = 0;  // bytes
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;

@@ -1,5 +1,6 @@
 #include "backends/engine/batched/device_ops.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -40,29 +41,114 @@ struct RowMajorKv final : LayerKv {
 
 }  // namespace
 
-// Row by row, without a float copy of the whole matrix (a 7B model's is 26
-// GB); a BF16 tensor's bits are taken as they are (what dequantising and
-// rounding them again would give).
+namespace {
+
+std::size_t row_bytes_of(GgmlType type, int cols) {
+  return block_bytes(type) * (static_cast<std::size_t>(cols) / block_elements(type));
+}
+
+// bf16 bits of `part`'s rows into out ([rows][cols]), row by row without a
+// float copy of the whole matrix (a 7B model's is 26 GB); a BF16 tensor's
+// bits are taken as they are (what dequantising and rounding them again
+// would give).
+void widen_to_bf16(const MatrixPart& part, int cols, std::uint16_t* out) {
+  const std::size_t row_bytes = row_bytes_of(part.type, cols);
+  const auto* data = static_cast<const std::byte*>(part.data);
+  if (part.type == GgmlType::BF16) {
+    std::memcpy(out, data, static_cast<std::size_t>(part.rows) * cols * sizeof(std::uint16_t));
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int>(0, part.rows), [&](const tbb::blocked_range<int>& range) {
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (int r = range.begin(); r < range.end(); ++r) {
+      dequantize_row(part.type, data + r * row_bytes, row.data(), cols);
+      for (int i = 0; i < cols; ++i) out[static_cast<std::size_t>(r) * cols + i] = elementwise::bf16_bits(row[i]);
+    }
+  });
+}
+
+// The `file` form: each part in its own type (a fused Q|K|V may mix Q4_K
+// and Q6_K), stacked in the order of the output columns.
+struct FilePart {
+  GgmlType type;  // a block type, or BF16 for what was widened at load
+  int rows = 0;
+  std::size_t row_bytes = 0;
+  DeviceBuffer<std::uint8_t> blocks;
+};
+
+struct FileMatrix final : DeviceMatrix {
+  std::vector<FilePart> parts;
+  int row_count = 0, col_count = 0;
+  int rows() const override { return row_count; }
+  int cols() const override { return col_count; }
+  std::size_t bytes() const override {
+    std::size_t total = 0;
+    for (const FilePart& part : parts) total += part.blocks.size();
+    return total;
+  }
+};
+
+}  // namespace
+
+std::string DeviceOps::precision() const {
+  return weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16";
+}
+
+bool DeviceOps::keeps_blocks(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::BF16:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::unique_ptr<DeviceMatrix> DeviceOps::load_matrix(const std::vector<MatrixPart>& parts, int cols) {
   std::size_t total_rows = 0;
-  for (const MatrixPart& part : parts) total_rows += static_cast<std::size_t>(part.rows);
+  for (const MatrixPart& part : parts) {
+    if (cols <= 0 || cols % static_cast<int>(block_elements(part.type)) != 0) {
+      throw std::invalid_argument("load_matrix: " + std::to_string(cols) + " columns is not a multiple of the " +
+                                  ggml_type_info(part.type).name + " block size " +
+                                  std::to_string(block_elements(part.type)));
+    }
+    total_rows += static_cast<std::size_t>(part.rows);
+  }
+  if (weight_form_ == WeightForm::file) {
+    auto matrix = std::make_unique<FileMatrix>();
+    for (const MatrixPart& part : parts) {
+      FilePart stored;
+      stored.rows = part.rows;
+      if (keeps_blocks(part.type)) {
+        stored.type = part.type;
+        stored.row_bytes = row_bytes_of(part.type, cols);
+        stored.blocks = DeviceBuffer<std::uint8_t>(*this, stored.row_bytes * part.rows);
+        upload(stored.blocks.data(), part.data, stored.blocks.size());
+      } else {
+        std::vector<std::uint16_t> wide(static_cast<std::size_t>(part.rows) * cols);
+        widen_to_bf16(part, cols, wide.data());
+        stored.type = GgmlType::BF16;
+        stored.row_bytes = static_cast<std::size_t>(cols) * sizeof(std::uint16_t);
+        stored.blocks = DeviceBuffer<std::uint8_t>(*this, wide.size() * sizeof(std::uint16_t));
+        upload(stored.blocks.data(), wide.data(), stored.blocks.size());
+      }
+      matrix->parts.push_back(std::move(stored));
+    }
+    matrix->row_count = static_cast<int>(total_rows);
+    matrix->col_count = cols;
+    return matrix;
+  }
   std::vector<std::uint16_t> all(total_rows * cols);
   std::size_t first_row = 0;
   for (const MatrixPart& part : parts) {
-    const std::size_t row_bytes = block_bytes(part.type) * (static_cast<std::size_t>(cols) / block_elements(part.type));
-    const auto* data = static_cast<const std::byte*>(part.data);
-    std::uint16_t* out = all.data() + first_row * cols;
-    if (part.type == GgmlType::BF16) {
-      std::memcpy(out, data, static_cast<std::size_t>(part.rows) * cols * sizeof(std::uint16_t));
-    } else {
-      tbb::parallel_for(tbb::blocked_range<int>(0, part.rows), [&](const tbb::blocked_range<int>& range) {
-        std::vector<float> row(static_cast<std::size_t>(cols));
-        for (int r = range.begin(); r < range.end(); ++r) {
-          dequantize_row(part.type, data + r * row_bytes, row.data(), cols);
-          for (int i = 0; i < cols; ++i) out[static_cast<std::size_t>(r) * cols + i] = elementwise::bf16_bits(row[i]);
-        }
-      });
-    }
+    widen_to_bf16(part, cols, all.data() + first_row * cols);
     first_row += static_cast<std::size_t>(part.rows);
   }
   auto matrix = std::make_unique<Bf16Matrix>();
@@ -91,17 +177,44 @@ void DeviceOps::embed(const DeviceEmbedding& table, const std::int32_t* tokens, 
   embed_rows(e.table.data(), e.width, tokens, count, scale, out);
 }
 
-// Activations rounded to bf16, fp32 sums.
+// Activations rounded to bf16, fp32 sums. A `file` matrix is dequantised
+// tile by tile (whole rows, across its parts) and each tile multiplied into
+// its output columns: the weights are those of the bf16 form.
 void DeviceOps::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) {
-  const auto& m = static_cast<const Bf16Matrix&>(w);
-  const std::size_t cols = static_cast<std::size_t>(m.col_count);
+  const std::size_t cols = static_cast<std::size_t>(w.cols());
   std::uint16_t* xb = bf16_scratch(static_cast<std::size_t>(rows) * cols);
   if (ld_x == cols) {
     to_bf16(x, rows * cols, xb);
   } else {
     for (int r = 0; r < rows; ++r) to_bf16(x + r * ld_x, cols, xb + r * cols);
   }
-  matmul_bf16(xb, cols, rows, m.col_count, m.weights.data(), m.row_count, y, ld_y);
+  if (const auto* m = dynamic_cast<const Bf16Matrix*>(&w)) {
+    matmul_bf16(xb, cols, rows, m->col_count, m->weights.data(), m->row_count, y, ld_y);
+    return;
+  }
+  const auto& m = static_cast<const FileMatrix&>(w);
+  if (rows == 0) return;
+  if (m.parts.size() == 1 && m.parts[0].type == GgmlType::BF16) {
+    matmul_bf16(xb, cols, rows, m.col_count, reinterpret_cast<const std::uint16_t*>(m.parts[0].blocks.data()),
+                m.row_count, y, ld_y);
+    return;
+  }
+  const int tile_rows = static_cast<int>(
+      std::clamp<std::size_t>(weight_tile_elements_ / cols, 1, static_cast<std::size_t>(m.row_count)));
+  std::uint16_t* tile = weight_scratch(static_cast<std::size_t>(tile_rows) * cols);
+  for (int start = 0; start < m.row_count; start += tile_rows) {
+    const int end = std::min(m.row_count, start + tile_rows);
+    int part_first = 0;
+    for (const FilePart& part : m.parts) {
+      const int lo = std::max(start, part_first), hi = std::min(end, part_first + part.rows);
+      if (lo < hi) {
+        dequantize_bf16(part.type, part.blocks.data() + static_cast<std::size_t>(lo - part_first) * part.row_bytes,
+                        part.row_bytes, hi - lo, m.col_count, tile + static_cast<std::size_t>(lo - start) * cols);
+      }
+      part_first += part.rows;
+    }
+    matmul_bf16(xb, cols, rows, m.col_count, tile, end - start, y + start, ld_y);
+  }
 }
 
 DeviceOps::KvRows DeviceOps::rows_of(const LayerKv& layer_kv) {

@@ -1,5 +1,5 @@
-// The GPU family of devices: a Device (../device.hpp) whose weights are
-// bf16 matrices and whose KV cache is row-major fp32, built from a few
+// The GPU family of devices: a Device (../device.hpp) whose products take
+// bf16 weights and whose KV cache is row-major fp32, built from a few
 // pointer-level kernels each body implements: CudaOps (cuda_ops_device.cpp)
 // runs them on an NVIDIA GPU through the kernels of
 // backends/engine/ops/*_cuda.cu and cuBLAS; ReferenceOps (reference_ops.cpp)
@@ -8,6 +8,13 @@
 // form on machines without a GPU, and every CUDA op is checked against it op
 // by op where there is one. The weight, embedding and KV-cache parts of
 // Device are written here once, in terms of those kernels.
+//
+// Weights (WeightForm): `bf16` widens every matrix to bf16 at load; `file`
+// keeps each part in its GGUF block type and dequantises it into a bf16 tile
+// inside each product. Both multiply the same bf16 numbers (each weight is
+// dequantize_row's value rounded by bf16_bits), so their results differ only
+// where cuBLAS sums a tile in another order than the whole matrix; `file`
+// takes the file's bytes (Q4_K: 4.5 bits a weight against bf16's 16).
 //
 // KV cache: per layer, keys (already rotated) and values in fp32,
 // row-major [position][slot x head_dim]; in a layer with per-head slots the
@@ -24,10 +31,27 @@
 
 namespace midtune::engine::batched {
 
+enum class WeightForm { bf16, file };
+
 class DeviceOps : public Device {
  public:
   // The CUDA attention kernel keeps a head in one thread block.
   std::uint32_t max_head_dim() const override { return 256; }
+
+  // Before the model loads (matrices keep the form they were loaded in).
+  void set_weight_form(WeightForm form) { weight_form_ = form; }
+  WeightForm weight_form() const { return weight_form_; }
+  // Rows of the bf16 tile a `file` product dequantises at once, times its
+  // columns (tests: small, so that tiles cross the parts of a fused matrix).
+  void set_weight_tile_elements(std::size_t elements) { weight_tile_elements_ = elements; }
+  // What the products compute in, stored in the model identity of results
+  // run on this device: "bf16", or "bf16 from file blocks" (its own
+  // identity until the two are measured equal on the GPU).
+  std::string precision() const;
+  // The block types a `file` matrix keeps as they are on the device (the
+  // float types are stored as bf16; any other type is widened to bf16 at
+  // load, as in the bf16 form).
+  static bool keeps_blocks(GgmlType type);
 
   // Device's weights and KV cache in bf16 and row-major form, through the
   // kernels below.
@@ -68,6 +92,14 @@ class DeviceOps : public Device {
   // `count` bf16 values of device memory for a product's input, the body's
   // own (valid until the next call).
   virtual std::uint16_t* bf16_scratch(std::size_t count) = 0;
+  // out[r][c] (rows x cols, row-major) = bf16_bits of dequantize_row's value
+  // c of row r, rows of ggml blocks of `type` (keeps_blocks) `row_bytes`
+  // apart from `blocks` (device memory): exactly what the bf16 form holds.
+  virtual void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                               std::uint16_t* out) = 0;
+  // `count` bf16 values of device memory for a `file` product's weight tile,
+  // the body's own and apart from bf16_scratch (valid until the next call).
+  virtual std::uint16_t* weight_scratch(std::size_t count) = 0;
 
  protected:
   // The row-major keys and values of a cache this family made.
@@ -78,6 +110,10 @@ class DeviceOps : public Device {
   static KvRows rows_of(const LayerKv& kv);
 
  private:
+  WeightForm weight_form_ = WeightForm::bf16;
+  // 2^26 bf16 values (128 MiB): a 7B model's largest matrix (the output,
+  // 32000 x 4096) in two tiles, a 70B's gate|up (57344 x 8192) in seven.
+  std::size_t weight_tile_elements_ = std::size_t{1} << 26;
   void copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld, int tokens);
 };
 

@@ -15,7 +15,14 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     }
     batched::BatchedOptions batched_options;
     batched_options.batch_tokens = options.batch_tokens;
-    return std::make_unique<batched::BatchedBackend>(model, batched::make_cuda_ops(options.gpu), batched_options);
+    auto device = batched::make_cuda_ops(options.gpu);
+    device->set_weight_form(options.file_blocks ? batched::WeightForm::file : batched::WeightForm::bf16);
+    return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
+  }
+  if (options.file_blocks) {
+    throw std::invalid_argument(
+        "backend.precision: 'file' is a device: cuda setting; the CPU engine always multiplies the file's own "
+        "blocks (precision: native)");
   }
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;

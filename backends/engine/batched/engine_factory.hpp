@@ -20,6 +20,7 @@ struct EngineDeviceOptions {
   int gpu = 0;                   // cuda: device index
   std::size_t batch_tokens = 0;  // cuda: tokens per pass, 0 = from the free memory
   bool fp32 = false;             // cpu: every matrix in fp32 (EngineOptions::fp32); cuda runs bf16 only
+  bool file_blocks = false;      // cuda: weights kept in their GGUF blocks (batched::WeightForm::file)
 };
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);

@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/geglu.hpp"
@@ -116,6 +117,21 @@ void ReferenceOps::gated_activation(FfnActivation activation, const float* gate,
 std::uint16_t* ReferenceOps::bf16_scratch(std::size_t count) {
   if (bf16_scratch_.size() < count) bf16_scratch_.resize(count);
   return bf16_scratch_.data();
+}
+
+// dequantize_row's values rounded to bf16: the bf16 form's weights, by definition.
+void ReferenceOps::dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                                   std::uint16_t* out) {
+  std::vector<float> row(static_cast<std::size_t>(cols));
+  for (int r = 0; r < rows; ++r) {
+    dequantize_row(type, static_cast<const std::byte*>(blocks) + r * row_bytes, row.data(), cols);
+    for (int i = 0; i < cols; ++i) out[static_cast<std::size_t>(r) * cols + i] = elementwise::bf16_bits(row[i]);
+  }
+}
+
+std::uint16_t* ReferenceOps::weight_scratch(std::size_t count) {
+  if (weight_scratch_.size() < count) weight_scratch_.resize(count);
+  return weight_scratch_.data();
 }
 
 void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,

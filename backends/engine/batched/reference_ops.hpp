@@ -52,9 +52,12 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
   void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
                   double* gold_logprob) override;
   std::uint16_t* bf16_scratch(std::size_t count) override;
+  void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                       std::uint16_t* out) override;
+  std::uint16_t* weight_scratch(std::size_t count) override;
 
  private:
-  std::vector<std::uint16_t> bf16_scratch_;
+  std::vector<std::uint16_t> bf16_scratch_, weight_scratch_;
 };
 
 }  // namespace midtune::engine::batched

@@ -139,6 +139,15 @@ void to_bf16(const float* x, std::size_t count, std::uint16_t* out, void* stream
 void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_t ld_x, int rows, int inputs,
                  const std::uint16_t* w, int outputs, float* y, std::size_t ld_y, void* stream = nullptr);
 
+// out[r][c] (rows x cols, row-major) = bf16_bits of dequantize_row's value c
+// of row r (dequant.hpp), from rows of ggml blocks `row_bytes` apart, the
+// type by its ggml id (GgmlType's value: this header stays C++17, without
+// the GGUF reader): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, or BF16
+// (copied). Bit-identical to the host's. Throws std::invalid_argument for
+// another type or a shape that does not fill whole blocks.
+void dequantize_bf16(std::uint32_t ggml_type, const void* blocks, std::size_t row_bytes, int rows, int cols,
+                     std::uint16_t* out, void* stream = nullptr);
+
 // SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
 void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
