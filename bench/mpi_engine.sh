@@ -48,4 +48,4 @@ printf '|%s|%s|%s|%s\n' -------------------------------------- ---------- ------
 printf '| %-36s | %8.1f | %8s | %s\n' "1 process x $THREADS threads" "$single" "" reference
 printf '| %-36s | %8.1f | %7.1f%% | %s\n' "1 driver + $THREADS evaluators x 1 thread" "$ranks" \
   "$(sqlite3 "$OUT/ranks.db" "$WAITED_SQL")" "$same"
-echo "ratio (1 process / ranks): $(echo "$single / $ranks" | bc -l | cut -c1-5)"
+echo "ratio (1 process / ranks): $(awk -v a="$single" -v b="$ranks" 'BEGIN { printf "%.2f", a / b }')"
