@@ -30,6 +30,7 @@ struct Args {
   std::string device = "cpu";
   int gpu = 0;
   std::size_t batch_tokens = 0;
+  std::string precision = "native";
   std::size_t max_items = 1024;
   double request_deadline_s = 30.0;
   int max_connections = 256;
@@ -57,6 +58,7 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
   options.threads = args.threads;
   options.gpu = args.gpu;
   options.batch_tokens = args.batch_tokens;
+  options.precision = args.precision;
   return midtune::engine::make_engine_backend(args.model, options);
 }
 
@@ -91,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads, "engine threads; 0 = all cores")->check(CLI::NonNegativeNumber);
   app.add_option("--device", args.device, "cpu | cuda (the batched engine on a GPU)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--gpu", args.gpu, "device cuda: which GPU (ga-run devices)")->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", args.precision,
+                 "native | fp32 (device cpu: fp32 matrices) | file (device cuda: weights kept in their blocks; "
+                 "a 70B Q4_K_M fits one 80 GB GPU)")
+      ->check(CLI::IsMember({"native", "fp32", "file"}));
   app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
   app.add_option("--request-deadline-s", args.request_deadline_s,

@@ -52,6 +52,9 @@ void add_engine_commands(CLI::App& app) {
   generate->add_option("--device", generate_args->device.device, "cpu | cuda (the batched engine on a GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   generate->add_option("--gpu", generate_args->device.gpu, "device cuda: which GPU (ga-run devices)");
+  generate->add_option("--precision", generate_args->device.precision,
+                       "native | fp32 (device cpu: fp32 matrices) | file (device cuda: weights kept in their blocks)")
+      ->check(CLI::IsMember({"native", "fp32", "file"}));
   generate->callback([generate_args] { run_generate(*generate_args); });
 
   auto bench_path = std::make_shared<std::string>();

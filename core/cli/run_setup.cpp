@@ -34,8 +34,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     options.threads = b.threads;
     options.gpu = b.gpu;
     options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
-    options.fp32 = b.precision == "fp32";
-    options.file_blocks = b.precision == "file";
+    options.precision = b.precision;
     return engine::make_engine_backend(b.model, options);
   }
   if (b.kind == "server") {

@@ -581,12 +581,27 @@ INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test,
 TEST(EngineFactory, FileBlocksOnTheCpuAreRefusedNamingTheField) {
   EngineDeviceOptions options;
   options.device = "cpu";
-  options.file_blocks = true;
+  options.precision = "file";
   try {
     make_engine_backend("/nonexistent.gguf", options);
     FAIL() << "accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("backend.precision: 'file' is a device: cuda setting"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The one translation of a precision name for ga-run, `ga-run generate` and
+// ga-serve: an unknown name is refused by name before anything loads.
+TEST(EngineFactory, AnUnknownPrecisionIsRefusedNamingTheChoices) {
+  EngineDeviceOptions options;
+  options.precision = "fp16";
+  try {
+    make_engine_backend("/nonexistent.gguf", options);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("backend.precision: 'fp16' is not one of native, fp32, file"),
+              std::string::npos)
         << e.what();
   }
 }

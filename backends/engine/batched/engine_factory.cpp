@@ -8,25 +8,28 @@
 namespace midtune::engine {
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options) {
+  if (options.precision != "native" && options.precision != "fp32" && options.precision != "file") {
+    throw std::invalid_argument("backend.precision: '" + options.precision + "' is not one of native, fp32, file");
+  }
   require_device(options.device);
   if (options.device == "cuda") {
-    if (options.fp32) {
+    if (options.precision == "fp32") {
       throw std::invalid_argument("backend.precision: 'fp32' is a device: cpu setting; the GPU engine runs bf16");
     }
     batched::BatchedOptions batched_options;
     batched_options.batch_tokens = options.batch_tokens;
     auto device = batched::make_cuda_ops(options.gpu);
-    device->set_weight_form(options.file_blocks ? batched::WeightForm::file : batched::WeightForm::bf16);
+    device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
     return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
   }
-  if (options.file_blocks) {
+  if (options.precision == "file") {
     throw std::invalid_argument(
         "backend.precision: 'file' is a device: cuda setting; the CPU engine always multiplies the file's own "
         "blocks (precision: native)");
   }
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;
-  cpu_options.fp32 = options.fp32;
+  cpu_options.fp32 = options.precision == "fp32";
   return std::make_unique<EngineBackend>(model, cpu_options);
 }
 

@@ -19,8 +19,11 @@ struct EngineDeviceOptions {
   int threads = 0;               // cpu: 0 = all cores
   int gpu = 0;                   // cuda: device index
   std::size_t batch_tokens = 0;  // cuda: tokens per pass, 0 = from the free memory
-  bool fp32 = false;             // cpu: every matrix in fp32 (EngineOptions::fp32); cuda runs bf16 only
-  bool file_blocks = false;      // cuda: weights kept in their GGUF blocks (batched::WeightForm::file)
+  // backend.precision: native (the device's own: int8 activations on the
+  // CPU, bf16 on the GPU), fp32 (cpu: every matrix in fp32,
+  // EngineOptions::fp32) or file (cuda: weights kept in their GGUF blocks,
+  // batched::WeightForm::file).
+  std::string precision = "native";
 };
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);
