@@ -14,7 +14,7 @@ cd "$dest"
 [ -n "$(ls /var/lib/apt/lists 2>/dev/null | grep -v lock)" ] || apt-get update -q >/dev/null
 apt-get download -q \
   libeigen3-dev libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 nlohmann-json3-dev \
-  libsqlite3-dev libsqlite3-0 libcli11-dev libgtest-dev libgmock-dev \
+  libsqlite3-dev libsqlite3-0 sqlite3 libreadline8 libcli11-dev libgtest-dev libgmock-dev \
   libyaml-cpp-dev 'libyaml-cpp0.*' libcpp-httplib-dev 'libcpp-httplib0.*' libbrotli-dev libbrotli1 \
   libxxhash-dev libxxhash0 zlib1g-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 \
   2>&1 | grep -v 'Download is performed unsandboxed' || true

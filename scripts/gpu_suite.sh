@@ -6,20 +6,22 @@
 # builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests,
 # the decisions against the CPU engine on the KV experiment's held-out
 # prompts (plain and one intervention of each method, bench/interventions/),
-# and bench/cuda_bench.py; the log goes to $OUT/gpu_suite.log (or ./).
-#   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement]
+# one GPU evaluator under MPI against one process (bench/mpi_engine.sh,
+# where the machine has an MPI) and bench/cuda_bench.py; the log goes to $OUT/gpu_suite.log (or ./).
+#   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]
 # DEB_DIR: scripts/fetch_gpu_debs.sh's download. MIDTUNE_VOCAB_DIR (the
 # tokenizer vocabularies: the tiny-architecture cases) and MIDTUNE_MODEL or
 # ~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf (the SmolLM2 cases and
 # the agreement run) are optional: what needs them says it is skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement]}
+debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]}
 shift
-bench=1 agreement=1
+bench=1 agreement=1 mpi=1
 for arg in "$@"; do
   case $arg in
     --no-bench) bench=0 ;;
+    --no-mpi) mpi=0 ;;
     --no-agreement) agreement=0 ;;
     *) echo "gpu_suite: unknown option $arg" >&2; exit 2 ;;
   esac
@@ -31,7 +33,7 @@ for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
 lib=$prefix/usr/lib/x86_64-linux-gnu
 export CMAKE_PREFIX_PATH=$prefix/usr:$lib/cmake PKG_CONFIG_SYSROOT_DIR=$prefix
 export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig LD_LIBRARY_PATH=$lib
-export CPATH=$prefix/usr/include LIBRARY_PATH=$lib
+export CPATH=$prefix/usr/include LIBRARY_PATH=$lib PATH=$PATH:$prefix/usr/bin  # sqlite3 for bench/mpi_engine.sh
 model=${MIDTUNE_MODEL:-$HOME/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf}
 tests=build-gpu/tests/engine
 failed=0
@@ -56,6 +58,20 @@ failed=0
         || echo "device_agreement: below its 99 % goal (or failed), see above"
     else
       echo "device_agreement: skipped, no model at $model"
+    fi
+  fi
+  # One GPU evaluator under MPI against one process (where the machine has
+  # an MPI the build found): quickstart on device: cuda, the stored samples
+  # compared row by row.
+  if [ $mpi = 1 ]; then
+    if [ -f "$model" ] && command -v mpirun >/dev/null && command -v sqlite3 >/dev/null; then
+      sed -e 's|device: cpu|device: cuda|' -e '/^  threads:/d' -e "s|~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf|$model|" \
+        -e 's/search_samples: 3$/search_samples: 60/' -e 's/generations: 2,/generations: 3,/' \
+        experiments/quickstart.yaml >/tmp/gpu-suite-quickstart-cuda.yaml
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 EXPERIMENT=/tmp/gpu-suite-quickstart-cuda.yaml THREADS=1 \
+        bench/mpi_engine.sh build-gpu "$out/mpi-gpu" || { echo "FAILED: mpi_engine"; failed=1; }
+    else
+      echo "mpi_engine: skipped (needs the model at $model, mpirun and sqlite3)"
     fi
   fi
   if [ $bench = 1 ]; then
