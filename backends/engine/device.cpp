@@ -16,7 +16,7 @@ void Device::decode_attention(const DecodeBatch& b) {
                                 std::to_string(b.kv_heads) + ", head_dim " + std::to_string(b.head_dim) +
                                 ", rope_dims " + std::to_string(b.rope_dims));
   }
-  const int heads = b.heads, group = heads / b.kv_heads, pairs = b.rope_dims / 2;
+  const int heads = b.heads, pairs = b.rope_dims / 2;
   const std::size_t q_width = static_cast<std::size_t>(heads) * b.head_dim;
   const std::size_t kv_width = static_cast<std::size_t>(b.kv_heads) * b.head_dim;
   int longest = 0;
@@ -39,7 +39,7 @@ void Device::decode_attention(const DecodeBatch& b) {
                   tables.data());
     }
     const std::size_t query_stride = one_table ? 0 : table_size;
-    const std::size_t key_stride = one_table ? 0 : (s.kv->slots == heads ? table_size : group * table_size);
+    const std::size_t key_stride = one_table ? 0 : s.kv->slot_table_stride(heads, table_size);
     cache_values(*s.kv, s.past, qkv + q_width + kv_width, b.qkv_ld, T);
     cache_keys(*s.kv, s.past, qkv + q_width, b.qkv_ld, T, b.rope_dims, b.pairing, tables.data(), key_stride);
     copy_rows(q_rot, b.q_rot_ld * sizeof(float), qkv, b.qkv_ld * sizeof(float), q_width * sizeof(float), T);

@@ -60,6 +60,12 @@ class LayerKv {
   const int capacity, slots, kv_heads, head_dim;
   // The KV head whose keys and values slot `slot` holds.
   int kv_head_of_slot(int slot) const { return slots == kv_heads ? slot : slot / (slots / kv_heads); }
+  // Where per-head RoPE tables (one of `table_size` floats per query head)
+  // are laid out, the stride from slot s's table to slot s+1's: a slot
+  // reads the table of the first query head it serves.
+  std::size_t slot_table_stride(int heads, std::size_t table_size) const {
+    return slots == heads ? table_size : table_size * static_cast<std::size_t>(heads / kv_heads);
+  }
 };
 
 // One sequence of a batched attention step (Device::decode_attention): its

@@ -543,11 +543,21 @@ bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChan
   if (T == 0 || T > decode_batch_tokens) return false;
   const ForwardHooks* hooks = call.hooks;
   if (hooks == nullptr) return true;
-  const bool sets_scales = hooks->head_rope_scales && call.sequence->length_ == 0 &&
-                           (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0);
-  const bool reads_row = hooks->last_query_row && !hooks->last_query_row_layers.empty() &&
-                         hooks->last_query_row_layers[layer] != 0;
-  return !sets_scales && !reads_row && !hooks->key0_weight_factors && phs == nullptr;
+  return !sets_head_scales(layer, call) && !reads_last_row(layer, hooks) && !hooks->key0_weight_factors &&
+         phs == nullptr;
+}
+
+// Ms-PoE sets this layer's per-head scales in this call (its prefill).
+bool Model::sets_head_scales(int layer, const SequenceCall& call) {
+  const ForwardHooks* hooks = call.hooks;
+  return hooks != nullptr && hooks->head_rope_scales && call.sequence->length_ == 0 &&
+         (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0);
+}
+
+// A hook reads this layer's last-query row (Ms-PoE's awareness, SIW).
+bool Model::reads_last_row(int layer, const ForwardHooks* hooks) {
+  return hooks != nullptr && hooks->last_query_row && !hooks->last_query_row_layers.empty() &&
+         hooks->last_query_row_layers[layer] != 0;
 }
 
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
@@ -560,7 +570,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const ForwardHooks* hooks = call.hooks;
   const int T = static_cast<int>(call.tokens.size());
   if (T == 0) return;
-  const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads), group = heads / kv_heads;
+  const int heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads);
   const int hd = static_cast<int>(c.head_dim), pairs = static_cast<int>(c.rope_dims / 2);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t kv_width = static_cast<std::size_t>(kv_heads) * hd;
@@ -569,8 +579,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   float* qkv = ws.qkv.data() + static_cast<std::size_t>(offset) * qkv_width;
   const LayerKv& kv = *seq.layers_[layer];
 
-  if (hooks != nullptr && hooks->head_rope_scales && start == 0 &&
-      (hooks->head_rope_scale_layers.empty() || hooks->head_rope_scale_layers[layer] != 0)) {
+  if (sets_head_scales(layer, call)) {
     apply_head_rope_scales(layer, seq, qkv, T, device_scales, *hooks);
   }
 
@@ -604,7 +613,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
     tables = ws.tables.data();
   }
   const std::size_t query_stride = one_table ? 0 : table_size;
-  const std::size_t key_stride = one_table ? 0 : (kv.slots == heads ? table_size : group * table_size);
+  const std::size_t key_stride = one_table ? 0 : kv.slot_table_stride(heads, table_size);
 
   // Cache values and rotated keys; rotate the queries.
   DEVICE_OP(cache_values, *seq.layers_[layer], start, qkv + q_width + kv_width, qkv_width, T);
@@ -614,8 +623,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   // Attention, the last query's row read out, then key 0's weight corrected
   // outside the kernel (SIW reads the row to find its factors).
   const int keys_total = start + T;
-  const bool readout = hooks != nullptr && hooks->last_query_row && !hooks->last_query_row_layers.empty() &&
-                       hooks->last_query_row_layers[layer] != 0;
+  const bool readout = reads_last_row(layer, hooks);
   const bool key0 = hooks != nullptr && static_cast<bool>(hooks->key0_weight_factors);
   attend(layer, seq, offset, T, 0, key0, readout);
   if (readout) {

@@ -256,6 +256,8 @@ class Model {
   void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
                        const QkChannelScaling* phs);
   bool joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* phs) const;
+  static bool sets_head_scales(int layer, const SequenceCall& call);
+  static bool reads_last_row(int layer, const ForwardHooks* hooks);
   const float* rope_table(int offset, int tokens, float scale, const float* device_scale, const double* inv_freq);
   void apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, int tokens, float* device_scales,
                               const ForwardHooks& hooks);
