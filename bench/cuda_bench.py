@@ -25,6 +25,7 @@ on the 7B shape <= 470 s (the paper: 1167 s on four GPUs).
   --decode-per-sequence: decode also through the per-sequence attention ops
       (the path before the batched decode step), rows "decode batch N per-seq"
       (checks this script on a machine without a GPU; the figures mean nothing)
+  --attention gemm,flash: prefill and teacher-forced once per prefill attention body
 """
 import argparse
 import gc
@@ -56,6 +57,7 @@ def run_ours(args):
                 "--gen-batch-tokens", str(args.gen_batch_tokens)]
         cmd += ["--generation-full"] if args.generation_full else []
     cmd += ["--profile"] if args.profile else []
+    cmd += ["--attention", args.attention] if args.attention else []
     cmd += ["--decode-per-sequence"] if args.decode_per_sequence else []
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -231,6 +233,8 @@ def main():
     p.add_argument("--hf-device", default="cuda", help=argparse.SUPPRESS)  # cpu: dry-runs the HF code on a host
     p.add_argument("--decode-per-sequence", action="store_true",
                    help="also measure decode with the per-sequence attention ops (before/after in one run)")
+    p.add_argument("--attention", default=None,
+                   help="prefill attention bodies, comma-separated, each measured: gemm,flash (default: gemm)")
     p.add_argument("--profile", action="store_true",
                    help="also print each measure's time per op (every op then waits for the last: slower figures)")
     args = p.parse_args()
@@ -268,6 +272,8 @@ def main():
         else:
             name, unit, ours_v = "peak memory", "GiB", r["peak_bytes"] / 2**30
             note = "weights " + f"{r['weight_bytes'] / 2**30:.2f} GiB"
+        if m in ("prefill", "teacher_forced") and args.attention and "," in args.attention:
+            name += f" [{r['attention']}]"
         cells, ratios = [], []
         for impl in ("eager", "sdpa"):
             theirs = peer_value(r, peers.get(impl, {}).get(key(r), {}))

@@ -43,6 +43,10 @@
 // llama.cpp's Q4_K_M mostly stores them; random blocks with sane scales)
 // written once by the tests' GGUF writer to --gguf (default
 // /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf; no download).
+// --attention gemm,flash: the prefill attention body (DeviceOps::
+// PrefillAttention; default gemm, or MIDTUNE_CUDA_ATTENTION): the prefill and
+// teacher-forced measures run once per body listed, in that order, each
+// line naming its body ("attention"); the later measures take the first.
 // --precision file keeps the matrices in their blocks on the device
 // (backend.precision: file), bf16 widens them at load. --device
 // reference runs the same code on the host reference device: only to check
@@ -253,6 +257,7 @@ int main(int argc, char** argv) {
   int gen_prompt = 3625, gen_gold = 34, gen_candidates = 2, gen_prompts = 16, gen_batch_tokens = 0;
   bool profile = false, no_generation = false, generation_full = false;
   std::vector<int> prefill_lengths = {512, 2048, 4096}, decode_batches = {1, 32};
+  std::vector<std::string> attention_bodies;
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
   app.add_option("--gpu", gpu, "CUDA device index");
   app.add_option("--model", model_path, "a GGUF to measure instead of a random one");
@@ -261,6 +266,9 @@ int main(int argc, char** argv) {
                  "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf)");
   app.add_option("--weights", weights, "random model's matrices: bf16 | q8_0 | q4_k_m");
   app.add_option("--precision", precision, "bf16 (widened at load) | file (kept in their blocks)");
+  app.add_option("--attention", attention_bodies,
+                 "prefill attention bodies, each measured: gemm | flash (default: gemm, or MIDTUNE_CUDA_ATTENTION)")
+      ->delimiter(',');
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");
   app.add_option("--tf-prompt", tf_prompt, "teacher-forced prompt tokens");
@@ -291,6 +299,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
+    std::vector<PrefillAttention> attentions;
+    for (const std::string& body : attention_bodies) attentions.push_back(parse_prefill_attention(body, "--attention"));
+    if (attentions.empty()) attentions.push_back(device->prefill_attention());
     OpProfile op_profile;
     OpProfile* profiler = profile ? &op_profile : nullptr;
     const bool random_model = model_path.empty();
@@ -306,6 +317,7 @@ int main(int argc, char** argv) {
     auto emit = [&](nlohmann::json j) {
       j["device"] = device->name();
       j["precision"] = device->precision();
+      j["attention"] = to_string(device->prefill_attention());
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     };
@@ -405,24 +417,28 @@ int main(int argc, char** argv) {
       return timed_pass(prompts, rows_per_prompt, score, ones, false);
     };
 
-    for (int length : prefill_lengths) {
-      const int count = std::max(1, batch_tokens / length);
-      double best = 1e300;
-      for (int r = 0; r < repeats; ++r) best = std::min(best, pass(count, length, 1, false));
-      const double tokens = double(count) * length;
-      const double attention = 4.0 * c.layers * c.heads * c.head_dim * (length + 1) / 2.0 * tokens;
-      const double tflops = (2.0 * matrix_params * tokens + attention) / best / 1e12;
-      emit({{"measure", "prefill"}, {"length", length}, {"prompts", count}, {"tokens_per_s", tokens / best},
-            {"tflops", tflops}, {"fraction_of_peak", tflops / peak_tflops}});
-      emit_profile("prefill " + std::to_string(length) + " (" + std::to_string(repeats) + " passes)");
+    for (const PrefillAttention attention : attentions) {
+      device->set_prefill_attention(attention);
+      for (int length : prefill_lengths) {
+        const int count = std::max(1, batch_tokens / length);
+        double best = 1e300;
+        for (int r = 0; r < repeats; ++r) best = std::min(best, pass(count, length, 1, false));
+        const double tokens = double(count) * length;
+        const double attention = 4.0 * c.layers * c.heads * c.head_dim * (length + 1) / 2.0 * tokens;
+        const double tflops = (2.0 * matrix_params * tokens + attention) / best / 1e12;
+        emit({{"measure", "prefill"}, {"length", length}, {"prompts", count}, {"tokens_per_s", tokens / best},
+              {"tflops", tflops}, {"fraction_of_peak", tflops / peak_tflops}});
+        emit_profile("prefill " + std::to_string(length) + " (" + std::to_string(repeats) + " passes)");
+      }
+      {
+        double best = 1e300;
+        for (int r = 0; r < repeats; ++r) best = std::min(best, pass(tf_batch, tf_prompt + tf_gold - 1, tf_gold, true));
+        emit({{"measure", "teacher_forced"}, {"prompt", tf_prompt}, {"gold", tf_gold}, {"prompts", tf_batch},
+              {"prompts_per_s", tf_batch / best}});
+        emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
+      }
     }
-    {
-      double best = 1e300;
-      for (int r = 0; r < repeats; ++r) best = std::min(best, pass(tf_batch, tf_prompt + tf_gold - 1, tf_gold, true));
-      emit({{"measure", "teacher_forced"}, {"prompt", tf_prompt}, {"gold", tf_gold}, {"prompts", tf_batch},
-            {"prompts_per_s", tf_batch / best}});
-      emit_profile("teacher-forced (" + std::to_string(repeats) + " passes)");
-    }
+    device->set_prefill_attention(attentions.front());
     if (!no_generation) {
       if (gen_prompt < 1 || gen_gold < 1 || gen_candidates < 1 || gen_prompts < 1 || gen_batch_tokens < 0) {
         throw std::invalid_argument(

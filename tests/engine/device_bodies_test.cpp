@@ -12,8 +12,10 @@
 // attention sums in another order and the SIMD exp (2e-5). The GPU family's
 // kernels below the contract are checked on their own where there is a GPU
 // (products over bf16 inputs and attention in another order: 1e-3; the
-// prefill attention's products in TF32: 5e-3; bf16 rounding and argmax
-// identical).
+// prefill attention's products with 10 significant bits, TF32 in the cuBLAS
+// body, fp16 in the flash body: 5e-3; bf16 rounding and argmax identical).
+// The cuda body runs twice, "cuda" with the cuBLAS prefill attention and
+// "cuda:flash" with the flash body.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,14 +47,25 @@ std::vector<float> random_floats(std::size_t n, float bound, unsigned seed) {
   return v;
 }
 
-// "cpu:<isa>" for every ISA this CPU has, and "cuda".
+// "cpu:<isa>" for every ISA this CPU has, "cuda" (prefill attention: the
+// cuBLAS body) and "cuda:flash" (the flash body).
 std::vector<std::string> bodies() {
   std::vector<std::string> out;
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avxvnni, Isa::avx512vnni, Isa::avx512bf16}) {
     out.push_back(std::string("cpu:") + to_string(isa));
   }
   out.push_back("cuda");
+  out.push_back("cuda:flash");
   return out;
+}
+
+bool is_cuda(const std::string& body) { return body.rfind("cuda", 0) == 0; }
+
+// The GPU's prefill attention bodies: both run every prefill-sized case.
+std::unique_ptr<batched::DeviceOps> cuda_ops_with(batched::PrefillAttention attention) {
+  auto ops = batched::make_cuda_ops(0);
+  ops->set_prefill_attention(attention);
+  return ops;
 }
 
 // The same inputs on the host reference and on the device under test, and
@@ -98,9 +111,9 @@ class DeviceBodies : public AgainstReference, public ::testing::TestWithParam<st
  protected:
   void SetUp() override {
     const std::string body = GetParam();
-    if (body == "cuda") {
+    if (is_cuda(body)) {
       if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
-      device_ = batched::make_cuda_ops(0);
+      device_ = cuda_ops_with(body == "cuda:flash" ? batched::PrefillAttention::flash : batched::PrefillAttention::gemm);
       return;
     }
     const Isa isa = parse_isa(body.substr(4), "device body");
@@ -290,7 +303,7 @@ TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
 // fp32 activations (an independent reading of every block layout).
 TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
   const int rows = 6;
-  const bool cuda = GetParam() == "cuda";
+  const bool cuda = is_cuda(GetParam());
   if (cuda) static_cast<batched::DeviceOps&>(*device_).set_weight_form(batched::WeightForm::file);
   ref_.set_weight_form(batched::WeightForm::file);
   auto x = both(random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 22));
@@ -363,9 +376,10 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
                        out.ref.data(), q_width, key0.ref.data(), last.ref.data());
         device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, {},
                            out.dev.data(), q_width, key0.dev.data(), last.dev.data());
-        // The cuda body answers prefill-sized calls through cuBLAS with TF32
-        // products (inputs rounded to 10 significant bits) and P V in fp16.
-        const double tolerance = GetParam() == "cuda" && tokens >= 32 ? 2e-3 : 2e-5;
+        // The cuda bodies answer prefill-sized calls with 10 significant
+        // bits in the products' inputs: cuBLAS in TF32 with P V in fp16, the
+        // flash body all in fp16 (fp32 sums in both).
+        const double tolerance = is_cuda(GetParam()) && tokens >= 32 ? 2e-3 : 2e-5;
         expect_close(out, tolerance, "attention" + shape);
         expect_close(key0, tolerance, "attention key-0 weights" + shape);
         expect_close(last, tolerance, "attention last row" + shape);
@@ -446,9 +460,10 @@ TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
                        key0.ref.data(), last.ref.data());
         device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, ScoreShaping{},
                            out.dev.data(), q_width, key0.dev.data(), last.dev.data());
-        // The cuda body answers prefill-sized calls through cuBLAS with TF32
-        // products (inputs rounded to 10 significant bits) and P V in fp16.
-        const double tolerance = GetParam() == "cuda" && tokens >= 32 ? 2e-3 : 2e-5;
+        // The cuda bodies answer prefill-sized calls with 10 significant
+        // bits in the products' inputs: cuBLAS in TF32 with P V in fp16, the
+        // flash body all in fp16 (fp32 sums in both).
+        const double tolerance = is_cuda(GetParam()) && tokens >= 32 ? 2e-3 : 2e-5;
         expect_close(out, tolerance, "attention" + shape);
         expect_close(key0, tolerance, "attention key-0 weights" + shape);
         expect_close(last, tolerance, "attention last row" + shape);
@@ -784,40 +799,89 @@ TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
   expect_close(qkv, 1e-6, "add_channel_column");
 }
 
-// A prefill-sized call takes the cuBLAS body (TF32 products: inputs rounded
-// to 10 significant bits, hence 5e-3), with a window and both readouts: one
-// query block with GQA, several query blocks (the body takes 512 queries at a
-// time against the keys the block's last query sees) with GQA and without
-// (one product over all heads).
-TEST_F(GpuKernels, PrefillAttentionThroughCublasMatchesTheReference) {
+// Prefill-sized calls (from 32 queries on) through both GPU prefill bodies,
+// `gemm` (cuBLAS: TF32 products, P V in fp16) and `flash` (FlashAttention-2
+// tiles: Q, K, V and P in fp16, fp32 sums and softmax), each against the
+// reference. Both round the products' inputs to 10 significant bits (2^-11
+// relative), hence 5e-3 of the largest reference value for outputs and
+// readouts alike.
+class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
+    device_ = cuda_ops_with(batched::parse_prefill_attention(GetParam(), "test parameter"));
+  }
+  batched::DeviceOps& gpu() { return static_cast<batched::DeviceOps&>(*device_); }
+
+  struct Case {
+    int tokens, past, heads, kv_heads, head_dim, window;
+    ScoreShaping shaping;
+    std::size_t q_pad = 0;  // q_ld = heads x head_dim + q_pad (odd: unaligned rows)
+  };
+  // One call on random inputs, outputs and both readouts compared.
+  void check(const Case& c, unsigned seed) {
+    const std::string what = " (" + GetParam() + ", tokens " +
+                             std::to_string(c.tokens) + ", past " + std::to_string(c.past) + ", heads " +
+                             std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + ", head_dim " +
+                             std::to_string(c.head_dim) + ", window " + std::to_string(c.window) + ", softcap " +
+                             std::to_string(c.shaping.softcap) + ", alibi " +
+                             std::to_string(c.shaping.max_alibi_bias) + ", q_ld +" + std::to_string(c.q_pad) + ")";
+    const std::size_t tokens = c.tokens, heads = c.heads, keys = std::size_t(c.past) + c.tokens;
+    const std::size_t q_width = heads * c.head_dim, q_ld = q_width + c.q_pad;
+    const std::size_t kv_width = std::size_t(c.kv_heads) * c.head_dim;
+    auto q = both(random_floats(tokens * q_ld, 1.0f, seed));
+    auto k = both(random_floats(keys * kv_width, 1.0f, seed + 1));
+    auto v = both(random_floats(keys * kv_width, 1.0f, seed + 2));
+    auto out = both(std::vector<float>(tokens * q_width));
+    auto key0 = both(std::vector<float>(heads * tokens));
+    auto last = both(std::vector<float>(heads * keys));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    ref_.attention_rows(q.ref.data(), q_ld, k.ref.data(), v.ref.data(), kv_width, c.tokens, c.past, c.heads,
+                        c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.ref.data(), q_width,
+                        key0.ref.data(), last.ref.data());
+    gpu().attention_rows(q.dev.data(), q_ld, k.dev.data(), v.dev.data(), kv_width, c.tokens, c.past, c.heads,
+                         c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.dev.data(), q_width,
+                         key0.dev.data(), last.dev.data());
+    expect_close(out, 5e-3, "prefill attention" + what);
+    expect_close(key0, 5e-3, "prefill attention key 0" + what);
+    expect_close(last, 5e-3, "prefill attention last row" + what);
+  }
+};
+
+// With a window and both readouts: one query block with GQA, several blocks
+// (the cuBLAS body takes 512 queries at a time, the flash body 64; 1100 and
+// 1030 leave partial last blocks) with GQA and without; a long cache under
+// few queries (a teacher-forced tail).
+TEST_P(PrefillAttentionBodies, QueryBlocksGqaWindowsAndReadouts) {
   struct Shape {
     int tokens, past, heads, kv_heads;
   };
-  const int head_dim = 128;
-  for (const Shape shape : {Shape{100, 60, 8, 2}, Shape{1100, 30, 8, 2}, Shape{1030, 0, 4, 4}}) {
-    SCOPED_TRACE("tokens " + std::to_string(shape.tokens) + ", heads " + std::to_string(shape.heads) + "/" +
-                 std::to_string(shape.kv_heads));
-    const std::size_t tokens = shape.tokens, heads = shape.heads, keys = shape.past + shape.tokens;
-    const std::size_t q_width = heads * head_dim, kv_width = std::size_t(shape.kv_heads) * head_dim;
-    auto q = both(random_floats(tokens * q_width, 1.0f, 12));
-    auto k = both(random_floats(keys * kv_width, 1.0f, 13));
-    auto v = both(random_floats(keys * kv_width, 1.0f, 14));
-    for (int window : {0, 50}) {
-      auto out = both(std::vector<float>(tokens * q_width));
-      auto key0 = both(std::vector<float>(heads * tokens));
-      auto last = both(std::vector<float>(heads * keys));
-      ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
-                     shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.ref.data(), q_width,
-                     key0.ref.data(), last.ref.data());
-      gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens, shape.past,
-                      shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.dev.data(), q_width,
-                      key0.dev.data(), last.dev.data());
-      expect_close(out, 5e-3, "attention (cuBLAS)");
-      expect_close(key0, 5e-3, "attention (cuBLAS) key 0");
-      expect_close(last, 5e-3, "attention (cuBLAS) last row");
+  for (const Shape shape : {Shape{100, 60, 8, 2}, Shape{1100, 30, 8, 2}, Shape{1030, 0, 4, 4}, Shape{40, 1260, 8, 2}}) {
+    for (const int window : {0, 50, 700}) {
+      check({shape.tokens, shape.past, shape.heads, shape.kv_heads, 128, window, ScoreShaping{}}, 12);
     }
   }
 }
+
+// Every head size class of the flash body (64, 128 and 256 instantiations;
+// 50 and 80 padded with zeros, 50 also loading rows element by element),
+// unaligned query rows, and the score shaping (gemma2's soft-cap, MPT's
+// ALiBi, both) with and without a window, GQA 3 query heads per KV head.
+TEST_P(PrefillAttentionBodies, HeadSizesShapingAndUnalignedRows) {
+  for (const int head_dim : {50, 64, 80, 128, 256}) {
+    check({130, 70, 6, 2, head_dim, 0, ScoreShaping{}}, 20);
+    check({97, 0, 6, 2, head_dim, 37, ScoreShaping{}, 1}, 21);
+  }
+  for (const ScoreShaping shaping : {ScoreShaping{0.2f, 0.0f}, ScoreShaping{0.0f, 8.0f}, ScoreShaping{0.2f, 8.0f}}) {
+    for (const int window : {0, 37}) {
+      check({130, 70, 6, 2, 64, window, shaping}, 22);
+      check({33, 200, 6, 3, 128, window, shaping}, 23);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuBodies, PrefillAttentionBodies, ::testing::Values("gemm", "flash"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST_F(GpuKernels, ScoringFindsTheFirstMaximumAndTheGoldLogProbability) {
   const int rows = 5, vocab = 1000;

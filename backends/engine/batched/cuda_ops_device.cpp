@@ -1,6 +1,7 @@
 #include "backends/engine/batched/cuda_ops_device.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/flash_attention_cuda.hpp"
 #endif
 
 namespace midtune::engine::batched {
@@ -36,6 +38,9 @@ class CudaOps final : public DeviceOps {
     cudaDeviceProp props{};
     check(cudaGetDeviceProperties(&props, index), "device properties");
     name_ = std::string("cuda:") + std::to_string(index) + " (" + props.name + ")";
+    if (const char* body = std::getenv("MIDTUNE_CUDA_ATTENTION"); body != nullptr && *body != '\0') {
+      set_prefill_attention(parse_prefill_attention(body, "MIDTUNE_CUDA_ATTENTION"));
+    }
   }
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
@@ -126,8 +131,9 @@ class CudaOps final : public DeviceOps {
     cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, stream_);
   }
   // Decode steps and short calls take the one-block-per-query kernel; a
-  // prefill the cuBLAS body, whose products use the tensor cores (the kernel
-  // would re-read every key once per query).
+  // prefill the cuBLAS body or the flash body (prefill_attention()), whose
+  // products use the tensor cores (the kernel would re-read every key once
+  // per query).
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                       const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
@@ -135,6 +141,11 @@ class CudaOps final : public DeviceOps {
     if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
       cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
                       out, out_ld, key0_weight, last_row, stream_);
+      return;
+    }
+    if (prefill_attention() == PrefillAttention::flash) {
+      cuda::attention_flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
+                            shaping, out, out_ld, key0_weight, last_row, stream_);
       return;
     }
     const int group = heads / kv_heads;

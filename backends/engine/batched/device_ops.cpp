@@ -91,8 +91,17 @@ struct FileMatrix final : DeviceMatrix {
 }  // namespace
 
 std::string DeviceOps::precision() const {
-  return weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16";
+  return std::string(weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16") +
+         (prefill_attention_ == PrefillAttention::flash ? ", flash attention" : "");
 }
+
+PrefillAttention parse_prefill_attention(const std::string& name, const std::string& where) {
+  if (name == "gemm") return PrefillAttention::gemm;
+  if (name == "flash") return PrefillAttention::flash;
+  throw std::invalid_argument(where + ": '" + name + "' is not one of gemm, flash");
+}
+
+const char* to_string(PrefillAttention body) { return body == PrefillAttention::flash ? "flash" : "gemm"; }
 
 bool DeviceOps::keeps_blocks(GgmlType type) {
   switch (type) {

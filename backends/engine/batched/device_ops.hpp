@@ -33,6 +33,16 @@ namespace midtune::engine::batched {
 
 enum class WeightForm { bf16, file };
 
+// The body of a prefill-sized attention call (attention_rows from 32 queries
+// on; fewer take the one-block-per-query kernel): `gemm` the cuBLAS body
+// (scores through memory), `flash` the FlashAttention-2 kernel (scores on the
+// chip; compiled and host-tested only, not yet run on a GPU: the default
+// stays gemm until a GPU run measures it). ReferenceOps ignores it.
+enum class PrefillAttention { gemm, flash };
+// "gemm" / "flash"; anything else throws std::invalid_argument naming `where`.
+PrefillAttention parse_prefill_attention(const std::string& name, const std::string& where);
+const char* to_string(PrefillAttention body);
+
 class DeviceOps : public Device {
  public:
   // The CUDA attention kernel keeps a head in one thread block.
@@ -41,12 +51,18 @@ class DeviceOps : public Device {
   // Before the model loads (matrices keep the form they were loaded in).
   void set_weight_form(WeightForm form) { weight_form_ = form; }
   WeightForm weight_form() const { return weight_form_; }
+  // Any time (the next attention call takes it). CudaOps starts from the
+  // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash; unset: gemm).
+  void set_prefill_attention(PrefillAttention body) { prefill_attention_ = body; }
+  PrefillAttention prefill_attention() const { return prefill_attention_; }
   // Rows of the bf16 tile a `file` product dequantises at once, times its
   // columns (tests: small, so that tiles cross the parts of a fused matrix).
   void set_weight_tile_elements(std::size_t elements) { weight_tile_elements_ = elements; }
   // What the products compute in, stored in the model identity of results
   // run on this device: "bf16", or "bf16 from file blocks" (its own
-  // identity until the two are measured equal on the GPU).
+  // identity until the two are measured equal on the GPU), with ", flash
+  // attention" where the prefill attention is the flash body (its sums in
+  // fp16 inputs differ from the cuBLAS body's).
   std::string precision() const;
   // The block types a `file` matrix keeps as they are on the device (the
   // float types are stored as bf16; any other type is widened to bf16 at
@@ -111,6 +127,7 @@ class DeviceOps : public Device {
 
  private:
   WeightForm weight_form_ = WeightForm::bf16;
+  PrefillAttention prefill_attention_ = PrefillAttention::gemm;
   // 2^26 bf16 values (128 MiB): a 7B model's largest matrix (the output,
   // 32000 x 4096) in two tiles, a 70B's gate|up (57344 x 8192) in seven.
   std::size_t weight_tile_elements_ = std::size_t{1} << 26;

@@ -1,0 +1,339 @@
+// Flash attention for prefill and teacher-forced calls (contract:
+// flash_attention_cuda.hpp, cuda_ops.hpp's attention()). FlashAttention-2
+// (Dao 2023, Algorithm 1): a thread block takes 64 queries of one head, its
+// 4 warps 16 queries each; the keys and values its queries see stream
+// through shared memory in tiles of kKeyTile keys; per tile each warp
+// computes S = Q K^T into registers, masks and shapes it, updates its rows'
+// running maximum m and sum l (fp32, log2 units: exp2 is the exponential),
+// rescales its output accumulator by 2^(m_old - m_new) and adds P V, P the
+// tile's weights rounded to fp16. The scores never reach memory: the cuBLAS
+// body (attention_gemm_cuda.cu) writes and reads 12 bytes per score.
+//
+// Tensor cores through mma.sync (m16n8k16, fp16 inputs, fp32 sums), not
+// WMMA: mma.sync's fragment layout is documented (PTX ISA, "Matrix Fragments
+// for mma.m16n8k16"), so each thread knows which rows and keys its score
+// registers hold: the row maxima and sums need only shuffles within the 4
+// threads of a row, and S's accumulator registers are already P's A operand
+// for P V (FA-2's register reuse). WMMA's fragment layout is unspecified:
+// the softmax would round-trip every score tile through shared memory.
+//
+// fp16, not bf16: the products sum in fp32, so only each element's range
+// matters, and fp16 keeps 11 significant bits to bf16's 8 (P in [0, 1] loses
+// nothing to fp16's range); an element beyond +-65504 saturates there, as
+// the cuBLAS body rounds its values (queries and keys are projections of a
+// normalised row: never seen that large). The cache holds fp32: each tile is
+// converted on its way into shared memory (no workspace, no extra pass).
+//
+// GQA: query head h reads KV head h / (heads / kv_heads) (blocks of one KV
+// group read the same tiles, mostly from L2). Masks: causal limit and
+// sliding window per query (flash_attention_tiles.hpp: only tiles on the
+// diagonal or the window's edge test keys one by one). Shaping (soft-cap,
+// ALiBi) per score as elementwise::shape_score. Readouts: each query's
+// weight on key 0 from the same registers (its key-0 score kept, normalised
+// with the final m and l); the last query's row by attention() afterwards.
+// Queries, keys and values arrive already rotated (RoPE, per-head scales and
+// float positions act before attention), as for the other bodies.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "backends/engine/ops/cuda_launch.hpp"
+#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/flash_attention_cuda.hpp"
+#include "backends/engine/ops/flash_attention_tiles.hpp"
+
+namespace midtune::engine::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kQueryRows = 16 * kWarps;  // one m16 tile of queries per warp
+constexpr int kThreads = 32 * kWarps;
+
+struct FlashArgs {
+  const float* q;
+  std::size_t q_ld;
+  const float* keys;
+  const float* values;
+  std::size_t kv_ld;
+  int tokens, past, heads, group, head_dim, window;
+  float scale, softcap, max_alibi_bias;
+  float* out;
+  std::size_t out_ld;
+  float* key0_weight;
+  bool vec4;  // rows and heads 16-byte aligned: float4 loads
+};
+
+// fp16 of a float, saturated at +-65504 (NaN stays NaN).
+__device__ __forceinline__ float saturate(float v) { return isnan(v) ? v : fminf(fmaxf(v, -65504.0f), 65504.0f); }
+
+__device__ __forceinline__ std::uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);  // .x (lo) in the low 16 bits
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+// D (16x8, fp32) += A (16x16, fp16, row) . B (16x8, fp16, col). Thread lane
+// = 4 g + c (g the group, c its index in it) holds, per the PTX ISA:
+// a[0] = A[g][2c, 2c+1], a[1] = A[g+8][2c, 2c+1], a[2] = A[g][2c+8, 2c+9],
+// a[3] = A[g+8][2c+8, 2c+9]; b0 = B[2c, 2c+1][g], b1 = B[2c+8, 2c+9][g];
+// d[0], d[1] = D[g][2c, 2c+1], d[2], d[3] = D[g+8][2c, 2c+1].
+__device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                          std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 fp16 matrices from shared memory, transposed: lanes 8i..8i+7 give
+// the rows of matrix i; lane 4 g + c receives column g, rows 2c and 2c+1 of
+// each: from row-major V (keys x dims) exactly mma's b0 / b1 of P V.
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const __half* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// rows x D fp16 into shared memory (rows D + 8 apart: the 16-byte pad puts
+// the 8 rows an mma fragment or ldmatrix reads on distinct banks) from the
+// fp32 rows row_of(r) (nullptr: zeros), dims past head_dim zero.
+template <int D, typename RowOf>
+__device__ __forceinline__ void stage_rows(__half* dst, int rows, int head_dim, bool vec4, RowOf row_of) {
+  constexpr int kQuads = D / 4, kLd = D + 8;
+  for (int i = threadIdx.x; i < rows * kQuads; i += kThreads) {
+    const int r = i / kQuads, d = (i % kQuads) * 4;
+    const float* src = row_of(r);
+    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (src != nullptr) {
+      if (vec4 && d + 4 <= head_dim) {
+        const float4 v = *reinterpret_cast<const float4*>(src + d);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+      } else {
+        for (int e = 0; e < 4; ++e) x[e] = d + e < head_dim ? src[d + e] : 0.0f;
+      }
+    }
+    uint2 packed;
+    packed.x = pack_half2(saturate(x[0]), saturate(x[1]));
+    packed.y = pack_half2(saturate(x[2]), saturate(x[3]));
+    *reinterpret_cast<uint2*>(dst + r * kLd + d) = packed;
+  }
+}
+
+template <int D, int kKeyTile>
+constexpr std::size_t shared_bytes() {
+  return (static_cast<std::size_t>(kQueryRows) + 2 * kKeyTile) * (D + 8) * sizeof(__half);
+}
+
+// One block per (query tile, head). D: the padded head size; kKeyTile keys
+// per tile. Queries' fragments stay in registers up to D = 128 (D = 256
+// would leave too few registers for the output: they are reread from
+// shared memory per tile there).
+template <int D, int kKeyTile>
+__global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashArgs a) {
+  static_assert(D % 16 == 0 && kKeyTile % 16 == 0, "whole mma tiles");
+  constexpr int kLd = D + 8, kKeySteps = D / 16, kScoreTiles = kKeyTile / 8, kOutTiles = D / 8;
+  constexpr bool kQueryInRegisters = D <= 128;
+  extern __shared__ __align__(16) unsigned char shared[];
+  __half* const qs = reinterpret_cast<__half*>(shared);
+  __half* const ks = qs + kQueryRows * kLd;
+  __half* const vs = ks + kKeyTile * kLd;
+
+  // Heavy (late, causal) query tiles first, so the last wave is short.
+  const int t0 = (gridDim.x - 1 - blockIdx.x) * kQueryRows, h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int kv_head = h / a.group, key_count = a.past + a.tokens;
+  const float slope = elementwise::alibi_slope(a.max_alibi_bias, h, a.heads);
+
+  stage_rows<D>(qs, kQueryRows, a.head_dim, a.vec4, [&](int r) {
+    return a.q + static_cast<std::size_t>(min(t0 + r, a.tokens - 1)) * a.q_ld + static_cast<std::size_t>(h) * a.head_dim;
+  });
+  __syncthreads();
+  const __half* const q_warp = qs + warp * 16 * kLd;
+  const auto q_fragment = [&](int step, std::uint32_t (&f)[4]) {
+    const __half* p = q_warp + g * kLd + step * 16 + 2 * c;
+    f[0] = *reinterpret_cast<const std::uint32_t*>(p);
+    f[1] = *reinterpret_cast<const std::uint32_t*>(p + 8 * kLd);
+    f[2] = *reinterpret_cast<const std::uint32_t*>(p + 8);
+    f[3] = *reinterpret_cast<const std::uint32_t*>(p + 8 * kLd + 8);
+  };
+  std::uint32_t q_regs[kQueryInRegisters ? kKeySteps : 1][4];
+  if constexpr (kQueryInRegisters) {
+    for (int step = 0; step < kKeySteps; ++step) q_fragment(step, q_regs[step]);
+  }
+
+  // This thread's two query rows (g and g + 8 of its warp's 16), clipped to
+  // the last token: rows past it recompute that row and store nothing.
+  int t_row[2];
+  for (int r = 0; r < 2; ++r) t_row[r] = min(t0 + warp * 16 + g + 8 * r, a.tokens - 1);
+  float o[kOutTiles][4];
+  for (int n = 0; n < kOutTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float key0_score[2] = {-INFINITY, -INFINITY};  // log2 units; -inf: key 0 not seen
+
+  const flash::TileRange tiles = flash::key_tiles(t0, kQueryRows, a.tokens, a.past, a.window, kKeyTile);
+  const float* const key_base = a.keys + static_cast<std::size_t>(kv_head) * a.head_dim;
+  const float* const value_base = a.values + static_cast<std::size_t>(kv_head) * a.head_dim;
+  for (int j = tiles.begin; j < tiles.end; ++j) {
+    const int k0 = j * kKeyTile;
+    __syncthreads();  // every warp is done with the previous tile
+    // Keys past the cache are zeros (masked as unseen; zero values keep 0 * v finite).
+    stage_rows<D>(ks, kKeyTile, a.head_dim, a.vec4, [&](int r) -> const float* {
+      return k0 + r < key_count ? key_base + static_cast<std::size_t>(k0 + r) * a.kv_ld : nullptr;
+    });
+    stage_rows<D>(vs, kKeyTile, a.head_dim, a.vec4, [&](int r) -> const float* {
+      return k0 + r < key_count ? value_base + static_cast<std::size_t>(k0 + r) * a.kv_ld : nullptr;
+    });
+    __syncthreads();
+
+    // S = Q K^T: B = K^T (dims x keys, "col"): b0 = K[key 8n + g][2c, 2c+1].
+    float s[kScoreTiles][4];
+    for (int n = 0; n < kScoreTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int step = 0; step < kKeySteps; ++step) {
+      std::uint32_t qf[4];
+      if constexpr (kQueryInRegisters) {
+        for (int i = 0; i < 4; ++i) qf[i] = q_regs[step][i];
+      } else {
+        q_fragment(step, qf);
+      }
+      for (int n = 0; n < kScoreTiles; ++n) {
+        const __half* p = ks + (n * 8 + g) * kLd + step * 16 + 2 * c;
+        mma_16816(s[n], qf, *reinterpret_cast<const std::uint32_t*>(p),
+                  *reinterpret_cast<const std::uint32_t*>(p + 8));
+      }
+    }
+
+    // Scale, shape and mask; element e of s[n] is row e / 2, key k0 + 8n + 2c + e % 2.
+    const bool masked = flash::tile_needs_mask(j, t0, kQueryRows, a.tokens, a.past, a.window, kKeyTile);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    for (int n = 0; n < kScoreTiles; ++n) {
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, key = k0 + n * 8 + 2 * c + e % 2;
+        const bool visible = !masked || flash::key_visible(t_row[r], key, a.past, a.window);
+        s[n][e] = flash::log2_score(s[n][e], a.scale, a.softcap, slope, a.past + t_row[r] - key, visible);
+        tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+      }
+    }
+    if (k0 == 0 && c == 0) key0_score[0] = s[0][0], key0_score[1] = s[0][2];
+    float base[2];
+    for (int r = 0; r < 2; ++r) {
+      // A row's 4 threads are lanes 4g..4g+3.
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const flash::Rescale step = flash::online_rescale(m[r], tile_max[r]);
+      m[r] = step.m_new;
+      base[r] = step.base;
+      l[r] *= step.alpha;  // this thread's part of the row sum: summed over the 4 at the end
+      for (int n = 0; n < kOutTiles; ++n) o[n][2 * r] *= step.alpha, o[n][2 * r + 1] *= step.alpha;
+    }
+    for (int n = 0; n < kScoreTiles; ++n) {
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - base[e / 2]);
+        l[e / 2] += s[n][e];
+      }
+    }
+
+    // O += P V: P's A fragment of keys [16 kk, 16 kk + 16) is score tiles
+    // 2 kk and 2 kk + 1 as they lie; V's b0 / b1 by ldmatrix.trans, two
+    // output tiles (16 dims) per load.
+    for (int kk = 0; kk < kKeyTile / 16; ++kk) {
+      const std::uint32_t pf[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const __half* row = vs + (kk * 16 + (lane & 15)) * kLd + (lane >= 16 ? 8 : 0);
+      for (int n = 0; n < kOutTiles; n += 2) {
+        std::uint32_t vf[4];
+        ldmatrix_x4_trans(vf, row + n * 8);
+        mma_16816(o[n], pf, vf[0], vf[1]);
+        mma_16816(o[n + 1], pf, vf[2], vf[3]);
+      }
+    }
+  }
+
+  // Normalise and store: rows past the last token store nothing.
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int t = t0 + warp * 16 + g + 8 * r;
+    if (t >= a.tokens) continue;
+    const float inverse = 1.0f / l[r];  // > 0: every query sees its own key
+    float* dst = a.out + static_cast<std::size_t>(t) * a.out_ld + static_cast<std::size_t>(h) * a.head_dim;
+    for (int n = 0; n < kOutTiles; ++n) {
+      const int d = n * 8 + 2 * c;
+      if (d < a.head_dim) dst[d] = o[n][2 * r] * inverse;
+      if (d + 1 < a.head_dim) dst[d + 1] = o[n][2 * r + 1] * inverse;
+    }
+    if (a.key0_weight != nullptr && c == 0) {
+      a.key0_weight[static_cast<std::size_t>(h) * a.tokens + t] = exp2f(key0_score[r] - m[r]) * inverse;
+    }
+  }
+}
+
+template <int D, int kKeyTile>
+void launch(const FlashArgs& args, cudaStream_t stream) {
+  constexpr std::size_t bytes = shared_bytes<D, kKeyTile>();
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory (on
+  // each device: set at every launch, a host-side attribute write).
+  const cudaError_t opted_in = cudaFuncSetAttribute(
+      flash_attention_kernel<D, kKeyTile>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (opted_in != cudaSuccess) {
+    throw std::runtime_error(std::string("attention (cuda, flash): shared memory of ") + std::to_string(bytes) +
+                             " bytes: " + cudaGetErrorString(opted_in));
+  }
+  const dim3 grid(static_cast<unsigned>((args.tokens + kQueryRows - 1) / kQueryRows),
+                  static_cast<unsigned>(args.heads));
+  flash_attention_kernel<D, kKeyTile><<<grid, kThreads, bytes, stream>>>(args);
+  check_launch("attention (flash)");
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void attention_flash(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+                     int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+                     const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                     float* last_row, void* stream) {
+  const int padded = flash::padded_head_dim(head_dim);
+  if (tokens < 0 || past < 0 || window < 0 || padded == 0 || heads <= 0 || kv_heads <= 0 ||
+      heads % kv_heads != 0 || q_ld < static_cast<std::size_t>(heads) * head_dim ||
+      out_ld < static_cast<std::size_t>(heads) * head_dim || kv_ld < static_cast<std::size_t>(kv_heads) * head_dim) {
+    throw std::invalid_argument("attention (cuda, flash): tokens " + std::to_string(tokens) + ", past " +
+                                std::to_string(past) + ", heads " + std::to_string(heads) + "/" +
+                                std::to_string(kv_heads) + ", head_dim " + std::to_string(head_dim) +
+                                " (1..256), q_ld " + std::to_string(q_ld) + ", kv_ld " + std::to_string(kv_ld) +
+                                ", out_ld " + std::to_string(out_ld));
+  }
+  if (tokens == 0) return;
+  FlashArgs args{};
+  args.q = q, args.q_ld = q_ld, args.keys = keys, args.values = values, args.kv_ld = kv_ld;
+  args.tokens = tokens, args.past = past, args.heads = heads, args.group = heads / kv_heads;
+  args.head_dim = head_dim, args.window = window, args.scale = scale;
+  args.softcap = shaping.softcap, args.max_alibi_bias = shaping.max_alibi_bias;
+  args.out = out, args.out_ld = out_ld, args.key0_weight = key0_weight;
+  args.vec4 = head_dim % 4 == 0 && q_ld % 4 == 0 && kv_ld % 4 == 0 && aligned16(q) && aligned16(keys) &&
+              aligned16(values);
+  const cudaStream_t s = as_stream(stream);
+  // Key tiles of 64 keys; 32 at D = 256, where the output accumulator alone
+  // takes 128 registers a thread and the tiles 67 KiB of shared memory.
+  if (padded == 64) {
+    launch<64, 64>(args, s);
+  } else if (padded == 128) {
+    launch<128, 64>(args, s);
+  } else {
+    launch<256, 32>(args, s);
+  }
+  if (last_row != nullptr) {
+    // The last query again, alone: its full row normalised, and its output
+    // from the same computation.
+    const std::size_t last = static_cast<std::size_t>(tokens) - 1;
+    attention(q + last * q_ld, q_ld, keys, values, kv_ld, 1, past + tokens - 1, heads, kv_heads, head_dim, window,
+              scale, shaping, out + last * out_ld, out_ld, nullptr, last_row, stream);
+  }
+}
+
+}  // namespace midtune::engine::cuda
