@@ -144,8 +144,9 @@ class CudaOps final : public DeviceOps {
       return;
     }
     if (prefill_attention() == PrefillAttention::flash) {
+      grow(scores_, scores_capacity_, cuda::attention_flash_workspace(tokens, past, kv_heads, head_dim));
       cuda::attention_flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
-                            shaping, out, out_ld, key0_weight, last_row, stream_);
+                            shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
       return;
     }
     const int group = heads / kv_heads;
@@ -223,7 +224,7 @@ class CudaOps final : public DeviceOps {
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
   std::vector<cuda::DecodeEntry> entries_;  // decode_attention's, kept for the next step
-  void* scores_ = nullptr;  // the cuBLAS attention body's workspace
+  void* scores_ = nullptr;  // the prefill attention bodies' workspace (cuBLAS: scores; flash: fp16 K, V)
   void* bf16_ = nullptr;    // a product's input in bf16
   std::size_t bf16_capacity_ = 0;  // bytes
   void* weight_tile_ = nullptr;  // a `file` product's weights in bf16

@@ -21,8 +21,14 @@
 // matters, and fp16 keeps 11 significant bits to bf16's 8 (P in [0, 1] loses
 // nothing to fp16's range); an element beyond +-65504 saturates there, as
 // the cuBLAS body rounds its values (queries and keys are projections of a
-// normalised row: never seen that large). The cache holds fp32: each tile is
-// converted on its way into shared memory (no workspace, no extra pass).
+// normalised row: never seen that large). The cache holds fp32: one pass
+// first writes the call's keys and values in fp16 to a workspace, per KV
+// head [key][D] with zeros past head_dim and past the last key up to whole
+// tiles, so each tile is one contiguous block that cp.async copies 16 bytes
+// at a time without a bound test, at half the bytes of fp32 (every query
+// block rereads its keys: that traffic, not the pass, is what counts).
+// Copies overlap the products (FA-2's schedule): a tile's values load while
+// its scores are computed, the next tile's keys while P V is.
 //
 // GQA: query head h reads KV head h / (heads / kv_heads) (blocks of one KV
 // group read the same tiles, mostly from L2). Masks: causal limit and
@@ -57,15 +63,15 @@ constexpr int kThreads = 32 * kWarps;
 struct FlashArgs {
   const float* q;
   std::size_t q_ld;
-  const float* keys;
-  const float* values;
-  std::size_t kv_ld;
+  const __half* keys;    // [kv_head][padded_keys][D], from pack_kv_kernel
+  const __half* values;  // the same
+  int padded_keys;       // past + tokens rounded up to whole key tiles
   int tokens, past, heads, group, head_dim, window;
   float scale, softcap, max_alibi_bias;
   float* out;
   std::size_t out_ld;
   float* key0_weight;
-  bool vec4;  // rows and heads 16-byte aligned: float4 loads
+  bool vec4;  // query rows and heads 16-byte aligned: float4 loads
 };
 
 // fp16 of a float, saturated at +-65504 (NaN stays NaN).
@@ -96,7 +102,29 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const _
   const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(address)
+               : "memory");
+}
+
+// 16 bytes global -> shared without passing through registers (sm_80's
+// cp.async; .cg: around L1, the tiles are reread from L2 by other blocks).
+__device__ __forceinline__ void copy_16_async(void* shared_dst, const void* global_src) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global_src) : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// One tile of kKeyTile fp16 rows of D (contiguous in the workspace) into
+// shared memory rows D + 8 apart, asynchronously.
+template <int D, int kKeyTile>
+__device__ __forceinline__ void copy_tile_async(__half* dst, const __half* src) {
+  constexpr int kChunks = D / 8;  // 16-byte pieces per row
+#pragma unroll 1
+  for (int i = threadIdx.x; i < kKeyTile * kChunks; i += kThreads) {
+    const int r = i / kChunks, d = (i % kChunks) * 8;
+    copy_16_async(dst + r * (D + 8) + d, src + static_cast<std::size_t>(r) * D + d);
+  }
 }
 
 // rows x D fp16 into shared memory (rows D + 8 apart: the 16-byte pad puts
@@ -130,14 +158,16 @@ constexpr std::size_t shared_bytes() {
 }
 
 // One block per (query tile, head). D: the padded head size; kKeyTile keys
-// per tile. Queries' fragments stay in registers up to D = 128 (D = 256
-// would leave too few registers for the output: they are reread from
-// shared memory per tile there).
+// per tile. The queries' fragments stay in registers at D = 64; from 128 on
+// they are reread from shared memory at each tile: kept, they cost D / 4
+// registers a thread, and at D = 128 the kernel then needs 204 registers
+// (ptxas, sm_90): 2 blocks an SM instead of 3 (8 warps instead of 12 to hide
+// the copies' latency). Not yet measured either way on a GPU.
 template <int D, int kKeyTile>
-__global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashArgs a) {
+__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) flash_attention_kernel(const FlashArgs a) {
   static_assert(D % 16 == 0 && kKeyTile % 16 == 0, "whole mma tiles");
   constexpr int kLd = D + 8, kKeySteps = D / 16, kScoreTiles = kKeyTile / 8, kOutTiles = D / 8;
-  constexpr bool kQueryInRegisters = D <= 128;
+  constexpr bool kQueryInRegisters = D <= 64;
   extern __shared__ __align__(16) unsigned char shared[];
   __half* const qs = reinterpret_cast<__half*>(shared);
   __half* const ks = qs + kQueryRows * kLd;
@@ -146,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
   // Heavy (late, causal) query tiles first, so the last wave is short.
   const int t0 = (gridDim.x - 1 - blockIdx.x) * kQueryRows, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int kv_head = h / a.group, key_count = a.past + a.tokens;
+  const int kv_head = h / a.group;
   const float slope = elementwise::alibi_slope(a.max_alibi_bias, h, a.heads);
 
   stage_rows<D>(qs, kQueryRows, a.head_dim, a.vec4, [&](int r) {
@@ -176,19 +206,19 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
   float key0_score[2] = {-INFINITY, -INFINITY};  // log2 units; -inf: key 0 not seen
 
   const flash::TileRange tiles = flash::key_tiles(t0, kQueryRows, a.tokens, a.past, a.window, kKeyTile);
-  const float* const key_base = a.keys + static_cast<std::size_t>(kv_head) * a.head_dim;
-  const float* const value_base = a.values + static_cast<std::size_t>(kv_head) * a.head_dim;
+  const std::size_t head_offset = static_cast<std::size_t>(kv_head) * a.padded_keys * D;
+  const __half* const key_tiles = a.keys + head_offset;
+  const __half* const value_tiles = a.values + head_offset;
+  const auto tile_at = [&](const __half* base, int j) { return base + static_cast<std::size_t>(j) * kKeyTile * D; };
+  copy_tile_async<D, kKeyTile>(ks, tile_at(key_tiles, tiles.begin));
+  commit_copies();
   for (int j = tiles.begin; j < tiles.end; ++j) {
     const int k0 = j * kKeyTile;
-    __syncthreads();  // every warp is done with the previous tile
-    // Keys past the cache are zeros (masked as unseen; zero values keep 0 * v finite).
-    stage_rows<D>(ks, kKeyTile, a.head_dim, a.vec4, [&](int r) -> const float* {
-      return k0 + r < key_count ? key_base + static_cast<std::size_t>(k0 + r) * a.kv_ld : nullptr;
-    });
-    stage_rows<D>(vs, kKeyTile, a.head_dim, a.vec4, [&](int r) -> const float* {
-      return k0 + r < key_count ? value_base + static_cast<std::size_t>(k0 + r) * a.kv_ld : nullptr;
-    });
+    // Tile j's keys are in, and every warp is done with the last tile's values.
+    wait_copies();
     __syncthreads();
+    copy_tile_async<D, kKeyTile>(vs, tile_at(value_tiles, j));
+    commit_copies();
 
     // S = Q K^T: B = K^T (dims x keys, "col"): b0 = K[key 8n + g][2c, 2c+1].
     float s[kScoreTiles][4];
@@ -237,6 +267,15 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
       }
     }
 
+    // Tile j's values are in, and every warp is done with its keys: the
+    // next tile's keys load during P V.
+    wait_copies();
+    __syncthreads();
+    if (j + 1 < tiles.end) {
+      copy_tile_async<D, kKeyTile>(ks, tile_at(key_tiles, j + 1));
+      commit_copies();
+    }
+
     // O += P V: P's A fragment of keys [16 kk, 16 kk + 16) is score tiles
     // 2 kk and 2 kk + 1 as they lie; V's b0 / b1 by ldmatrix.trans, two
     // output tiles (16 dims) per load.
@@ -273,6 +312,26 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(const FlashAr
   }
 }
 
+// The workspace's fp16 keys and values: element (g, key, d) of each is the
+// cache's (key, head g, dim d), 0 past head_dim or past the last key.
+__global__ void pack_kv_kernel(const float* keys, const float* values, std::size_t kv_ld, int key_count,
+                               int padded_keys, int kv_heads, int head_dim, int padded_dim, __half* keys_out,
+                               __half* values_out) {
+  const std::size_t per_array = static_cast<std::size_t>(kv_heads) * padded_keys * padded_dim;
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= 2 * per_array) return;
+  const bool is_value = i >= per_array;
+  const std::size_t e = is_value ? i - per_array : i;
+  const int d = static_cast<int>(e % padded_dim);
+  const int key = static_cast<int>(e / padded_dim % padded_keys);
+  const int g = static_cast<int>(e / padded_dim / padded_keys);
+  float v = 0.0f;
+  if (key < key_count && d < head_dim) {
+    v = (is_value ? values : keys)[static_cast<std::size_t>(key) * kv_ld + static_cast<std::size_t>(g) * head_dim + d];
+  }
+  (is_value ? values_out : keys_out)[e] = __float2half_rn(saturate(v));
+}
+
 template <int D, int kKeyTile>
 void launch(const FlashArgs& args, cudaStream_t stream) {
   constexpr std::size_t bytes = shared_bytes<D, kKeyTile>();
@@ -292,12 +351,28 @@ void launch(const FlashArgs& args, cudaStream_t stream) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+// Key tiles of 64 keys; 32 at D = 256, where the output accumulator alone
+// takes 128 registers a thread and the tiles 67 KiB of shared memory.
+constexpr int key_tile_for(int padded_dim) { return padded_dim == 256 ? 32 : 64; }
+
+// Keys of the workspace per KV head: the call's, rounded up to whole tiles.
+int padded_keys_for(int key_count, int padded_dim) {
+  const int tile = key_tile_for(padded_dim);
+  return (key_count + tile - 1) / tile * tile;
+}
+
 }  // namespace
+
+std::size_t attention_flash_workspace(int tokens, int past, int kv_heads, int head_dim) {
+  const int padded = flash::padded_head_dim(head_dim);
+  if (tokens < 0 || past < 0 || kv_heads <= 0 || padded == 0) return 0;
+  return 2 * static_cast<std::size_t>(kv_heads) * padded_keys_for(past + tokens, padded) * padded * sizeof(__half);
+}
 
 void attention_flash(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                      const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                     float* last_row, void* stream) {
+                     float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
   const int padded = flash::padded_head_dim(head_dim);
   if (tokens < 0 || past < 0 || window < 0 || padded == 0 || heads <= 0 || kv_heads <= 0 ||
       heads % kv_heads != 0 || q_ld < static_cast<std::size_t>(heads) * head_dim ||
@@ -309,23 +384,32 @@ void attention_flash(const float* q, std::size_t q_ld, const float* keys, const 
                                 ", out_ld " + std::to_string(out_ld));
   }
   if (tokens == 0) return;
+  const std::size_t least = attention_flash_workspace(tokens, past, kv_heads, head_dim);
+  if (workspace_bytes < least || !aligned16(workspace)) {
+    throw std::invalid_argument("attention (cuda, flash): a workspace of " + std::to_string(workspace_bytes) +
+                                " bytes (16-byte aligned), the call needs " + std::to_string(least));
+  }
+  const cudaStream_t s = as_stream(stream);
+  const int padded_keys = padded_keys_for(past + tokens, padded);
+  auto* const keys_half = static_cast<__half*>(workspace);
+  __half* const values_half = keys_half + least / 2 / sizeof(__half);
+  pack_kv_kernel<<<blocks_for(least / sizeof(__half)), kThreadsPerBlock, 0, s>>>(
+      keys, values, kv_ld, past + tokens, padded_keys, kv_heads, head_dim, padded, keys_half, values_half);
+  check_launch("attention (flash) keys and values to fp16");
+
   FlashArgs args{};
-  args.q = q, args.q_ld = q_ld, args.keys = keys, args.values = values, args.kv_ld = kv_ld;
+  args.q = q, args.q_ld = q_ld, args.keys = keys_half, args.values = values_half, args.padded_keys = padded_keys;
   args.tokens = tokens, args.past = past, args.heads = heads, args.group = heads / kv_heads;
   args.head_dim = head_dim, args.window = window, args.scale = scale;
   args.softcap = shaping.softcap, args.max_alibi_bias = shaping.max_alibi_bias;
   args.out = out, args.out_ld = out_ld, args.key0_weight = key0_weight;
-  args.vec4 = head_dim % 4 == 0 && q_ld % 4 == 0 && kv_ld % 4 == 0 && aligned16(q) && aligned16(keys) &&
-              aligned16(values);
-  const cudaStream_t s = as_stream(stream);
-  // Key tiles of 64 keys; 32 at D = 256, where the output accumulator alone
-  // takes 128 registers a thread and the tiles 67 KiB of shared memory.
+  args.vec4 = head_dim % 4 == 0 && q_ld % 4 == 0 && aligned16(q);
   if (padded == 64) {
-    launch<64, 64>(args, s);
+    launch<64, key_tile_for(64)>(args, s);
   } else if (padded == 128) {
-    launch<128, 64>(args, s);
+    launch<128, key_tile_for(128)>(args, s);
   } else {
-    launch<256, 32>(args, s);
+    launch<256, key_tile_for(256)>(args, s);
   }
   if (last_row != nullptr) {
     // The last query again, alone: its full row normalised, and its output

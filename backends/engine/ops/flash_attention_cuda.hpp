@@ -18,11 +18,15 @@ namespace midtune::engine::cuda {
 // online in fp32). The key-0 weights come from the main kernel; the last
 // query's probability row (last_row) from a second pass over that one query
 // (attention() itself, whose output then replaces the last row's: the
-// readout and the output come from one computation). No workspace.
+// readout and the output come from one computation). `workspace` (16-byte
+// aligned) holds at least attention_flash_workspace(...) bytes: the call's
+// keys and values in fp16, padded to whole tiles (0 for arguments the body
+// refuses).
+std::size_t attention_flash_workspace(int tokens, int past, int kv_heads, int head_dim);
 void attention_flash(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                      const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                     float* last_row, void* stream = nullptr);
+                     float* last_row, void* workspace, std::size_t workspace_bytes, void* stream = nullptr);
 
 }  // namespace midtune::engine::cuda
 
