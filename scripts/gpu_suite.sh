@@ -3,11 +3,13 @@
 # toolkit, CMake and a compiler but without midtune's Debian libraries or a
 # network (a lent GPU machine). Unpacks the carried .deb files into a prefix
 # (never into /: that would replace the machine's own sqlite, zlib, pcre2),
-# builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests,
+# builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests
+# (the model's cuda cases twice: the cuBLAS and the flash prefill attention),
 # the decisions against the CPU engine on the KV experiment's held-out
 # prompts (plain and one intervention of each method, bench/interventions/),
 # one GPU evaluator under MPI against one process (bench/mpi_engine.sh,
-# where the machine has an MPI) and bench/cuda_bench.py; the log goes to $OUT/gpu_suite.log (or ./).
+# where the machine has an MPI) and bench/cuda_bench.py (both prefill
+# attention bodies); the log goes to $OUT/gpu_suite.log (or ./).
 #   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]
 # DEB_DIR: scripts/fetch_gpu_debs.sh's download. MIDTUNE_VOCAB_DIR (the
 # tokenizer vocabularies: the tiny-architecture cases) and MIDTUNE_MODEL or
@@ -50,6 +52,9 @@ failed=0
   done
   # The cuda cases only: the host reference ones run in the suite everywhere.
   $tests/batched_model_test --gtest_filter='*cuda*' || { echo "FAILED: batched_model_test"; failed=1; }
+  # Again with the flash prefill attention (not the default until it passes here).
+  MIDTUNE_CUDA_ATTENTION=flash $tests/batched_model_test --gtest_filter='*cuda*' \
+    || { echo "FAILED: batched_model_test (MIDTUNE_CUDA_ATTENTION=flash)"; failed=1; }
   if [ $agreement = 1 ]; then
     if [ -f "$model" ]; then
       sed "s|~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf|$model|" experiments/lpes-kv-smollm2.yaml >/tmp/gpu-suite-kv.yaml
@@ -75,7 +80,8 @@ failed=0
     fi
   fi
   if [ $bench = 1 ]; then
-    PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli || { echo "FAILED: cuda_bench"; failed=1; }
+    PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --attention gemm,flash \
+      || { echo "FAILED: cuda_bench"; failed=1; }
   fi
   echo "gpu_suite: $([ $failed = 0 ] && echo passed || echo FAILED)"
   [ $failed = 0 ]

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -659,6 +660,26 @@ INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
                            std::replace(name.begin(), name.end(), ':', '_');
                            return name;
                          });
+
+// The prefill attention body by name (MIDTUNE_CUDA_ATTENTION, --attention):
+// gemm or flash, anything else refused naming where it came from; the
+// choice is part of the precision results record (their sums differ).
+TEST(PrefillAttentionChoice, NamesParseAndThePrecisionRecordsTheBody) {
+  EXPECT_EQ(batched::parse_prefill_attention("gemm", "x"), batched::PrefillAttention::gemm);
+  EXPECT_EQ(batched::parse_prefill_attention("flash", "x"), batched::PrefillAttention::flash);
+  try {
+    batched::parse_prefill_attention("cublas", "MIDTUNE_CUDA_ATTENTION");
+    ADD_FAILURE() << "accepted 'cublas'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("MIDTUNE_CUDA_ATTENTION: 'cublas'"), std::string::npos) << e.what();
+  }
+  batched::ReferenceOps ops;
+  EXPECT_EQ(ops.prefill_attention(), batched::PrefillAttention::gemm);
+  EXPECT_EQ(ops.precision(), "bf16");
+  ops.set_prefill_attention(batched::PrefillAttention::flash);
+  EXPECT_EQ(ops.precision(), "bf16, flash attention");
+  EXPECT_STREQ(batched::to_string(ops.prefill_attention()), "flash");
+}
 
 // The host side of the GPU's bf16 rounding (no device needed): nearest, ties
 // to even, NaN kept a NaN, infinities kept.
