@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/engine/batched/reference_ops.hpp"
@@ -40,48 +41,51 @@ std::vector<Shape> shapes() {
   return out;
 }
 
-std::string describe(const Shape& s, int t0) {
+std::string describe(const Shape& s, int rows, int t0) {
   return "tokens " + std::to_string(s.tokens) + ", past " + std::to_string(s.past) + ", window " +
-         std::to_string(s.window) + ", key tile " + std::to_string(s.key_tile) + ", block at " + std::to_string(t0);
+         std::to_string(s.window) + ", key tile " + std::to_string(s.key_tile) + ", block of " + std::to_string(rows) +
+         " at " + std::to_string(t0);
 }
 
 // Every key a query of the block sees lies in a visited tile; every visited
 // tile holds a key some query sees; a tile the kernel leaves unmasked is
 // seen whole by every query (the clipped rows included: they recompute the
-// last token), and a masked one is not.
+// last token), and a masked one is not. Blocks of 64 and 128 queries (the
+// kernel's one and two row tiles a warp).
 TEST(FlashAttentionTiles, VisitedTilesAndMasksMatchTheVisibilityRule) {
-  constexpr int kRows = 64;
   int masked = 0, unmasked = 0;
-  for (const Shape& s : shapes()) {
-    const int keys = s.past + s.tokens;
-    for (int t0 = 0; t0 < s.tokens; t0 += kRows) {
-      SCOPED_TRACE(describe(s, t0));
-      const flash::TileRange tiles = flash::key_tiles(t0, kRows, s.tokens, s.past, s.window, s.key_tile);
-      ASSERT_LE(tiles.begin, tiles.end);
-      ASSERT_LE(tiles.end * s.key_tile, keys + s.key_tile - 1);  // no tile wholly past the cache
-      const int t1 = flash::last_query(t0, kRows, s.tokens);
-      for (int t = t0; t <= t1; ++t) {
-        for (int key = 0; key < keys; ++key) {
-          if (flash::key_visible(t, key, s.past, s.window)) {
-            ASSERT_GE(key / s.key_tile, tiles.begin) << "query " << t << " key " << key;
-            ASSERT_LT(key / s.key_tile, tiles.end) << "query " << t << " key " << key;
+  for (const int rows : {64, 128}) {
+    for (const Shape& s : shapes()) {
+      const int keys = s.past + s.tokens;
+      for (int t0 = 0; t0 < s.tokens; t0 += rows) {
+        SCOPED_TRACE(describe(s, rows, t0));
+        const flash::TileRange tiles = flash::key_tiles(t0, rows, s.tokens, s.past, s.window, s.key_tile);
+        ASSERT_LE(tiles.begin, tiles.end);
+        ASSERT_LE(tiles.end * s.key_tile, keys + s.key_tile - 1);  // no tile wholly past the cache
+        const int t1 = flash::last_query(t0, rows, s.tokens);
+        for (int t = t0; t <= t1; ++t) {
+          for (int key = 0; key < keys; ++key) {
+            if (flash::key_visible(t, key, s.past, s.window)) {
+              ASSERT_GE(key / s.key_tile, tiles.begin) << "query " << t << " key " << key;
+              ASSERT_LT(key / s.key_tile, tiles.end) << "query " << t << " key " << key;
+            }
           }
         }
-      }
-      for (int j = tiles.begin; j < tiles.end; ++j) {
-        bool any = false, all = true;
-        for (int r = 0; r < kRows; ++r) {
-          const int t = std::min(t0 + r, s.tokens - 1);
-          for (int key = j * s.key_tile; key < (j + 1) * s.key_tile; ++key) {
-            const bool seen = key < keys && flash::key_visible(t, key, s.past, s.window);
-            any = any || seen;
-            all = all && seen;
+        for (int j = tiles.begin; j < tiles.end; ++j) {
+          bool any = false, all = true;
+          for (int r = 0; r < rows; ++r) {
+            const int t = std::min(t0 + r, s.tokens - 1);
+            for (int key = j * s.key_tile; key < (j + 1) * s.key_tile; ++key) {
+              const bool seen = key < keys && flash::key_visible(t, key, s.past, s.window);
+              any = any || seen;
+              all = all && seen;
+            }
           }
+          EXPECT_TRUE(any) << "tile " << j << " visited for nothing";
+          const bool needs = flash::tile_needs_mask(j, t0, rows, s.tokens, s.past, s.window, s.key_tile);
+          EXPECT_EQ(needs, !all) << "tile " << j;
+          (needs ? masked : unmasked) += 1;
         }
-        EXPECT_TRUE(any) << "tile " << j << " visited for nothing";
-        const bool needs = flash::tile_needs_mask(j, t0, kRows, s.tokens, s.past, s.window, s.key_tile);
-        EXPECT_EQ(needs, !all) << "tile " << j;
-        (needs ? masked : unmasked) += 1;
       }
     }
   }
@@ -190,9 +194,12 @@ TEST(FlashAttentionTiles, TheTiledOnlineSoftmaxMatchesTheReference) {
   };
   for (const Case c : {Case{70, 0, 0, {}}, Case{70, 45, 0, {}}, Case{130, 20, 9, {}}, Case{65, 100, 64, {}},
                        Case{90, 30, 0, {0.2f, 0.0f}}, Case{90, 30, 17, {0.0f, 8.0f}}, Case{90, 30, 0, {0.2f, 8.0f}}}) {
-    for (const int key_tile : {32, 64}) {
+    // The kernel's shapes: 128 queries a block by 32 keys (D = 128), 128
+    // by 64 (D = 64), 64 by 32 (D = 256).
+    for (const auto& [rows, key_tile] : {std::pair{128, 32}, std::pair{128, 64}, std::pair{64, 32}}) {
       const std::string what = "tokens " + std::to_string(c.tokens) + ", past " + std::to_string(c.past) +
-                               ", window " + std::to_string(c.window) + ", key tile " + std::to_string(key_tile) +
+                               ", window " + std::to_string(c.window) + ", " + std::to_string(rows) +
+                               " queries by " + std::to_string(key_tile) + " keys" +
                                ", softcap " + std::to_string(c.shaping.softcap) + ", alibi " +
                                std::to_string(c.shaping.max_alibi_bias);
       SCOPED_TRACE(what);
@@ -203,7 +210,7 @@ TEST(FlashAttentionTiles, TheTiledOnlineSoftmaxMatchesTheReference) {
       // One head of one (head 0's ALiBi slope among 4 heads).
       const float slope = elementwise::alibi_slope(c.shaping.max_alibi_bias, 0, 4);
       std::vector<float> out(q.size()), key0(c.tokens), want(q.size()), want_key0(c.tokens);
-      tiled_attention(q, k, v, c.tokens, c.past, head_dim, c.window, scale, c.shaping.softcap, slope, 64, key_tile,
+      tiled_attention(q, k, v, c.tokens, c.past, head_dim, c.window, scale, c.shaping.softcap, slope, rows, key_tile,
                       out, key0);
       // attention_rows derives head h's slope from max_alibi_bias and `heads`:
       // 4 heads, head 0 of them, with head 0's queries; the other heads unused.
@@ -250,7 +257,7 @@ TEST(FlashAttentionTiles, Fp16InputsStayWithinTheGpuTolerance) {
     for (float& e : *x) e = to_fp16(e);
   }
   std::vector<float> out(q.size()), key0(tokens);
-  tiled_attention(q, k, v, tokens, past, head_dim, 0, scale, 0.0f, 0.0f, 64, 64, out, key0, true);
+  tiled_attention(q, k, v, tokens, past, head_dim, 0, scale, 0.0f, 0.0f, 128, 32, out, key0, true);
   const auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
     double largest = 0.0, worst = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {

@@ -1,8 +1,9 @@
 // Flash attention for prefill and teacher-forced calls (contract:
 // flash_attention_cuda.hpp, cuda_ops.hpp's attention()). FlashAttention-2
-// (Dao 2023, Algorithm 1): a thread block takes 64 queries of one head, its
-// 4 warps 16 queries each; the keys and values its queries see stream
-// through shared memory in tiles of kKeyTile keys; per tile each warp
+// (Dao 2023, Algorithm 1): a thread block takes 128 queries of one head (64
+// at head size 256), its 4 warps 32 (16) each; the keys and values its
+// queries see stream through shared memory in tiles of kKeyTile keys
+// (row_tiles_for, key_tile_for); per tile each warp
 // computes S = Q K^T into registers, masks and shapes it, updates its rows'
 // running maximum m and sum l (fp32, log2 units: exp2 is the exponential),
 // rescales its output accumulator by 2^(m_old - m_new) and adds P V, P the
@@ -20,7 +21,7 @@
 // fp16, not bf16: the products sum in fp32, so only each element's range
 // matters, and fp16 keeps 11 significant bits to bf16's 8 (P in [0, 1] loses
 // nothing to fp16's range): replayed on the host (flash_attention_tiles_test,
-// head_dim 128, 300 keys) fp16 inputs leave the output 3.3e-4 of its largest
+// head_dim 128, 300 keys) fp16 inputs leave the output 3.1e-4 of its largest
 // value from the reference, bf16 ones 2.5e-3. An element beyond +-65504 saturates there, as
 // the cuBLAS body rounds its values (queries and keys are projections of a
 // normalised row: never seen that large). The cache holds fp32: one pass
@@ -59,7 +60,6 @@ namespace midtune::engine::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kQueryRows = 16 * kWarps;  // one m16 tile of queries per warp
 constexpr int kThreads = 32 * kWarps;
 
 struct FlashArgs {
@@ -122,7 +122,7 @@ __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_grou
 template <int D, int kKeyTile>
 __device__ __forceinline__ void copy_tile_async(__half* dst, const __half* src) {
   constexpr int kChunks = D / 8;  // 16-byte pieces per row
-#pragma unroll 1
+  #pragma unroll 1
   for (int i = threadIdx.x; i < kKeyTile * kChunks; i += kThreads) {
     const int r = i / kChunks, d = (i % kChunks) * 8;
     copy_16_async(dst + r * (D + 8) + d, src + static_cast<std::size_t>(r) * D + d);
@@ -154,40 +154,57 @@ __device__ __forceinline__ void stage_rows(__half* dst, int rows, int head_dim, 
   }
 }
 
-template <int D, int kKeyTile>
+// A block's queries: kRowTiles m16 tiles per warp.
+template <int kRowTiles>
+__host__ __device__ constexpr int query_rows() {
+  return 16 * kRowTiles * kWarps;
+}
+
+template <int D, int kKeyTile, int kRowTiles>
 constexpr std::size_t shared_bytes() {
-  return (static_cast<std::size_t>(kQueryRows) + 2 * kKeyTile) * (D + 8) * sizeof(__half);
+  return (static_cast<std::size_t>(query_rows<kRowTiles>()) + 2 * kKeyTile) * (D + 8) * sizeof(__half);
 }
 
 // One block per (query tile, head). D: the padded head size; kKeyTile keys
-// per tile. The queries' fragments stay in registers at D = 64; from 128 on
-// they are reread from shared memory at each tile: kept, they cost D / 4
-// registers a thread, and at D = 128 the kernel then needs 204 registers
-// (ptxas, sm_90): 2 blocks an SM instead of 3 (8 warps instead of 12 to hide
-// the copies' latency). Not yet measured either way on a GPU.
-template <int D, int kKeyTile>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) flash_attention_kernel(const FlashArgs a) {
+// per tile; kRowTiles m16 tiles of queries per warp. Two row tiles (FA-2's
+// 128 queries a block at D <= 128) make every key and value fragment a warp
+// reads from shared memory serve 32 queries, not 16: with one, a warp's
+// fragment loads (K, V and the queries' own) take about as many shared
+// memory cycles as its mma.sync products, on an H100 more (128 bytes a cycle
+// against ~2.7k fp16 FLOP a cycle an SM), and each tile copied from L2
+// serves twice the queries. The queries' fragments stay in registers only
+// at one row tile and D = 64; else they are reread from shared memory per
+// tile (kept, they cost D / 4 registers a thread per row tile). ptxas
+// (sm_90): 235 registers at D = 128 with 32-key tiles (64-key tiles: 255
+// and spills), 212 at D = 64, 238 at D = 256 with one row tile: 2 blocks an
+// SM, no spills. Not yet measured on a GPU: the choice rests on the count
+// above and on FA-2's shapes; one row tile with 64-key tiles at D = 128
+// (166 registers, 3 blocks an SM) is the alternative to time against it.
+template <int D, int kKeyTile, int kRowTiles>
+__global__ void __launch_bounds__(kThreads, 2) flash_attention_kernel(const FlashArgs a) {
   static_assert(D % 16 == 0 && kKeyTile % 16 == 0, "whole mma tiles");
   constexpr int kLd = D + 8, kKeySteps = D / 16, kScoreTiles = kKeyTile / 8, kOutTiles = D / 8;
-  constexpr bool kQueryInRegisters = D <= 64;
+  constexpr int kRows = query_rows<kRowTiles>();
+  constexpr bool kQueryInRegisters = kRowTiles == 1 && D <= 64;
   extern __shared__ __align__(16) unsigned char shared[];
   __half* const qs = reinterpret_cast<__half*>(shared);
-  __half* const ks = qs + kQueryRows * kLd;
+  __half* const ks = qs + kRows * kLd;
   __half* const vs = ks + kKeyTile * kLd;
 
   // Heavy (late, causal) query tiles first, so the last wave is short.
-  const int t0 = (gridDim.x - 1 - blockIdx.x) * kQueryRows, h = blockIdx.y;
+  const int t0 = (gridDim.x - 1 - blockIdx.x) * kRows, h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int kv_head = h / a.group;
   const float slope = elementwise::alibi_slope(a.max_alibi_bias, h, a.heads);
 
-  stage_rows<D>(qs, kQueryRows, a.head_dim, a.vec4, [&](int r) {
+  stage_rows<D>(qs, kRows, a.head_dim, a.vec4, [&](int r) {
     return a.q + static_cast<std::size_t>(min(t0 + r, a.tokens - 1)) * a.q_ld + static_cast<std::size_t>(h) * a.head_dim;
   });
   __syncthreads();
-  const __half* const q_warp = qs + warp * 16 * kLd;
-  const auto q_fragment = [&](int step, std::uint32_t (&f)[4]) {
-    const __half* p = q_warp + g * kLd + step * 16 + 2 * c;
+  // Row tile mt of this warp: block rows warp * 16 kRowTiles + 16 mt + [0, 16).
+  const __half* const q_warp = qs + warp * 16 * kRowTiles * kLd;
+  const auto q_fragment = [&](int mt, int step, std::uint32_t (&f)[4]) {
+    const __half* p = q_warp + (mt * 16 + g) * kLd + step * 16 + 2 * c;
     f[0] = *reinterpret_cast<const std::uint32_t*>(p);
     f[1] = *reinterpret_cast<const std::uint32_t*>(p + 8 * kLd);
     f[2] = *reinterpret_cast<const std::uint32_t*>(p + 8);
@@ -195,19 +212,30 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) flash_attention_ke
   };
   std::uint32_t q_regs[kQueryInRegisters ? kKeySteps : 1][4];
   if constexpr (kQueryInRegisters) {
-    for (int step = 0; step < kKeySteps; ++step) q_fragment(step, q_regs[step]);
+    #pragma unroll
+    for (int step = 0; step < kKeySteps; ++step) q_fragment(0, step, q_regs[step]);
   }
 
-  // This thread's two query rows (g and g + 8 of its warp's 16), clipped to
-  // the last token: rows past it recompute that row and store nothing.
-  int t_row[2];
-  for (int r = 0; r < 2; ++r) t_row[r] = min(t0 + warp * 16 + g + 8 * r, a.tokens - 1);
-  float o[kOutTiles][4];
-  for (int n = 0; n < kOutTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  float key0_score[2] = {-INFINITY, -INFINITY};  // log2 units; -inf: key 0 not seen
+  // This thread's rows: g and g + 8 of each of its warp's row tiles, clipped
+  // to the last token (rows past it recompute that row and store nothing).
+  int t_row[kRowTiles][2];
+  #pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) t_row[mt][r] = min(t0 + (warp * kRowTiles + mt) * 16 + g + 8 * r, a.tokens - 1);
+  }
+  float o[kRowTiles][kOutTiles][4];
+  float m[kRowTiles][2], l[kRowTiles][2];
+  float key0_score[kRowTiles][2];  // log2 units; -inf: key 0 not seen
+  #pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    #pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) m[mt][r] = -INFINITY, l[mt][r] = 0.0f, key0_score[mt][r] = -INFINITY;
+  }
 
-  const flash::TileRange tiles = flash::key_tiles(t0, kQueryRows, a.tokens, a.past, a.window, kKeyTile);
+  const flash::TileRange tiles = flash::key_tiles(t0, kRows, a.tokens, a.past, a.window, kKeyTile);
   const std::size_t head_offset = static_cast<std::size_t>(kv_head) * a.padded_keys * D;
   const __half* const key_tiles = a.keys + head_offset;
   const __half* const value_tiles = a.values + head_offset;
@@ -222,50 +250,74 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) flash_attention_ke
     copy_tile_async<D, kKeyTile>(vs, tile_at(value_tiles, j));
     commit_copies();
 
-    // S = Q K^T: B = K^T (dims x keys, "col"): b0 = K[key 8n + g][2c, 2c+1].
-    float s[kScoreTiles][4];
-    for (int n = 0; n < kScoreTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    // S = Q K^T: B = K^T (dims x keys, "col"): b0 = K[key 8n + g][2c, 2c+1],
+    // each key fragment loaded once for the warp's row tiles.
+    float s[kRowTiles][kScoreTiles][4];
+    #pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+      #pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+    }
+    #pragma unroll
     for (int step = 0; step < kKeySteps; ++step) {
-      std::uint32_t qf[4];
-      if constexpr (kQueryInRegisters) {
-        for (int i = 0; i < 4; ++i) qf[i] = q_regs[step][i];
-      } else {
-        q_fragment(step, qf);
+      std::uint32_t qf[kRowTiles][4];
+      #pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        if constexpr (kQueryInRegisters) {
+          #pragma unroll
+          for (int i = 0; i < 4; ++i) qf[mt][i] = q_regs[step][i];
+        } else {
+          q_fragment(mt, step, qf[mt]);
+        }
       }
+      #pragma unroll
       for (int n = 0; n < kScoreTiles; ++n) {
         const __half* p = ks + (n * 8 + g) * kLd + step * 16 + 2 * c;
-        mma_16816(s[n], qf, *reinterpret_cast<const std::uint32_t*>(p),
-                  *reinterpret_cast<const std::uint32_t*>(p + 8));
+        const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(p);
+        const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(p + 8);
+        #pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) mma_16816(s[mt][n], qf[mt], b0, b1);
       }
     }
 
-    // Scale, shape and mask; element e of s[n] is row e / 2, key k0 + 8n + 2c + e % 2.
-    const bool masked = flash::tile_needs_mask(j, t0, kQueryRows, a.tokens, a.past, a.window, kKeyTile);
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    for (int n = 0; n < kScoreTiles; ++n) {
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, key = k0 + n * 8 + 2 * c + e % 2;
-        const bool visible = !masked || flash::key_visible(t_row[r], key, a.past, a.window);
-        s[n][e] = flash::log2_score(s[n][e], a.scale, a.softcap, slope, a.past + t_row[r] - key, visible);
-        tile_max[r] = fmaxf(tile_max[r], s[n][e]);
+    // Scale, shape and mask; element e of s[mt][n] is row e / 2 of row tile
+    // mt, key k0 + 8n + 2c + e % 2. Then the online softmax per row.
+    const bool masked = flash::tile_needs_mask(j, t0, kRows, a.tokens, a.past, a.window, kKeyTile);
+    #pragma unroll
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+      float tile_max[2] = {-INFINITY, -INFINITY};
+      #pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2, key = k0 + n * 8 + 2 * c + e % 2;
+          const bool visible = !masked || flash::key_visible(t_row[mt][r], key, a.past, a.window);
+          s[mt][n][e] =
+              flash::log2_score(s[mt][n][e], a.scale, a.softcap, slope, a.past + t_row[mt][r] - key, visible);
+          tile_max[r] = fmaxf(tile_max[r], s[mt][n][e]);
+        }
       }
-    }
-    if (k0 == 0 && c == 0) key0_score[0] = s[0][0], key0_score[1] = s[0][2];
-    float base[2];
-    for (int r = 0; r < 2; ++r) {
-      // A row's 4 threads are lanes 4g..4g+3.
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const flash::Rescale step = flash::online_rescale(m[r], tile_max[r]);
-      m[r] = step.m_new;
-      base[r] = step.base;
-      l[r] *= step.alpha;  // this thread's part of the row sum: summed over the 4 at the end
-      for (int n = 0; n < kOutTiles; ++n) o[n][2 * r] *= step.alpha, o[n][2 * r + 1] *= step.alpha;
-    }
-    for (int n = 0; n < kScoreTiles; ++n) {
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - base[e / 2]);
-        l[e / 2] += s[n][e];
+      if (k0 == 0 && c == 0) key0_score[mt][0] = s[mt][0][0], key0_score[mt][1] = s[mt][0][2];
+      float base[2];
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // A row's 4 threads are lanes 4g..4g+3.
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const flash::Rescale step = flash::online_rescale(m[mt][r], tile_max[r]);
+        m[mt][r] = step.m_new;
+        base[r] = step.base;
+        l[mt][r] *= step.alpha;  // this thread's part of the row sum: summed over the 4 at the end
+        #pragma unroll
+        for (int n = 0; n < kOutTiles; ++n) o[mt][n][2 * r] *= step.alpha, o[mt][n][2 * r + 1] *= step.alpha;
+      }
+      #pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mt][n][e] = exp2f(s[mt][n][e] - base[e / 2]);
+          l[mt][e / 2] += s[mt][n][e];
+        }
       }
     }
 
@@ -280,36 +332,51 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 2) flash_attention_ke
 
     // O += P V: P's A fragment of keys [16 kk, 16 kk + 16) is score tiles
     // 2 kk and 2 kk + 1 as they lie; V's b0 / b1 by ldmatrix.trans, two
-    // output tiles (16 dims) per load.
+    // output tiles (16 dims) per load, each for the warp's row tiles.
+    #pragma unroll
     for (int kk = 0; kk < kKeyTile / 16; ++kk) {
-      const std::uint32_t pf[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
-                                   pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                   pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t pf[kRowTiles][4];
+      #pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        pf[mt][0] = pack_half2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pf[mt][1] = pack_half2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pf[mt][2] = pack_half2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pf[mt][3] = pack_half2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
       const __half* row = vs + (kk * 16 + (lane & 15)) * kLd + (lane >= 16 ? 8 : 0);
+      #pragma unroll
       for (int n = 0; n < kOutTiles; n += 2) {
         std::uint32_t vf[4];
         ldmatrix_x4_trans(vf, row + n * 8);
-        mma_16816(o[n], pf, vf[0], vf[1]);
-        mma_16816(o[n + 1], pf, vf[2], vf[3]);
+        #pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          mma_16816(o[mt][n], pf[mt], vf[0], vf[1]);
+          mma_16816(o[mt][n + 1], pf[mt], vf[2], vf[3]);
+        }
       }
     }
   }
 
   // Normalise and store: rows past the last token store nothing.
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int t = t0 + warp * 16 + g + 8 * r;
-    if (t >= a.tokens) continue;
-    const float inverse = 1.0f / l[r];  // > 0: every query sees its own key
-    float* dst = a.out + static_cast<std::size_t>(t) * a.out_ld + static_cast<std::size_t>(h) * a.head_dim;
-    for (int n = 0; n < kOutTiles; ++n) {
-      const int d = n * 8 + 2 * c;
-      if (d < a.head_dim) dst[d] = o[n][2 * r] * inverse;
-      if (d + 1 < a.head_dim) dst[d + 1] = o[n][2 * r + 1] * inverse;
-    }
-    if (a.key0_weight != nullptr && c == 0) {
-      a.key0_weight[static_cast<std::size_t>(h) * a.tokens + t] = exp2f(key0_score[r] - m[r]) * inverse;
+  #pragma unroll
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+      l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+      const int t = t0 + (warp * kRowTiles + mt) * 16 + g + 8 * r;
+      if (t >= a.tokens) continue;
+      const float inverse = 1.0f / l[mt][r];  // > 0: every query sees its own key
+      float* dst = a.out + static_cast<std::size_t>(t) * a.out_ld + static_cast<std::size_t>(h) * a.head_dim;
+      #pragma unroll
+      for (int n = 0; n < kOutTiles; ++n) {
+        const int d = n * 8 + 2 * c;
+        if (d < a.head_dim) dst[d] = o[mt][n][2 * r] * inverse;
+        if (d + 1 < a.head_dim) dst[d + 1] = o[mt][n][2 * r + 1] * inverse;
+      }
+      if (a.key0_weight != nullptr && c == 0) {
+        a.key0_weight[static_cast<std::size_t>(h) * a.tokens + t] = exp2f(key0_score[mt][r] - m[mt][r]) * inverse;
+      }
     }
   }
 }
@@ -334,28 +401,31 @@ __global__ void pack_kv_kernel(const float* keys, const float* values, std::size
   (is_value ? values_out : keys_out)[e] = __float2half_rn(saturate(v));
 }
 
-template <int D, int kKeyTile>
+template <int D, int kKeyTile, int kRowTiles>
 void launch(const FlashArgs& args, cudaStream_t stream) {
-  constexpr std::size_t bytes = shared_bytes<D, kKeyTile>();
+  constexpr std::size_t bytes = shared_bytes<D, kKeyTile, kRowTiles>();
+  constexpr int rows = query_rows<kRowTiles>();
   // Above 48 KiB a kernel must opt in to its dynamic shared memory (on
   // each device: set at every launch, a host-side attribute write).
-  const cudaError_t opted_in = cudaFuncSetAttribute(
-      flash_attention_kernel<D, kKeyTile>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  const cudaError_t opted_in =
+      cudaFuncSetAttribute(flash_attention_kernel<D, kKeyTile, kRowTiles>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (opted_in != cudaSuccess) {
     throw std::runtime_error(std::string("attention (cuda, flash): shared memory of ") + std::to_string(bytes) +
                              " bytes: " + cudaGetErrorString(opted_in));
   }
-  const dim3 grid(static_cast<unsigned>((args.tokens + kQueryRows - 1) / kQueryRows),
-                  static_cast<unsigned>(args.heads));
-  flash_attention_kernel<D, kKeyTile><<<grid, kThreads, bytes, stream>>>(args);
+  const dim3 grid(static_cast<unsigned>((args.tokens + rows - 1) / rows), static_cast<unsigned>(args.heads));
+  flash_attention_kernel<D, kKeyTile, kRowTiles><<<grid, kThreads, bytes, stream>>>(args);
   check_launch("attention (flash)");
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// Key tiles of 64 keys; 32 at D = 256, where the output accumulator alone
-// takes 128 registers a thread and the tiles 67 KiB of shared memory.
-constexpr int key_tile_for(int padded_dim) { return padded_dim == 256 ? 32 : 64; }
+// The shapes per padded head size: keys a tile and row tiles a warp. At
+// D = 256 one row tile and tiles of 32 keys: the output accumulator alone
+// takes 128 registers a thread there.
+constexpr int key_tile_for(int padded_dim) { return padded_dim == 64 ? 64 : 32; }
+constexpr int row_tiles_for(int padded_dim) { return padded_dim == 256 ? 1 : 2; }
 
 // Keys of the workspace per KV head: the call's, rounded up to whole tiles.
 int padded_keys_for(int key_count, int padded_dim) {
@@ -407,11 +477,11 @@ void attention_flash(const float* q, std::size_t q_ld, const float* keys, const 
   args.out = out, args.out_ld = out_ld, args.key0_weight = key0_weight;
   args.vec4 = head_dim % 4 == 0 && q_ld % 4 == 0 && aligned16(q);
   if (padded == 64) {
-    launch<64, key_tile_for(64)>(args, s);
+    launch<64, key_tile_for(64), row_tiles_for(64)>(args, s);
   } else if (padded == 128) {
-    launch<128, key_tile_for(128)>(args, s);
+    launch<128, key_tile_for(128), row_tiles_for(128)>(args, s);
   } else {
-    launch<256, key_tile_for(256)>(args, s);
+    launch<256, key_tile_for(256), row_tiles_for(256)>(args, s);
   }
   if (last_row != nullptr) {
     // The last query again, alone: its full row normalised, and its output

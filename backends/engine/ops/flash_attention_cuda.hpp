@@ -12,7 +12,7 @@
 namespace midtune::engine::cuda {
 
 // cuda_ops.hpp's attention() with the same arguments and readouts, for
-// head_dim 1..256: per (block of 64 queries, query head) the keys stream
+// head_dim 1..256: per (block of 128 queries, query head) the keys stream
 // through shared memory in tiles, scores and weights stay in registers (Q, K,
 // V and the weights P rounded to fp16, products summed in fp32, the softmax
 // online in fp32). The key-0 weights come from the main kernel; the last
