@@ -45,6 +45,8 @@ void store_row_block(PackedMatrix& p, int row, int block, const RowBlock& rb) {
   auto* scales = reinterpret_cast<std::uint16_t*>(dst + p.quant_bytes());
   scales[r] = rb.d;
   if (!p.implied_min) scales[kPackRows + r] = rb.m;
+  std::uint8_t& group_max = p.group_max_u[row / kPackRows];
+  group_max = std::max(group_max, *std::max_element(std::begin(rb.u), std::end(rb.u)));
 }
 
 std::uint16_t load_u16(const std::uint8_t* p) {
@@ -178,28 +180,11 @@ PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols, PackL
   p.groups = (p.rows + kPackRows - 1) / kPackRows;
   p.block_stride = p.quant_bytes() + (p.implied_min ? 2 : 4) * kPackRows;
   p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
+  p.group_max_u.assign(p.groups, 0);  // store_row_block raises them
   int row0 = 0;
   for (const MatrixPart& part : parts) {
     pack_part(p, part, row0);
     row0 += part.rows;
-  }
-  p.group_max_u.assign(p.groups, 0);
-  for (int g = 0; g < p.groups; ++g) {
-    for (int b = 0; b < p.blocks; ++b) {
-      const std::uint8_t* quants = p.at(g, b);
-      if (p.bits == 5) {
-        for (int r = 0; r < kPackRows; ++r) {
-          for (int k = 0; k < kBlock; ++k) {
-            p.group_max_u[g] = std::max(p.group_max_u[g], static_cast<std::uint8_t>(packed_u(p, quants, r, k)));
-          }
-        }
-        continue;
-      }
-      for (std::size_t i = 0; i < p.quant_bytes(); ++i) {
-        const auto u = static_cast<std::uint8_t>(p.bits == 4 ? std::max(quants[i] & 0x0f, quants[i] >> 4) : quants[i]);
-        p.group_max_u[g] = std::max(p.group_max_u[g], u);
-      }
-    }
   }
   return p;
 }
