@@ -956,6 +956,50 @@ TEST_F(GpuKernels, PrefillAttentionThroughCublasMatchesTheReference) {
   }
 }
 
+// The same over a bf16 cache (attention_rows_bf16): the one-query kernel
+// (6 queries) and the cuBLAS body (its keys widened to fp32 in the
+// workspace, values bf16 -> fp16) against the reference over the same bf16
+// bits; and from_bf16 exact.
+TEST_F(GpuKernels, AttentionOverABf16CacheMatchesTheReference) {
+  struct Shape {
+    int tokens, past, heads, kv_heads;
+  };
+  const int head_dim = 128;
+  for (const Shape shape : {Shape{6, 1300, 8, 2}, Shape{100, 60, 8, 2}, Shape{1100, 30, 8, 2}, Shape{1030, 0, 4, 4}}) {
+    SCOPED_TRACE("tokens " + std::to_string(shape.tokens) + ", heads " + std::to_string(shape.heads) + "/" +
+                 std::to_string(shape.kv_heads));
+    const std::size_t tokens = shape.tokens, heads = shape.heads, keys = shape.past + shape.tokens;
+    const std::size_t q_width = heads * head_dim, kv_width = std::size_t(shape.kv_heads) * head_dim;
+    const auto bits = [](const std::vector<float>& v) {
+      std::vector<std::uint16_t> out(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) out[i] = elementwise::bf16_bits(v[i]);
+      return out;
+    };
+    auto q = both(random_floats(tokens * q_width, 1.0f, 15));
+    auto k = both(bits(random_floats(keys * kv_width, 1.0f, 16)));
+    auto v = both(bits(random_floats(keys * kv_width, 1.0f, 17)));
+    auto wide = both(std::vector<float>(keys * kv_width));
+    ref_.from_bf16(k.ref.data(), keys * kv_width, wide.ref.data());
+    gpu().from_bf16(k.dev.data(), keys * kv_width, wide.dev.data());
+    expect_close(wide, 0.0, "from_bf16");
+    const double tolerance = shape.tokens >= 32 ? 5e-3 : 2e-5;
+    for (int window : {0, 50}) {
+      auto out = both(std::vector<float>(tokens * q_width));
+      auto key0 = both(std::vector<float>(heads * tokens));
+      auto last = both(std::vector<float>(heads * keys));
+      ref_.attention_rows_bf16(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
+                               shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.ref.data(), q_width,
+                               key0.ref.data(), last.ref.data());
+      gpu().attention_rows_bf16(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens,
+                                shape.past, shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.dev.data(),
+                                q_width, key0.dev.data(), last.dev.data());
+      expect_close(out, tolerance, "attention over a bf16 cache");
+      expect_close(key0, tolerance, "attention over a bf16 cache, key 0");
+      expect_close(last, tolerance, "attention over a bf16 cache, last row");
+    }
+  }
+}
+
 TEST_F(GpuKernels, ScoringFindsTheFirstMaximumAndTheGoldLogProbability) {
   const int rows = 5, vocab = 1000;
   std::vector<float> logits = random_floats(std::size_t{rows} * vocab, 8.0f, 11);
