@@ -48,7 +48,9 @@
 // teacher-forced measures run once per body listed, in that order, each
 // line naming its body ("attention"); the later measures take the first.
 // --precision file keeps the matrices in their blocks on the device
-// (backend.precision: file), bf16 widens them at load. --device
+// (backend.precision: file), bf16 widens them at load. --kv-cache bf16
+// stores the keys and values in bf16 (backend.kv_cache: bf16): the memory
+// row's cache_bytes_per_token says what a token's cache takes. --device
 // reference runs the same code on the host reference device: only to check
 // this program on a machine without a GPU (its timings mean nothing).
 #include <algorithm>
@@ -247,7 +249,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
   std::string device_name = "cuda", shape_name = "llama7b", model_path;
   std::string gguf_path, experiment_path = "experiments/lpes-kv-paper.yaml";
-  std::string weights = "bf16", precision = "bf16";
+  std::string weights = "bf16", precision = "bf16", kv_cache = "fp32";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   bool decode_per_sequence = false;
@@ -266,6 +268,7 @@ int main(int argc, char** argv) {
                  "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf)");
   app.add_option("--weights", weights, "random model's matrices: bf16 | q8_0 | q4_k_m");
   app.add_option("--precision", precision, "bf16 (widened at load) | file (kept in their blocks)");
+  app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16: half the cache memory)");
   app.add_option("--attention", attention_bodies,
                  "prefill attention bodies, each measured: gemm | flash (default: gemm, or MIDTUNE_CUDA_ATTENTION)")
       ->delimiter(',');
@@ -295,10 +298,14 @@ int main(int argc, char** argv) {
     if (precision != "bf16" && precision != "file") {
       throw std::invalid_argument("--precision: '" + precision + "' is not one of bf16, file");
     }
+    if (kv_cache != "fp32" && kv_cache != "bf16") {
+      throw std::invalid_argument("--kv-cache: '" + kv_cache + "' is not one of fp32, bf16");
+    }
     const WeightTypes types = weight_types_named(weights);
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
+    device->set_kv_form(kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
     std::vector<PrefillAttention> attentions;
     for (const std::string& body : attention_bodies) attentions.push_back(parse_prefill_attention(body, "--attention"));
     if (attentions.empty()) attentions.push_back(device->prefill_attention());
@@ -526,7 +533,8 @@ int main(int argc, char** argv) {
                    " steps)");
     }
     model.decode_batch_tokens = batched_tokens;
-    emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()}});
+    emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()},
+          {"kv_cache", kv_cache}, {"cache_bytes_per_token", Sequence::cache_bytes(c, *device, 1)}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_bench_cli: %s\n", e.what());
     return 1;

@@ -24,7 +24,7 @@
 // head_dim 128, 300 keys) fp16 inputs leave the output 3.1e-4 of its largest
 // value from the reference, bf16 ones 2.5e-3. An element beyond +-65504 saturates there, as
 // the cuBLAS body rounds its values (queries and keys are projections of a
-// normalised row: never seen that large). The cache holds fp32: one pass
+// normalised row: never seen that large). The cache holds fp32 or bf16: one pass
 // first writes the call's keys and values in fp16 to a workspace, per KV
 // head [key][D] with zeros past head_dim and past the last key up to whole
 // tiles, so each tile is one contiguous block that cp.async copies 16 bytes
@@ -54,6 +54,7 @@
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/flash_attention_cuda.hpp"
 #include "backends/engine/ops/flash_attention_tiles.hpp"
+#include "backends/engine/ops/kv_element.cuh"
 
 namespace midtune::engine::cuda {
 
@@ -383,7 +384,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_attention_kernel(const Flas
 
 // The workspace's fp16 keys and values: element (g, key, d) of each is the
 // cache's (key, head g, dim d), 0 past head_dim or past the last key.
-__global__ void pack_kv_kernel(const float* keys, const float* values, std::size_t kv_ld, int key_count,
+template <typename Kv>
+__global__ void pack_kv_kernel(const Kv* keys, const Kv* values, std::size_t kv_ld, int key_count,
                                int padded_keys, int kv_heads, int head_dim, int padded_dim, __half* keys_out,
                                __half* values_out) {
   const std::size_t per_array = static_cast<std::size_t>(kv_heads) * padded_keys * padded_dim;
@@ -396,7 +398,8 @@ __global__ void pack_kv_kernel(const float* keys, const float* values, std::size
   const int g = static_cast<int>(e / padded_dim / padded_keys);
   float v = 0.0f;
   if (key < key_count && d < head_dim) {
-    v = (is_value ? values : keys)[static_cast<std::size_t>(key) * kv_ld + static_cast<std::size_t>(g) * head_dim + d];
+    v = kv_load((is_value ? values : keys) + static_cast<std::size_t>(key) * kv_ld +
+                static_cast<std::size_t>(g) * head_dim + d);
   }
   (is_value ? values_out : keys_out)[e] = __float2half_rn(saturate(v));
 }
@@ -441,10 +444,14 @@ std::size_t attention_flash_workspace(int tokens, int past, int kv_heads, int he
   return 2 * static_cast<std::size_t>(kv_heads) * padded_keys_for(past + tokens, padded) * padded * sizeof(__half);
 }
 
-void attention_flash(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-                     int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                     const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                     float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
+namespace {
+
+// Kv: the cache's element (float, or bf16 bits).
+template <typename Kv>
+void flash(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
+           int past, int heads, int kv_heads, int head_dim, int window, float scale,
+           const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+           float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
   const int padded = flash::padded_head_dim(head_dim);
   if (tokens < 0 || past < 0 || window < 0 || padded == 0 || heads <= 0 || kv_heads <= 0 ||
       heads % kv_heads != 0 || q_ld < static_cast<std::size_t>(heads) * head_dim ||
@@ -490,6 +497,25 @@ void attention_flash(const float* q, std::size_t q_ld, const float* keys, const 
     attention(q + last * q_ld, q_ld, keys, values, kv_ld, 1, past + tokens - 1, heads, kv_heads, head_dim, window,
               scale, shaping, out + last * out_ld, out_ld, nullptr, last_row, stream);
   }
+}
+
+}  // namespace
+
+void attention_flash(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+                     int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+                     const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                     float* last_row, void* workspace, std::size_t workspace_bytes, void* stream) {
+  flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
+        key0_weight, last_row, workspace, workspace_bytes, stream);
+}
+
+void attention_flash(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+                     std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
+                     float scale, const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
+                     float* key0_weight, float* last_row, void* workspace, std::size_t workspace_bytes,
+                     void* stream) {
+  flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
+        key0_weight, last_row, workspace, workspace_bytes, stream);
 }
 
 }  // namespace midtune::engine::cuda

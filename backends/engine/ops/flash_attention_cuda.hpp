@@ -6,6 +6,7 @@
 #if defined(MIDTUNE_WITH_CUDA)
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/engine/ops/elementwise.hpp"
 
@@ -27,6 +28,14 @@ void attention_flash(const float* q, std::size_t q_ld, const float* keys, const 
                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                      const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
                      float* last_row, void* workspace, std::size_t workspace_bytes, void* stream = nullptr);
+// The same over a bf16 cache (keys and values bf16 bits, each read as its
+// exact float, elementwise::bf16_value, then rounded to fp16 as the fp32
+// cache's are).
+void attention_flash(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+                     std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
+                     float scale, const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
+                     float* key0_weight, float* last_row, void* workspace, std::size_t workspace_bytes,
+                     void* stream = nullptr);
 
 }  // namespace midtune::engine::cuda
 
