@@ -26,6 +26,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/engine/batched/cuda_ops_device.hpp"
@@ -990,6 +991,21 @@ class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWi
     auto key0 = both(std::vector<float>(heads * tokens));
     auto last = both(std::vector<float>(heads * keys));
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // The same call on both devices, over the cache form k and v hold.
+    const auto attend = [&](auto& k, auto& v) {
+      const auto call = [&](batched::DeviceOps& ops, const float* q_rows, const auto* keys, const auto* values,
+                            float* o, float* k0, float* l) {
+        if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(keys)>>, std::uint16_t>) {
+          ops.attention_rows_bf16(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads,
+                                  c.head_dim, c.window, scale, c.shaping, o, q_width, k0, l);
+        } else {
+          ops.attention_rows(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads,
+                             c.head_dim, c.window, scale, c.shaping, o, q_width, k0, l);
+        }
+      };
+      call(ref_, q.ref.data(), k.ref.data(), v.ref.data(), out.ref.data(), key0.ref.data(), last.ref.data());
+      call(gpu(), q.dev.data(), k.dev.data(), v.dev.data(), out.dev.data(), key0.dev.data(), last.dev.data());
+    };
     if (bf16_cache()) {
       const auto bits = [](const std::vector<float>& x) {
         std::vector<std::uint16_t> b(x.size());
@@ -998,21 +1014,11 @@ class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWi
       };
       auto k = both(bits(k_host));
       auto v = both(bits(v_host));
-      ref_.attention_rows_bf16(q.ref.data(), q_ld, k.ref.data(), v.ref.data(), kv_width, c.tokens, c.past, c.heads,
-                               c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.ref.data(), q_width,
-                               key0.ref.data(), last.ref.data());
-      gpu().attention_rows_bf16(q.dev.data(), q_ld, k.dev.data(), v.dev.data(), kv_width, c.tokens, c.past, c.heads,
-                                c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.dev.data(), q_width,
-                                key0.dev.data(), last.dev.data());
+      attend(k, v);
     } else {
       auto k = both(k_host);
       auto v = both(v_host);
-      ref_.attention_rows(q.ref.data(), q_ld, k.ref.data(), v.ref.data(), kv_width, c.tokens, c.past, c.heads,
-                          c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.ref.data(), q_width,
-                          key0.ref.data(), last.ref.data());
-      gpu().attention_rows(q.dev.data(), q_ld, k.dev.data(), v.dev.data(), kv_width, c.tokens, c.past, c.heads,
-                           c.kv_heads, c.head_dim, c.window, scale, c.shaping, out.dev.data(), q_width,
-                           key0.dev.data(), last.dev.data());
+      attend(k, v);
     }
     expect_close(out, 5e-3, "prefill attention" + what);
     expect_close(key0, 5e-3, "prefill attention key 0" + what);
