@@ -424,9 +424,10 @@ void launch(const FlashArgs& args, cudaStream_t stream) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// The shapes per padded head size: keys a tile and row tiles a warp. At
-// D = 256 one row tile and tiles of 32 keys: the output accumulator alone
-// takes 128 registers a thread there.
+// The shapes per padded head size, the largest whose registers fit without
+// spilling (flash_attention_kernel's comment): tiles of 32 keys (64 at
+// D = 64), two row tiles a warp (one at D = 256, where the output
+// accumulator alone takes 128 registers a thread).
 constexpr int key_tile_for(int padded_dim) { return padded_dim == 64 ? 64 : 32; }
 constexpr int row_tiles_for(int padded_dim) { return padded_dim == 256 ? 1 : 2; }
 
