@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 
+#include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
@@ -132,6 +133,11 @@ void ReferenceOps::dequantize_bf16(GgmlType type, const void* blocks, std::size_
 std::uint16_t* ReferenceOps::weight_scratch(std::size_t count) {
   if (weight_scratch_.size() < count) weight_scratch_.resize(count);
   return weight_scratch_.data();
+}
+
+void ReferenceOps::matmul_blocks(GgmlType type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
+                                 const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) {
+  block_gemv_host(static_cast<std::uint32_t>(type), blocks, row_bytes, outputs, cols, x, ld_x, rows, y, ld_y);
 }
 
 void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,

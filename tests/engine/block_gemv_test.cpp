@@ -1,0 +1,165 @@
+// The block units the GPU's `file` products read (ops/block_units.hpp) and
+// the host reference body of the few-rows product (ops/block_gemv.hpp),
+// here on the host: every unit of every block type against dequantize_row
+// bit for bit, and block_gemv_host against "dequantise, round to bf16,
+// multiply in float" on awkward shapes. The CUDA body is checked against
+// block_gemv_host in device_bodies_test (where there is a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/engine/ops/block_gemv.hpp"
+#include "backends/engine/ops/block_units.hpp"
+#include "backends/engine/ops/dequant.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "tests/engine/random_blocks.hpp"
+
+namespace midtune::engine {
+namespace {
+
+const std::vector<GgmlType> kBlockTypes = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                           GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+float bf16_float(std::uint16_t bits) {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+std::uint32_t bits_of(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+// Every element of a block is read by exactly one unit, with dequantize_row's bits.
+TEST(BlockUnits, EveryUnitReadsDequantizeRowsWeights) {
+  const std::size_t rows = 3, cols = 512;
+  for (const GgmlType type : kBlockTypes) {
+    const std::vector<std::uint8_t> data = ::midtune::testing::random_blocks(type, rows, cols, 31);
+    const std::size_t elements = block_elements(type), bytes = block_bytes(type);
+    std::vector<float> expected(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r) {
+      dequantize_row(type, data.data() + r * cols / elements * bytes, expected.data() + r * cols, cols);
+    }
+    const bool known = blocks::with_block_type(static_cast<std::uint32_t>(type), [&](auto tag) {
+      constexpr std::uint32_t kType = decltype(tag)::value;
+      ASSERT_EQ(blocks::Shape<kType>::kElements, static_cast<int>(elements));
+      ASSERT_EQ(blocks::Shape<kType>::kBytes, static_cast<int>(bytes));
+      int mismatches = 0;
+      for (std::size_t b = 0; b < rows * cols / elements; ++b) {
+        std::vector<int> reads(elements, 0);
+        for (int u = 0; u < blocks::kUnits<kType>; ++u) {
+          float w[blocks::kUnitWeights];
+          int first = -1, gap = -1;
+          blocks::unit_weights<kType>(data.data() + b * bytes, u, w, first, gap);
+          for (int j = 0; j < blocks::kUnitWeights; ++j) {
+            const int at = first + j % 4 + (j < 4 ? 0 : gap);
+            ASSERT_GE(at, 0);
+            ASSERT_LT(at, static_cast<int>(elements));
+            ++reads[at];
+            if (bits_of(w[j]) != bits_of(expected[b * elements + at])) ++mismatches;
+          }
+        }
+        for (std::size_t e = 0; e < elements; ++e) ASSERT_EQ(reads[e], 1) << ggml_type_info(type).name << " element " << e;
+      }
+      EXPECT_EQ(mismatches, 0) << ggml_type_info(type).name;
+    });
+    EXPECT_TRUE(known) << ggml_type_info(type).name;
+  }
+  EXPECT_FALSE(blocks::with_block_type(static_cast<std::uint32_t>(GgmlType::Q3_K), [](auto) {}));
+}
+
+// y = x . w^T with w = bf16(dequantize_row(...)), x in bf16, float sums in
+// column order: the tile path's numbers.
+std::vector<float> dequantised_product(GgmlType type, const std::vector<std::uint8_t>& w, int outputs, int cols,
+                                       const std::vector<std::uint16_t>& x, std::size_t ld_x, int rows,
+                                       std::size_t ld_y, std::vector<double>& magnitude) {
+  const std::size_t row_bytes = block_bytes(type) * (cols / block_elements(type));
+  std::vector<float> wf(static_cast<std::size_t>(outputs) * cols), y(rows * ld_y, 0.0f);
+  magnitude.assign(y.size(), 0.0);
+  std::vector<float> row(cols);
+  for (int o = 0; o < outputs; ++o) {
+    dequantize_row(type, w.data() + o * row_bytes, row.data(), cols);
+    for (int k = 0; k < cols; ++k) wf[o * cols + k] = bf16_float(elementwise::bf16_bits(row[k]));
+  }
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < outputs; ++o) {
+      float sum = 0.0f;
+      double abs_sum = 0.0;
+      for (int k = 0; k < cols; ++k) {
+        const float p = wf[o * cols + k] * bf16_float(x[r * ld_x + k]);
+        sum += p;
+        abs_sum += std::fabs(p);
+      }
+      y[r * ld_y + o] = sum;
+      magnitude[r * ld_y + o] = abs_sum;
+    }
+  }
+  return y;
+}
+
+TEST(BlockGemvHost, MatchesTheDequantisedProductOnAwkwardShapes) {
+  for (const GgmlType type : kBlockTypes) {
+    for (const int cols : {256, 768}) {
+      for (const int outputs : {1, 7, 37}) {
+        const std::vector<std::uint8_t> w = ::midtune::testing::random_blocks(type, outputs, cols, 40 + outputs);
+        for (const int rows : {1, 3, 17, 32}) {
+          const std::size_t ld_x = cols + 8, ld_y = outputs + 3;
+          std::mt19937 rng(rows * 100 + cols);
+          std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+          std::vector<std::uint16_t> x(rows * ld_x);
+          for (std::uint16_t& v : x) v = elementwise::bf16_bits(value(rng));
+          std::vector<double> magnitude;
+          const std::vector<float> expected = dequantised_product(type, w, outputs, cols, x, ld_x, rows, ld_y, magnitude);
+          std::vector<float> y(rows * ld_y, -7.0f);  // the padding stays as it is
+          const std::size_t row_bytes = block_bytes(type) * (cols / block_elements(type));
+          block_gemv_host(static_cast<std::uint32_t>(type), w.data(), row_bytes, outputs, cols, x.data(), ld_x, rows,
+                          y.data(), ld_y);
+          double worst = 0.0, largest = 0.0;
+          for (int r = 0; r < rows; ++r) {
+            for (int o = 0; o < static_cast<int>(ld_y); ++o) {
+              const std::size_t i = r * ld_y + o;
+              if (o >= outputs) {
+                ASSERT_EQ(y[i], -7.0f);
+                continue;
+              }
+              // fp32 sums in another order: within a few ulp of the sum of |terms|
+              worst = std::max(worst, std::fabs(static_cast<double>(y[i]) - expected[i]) / magnitude[i]);
+              largest = std::max(largest, magnitude[i]);
+            }
+          }
+          const std::string shape = std::string(ggml_type_info(type).name) + " " + std::to_string(outputs) + "x" +
+                                    std::to_string(cols) + ", " + std::to_string(rows) + " rows";
+          EXPECT_LE(worst, 1e-5) << shape;
+          EXPECT_GT(largest, 10.0) << shape;  // terms of order 1, not zeros
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockGemvHost, RefusesWhatItCannotRead) {
+  const std::vector<std::uint8_t> w = ::midtune::testing::random_blocks(GgmlType::Q4_K, 2, 256, 1);
+  std::vector<std::uint16_t> x(256);
+  std::vector<float> y(2);
+  EXPECT_THROW(block_gemv_host(static_cast<std::uint32_t>(GgmlType::Q3_K), w.data(), 144, 2, 256, x.data(), 256, 1,
+                               y.data(), 2),
+               std::invalid_argument);
+  EXPECT_THROW(block_gemv_host(static_cast<std::uint32_t>(GgmlType::Q4_K), w.data(), 144, 2, 128, x.data(), 256, 1,
+                               y.data(), 2),
+               std::invalid_argument);  // half a block
+  EXPECT_THROW(block_gemv_host(static_cast<std::uint32_t>(GgmlType::Q4_K), w.data(), 100, 2, 256, x.data(), 256, 1,
+                               y.data(), 2),
+               std::invalid_argument);  // rows shorter than their blocks
+}
+
+}  // namespace
+}  // namespace midtune::engine
