@@ -26,8 +26,9 @@ void block_gemv_host(std::uint32_t ggml_type, const void* blocks, std::size_t ro
 namespace cuda {
 
 // The CUDA body (block_gemv_cuda.cu), on device pointers; x's rows 16-byte
-// aligned (ld_x a multiple of 8). Every weight is read once per 16 rows of
-// x: meant for few rows (DeviceOps::kBlockGemvRows). Asynchronous on
+// aligned (ld_x a multiple of 8). Every weight is read and dequantised once
+// per 16 rows of x, and the multiply-adds run without tensor cores: meant
+// for few rows (DeviceOps::kBlockGemvRows). Asynchronous on
 // `stream` (a cudaStream_t; nullptr: the default stream).
 void block_gemv(std::uint32_t ggml_type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
                 const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y,

@@ -4,8 +4,9 @@
 // the blocks: a Q4_K matrix's traffic four times over, for one to a few
 // dozen rows of work). The design of llama.cpp's mul_mat_vec kernels,
 // without their int8 activations (see below):
-// - a thread block of kWarps warps, each warp kOutputs output rows (weight
-//   rows), all sharing one chunk of the activations in shared memory;
+// - a thread block of kWarps warps, each warp Tiling::kOutputs output rows
+//   (weight rows), all sharing one chunk of the activations in shared
+//   memory;
 // - each lane takes units of 8 weights (block_units.hpp) 32 units apart, so
 //   a warp reads neighbouring bytes of a row (a K-quant block is 32 units:
 //   one per lane), dequantises them in registers with the host's
@@ -34,9 +35,19 @@ namespace midtune::engine::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kOutputs = 2;  // weight rows per warp: each activation load feeds both
+constexpr int kWarps = 8;
 constexpr int kMaxRows = 16;  // token rows per pass; more rows take more passes (gridDim.y)
+// Weight rows per warp, by token rows per pass. Every thread block copies
+// its rows of x (kRows x cols bf16) from L2 into shared memory, so a block
+// covers more weight rows as kRows grows, to keep that copy near the
+// block's own weight bytes (Q4_K: 0.56 bytes a weight; at 16 rows, 32
+// weight rows read 18 bytes of blocks per column against 32 of x); and a
+// warp's weight rows share each activation load. Few rows a block at one
+// token row: more blocks, to hide the latency of the weight reads.
+template <int kRows>
+struct Tiling {
+  static constexpr int kOutputs = kRows == 1 ? 1 : kRows <= 4 ? 2 : 4;
+};
 // bf16 activations in shared memory at once (32 KiB, under the 48 KiB a
 // launch gets without opting in): kMaxRows rows of 1024 columns, a whole row
 // of 8192+ columns for one token row. A multiple of 256 per row, so a chunk
@@ -64,6 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                       float* __restrict__ y, std::size_t ld_y) {
   using Shape = blocks::Shape<kType>;
   constexpr int kUnits = blocks::kUnits<kType>;
+  constexpr int kOutputs = Tiling<kRows>::kOutputs;
   extern __shared__ uint4 shared_x[];  // [kRows][chunk] bf16
   auto* xs = reinterpret_cast<std::uint16_t*>(shared_x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -130,7 +142,8 @@ template <std::uint32_t kType, int kRows>
 void launch(const std::uint8_t* weights, std::size_t row_bytes, int outputs, int cols, const std::uint16_t* x,
             std::size_t ld_x, int rows, float* y, std::size_t ld_y, cudaStream_t stream) {
   const int chunk = std::min(cols, kSharedValues / kRows);
-  const dim3 grid((outputs + kWarps * kOutputs - 1) / (kWarps * kOutputs), (rows + kRows - 1) / kRows);
+  constexpr int kBlockOutputs = kWarps * Tiling<kRows>::kOutputs;
+  const dim3 grid((outputs + kBlockOutputs - 1) / kBlockOutputs, (rows + kRows - 1) / kRows);
   const std::size_t shared = static_cast<std::size_t>(kRows) * chunk * sizeof(std::uint16_t);
   block_gemv_kernel<kType, kRows><<<grid, kWarps * 32, shared, stream>>>(weights, row_bytes, outputs, cols, chunk, x,
                                                                         ld_x, rows, y, ld_y);
