@@ -18,6 +18,7 @@
 #include "backends/engine/ops/block_units.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/fp16.hpp"
 #include "tests/engine/random_blocks.hpp"
 
 namespace midtune::engine {
@@ -25,13 +26,6 @@ namespace {
 
 const std::vector<GgmlType> kBlockTypes = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                            GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
-float bf16_float(std::uint16_t bits) {
-  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
 
 std::uint32_t bits_of(float value) {
   std::uint32_t bits;
@@ -88,14 +82,14 @@ std::vector<float> dequantised_product(GgmlType type, const std::vector<std::uin
   std::vector<float> row(cols);
   for (int o = 0; o < outputs; ++o) {
     dequantize_row(type, w.data() + o * row_bytes, row.data(), cols);
-    for (int k = 0; k < cols; ++k) wf[o * cols + k] = bf16_float(elementwise::bf16_bits(row[k]));
+    for (int k = 0; k < cols; ++k) wf[o * cols + k] = bf16_to_float(elementwise::bf16_bits(row[k]));
   }
   for (int r = 0; r < rows; ++r) {
     for (int o = 0; o < outputs; ++o) {
       float sum = 0.0f;
       double abs_sum = 0.0;
       for (int k = 0; k < cols; ++k) {
-        const float p = wf[o * cols + k] * bf16_float(x[r * ld_x + k]);
+        const float p = wf[o * cols + k] * bf16_to_float(x[r * ld_x + k]);
         sum += p;
         abs_sum += std::fabs(p);
       }

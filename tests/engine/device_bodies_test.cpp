@@ -28,6 +28,7 @@
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/cpu/cpu_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/fp16.hpp"
@@ -302,13 +303,13 @@ TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
     if (!cuda && rows != 6) continue;  // the CPU bodies' products are checked on their own elsewhere
     const bool few = rows <= batched::DeviceOps::kBlockGemvRows && rows != 6;
     if (cuda) static_cast<batched::DeviceOps&>(*device_).set_block_gemv_rows(few ? rows : 0);
-    auto x = both(random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 22 + rows));
+    auto x = both(random_floats(static_cast<std::size_t>(rows) * FusedBlocks::kCols, 1.0f, 22 + rows));
     for (const GgmlType type : kFileFormTypes) {
       const FusedBlocks w(type);
       const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
       const auto ref_w = ref_.load_matrix(w.parts, FusedBlocks::kCols);
       const auto dev_w = device_->load_matrix(w.parts, FusedBlocks::kCols);
-      auto y = both(std::vector<float>(std::size_t{rows} * outputs));
+      auto y = both(std::vector<float>(static_cast<std::size_t>(rows) * outputs));
       ref_.matmul(*ref_w, x.ref.data(), FusedBlocks::kCols, rows, y.ref.data(), outputs);
       device_->matmul(*dev_w, x.dev.data(), FusedBlocks::kCols, rows, y.dev.data(), outputs);
       expect_close(y, cuda ? 1e-3 : 2e-2,
@@ -319,11 +320,12 @@ TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
 }
 
 // The GPU family's few-rows kernel on its own against the host reference
-// body (block_gemv_host): every block type, weight rows not a multiple of a
-// thread block's 8, K-quant rows of 1 and 3 blocks, token rows that leave
-// passes part-filled (17, 32 = two passes of 16), strided x and y. Sums in
-// fp32 against double: 1e-4 of the largest output (a misread weight is of
-// the order of the outputs).
+// device (dequantize_row, bf16, Eigen) and against the host body beside
+// the kernel (block_gemv_host: the kernel's own block units, double sums):
+// every block type, weight rows not a multiple of a thread block's, K-quant
+// rows of 1 and 3 blocks, token rows that leave passes part-filled (3, 17;
+// 32 = two passes of 16), strided x and y. Sums in another order: 1e-4 of
+// the largest output (a misread weight is of the order of the outputs).
 TEST_P(DeviceBodies, FewRowsProductsStraightFromTheBlocks) {
   if (GetParam() != "cuda") GTEST_SKIP() << "the GPU family's kernel (the CPU bodies have their own products)";
   auto& dev = static_cast<batched::DeviceOps&>(*device_);
@@ -345,9 +347,12 @@ TEST_P(DeviceBodies, FewRowsProductsStraightFromTheBlocks) {
           ref_.matmul_blocks(type, w.ref.data(), row_bytes, outputs, cols, x.ref.data(), ld_x, rows, y.ref.data(),
                              ld_y);
           dev.matmul_blocks(type, w.dev.data(), row_bytes, outputs, cols, x.dev.data(), ld_x, rows, y.dev.data(), ld_y);
-          expect_close(y, 1e-4,
-                       std::string("matmul_blocks (") + ggml_type_info(type).name + ", " + std::to_string(outputs) +
-                           "x" + std::to_string(cols) + ", " + std::to_string(rows) + " rows)");
+          const std::string shape = std::string(ggml_type_info(type).name) + ", " + std::to_string(outputs) + "x" +
+                                    std::to_string(cols) + ", " + std::to_string(rows) + " rows";
+          expect_close(y, 1e-4, "matmul_blocks (" + shape + ")");
+          block_gemv_host(static_cast<std::uint32_t>(type), blocks.data(), row_bytes, outputs, cols, xb.data(), ld_x,
+                          rows, y.ref.data(), ld_y);  // the reference device's memory is the host's
+          expect_close(y, 1e-4, "matmul_blocks vs block_gemv_host (" + shape + ")");
         }
       }
     }

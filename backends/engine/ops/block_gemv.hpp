@@ -17,8 +17,9 @@
 
 namespace midtune::engine {
 
-// The host reference body: the same units of block_units.hpp, summed in
-// double.
+// The host body beside the kernel: the kernel's own units of
+// block_units.hpp, summed in double (tests check the kernel against it and
+// it against dequantize_row's product).
 void block_gemv_host(std::uint32_t ggml_type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
                      const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y);
 

@@ -1,25 +1,14 @@
 #include "backends/engine/ops/block_gemv.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backends/engine/ops/block_units.hpp"
+#include "backends/engine/ops/fp16.hpp"
 
 namespace midtune::engine {
-
-namespace {
-
-float bf16_float(std::uint16_t bits) {
-  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-}  // namespace
 
 void block_gemv_host(std::uint32_t ggml_type, const void* data, std::size_t row_bytes, int outputs, int cols,
                      const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) {
@@ -49,9 +38,9 @@ void block_gemv_host(std::uint32_t ggml_type, const void* data, std::size_t row_
           int first = 0, gap = 0;
           blocks::unit_weights<kType>(block, u, w, first, gap);
           for (int j = 0; j < blocks::kUnitWeights; ++j) {
-            const double weight = bf16_float(elementwise::bf16_bits(w[j]));
+            const double weight = bf16_to_float(elementwise::bf16_bits(w[j]));
             const std::size_t k = static_cast<std::size_t>(b) * Shape::kElements + first + j % 4 + (j < 4 ? 0 : gap);
-            for (int r = 0; r < rows; ++r) sums[r] += weight * bf16_float(x[r * ld_x + k]);
+            for (int r = 0; r < rows; ++r) sums[r] += weight * bf16_to_float(x[r * ld_x + k]);
           }
         }
       }
