@@ -99,6 +99,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();
     if (first_output < outputs) {
       const int first_unit = c0 / blocks::kUnitWeights;
+      // At one or two token rows a unit is little arithmetic: four of a
+      // lane's units unrolled keep more weight reads in flight.
+#pragma unroll(kRows <= 2 ? 4 : 1)
       for (int u = lane; u < width / blocks::kUnitWeights; u += 32) {
         const int block = (first_unit + u) / kUnits, in_block = (first_unit + u) % kUnits;
         float w[kOutputs][blocks::kUnitWeights];
