@@ -49,9 +49,9 @@ struct Tiling {
   static constexpr int kOutputs = kRows == 1 ? 1 : kRows <= 4 ? 2 : 4;
 };
 // bf16 activations in shared memory at once (32 KiB, under the 48 KiB a
-// launch gets without opting in): kMaxRows rows of 1024 columns, a whole row
-// of 8192+ columns for one token row. A multiple of 256 per row, so a chunk
-// holds whole blocks.
+// launch gets without opting in): kMaxRows rows of 1024 columns, or 16384
+// columns of one token row (a whole row of most models). A multiple of 256
+// columns a row, so a chunk holds whole blocks.
 constexpr int kSharedValues = 16384;
 
 __device__ inline float low_bf16(std::uint32_t pair) { return __uint_as_float(pair << 16); }
