@@ -84,7 +84,11 @@ class AgainstReference {
     double scale = 0.0, worst = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {
       scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
-      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+      // A NaN on one side only is as far as can be (std::max passes a NaN over).
+      const bool a_nan = std::isnan(static_cast<double>(a[i])), b_nan = std::isnan(static_cast<double>(b[i]));
+      const double d = a_nan || b_nan ? (a_nan && b_nan ? 0.0 : INFINITY)
+                                      : std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+      worst = std::max(worst, d);
     }
     std::printf("  %-40s worst |%s - reference| %.3g of largest %.3g\n", op.c_str(), device_->name().c_str(), worst,
                 scale);
