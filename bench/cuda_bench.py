@@ -24,6 +24,8 @@ on the 7B shape <= 470 s (the paper: 1167 s on four GPUs).
       (the matrices kept in Q4_K / Q6_K blocks on the device: backend.precision: file)
   --file-gemv both (with --precision file): decode also through the dequantised
       tile instead of the few-rows kernel that reads the blocks, rows "decode batch N tiles"
+  --kv-cache bf16: keys and values stored in bf16 (backend.kv_cache: bf16), half
+      the cache's memory; the peak memory row names the cache's bytes a token
   --decode-per-sequence: decode also through the per-sequence attention ops
       (the path before the batched decode step), rows "decode batch N per-seq"
       (checks this script on a machine without a GPU; the figures mean nothing)
@@ -42,7 +44,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_ours(args):
     cmd = [args.cli, "--device", args.device, "--shape", args.shape, "--weights", args.weights,
-           "--precision", args.precision,
+           "--precision", args.precision, "--kv-cache", args.kv_cache,
            "--batch-tokens", str(args.batch_tokens), "--tf-prompt", str(args.tf_prompt),
            "--tf-gold", str(args.tf_gold), "--tf-batch", str(args.tf_batch),
            "--decode-context", str(args.decode_context), "--decode-steps", str(args.decode_steps),
@@ -204,6 +206,7 @@ def main():
     p.add_argument("--weights", default="bf16", help="random model's matrices: bf16 | q8_0 | q4_k_m")
     p.add_argument("--precision", default="bf16",
                    help="bf16 (widened at load) | file (kept in their blocks, dequantised per product)")
+    p.add_argument("--kv-cache", default="fp32", help="fp32 | bf16 (keys and values stored in bf16)")
     p.add_argument("--prefill", type=int, nargs="+", default=[512, 2048, 4096])
     p.add_argument("--batch-tokens", type=int, default=16384)
     p.add_argument("--tf-prompt", type=int, default=3000, help="LPES KV protocol prompts are ~3k tokens")
@@ -275,6 +278,8 @@ def main():
         else:
             name, unit, ours_v = "peak memory", "GiB", r["peak_bytes"] / 2**30
             note = "weights " + f"{r['weight_bytes'] / 2**30:.2f} GiB"
+            if "cache_bytes_per_token" in r:
+                note += f"; {r['kv_cache']} KV cache {r['cache_bytes_per_token'] / 2**10:.0f} KiB a token"
         cells, ratios = [], []
         for impl in ("eager", "sdpa"):
             theirs = peer_value(r, peers.get(impl, {}).get(key(r), {}))

@@ -50,7 +50,9 @@
 // others go through a dequantised bf16 tile. --file-gemv off sends every
 // product through the tile; --file-gemv both measures each decode batch
 // both ways, a row with "file_gemv": true / false each, for a before/after
-// comparison in one run. --device
+// comparison in one run. --kv-cache bf16
+// stores the keys and values in bf16 (backend.kv_cache: bf16): the memory
+// row's cache_bytes_per_token says what a token's cache takes. --device
 // reference runs the same code on the host reference device: only to check
 // this program on a machine without a GPU (its timings mean nothing).
 #include <algorithm>
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cuda_bench_cli: throughput of the batched engine (device: cuda)"};
   std::string device_name = "cuda", shape_name = "llama7b", model_path;
   std::string gguf_path, experiment_path = "experiments/lpes-kv-paper.yaml";
-  std::string weights = "bf16", precision = "bf16";
+  std::string weights = "bf16", precision = "bf16", kv_cache = "fp32";
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   bool decode_per_sequence = false;
@@ -273,6 +275,7 @@ int main(int argc, char** argv) {
                  "precision file: products of few rows straight from the blocks: on | off (through the tile) | both "
                  "(decode measured both ways)");
   app.add_option("--file-gemv-rows", file_gemv_rows, "precision file: the most rows read straight from the blocks");
+  app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16: half the cache memory)");
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");
   app.add_option("--tf-prompt", tf_prompt, "teacher-forced prompt tokens");
@@ -304,11 +307,15 @@ int main(int argc, char** argv) {
     }
     if (file_gemv_rows < 0) throw std::invalid_argument("--file-gemv-rows: " + std::to_string(file_gemv_rows) + " < 0");
     const int gemv_rows_on = file_gemv == "off" ? 0 : file_gemv_rows;
+    if (kv_cache != "fp32" && kv_cache != "bf16") {
+      throw std::invalid_argument("--kv-cache: '" + kv_cache + "' is not one of fp32, bf16");
+    }
     const WeightTypes types = weight_types_named(weights);
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
     device->set_block_gemv_rows(gemv_rows_on);
+    device->set_kv_form(kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
     OpProfile op_profile;
     OpProfile* profiler = profile ? &op_profile : nullptr;
     const bool random_model = model_path.empty();
@@ -542,7 +549,8 @@ int main(int argc, char** argv) {
     }
     model.decode_batch_tokens = batched_tokens;
     device->set_block_gemv_rows(gemv_rows_on);
-    emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()}});
+    emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()},
+          {"kv_cache", kv_cache}, {"cache_bytes_per_token", Sequence::cache_bytes(c, *device, 1)}});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_bench_cli: %s\n", e.what());
     return 1;

@@ -16,10 +16,11 @@
 //
 //   build/bench/device_agreement experiments/lpes-kv-smollm2.yaml [--device cuda|reference] [--gpu 0]
 //       [--split search|heldout] [--intervention FILE.json ...] [--threads 2] [--fp32-arbiter | --arbiter F32.gguf]
-//       [--precision bf16|file]
+//       [--precision bf16|file] [--kv-cache fp32|bf16]
 // --precision file keeps the batched engine's matrices in the file's blocks
 // (backend.precision: file); its agreement with the arbiter is the measure
-// that it answers as the bf16 form does.
+// that it answers as the bf16 form does. --kv-cache bf16 stores its keys and
+// values in bf16 (backend.kv_cache: bf16), measured the same way.
 // --device reference runs the batched model on the host (slow; small
 // experiments such as quickstart only). Exit status 1 below 99 %.
 #include <algorithm>
@@ -41,7 +42,7 @@
 using namespace midtune;
 
 int main(int argc, char** argv) {
-  std::string file, device = "cuda", split = "search", arbiter_path, precision = "bf16";
+  std::string file, device = "cuda", split = "search", arbiter_path, precision = "bf16", kv_cache = "fp32";
   std::vector<std::string> intervention_files;
   int gpu = 0, threads = 0;
   CLI::App app{"device_agreement: the batched engine vs the CPU engine on an experiment's prompts"};
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", gpu, "CUDA device index");
   app.add_option("--precision", precision, "bf16 (matrices widened at load) | file (kept in their blocks)")
       ->check(CLI::IsMember({"bf16", "file"}));
+  app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--split", split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
   app.add_option("--intervention", intervention_files, "Intervention JSON files (the plain model always runs)");
   app.add_option("--threads", threads, "CPU engine threads (0 = all)");
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
         device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
                               : engine::batched::make_cuda_ops(gpu);
     ops->set_weight_form(precision == "file" ? engine::batched::WeightForm::file : engine::batched::WeightForm::bf16);
+    ops->set_kv_form(kv_cache == "bf16" ? engine::batched::KvForm::bf16 : engine::batched::KvForm::fp32);
     const std::string device_name = ops->name() + ", " + ops->precision();
     engine::batched::BatchedBackend batched(experiment.backend.model, std::move(ops));
     const auto prepared =

@@ -177,6 +177,9 @@ class Device {
 
   // ---- the KV cache
   virtual std::unique_ptr<LayerKv> make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) = 0;
+  // Bytes one cached key or value element takes in the caches this device
+  // makes now (fp32: 4; the GPU family's bf16 cache: 2).
+  virtual std::size_t kv_value_bytes() const { return sizeof(float); }
   // Keys of `tokens` rows (kv_heads x head_dim each, rows `ld` apart) into
   // the cache rows [start, start + tokens) of every slot, slot s rotated with
   // the table at cos_sin + s * slot_table_stride (rope_rows' table layout).

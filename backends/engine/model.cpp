@@ -208,8 +208,9 @@ Model::~Model() = default;
 
 // ---------------------------------------------------------------- sequence
 
-std::size_t Sequence::cache_bytes(const ModelConfig& c, int capacity) {
-  return 2 * sizeof(float) * std::size_t{c.layers} * c.kv_heads * c.head_dim * static_cast<std::size_t>(capacity);
+std::size_t Sequence::cache_bytes(const ModelConfig& c, const Device& device, int capacity) {
+  return 2 * device.kv_value_bytes() * std::size_t{c.layers} * c.kv_heads * c.head_dim *
+         static_cast<std::size_t>(capacity);
 }
 
 Sequence::Sequence(const Model& model, int capacity, RopeScales scales)

@@ -156,8 +156,9 @@ class Sequence {
   // Forgets every token after the first `length` (their cache entries are
   // overwritten by the next forward): how a batch reuses a shared prompt prefix.
   void truncate(int length);
-  // Bytes of device memory a sequence of `capacity` takes (without per-head slots).
-  static std::size_t cache_bytes(const ModelConfig& config, int capacity);
+  // Bytes of device memory a sequence of `capacity` takes on `device` (in
+  // the cache form it makes now; without per-head slots).
+  static std::size_t cache_bytes(const ModelConfig& config, const Device& device, int capacity);
 
  private:
   friend class Model;

@@ -10,6 +10,7 @@
 #include <tbb/task_arena.h>
 
 #include "backends/engine/model.hpp"
+#include "backends/engine/op_profile.hpp"
 
 namespace midtune::engine {
 
@@ -74,6 +75,7 @@ ModelBenchResult bench_model(const std::filesystem::path& model_path, const Mode
       if (r + 1 == options.repeats && options.decode_tokens > 0) {
         // Decode: one token at a time after the prompt, logits every step.
         const int zero = 0;
+        model.set_op_profile(options.decode_profile);
         start = std::chrono::steady_clock::now();
         const std::clock_t cpu_start = std::clock();
         for (int i = 0; i < options.decode_tokens; ++i) {
@@ -82,6 +84,7 @@ ModelBenchResult bench_model(const std::filesystem::path& model_path, const Mode
         }
         result.decode_tokens_per_second = options.decode_tokens / seconds_since(start);
         result.decode_tokens_per_cpu_second = options.decode_tokens / cpu_seconds_since(cpu_start);
+        model.set_op_profile(nullptr);
       }
     }
     result.prefill_tokens_per_second = options.prompt_tokens / best;

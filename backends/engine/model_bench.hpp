@@ -13,12 +13,16 @@
 
 namespace midtune::engine {
 
+class OpProfile;
+
 struct ModelBenchOptions {
   int prompt_tokens = 512;
   int decode_tokens = 64;
   int threads = 2;
   int repeats = 1;  // best of this many prefills
   Isa isa = best_isa();
+  // Where set, the decode steps' time op by op (op_profile.hpp).
+  OpProfile* decode_profile = nullptr;
 };
 
 struct ModelBenchResult {

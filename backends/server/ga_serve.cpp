@@ -31,6 +31,7 @@ struct Args {
   int gpu = 0;
   std::size_t batch_tokens = 0;
   std::string precision = "native";
+  std::string kv_cache = "fp32";
   std::size_t max_items = 1024;
   double request_deadline_s = 30.0;
   int max_connections = 256;
@@ -59,6 +60,7 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
   options.gpu = args.gpu;
   options.batch_tokens = args.batch_tokens;
   options.precision = args.precision;
+  options.kv_cache = args.kv_cache;
   return midtune::engine::make_engine_backend(args.model, options);
 }
 
@@ -97,6 +99,10 @@ int main(int argc, char** argv) {
                  "native | fp32 (device cpu: fp32 matrices) | file (device cuda: weights kept in their blocks; "
                  "a 70B Q4_K_M fits one 80 GB GPU)")
       ->check(CLI::IsMember({"native", "fp32", "file"}));
+  app.add_option("--kv-cache", args.kv_cache,
+                 "fp32 | bf16 (device cuda: keys and values stored in bf16, half the cache memory; results keyed "
+                 "apart)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
   app.add_option("--request-deadline-s", args.request_deadline_s,

@@ -35,6 +35,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     options.gpu = b.gpu;
     options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
     options.precision = b.precision;
+    options.kv_cache = b.kv_cache;
     return engine::make_engine_backend(b.model, options);
   }
   if (b.kind == "server") {

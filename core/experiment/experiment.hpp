@@ -45,6 +45,9 @@ struct BackendConfig {
   // engine: native | fp32 (device cpu: EngineOptions::fp32) | file (device
   // cuda: weights kept in their GGUF blocks, batched::WeightForm::file)
   std::string precision = "native";
+  // engine, device cuda: fp32 | bf16 (keys and values stored in bf16: half
+  // the cache memory, other numbers, so another model identity)
+  std::string kv_cache = "fp32";
   ServerEndpointsConfig server;  // kind server
   SyntheticConfig synthetic;     // kind synthetic-test-double
   bool operator==(const BackendConfig&) const = default;

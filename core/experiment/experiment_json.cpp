@@ -30,6 +30,7 @@ json backend_json(const BackendConfig& backend, bool fingerprint) {
     j["device"] = backend.device;
     // Only when set, so that experiments stored before the key keep their fingerprint.
     if (backend.precision != "native") j["precision"] = backend.precision;
+    if (backend.kv_cache != "fp32") j["kv_cache"] = backend.kv_cache;
     if (!fingerprint) j["threads"] = backend.threads;
   } else if (backend.kind == "server") {
     if (!fingerprint) {

@@ -17,7 +17,8 @@ namespace midtune {
 namespace load {
 namespace {
 
-const std::vector<std::string> kEngineKeys = {"model", "device", "gpu", "threads", "batch_tokens", "precision"};
+const std::vector<std::string> kEngineKeys = {"model",        "device",    "gpu",     "threads",
+                                              "batch_tokens", "precision", "kv_cache"};
 const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
 const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms", "prompt_latency_ms"};
 
@@ -110,6 +111,11 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
       section.field("precision").fail(
           "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks: that is "
           "native)");
+    }
+    backend.kv_cache = section.choice_or("kv_cache", backend.kv_cache, {"fp32", "bf16"});
+    if (backend.device != "cuda" && backend.kv_cache == "bf16") {
+      section.field("kv_cache").fail(
+          "bf16 applies to device: cuda only (the CPU engine's attention reads its keys and values in fp32)");
     }
     if (backend.device != "cuda") {
       for (const char* key : {"gpu", "batch_tokens"}) {

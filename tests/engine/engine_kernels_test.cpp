@@ -317,6 +317,87 @@ TEST(QuantizeRows, DigitsRebuildEveryByteWithinTheirBounds) {
   EXPECT_FALSE(q.has_digits);  // new q: the old digits no longer apply
 }
 
+// The compact layout (packed_matrix.hpp: 5-bit values as nibbles plus a
+// plane of fifth bits, Q8_0 without its stored m) holds the bytes layout's
+// weights exactly, in fewer bytes, and every body that reads it gives the
+// bytes layout's products bit for bit (the same int32 dots, scaled in the
+// same order): a model's logits do not depend on the layout.
+TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
+  std::mt19937 rng(31);
+  const int k = 128;
+  const auto mixed_q5 = random_matrix(GgmlType::Q5_0, 20, k, rng);
+  const auto mixed_q4 = random_matrix(GgmlType::Q4_0, 17, k, rng);
+  struct Case {
+    std::vector<MatrixPart> parts;
+    int bits;            // in the compact layout
+    bool implied_min;
+    double bytes_ratio;  // compact / bytes
+  };
+  const auto q5_0 = random_matrix(GgmlType::Q5_0, 37, k, rng);
+  const auto q5_1 = random_matrix(GgmlType::Q5_1, 37, k, rng);
+  const auto q5_k = random_matrix(GgmlType::Q5_K, 37, 256, rng);
+  const auto q8_0 = random_matrix(GgmlType::Q8_0, 37, k, rng);
+  const std::vector<Case> cases = {
+      {{{GgmlType::Q5_0, q5_0.data(), 37}}, 5, false, 384.0 / 576.0},
+      {{{GgmlType::Q5_1, q5_1.data(), 37}}, 5, false, 384.0 / 576.0},
+      {{{GgmlType::Q5_K, q5_k.data(), 37}}, 5, false, 384.0 / 576.0},
+      {{{GgmlType::Q5_0, mixed_q5.data(), 20}, {GgmlType::Q4_0, mixed_q4.data(), 17}}, 5, false, 384.0 / 576.0},
+      {{{GgmlType::Q8_0, q8_0.data(), 37}}, 8, true, 544.0 / 576.0},
+  };
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const Case& c : cases) {
+    const int cols = c.parts[0].type == GgmlType::Q5_K ? 256 : k;
+    const PackedMatrix bytes = pack_matrices(c.parts, cols, PackLayout::bytes);
+    const PackedMatrix compact = pack_matrices(c.parts, cols, PackLayout::compact);
+    const std::string name = ggml_type_info(c.parts[0].type).name;
+    ASSERT_EQ(compact.bits, c.bits) << name;
+    ASSERT_EQ(compact.implied_min, c.implied_min) << name;
+    ASSERT_DOUBLE_EQ(static_cast<double>(compact.data.size()) / bytes.data.size(), c.bytes_ratio) << name;
+    ASSERT_EQ(compact.group_max_u, bytes.group_max_u) << name;
+    for (int r = 0; r < bytes.rows; ++r) {
+      for (int col = 0; col < cols; ++col) {
+        ASSERT_EQ(packed_weight(compact, r, col), packed_weight(bytes, r, col)) << name << " row " << r << " col " << col;
+      }
+    }
+    for (Isa isa : {Isa::scalar, Isa::avx2}) {
+      if (!isa_available(isa)) continue;
+      for (int m : {1, 3, 13, 70}) {  // decode, a partial tile, tiles and a remainder, two token chunks
+        std::vector<float> x(static_cast<std::size_t>(m) * cols);
+        for (auto& v : x) v = normal(rng);
+        QuantizedRows xq;
+        quantize_rows(x.data(), m, cols, cols, xq);
+        std::vector<float> want(static_cast<std::size_t>(m) * bytes.rows), got(want.size());
+        packed_matmul(bytes, xq, want.data(), bytes.rows, isa, m > 13);
+        packed_matmul(compact, xq, got.data(), bytes.rows, isa, m > 13);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(got[i], want[i]) << name << " " << to_string(isa) << ", " << m << " tokens, output " << i;
+        }
+      }
+    }
+  }
+}
+
+// A body that reads only the bytes layout refuses a compact matrix by name
+// rather than reading its planes as values.
+TEST(CompactLayout, BytesOnlyBodiesRefuseIt) {
+  std::mt19937 rng(5);
+  const auto data = random_matrix(GgmlType::Q5_0, 16, 64, rng);
+  const PackedMatrix compact = pack_matrix(GgmlType::Q5_0, data.data(), 16, 64, PackLayout::compact);
+  EXPECT_EQ(packed_layout_for(Isa::scalar), PackLayout::compact);
+  for (Isa isa : {Isa::avxvnni, Isa::avx512vnni}) {
+    if (!isa_available(isa) || packed_layout_for(isa) == PackLayout::compact) continue;
+    std::vector<float> x(64, 1.0f), y(16);
+    QuantizedRows xq;
+    quantize_rows(x.data(), 1, 64, 64, xq);
+    try {
+      packed_matmul(compact, xq, y.data(), 16, isa);
+      FAIL() << to_string(isa) << " multiplied a compact matrix";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("bytes layout"), std::string::npos) << e.what();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(PackedForms, MatmulTest,
                          ::testing::Values(GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F32));
 

@@ -114,7 +114,21 @@ TEST_P(OpsSimd, MatmulIsExactAtTheInt8Extremes) {
   ASSERT_TRUE(forms[2].narrow(0) && forms[2].narrow(1));
   ASSERT_FALSE(forms[2].narrow(2));
   ASSERT_EQ(forms[2].group_max_u[0], 31);
-  for (const PackedMatrix& w : forms) {
+  // The compact layout (packed_matrix.hpp) of the same extremes: 5-bit
+  // values as nibbles and fifth bits, joined in registers by the decode
+  // path (its int16 sums run two chunks), and Q8_0 with m = -128 d implied.
+  const PackedMatrix compact_forms[] = {pack_matrix(GgmlType::Q5_1, w5.data(), n, k, PackLayout::compact),
+                                        pack_matrix(GgmlType::Q8_0, w8_exact.data(), n - 32, k, PackLayout::compact)};
+  ASSERT_EQ(compact_forms[0].bits, 5);
+  ASSERT_EQ(compact_forms[0].group_max_u[0], 31);
+  ASSERT_TRUE(compact_forms[1].implied_min);
+  std::vector<const PackedMatrix*> checked;
+  for (const PackedMatrix& w : forms) checked.push_back(&w);
+  if (packed_layout_for(GetParam()) == PackLayout::compact) {
+    for (const PackedMatrix& w : compact_forms) checked.push_back(&w);
+  }
+  for (const PackedMatrix* form : checked) {
+    const PackedMatrix& w = *form;
     for (int m = 1; m <= 9; ++m) {
       std::vector<float> x(static_cast<std::size_t>(m) * k);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] = i % 5 == 0 || coin(rng) ? 3.0f : -3.0f;  // q = +-127

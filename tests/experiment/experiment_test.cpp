@@ -355,6 +355,26 @@ TEST_F(ExperimentFile, FilePrecisionIsACudaSettingInTheFingerprint) {
                "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks");
 }
 
+// kv_cache: bf16 stores the GPU's keys and values in bf16 (other numbers):
+// a device: cuda setting in the fingerprint; fp32, the default, leaves the
+// fingerprint as it was before the key (stored searches keep resuming).
+TEST_F(ExperimentFile, Bf16KvCacheIsACudaSettingInTheFingerprint) {
+  const std::string cuda = "  device: cuda\n";
+  const Experiment fp32 = load(edited("  device: cpu\n  threads: 2\n", cuda));
+  const Experiment fp32_named = load(edited("  device: cpu\n  threads: 2\n", cuda + "  kv_cache: fp32\n"));
+  const Experiment bf16 = load(edited("  device: cpu\n  threads: 2\n", cuda + "  kv_cache: bf16\n"));
+  EXPECT_EQ(fp32.backend.kv_cache, "fp32");
+  EXPECT_EQ(bf16.backend.kv_cache, "bf16");
+  EXPECT_FALSE(fp32.search_fingerprint()["backend"].contains("kv_cache"));
+  EXPECT_EQ(fp32_named.search_fingerprint(), fp32.search_fingerprint());
+  EXPECT_EQ(bf16.search_fingerprint()["backend"]["kv_cache"], "bf16");
+  EXPECT_NE(bf16.search_fingerprint(), fp32.search_fingerprint());
+  expect_error(edited("  device: cpu\n  threads: 2\n", cuda + "  kv_cache: fp16\n"), 7, 13, "backend.kv_cache",
+               "fp16");
+  expect_error(edited("  threads: 2\n", "  threads: 2\n  kv_cache: bf16\n"), 8, 13, "backend.kv_cache",
+               "bf16 applies to device: cuda only (the CPU engine's attention reads its keys and values in fp32)");
+}
+
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
   const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
   const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));

@@ -11,7 +11,7 @@
 namespace midtune::engine::batched {
 
 std::size_t default_batch_tokens(const Model& model, const Device& device) {
-  const std::size_t per_token = model.activation_bytes_per_token() + Sequence::cache_bytes(model.config(), 1);
+  const std::size_t per_token = model.activation_bytes_per_token() + Sequence::cache_bytes(model.config(), device, 1);
   return std::clamp<std::size_t>(device.free_bytes() / 4 / per_token, 256, 65536);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/engine/cuda/devices.hpp"
@@ -41,6 +42,7 @@ class CudaOps final : public DeviceOps {
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
     if (bf16_ != nullptr) release(bf16_);
+    if (float_ != nullptr) release(float_);
     if (weight_tile_ != nullptr) release(weight_tile_);
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
@@ -126,21 +128,37 @@ class CudaOps final : public DeviceOps {
                  const float* cos_sin, std::size_t head_table_stride) override {
     cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, stream_);
   }
-  // Decode steps and short calls take the one-block-per-query kernel; a
-  // prefill the cuBLAS body, whose products use the tensor cores (the kernel
-  // would re-read every key once per query).
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                       const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
                       float* last_row) override {
+    attend(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
+           key0_weight, last_row);
+  }
+  void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+                           std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
+                           float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                           float* key0_weight, float* last_row) override {
+    attend(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
+           key0_weight, last_row);
+  }
+  // Decode steps and short calls take the one-block-per-query kernel; a
+  // prefill the cuBLAS body, whose products use the tensor cores (the kernel
+  // would re-read every key once per query). Kv: the cache's element (float,
+  // or bf16 bits).
+  template <typename Kv>
+  void attend(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
+              int past, int heads, int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
+              float* out, std::size_t out_ld, float* key0_weight, float* last_row) {
     if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
       cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
                       out, out_ld, key0_weight, last_row, stream_);
       return;
     }
     const int group = heads / kv_heads;
-    const std::size_t least = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, group);
-    const std::size_t all = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, heads);
+    constexpr bool bf16 = std::is_same_v<Kv, std::uint16_t>;
+    const std::size_t least = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, group, bf16);
+    const std::size_t all = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, heads, bf16);
     // Every head at once where that stays under kScoresBytes, else whole GQA groups.
     const std::size_t wanted = std::max(least, std::min(all, kScoresBytes));
     grow(scores_, scores_capacity_, wanted);
@@ -160,7 +178,8 @@ class CudaOps final : public DeviceOps {
         throw std::invalid_argument("decode_attention (cuda): a cache of another layer shape");
       }
       const KvRows rows = rows_of(*s.kv);
-      entries_.push_back({rows.keys, rows.values, s.scales, s.row, s.tokens, s.past, s.kv->slots});
+      entries_.push_back(
+          {rows.keys, rows.values, s.scales, s.row, s.tokens, s.past, s.kv->slots, rows.form == KvForm::bf16});
     }
     cuda::decode_attention(entries_.data(), static_cast<int>(entries_.size()), b.qkv, b.qkv_ld, b.positions,
                            b.inverse_frequencies, b.rope_dims, b.pairing, b.heads, b.kv_heads, b.head_dim, b.window,
@@ -197,6 +216,12 @@ class CudaOps final : public DeviceOps {
   std::uint16_t* weight_scratch(std::size_t count) override {
     return static_cast<std::uint16_t*>(grow(weight_tile_, weight_tile_capacity_, count * sizeof(std::uint16_t)));
   }
+  void from_bf16(const std::uint16_t* x, std::size_t count, float* out) override {
+    cuda::from_bf16(x, count, out, stream_);
+  }
+  float* float_scratch(std::size_t count) override {
+    return static_cast<float*>(grow(float_, float_capacity_, count * sizeof(float)));
+  }
   std::uint16_t* bf16_scratch(std::size_t count) override {
     return static_cast<std::uint16_t*>(grow(bf16_, bf16_capacity_, count * sizeof(std::uint16_t)));
   }
@@ -221,6 +246,8 @@ class CudaOps final : public DeviceOps {
   void* scores_ = nullptr;  // the cuBLAS attention body's workspace
   void* bf16_ = nullptr;    // a product's input in bf16
   std::size_t bf16_capacity_ = 0;  // bytes
+  void* float_ = nullptr;  // rows on their way into a bf16 KV cache
+  std::size_t float_capacity_ = 0;  // bytes
   void* weight_tile_ = nullptr;  // a `file` product's weights in bf16
   std::size_t weight_tile_capacity_ = 0;  // bytes
   std::size_t scores_capacity_ = 0;  // bytes

@@ -30,13 +30,26 @@ struct Fp32Embedding final : DeviceEmbedding {
 };
 
 struct RowMajorKv final : LayerKv {
-  RowMajorKv(Device& device, int capacity, int slots, int kv_heads, int head_dim)
+  RowMajorKv(Device& device, KvForm form, int capacity, int slots, int kv_heads, int head_dim)
       : LayerKv(capacity, slots, kv_heads, head_dim),
-        keys(device, static_cast<std::size_t>(capacity) * slots * head_dim),
-        values(device, static_cast<std::size_t>(capacity) * slots * head_dim) {}
+        form(form),
+        keys(device, bytes_of(form, capacity, slots, head_dim)),
+        values(device, bytes_of(form, capacity, slots, head_dim)) {}
+  static std::size_t bytes_of(KvForm form, int capacity, int slots, int head_dim) {
+    return static_cast<std::size_t>(capacity) * slots * head_dim * (form == KvForm::bf16 ? 2 : sizeof(float));
+  }
   std::size_t ld() const { return static_cast<std::size_t>(slots) * head_dim; }
-  DeviceBuffer<float> keys;    // [capacity][slots * head_dim], rotated
-  DeviceBuffer<float> values;  // [capacity][slots * head_dim]
+  template <typename T>
+  T* keys_as() const {
+    return reinterpret_cast<T*>(keys.data());
+  }
+  template <typename T>
+  T* values_as() const {
+    return reinterpret_cast<T*>(values.data());
+  }
+  const KvForm form;
+  DeviceBuffer<std::byte> keys;    // [capacity][slots * head_dim], rotated; float or bf16 bits by `form`
+  DeviceBuffer<std::byte> values;  // [capacity][slots * head_dim]
 };
 
 }  // namespace
@@ -91,7 +104,9 @@ struct FileMatrix final : DeviceMatrix {
 }  // namespace
 
 std::string DeviceOps::precision() const {
-  return weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16";
+  std::string products = weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16";
+  if (kv_form_ == KvForm::bf16) products += ", bf16 KV cache";
+  return products;
 }
 
 bool DeviceOps::keeps_blocks(GgmlType type) {
@@ -234,11 +249,11 @@ void DeviceOps::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, 
 
 DeviceOps::KvRows DeviceOps::rows_of(const LayerKv& layer_kv) {
   const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
-  return {kv.keys.data(), kv.values.data()};
+  return {kv.keys.data(), kv.values.data(), kv.form};
 }
 
 std::unique_ptr<LayerKv> DeviceOps::make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) {
-  return std::make_unique<RowMajorKv>(*this, capacity, slots, kv_heads, head_dim);
+  return std::make_unique<RowMajorKv>(*this, kv_form_, capacity, slots, kv_heads, head_dim);
 }
 
 // `tokens` rows of KV-head columns (rows `ld` apart) into the cache rows
@@ -258,32 +273,61 @@ void DeviceOps::copy_to_slots(const LayerKv& kv, float* cache, int start, const 
   }
 }
 
+// A bf16 cache takes its rows as the fp32 cache would hold them (keys
+// rotated in fp32), staged in fp32 and rounded once into place.
 void DeviceOps::cache_keys(LayerKv& layer_kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
                            RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) {
   auto& kv = static_cast<RowMajorKv&>(layer_kv);
-  copy_to_slots(kv, kv.keys.data(), start, keys, ld, tokens);
-  rope_rows(kv.keys.data() + static_cast<std::size_t>(start) * kv.ld(), kv.ld(), tokens, kv.slots, kv.head_dim,
-            rope_dims, pairing, cos_sin, slot_table_stride);
+  const std::size_t first = static_cast<std::size_t>(start) * kv.ld();
+  if (kv.form == KvForm::fp32) {
+    copy_to_slots(kv, kv.keys_as<float>(), start, keys, ld, tokens);
+    rope_rows(kv.keys_as<float>() + first, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin,
+              slot_table_stride);
+    return;
+  }
+  const std::size_t count = static_cast<std::size_t>(tokens) * kv.ld();
+  float* staged = float_scratch(count);
+  copy_to_slots(kv, staged, 0, keys, ld, tokens);
+  rope_rows(staged, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin, slot_table_stride);
+  to_bf16(staged, count, kv.keys_as<std::uint16_t>() + first);
 }
 
 void DeviceOps::cache_values(LayerKv& layer_kv, int start, const float* values, std::size_t ld, int tokens) {
   auto& kv = static_cast<RowMajorKv&>(layer_kv);
-  copy_to_slots(kv, kv.values.data(), start, values, ld, tokens);
+  if (kv.form == KvForm::fp32) {
+    copy_to_slots(kv, kv.values_as<float>(), start, values, ld, tokens);
+    return;
+  }
+  const std::size_t count = static_cast<std::size_t>(tokens) * kv.ld();
+  float* staged = float_scratch(count);
+  copy_to_slots(kv, staged, 0, values, ld, tokens);
+  to_bf16(staged, count, kv.values_as<std::uint16_t>() + static_cast<std::size_t>(start) * kv.ld());
 }
 
 void DeviceOps::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
                           int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
                           float* key0_weight, float* last_row) {
   const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
-  attention_rows(q, q_ld, kv.keys.data(), kv.values.data(), kv.ld(), tokens, past, heads, kv.slots, kv.head_dim,
-                 window, scale, shaping, out, out_ld, key0_weight, last_row);
+  if (kv.form == KvForm::bf16) {
+    attention_rows_bf16(q, q_ld, kv.keys_as<std::uint16_t>(), kv.values_as<std::uint16_t>(), kv.ld(), tokens, past,
+                        heads, kv.slots, kv.head_dim, window, scale, shaping, out, out_ld, key0_weight, last_row);
+    return;
+  }
+  attention_rows(q, q_ld, kv.keys_as<float>(), kv.values_as<float>(), kv.ld(), tokens, past, heads, kv.slots,
+                 kv.head_dim, window, scale, shaping, out, out_ld, key0_weight, last_row);
 }
 
+// Only value row 0 is read: from a bf16 cache, widened first.
 void DeviceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& layer_kv,
                                     const float* key0_weight, const float* factors) {
   const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
-  add_key0_correction_rows(out, out_ld, tokens, heads, kv.slots, kv.head_dim, key0_weight, factors, kv.values.data(),
-                           kv.ld());
+  const float* values = kv.values_as<float>();
+  if (kv.form == KvForm::bf16) {
+    float* row0 = float_scratch(kv.ld());
+    from_bf16(kv.values_as<std::uint16_t>(), kv.ld(), row0);
+    values = row0;
+  }
+  add_key0_correction_rows(out, out_ld, tokens, heads, kv.slots, kv.head_dim, key0_weight, factors, values, kv.ld());
 }
 
 }  // namespace midtune::engine::batched

@@ -1,5 +1,5 @@
 // The GPU family of devices: a Device (../device.hpp) whose products take
-// bf16 weights and whose KV cache is row-major fp32, built from a few
+// bf16 weights and whose KV cache is row-major fp32 or bf16, built from a few
 // pointer-level kernels each body implements: CudaOps (cuda_ops_device.cpp)
 // runs them on an NVIDIA GPU through the kernels of
 // backends/engine/ops/*_cuda.cu and cuBLAS; ReferenceOps (reference_ops.cpp)
@@ -19,9 +19,13 @@
 // the tile: matmul_blocks multiplies straight from the blocks, with the same
 // bf16 weights and activations and fp32 sums (ops/block_gemv.hpp).
 //
-// KV cache: per layer, keys (already rotated) and values in fp32,
-// row-major [position][slot x head_dim]; in a layer with per-head slots the
-// values are repeated per head.
+// KV cache: per layer, keys (already rotated) and values, row-major
+// [position][slot x head_dim]; in a layer with per-head slots the values are
+// repeated per head. KvForm `fp32` keeps them in fp32; `bf16` keeps each one
+// rounded to bf16 (bf16_bits of the fp32 value the fp32 cache holds: keys
+// rotated in fp32 first), half the bytes, and attention widens them back
+// exactly and computes in fp32 as over the fp32 cache: the two differ only by
+// that one rounding of each cached element.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +39,7 @@
 namespace midtune::engine::batched {
 
 enum class WeightForm { bf16, file };
+enum class KvForm { fp32, bf16 };
 
 class DeviceOps : public Device {
  public:
@@ -60,9 +65,16 @@ class DeviceOps : public Device {
   static constexpr int kBlockGemvRows = 32;
   void set_block_gemv_rows(int rows) { block_gemv_rows_ = rows; }  // 0: always the tile
   int block_gemv_rows() const { return block_gemv_rows_; }
+  // The form of the caches made from now on (a cache keeps the form it was
+  // made in).
+  void set_kv_form(KvForm form) { kv_form_ = form; }
+  KvForm kv_form() const { return kv_form_; }
+  std::size_t kv_value_bytes() const override { return kv_form_ == KvForm::bf16 ? 2 : sizeof(float); }
   // What the products compute in, stored in the model identity of results
   // run on this device: "bf16", or "bf16 from file blocks" (its own
-  // identity until the two are measured equal on the GPU).
+  // identity until the two are measured equal on the GPU), followed by
+  // ", bf16 KV cache" with that cache (other numbers; the fp32 cache adds
+  // nothing, so identities stored before the choice stay as they are).
   std::string precision() const;
   // The block types a `file` matrix keeps as they are on the device (the
   // float types are stored as bf16; any other type is widened to bf16 at
@@ -100,6 +112,18 @@ class DeviceOps : public Device {
                               std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
                               int window, float scale, const ScoreShaping& shaping, float* out,
                               std::size_t out_ld, float* key0_weight, float* last_row) = 0;
+  // attention_rows over a bf16 cache: keys and values are bf16 bits, each
+  // read as its exact fp32 value (elementwise::bf16_value), the rest as
+  // attention_rows computes it.
+  virtual void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys,
+                                   const std::uint16_t* values, std::size_t kv_ld, int tokens, int past, int heads,
+                                   int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
+                                   float* out, std::size_t out_ld, float* key0_weight, float* last_row) = 0;
+  // out[i] = elementwise::bf16_value(x[i]) for i < count (exact).
+  virtual void from_bf16(const std::uint16_t* x, std::size_t count, float* out) = 0;
+  // `count` floats of device memory for rows on their way into a bf16
+  // cache, the body's own (valid until the next call).
+  virtual float* float_scratch(std::size_t count) = 0;
   // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h][t] * values[0][h / (heads / kv_heads)]
   // for t < tokens (factors and key0_weight hold `tokens` entries per head).
   virtual void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,
@@ -124,15 +148,18 @@ class DeviceOps : public Device {
   virtual std::uint16_t* weight_scratch(std::size_t count) = 0;
 
  protected:
-  // The row-major keys and values of a cache this family made.
+  // The row-major keys and values of a cache this family made: floats, or
+  // bf16 bits where `form` is bf16.
   struct KvRows {
-    float* keys;
-    float* values;
+    void* keys;
+    void* values;
+    KvForm form;
   };
   static KvRows rows_of(const LayerKv& kv);
 
  private:
   WeightForm weight_form_ = WeightForm::bf16;
+  KvForm kv_form_ = KvForm::fp32;
   // 2^26 bf16 values (128 MiB): a 7B model's largest matrix (the output,
   // 32000 x 4096) in two tiles, a 70B's gate|up (57344 x 8192) in seven.
   std::size_t weight_tile_elements_ = std::size_t{1} << 26;

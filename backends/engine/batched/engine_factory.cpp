@@ -11,6 +11,9 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
   if (options.precision != "native" && options.precision != "fp32" && options.precision != "file") {
     throw std::invalid_argument("backend.precision: '" + options.precision + "' is not one of native, fp32, file");
   }
+  if (options.kv_cache != "fp32" && options.kv_cache != "bf16") {
+    throw std::invalid_argument("backend.kv_cache: '" + options.kv_cache + "' is not one of fp32, bf16");
+  }
   require_device(options.device);
   if (options.device == "cuda") {
     if (options.precision == "fp32") {
@@ -20,12 +23,18 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     batched_options.batch_tokens = options.batch_tokens;
     auto device = batched::make_cuda_ops(options.gpu);
     device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
+    device->set_kv_form(options.kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
     return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
   }
   if (options.precision == "file") {
     throw std::invalid_argument(
         "backend.precision: 'file' is a device: cuda setting; the CPU engine always multiplies the file's own "
         "blocks (precision: native)");
+  }
+  if (options.kv_cache == "bf16") {
+    throw std::invalid_argument(
+        "backend.kv_cache: 'bf16' is a device: cuda setting; the CPU engine's attention reads its keys and values "
+        "in fp32 (kv_cache: fp32)");
   }
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;

@@ -24,6 +24,9 @@ struct EngineDeviceOptions {
   // EngineOptions::fp32) or file (cuda: weights kept in their GGUF blocks,
   // batched::WeightForm::file).
   std::string precision = "native";
+  // backend.kv_cache: fp32, or bf16 (cuda: keys and values stored in bf16,
+  // half the memory, batched::KvForm::bf16; another model identity).
+  std::string kv_cache = "fp32";
 };
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);

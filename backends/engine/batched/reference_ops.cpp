@@ -24,16 +24,7 @@
 
 namespace midtune::engine::batched {
 
-namespace {
-
-float bf16_value(std::uint16_t bits) {
-  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-}  // namespace
+using elementwise::bf16_value;
 
 void ReferenceOps::embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,
                          float* out) {
@@ -198,6 +189,30 @@ void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float*
       }
     }
   }
+}
+
+// The cache's rows widened (exactly), then attention_rows' arithmetic: the
+// CUDA kernels read each bf16 element as this float.
+void ReferenceOps::attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys,
+                                       const std::uint16_t* values, std::size_t kv_ld, int tokens, int past,
+                                       int heads, int kv_heads, int head_dim, int window, float scale,
+                                       const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                                       float* key0_weight, float* last_row) {
+  const std::size_t count = static_cast<std::size_t>(past + tokens) * kv_ld;
+  std::vector<float> wide_keys(count), wide_values(count);
+  from_bf16(keys, count, wide_keys.data());
+  from_bf16(values, count, wide_values.data());
+  attention_rows(q, q_ld, wide_keys.data(), wide_values.data(), kv_ld, tokens, past, heads, kv_heads, head_dim, window,
+                 scale, shaping, out, out_ld, key0_weight, last_row);
+}
+
+void ReferenceOps::from_bf16(const std::uint16_t* x, std::size_t count, float* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = bf16_value(x[i]);
+}
+
+float* ReferenceOps::float_scratch(std::size_t count) {
+  if (float_scratch_.size() < count) float_scratch_.resize(count);
+  return float_scratch_.data();
 }
 
 void ReferenceOps::add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads,

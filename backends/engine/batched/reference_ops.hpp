@@ -41,6 +41,12 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                       const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
                       float* last_row) override;
+  void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+                           std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
+                           float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                           float* key0_weight, float* last_row) override;
+  void from_bf16(const std::uint16_t* x, std::size_t count, float* out) override;
+  float* float_scratch(std::size_t count) override;
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                                 const float* key0_weight, const float* factors, const float* values,
                                 std::size_t kv_ld) override;
@@ -60,6 +66,7 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
 
  private:
   std::vector<std::uint16_t> bf16_scratch_, weight_scratch_;
+  std::vector<float> float_scratch_;
 };
 
 }  // namespace midtune::engine::batched

@@ -19,6 +19,7 @@
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/geglu.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
@@ -101,7 +102,7 @@ std::string CpuDevice::name() const { return std::string("cpu (") + to_string(is
 
 std::unique_ptr<DeviceMatrix> CpuDevice::load_matrix(const std::vector<MatrixPart>& parts, int cols) {
   auto matrix = std::make_unique<CpuMatrix>();
-  matrix->weights = WeightMatrix::from_parts(parts, cols, fp32_weights_);
+  matrix->weights = WeightMatrix::from_parts(parts, cols, fp32_weights_, packed_layout_for(isa_));
   return matrix;
 }
 

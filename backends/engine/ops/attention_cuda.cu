@@ -11,7 +11,8 @@
 // float rounding. decode_attention runs the same kernel for every sequence
 // of a decode step at once (the sequence in the grid), after one kernel that
 // caches and rotates every sequence's rows: two launches a layer instead of
-// five per sequence.
+// five per sequence. Every kernel is templated over the cache's element
+// (kv_element.cuh: fp32, or bf16 read back exactly); the arithmetic is fp32.
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/cuda_reduce.cuh"
+#include "backends/engine/ops/kv_element.cuh"
 
 namespace midtune::engine::cuda {
 
@@ -39,8 +41,9 @@ __device__ float warp_sum(float value) {
 
 // Query t, head h of a call (the whole thread block): the body of both
 // attention kernels below.
-__device__ __forceinline__ void attend_query(int t, int h, const float* q, std::size_t q_ld, const float* keys,
-                                             const float* values, std::size_t kv_ld, int tokens, int past, int heads,
+template <typename Kv>
+__device__ __forceinline__ void attend_query(int t, int h, const float* q, std::size_t q_ld, const Kv* keys,
+                                             const Kv* values, std::size_t kv_ld, int tokens, int past, int heads,
                                              int group, int head_dim, int window, float scale,
                                              const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
                                              float* key0_weight, float* last_row) {
@@ -56,8 +59,8 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
   __syncthreads();
 
-  const float* key_base = keys + static_cast<std::size_t>(kv_head) * head_dim;
-  const float* value_base = values + static_cast<std::size_t>(kv_head) * head_dim;
+  const Kv* key_base = keys + static_cast<std::size_t>(kv_head) * head_dim;
+  const Kv* value_base = values + static_cast<std::size_t>(kv_head) * head_dim;
   float running_max = -FLT_MAX, running_sum = 0.0f;
   float accumulated[kDimsPerLane] = {};  // this warp's keys, dimensions lane + 32 k
   float score0 = 0.0f;
@@ -65,9 +68,9 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   for (int chunk = first; chunk < limit; chunk += kKeyChunk) {
     const int n = min(kKeyChunk, limit - chunk);
     for (int j = warp; j < n; j += kWarps) {
-      const float* key = key_base + static_cast<std::size_t>(chunk + j) * kv_ld;
+      const Kv* key = key_base + static_cast<std::size_t>(chunk + j) * kv_ld;
       float dot = 0.0f;
-      for (int d = lane; d < head_dim; d += kWarpSize) dot += query[d] * key[d];
+      for (int d = lane; d < head_dim; d += kWarpSize) dot += query[d] * kv_load(key + d);
       dot = warp_sum(dot);
       if (lane == 0) {
         const float score = scale * dot;
@@ -93,10 +96,10 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
     for (int k = 0; k < kDimsPerLane; ++k) accumulated[k] *= rescale;
     for (int j = warp; j < n; j += kWarps) {
       const float w = weights[j];
-      const float* value = value_base + static_cast<std::size_t>(chunk + j) * kv_ld;
+      const Kv* value = value_base + static_cast<std::size_t>(chunk + j) * kv_ld;
       for (int k = 0; k < kDimsPerLane; ++k) {
         const int d = lane + k * kWarpSize;
-        if (d < head_dim) accumulated[k] += w * value[d];
+        if (d < head_dim) accumulated[k] += w * kv_load(value + d);
       }
     }
     running_max = new_max;
@@ -123,7 +126,8 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   }
 }
 
-__global__ void attention_kernel(const float* q, std::size_t q_ld, const float* keys, const float* values,
+template <typename Kv>
+__global__ void attention_kernel(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values,
                                  std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
                                  int window, float scale, elementwise::ScoreShaping shaping, float* out,
                                  std::size_t out_ld, float* key0_weight, float* last_row) {
@@ -143,7 +147,8 @@ struct DecodeTable {
 // A head's work is its rotated pairs, then its dimensions past rope_dims
 // (copied). The angles at the sequence's first head's scale are computed once
 // per block; a head at another scale (Ms-PoE, per-head slots) computes its
-// own, with the same function.
+// own, with the same function. Cached keys and values are stored as Kv.
+template <typename Kv>
 __global__ void decode_cache_kernel(const __grid_constant__ DecodeTable table, const float* qkv, std::size_t qkv_ld,
                                     const double* positions, const double* inverse_frequencies, int pairs,
                                     bool halves, int heads, int kv_heads, int head_dim, float* q_rot,
@@ -168,21 +173,29 @@ __global__ void decode_cache_kernel(const __grid_constant__ DecodeTable table, c
   for (int u = threadIdx.x; u < (heads + e.slots) * units; u += blockDim.x) {
     const int head = u / units, k = u % units;
     const float* in;
-    float* to;
+    float* query_to = nullptr;  // a query head's row of q_rot, else
+    Kv* key_to = nullptr;       // a key slot's row of the cache
     int scale_head;
     if (head < heads) {
       in = src + static_cast<std::size_t>(head) * head_dim;
-      to = q_rot + static_cast<std::size_t>(row) * q_rot_ld + static_cast<std::size_t>(head) * head_dim;
+      query_to = q_rot + static_cast<std::size_t>(row) * q_rot_ld + static_cast<std::size_t>(head) * head_dim;
       scale_head = head;
     } else {
       const int slot = head - heads;
       in = key_src + static_cast<std::size_t>(per_head ? slot / group : slot) * head_dim;
-      to = e.keys + cache_row + static_cast<std::size_t>(slot) * head_dim;
+      key_to = static_cast<Kv*>(e.keys) + cache_row + static_cast<std::size_t>(slot) * head_dim;
       scale_head = per_head ? slot : slot * group;
     }
+    const auto put = [&](int d, float value) {
+      if (query_to != nullptr) {
+        query_to[d] = value;
+      } else {
+        kv_store(key_to + d, value);
+      }
+    };
     if (k >= pairs) {
       const int d = rope_dims + (k - pairs);
-      to[d] = in[d];
+      put(d, in[d]);
       continue;
     }
     const float head_scale = e.scales[scale_head];
@@ -190,33 +203,38 @@ __global__ void decode_cache_kernel(const __grid_constant__ DecodeTable table, c
     if (head_scale != first_scale) elementwise::rope_cos_sin(position, head_scale, inverse_frequencies[k], &c, &s);
     // adjacent (ggml NORM): (2i, 2i+1); halves (ggml NEOX): (i, i + rope_dims/2).
     const int first = halves ? k : 2 * k, second = halves ? k + pairs : 2 * k + 1;
-    elementwise::rope_rotate_pair(in[first], in[second], c, s, &to[first], &to[second]);
+    float x0, x1;
+    elementwise::rope_rotate_pair(in[first], in[second], c, s, &x0, &x1);
+    put(first, x0);
+    put(second, x1);
   }
   for (int i = threadIdx.x; i < e.slots * head_dim; i += blockDim.x) {
     const int slot = i / head_dim, d = i % head_dim;
-    e.values[cache_row + i] = value_src[static_cast<std::size_t>(per_head ? slot / group : slot) * head_dim + d];
+    kv_store(static_cast<Kv*>(e.values) + cache_row + i,
+             value_src[static_cast<std::size_t>(per_head ? slot / group : slot) * head_dim + d]);
   }
 }
 
 // attention_kernel with the sequence in blockIdx.z: one block per (token,
 // head, sequence), blocks past a sequence's tokens return at once.
+template <typename Kv>
 __global__ void decode_attention_kernel(const __grid_constant__ DecodeTable table, int heads, int head_dim,
                                         int window, float scale, elementwise::ScoreShaping shaping,
                                         const float* q_rot, std::size_t q_rot_ld, float* out, std::size_t out_ld) {
   const DecodeEntry& e = table.entries[blockIdx.z];
   const int t = blockIdx.x;
   if (t >= e.tokens) return;
-  attend_query(t, blockIdx.y, q_rot + static_cast<std::size_t>(e.row) * q_rot_ld, q_rot_ld, e.keys, e.values,
+  attend_query(t, blockIdx.y, q_rot + static_cast<std::size_t>(e.row) * q_rot_ld, q_rot_ld,
+               static_cast<const Kv*>(e.keys), static_cast<const Kv*>(e.values),
                static_cast<std::size_t>(e.slots) * head_dim, e.tokens, e.past, heads, heads / e.slots, head_dim,
                window, scale, shaping, out + static_cast<std::size_t>(e.row) * out_ld, out_ld, nullptr, nullptr);
 }
 
-}  // namespace
-
-void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-               float* last_row, void* stream) {
+template <typename Kv>
+void launch_attention(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld,
+                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+                      const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+                      float* last_row, void* stream) {
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("attention (cuda): " + why + " (tokens " + std::to_string(tokens) + ", past " +
                                 std::to_string(past) + ", heads " + std::to_string(heads) + "/" +
@@ -231,10 +249,45 @@ void attention(const float* q, std::size_t q_ld, const float* keys, const float*
   }
   if (tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
-  attention_kernel<<<grid, kAttentionThreads, 0, as_stream(stream)>>>(q, q_ld, keys, values, kv_ld, tokens, past,
+  attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(q, q_ld, keys, values, kv_ld, tokens, past,
                                                                      heads, heads / kv_heads, head_dim, window, scale,
                                                                      shaping, out, out_ld, key0_weight, last_row);
   check_launch("attention");
+}
+
+template <typename Kv>
+void launch_decode(const DecodeTable& table, int n, int longest, const float* qkv, std::size_t qkv_ld,
+                   const double* positions, const double* inverse_frequencies, int rope_dims, RopePairing pairing,
+                   int heads, int kv_heads, int head_dim, int window, float scale,
+                   const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
+                   std::size_t out_ld, void* stream) {
+  decode_cache_kernel<Kv><<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(longest)), kAttentionThreads, 0,
+                            as_stream(stream)>>>(table, qkv, qkv_ld, positions, inverse_frequencies, rope_dims / 2,
+                                                 pairing == RopePairing::halves, heads, kv_heads, head_dim, q_rot,
+                                                 q_rot_ld);
+  check_launch("decode cache");
+  const dim3 grid(static_cast<unsigned>(longest), static_cast<unsigned>(heads), static_cast<unsigned>(n));
+  decode_attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(table, heads, head_dim, window, scale,
+                                                                                shaping, q_rot, q_rot_ld, out, out_ld);
+  check_launch("decode attention");
+}
+
+}  // namespace
+
+void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
+               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+               float* last_row, void* stream) {
+  launch_attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out,
+                   out_ld, key0_weight, last_row, stream);
+}
+
+void attention(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+               std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
+               float* last_row, void* stream) {
+  launch_attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out,
+                   out_ld, key0_weight, last_row, stream);
 }
 
 
@@ -261,6 +314,7 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
     const DecodeEntry& e = entries[i];
     if (e.tokens < 0 || e.past < 0 || e.row < 0) fail("sequence " + std::to_string(i) + ": negative count");
     if (e.slots != kv_heads && e.slots != heads) fail("sequence " + std::to_string(i) + ": slots neither KV heads nor heads");
+    if (e.bf16 != entries[0].bf16) fail("sequence " + std::to_string(i) + ": a cache of another form (fp32, bf16)");
   }
   for (int first = 0; first < count; first += kDecodeEntries) {
     DecodeTable table{};
@@ -271,15 +325,9 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
       longest = std::max(longest, table.entries[i].tokens);
     }
     if (longest == 0) continue;
-    decode_cache_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(longest)), kAttentionThreads, 0,
-                          as_stream(stream)>>>(table, qkv, qkv_ld, positions, inverse_frequencies, rope_dims / 2,
-                                               pairing == RopePairing::halves, heads, kv_heads, head_dim, q_rot,
-                                               q_rot_ld);
-    check_launch("decode cache");
-    const dim3 grid(static_cast<unsigned>(longest), static_cast<unsigned>(heads), static_cast<unsigned>(n));
-    decode_attention_kernel<<<grid, kAttentionThreads, 0, as_stream(stream)>>>(table, heads, head_dim, window, scale,
-                                                                              shaping, q_rot, q_rot_ld, out, out_ld);
-    check_launch("decode attention");
+    (entries[0].bf16 ? launch_decode<std::uint16_t> : launch_decode<float>)(
+        table, n, longest, qkv, qkv_ld, positions, inverse_frequencies, rope_dims, pairing, heads, kv_heads, head_dim,
+        window, scale, shaping, q_rot, q_rot_ld, out, out_ld, stream);
   }
 }
 

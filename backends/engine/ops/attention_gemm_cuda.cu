@@ -11,17 +11,22 @@
 // batched over the KV heads (one cuBLAS call per query head of a GQA group,
 // not one per head: launches dominated short prompts). As many heads go at
 // once as the workspace holds. Query head h reads KV head
-// h / (heads / kv_heads).
+// h / (heads / kv_heads). Over a bf16 cache the keys are widened to fp32
+// into the workspace (exact) for the same TF32 product, and the values go
+// from bf16 to fp16 (exact in fp16's range): the numbers of the fp32 body
+// over the widened cache.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/cuda_reduce.cuh"
+#include "backends/engine/ops/kv_element.cuh"
 
 namespace midtune::engine::cuda {
 
@@ -37,12 +42,19 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 // out[r][i] = values[r][i] in fp16 for i < width. Beyond fp16's range a value
 // saturates at +-65504 instead of becoming infinite (values are projections
 // of a normalised row: never seen that large); NaN stays NaN.
-__global__ void values_to_half_kernel(const float* values, std::size_t ld, int width, std::size_t count,
-                                      __half* out) {
+template <typename Kv>
+__global__ void values_to_half_kernel(const Kv* values, std::size_t ld, int width, std::size_t count, __half* out) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
-  const float v = values[i / width * ld + i % width];
+  const float v = kv_load(values + i / width * ld + i % width);
   out[i] = __float2half_rn(isnan(v) ? v : fminf(fmaxf(v, -65504.0f), 65504.0f));
+}
+
+// out[r][i] = keys[r][i] as floats (a bf16 cache's keys for the TF32 product).
+__global__ void keys_to_float_kernel(const std::uint16_t* keys, std::size_t ld, int width, std::size_t count,
+                                     float* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = kv_load(keys + i / width * ld + i % width);
 }
 
 // One block per (query t0 + blockIdx.x, head h0 + blockIdx.y): the row of
@@ -80,21 +92,13 @@ __global__ void masked_softmax_kernel(float* scores, __half* probs, int block_to
   }
 }
 
-}  // namespace
-
-std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once) {
-  const std::size_t keys = static_cast<std::size_t>(past) + tokens;
-  const std::size_t values = aligned(keys * kv_heads * head_dim * sizeof(__half));
-  const std::size_t per_head = static_cast<std::size_t>(std::min(tokens, kQueryBlock)) * keys;
-  // + kAlign: the padding that starts the weights on a boundary after the scores.
-  return values + per_head * heads_at_once * (sizeof(float) + sizeof(__half)) + kAlign;
-}
-
-void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
-                    const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
-                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
-                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
-                    std::size_t workspace_bytes, void* stream) {
+template <typename Kv>
+void attention_gemm_body(const CublasContext& cublas, const float* q, std::size_t q_ld, const Kv* cached_keys,
+                         const Kv* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
+                         int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                         std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                         std::size_t workspace_bytes, void* stream) {
+  constexpr bool bf16_cache = std::is_same_v<Kv, std::uint16_t>;
   if (tokens < 0 || past < 0 || window < 0 || head_dim <= 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 ||
       q_ld < static_cast<std::size_t>(heads) * head_dim || out_ld < static_cast<std::size_t>(heads) * head_dim ||
       kv_ld < static_cast<std::size_t>(kv_heads) * head_dim) {
@@ -104,7 +108,7 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
   }
   if (tokens == 0) return;
   const int group = heads / kv_heads;
-  const std::size_t least = attention_gemm_workspace(tokens, past, kv_heads, head_dim, group);
+  const std::size_t least = attention_gemm_workspace(tokens, past, kv_heads, head_dim, group, bf16_cache);
   if (workspace_bytes < least) {
     throw std::invalid_argument("attention (cuda, cuBLAS): a workspace of " + std::to_string(workspace_bytes) +
                                 " bytes, a GQA group needs " + std::to_string(least));
@@ -120,8 +124,24 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
   values_to_half_kernel<<<blocks_for(value_count), kThreadsPerBlock, 0, as_stream(stream)>>>(
       values, kv_ld, kv_width, value_count, values_half);
   check_launch("attention values to fp16");
-  char* const scratch = static_cast<char*>(workspace) + aligned(value_count * sizeof(__half));
-  const std::size_t scratch_bytes = workspace_bytes - aligned(value_count * sizeof(__half));
+  std::size_t used = aligned(value_count * sizeof(__half));
+  // The keys the scores' product reads: the cache's own, or widened from bf16.
+  const float* keys;
+  std::size_t keys_ld;
+  if constexpr (bf16_cache) {
+    auto* wide = reinterpret_cast<float*>(static_cast<char*>(workspace) + used);
+    keys_to_float_kernel<<<blocks_for(value_count), kThreadsPerBlock, 0, as_stream(stream)>>>(
+        cached_keys, kv_ld, kv_width, value_count, wide);
+    check_launch("attention keys to fp32");
+    used += aligned(value_count * sizeof(float));
+    keys = wide;
+    keys_ld = static_cast<std::size_t>(kv_width);
+  } else {
+    keys = cached_keys;
+    keys_ld = kv_ld;
+  }
+  char* const scratch = static_cast<char*>(workspace) + used;
+  const std::size_t scratch_bytes = workspace_bytes - used;
 
   for (int t0 = 0; t0 < tokens; t0 += kQueryBlock) {
     const int block_tokens = std::min(kQueryBlock, tokens - t0);
@@ -148,7 +168,7 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
         check_cublas(
             cublasGemmStridedBatchedEx(
                 handle, CUBLAS_OP_T, CUBLAS_OP_N, row_keys, block_tokens, hd, &scale,
-                keys + static_cast<std::size_t>(g0) * hd, CUDA_R_32F, static_cast<int>(kv_ld), hd,
+                keys + static_cast<std::size_t>(g0) * hd, CUDA_R_32F, static_cast<int>(keys_ld), hd,
                 q + static_cast<std::size_t>(t0) * q_ld + (static_cast<std::size_t>(g0) * group + i) * hd, CUDA_R_32F,
                 static_cast<int>(q_ld), static_cast<long long>(group) * hd, &zero, scores + i * per_head, CUDA_R_32F,
                 row_keys, static_cast<long long>(group * per_head), kv_count, CUBLAS_COMPUTE_32F_FAST_TF32,
@@ -174,6 +194,36 @@ void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_l
       }
     }
   }
+}
+
+}  // namespace
+
+std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once,
+                                     bool bf16_cache) {
+  const std::size_t keys = static_cast<std::size_t>(past) + tokens;
+  const std::size_t values = aligned(keys * kv_heads * head_dim * sizeof(__half));
+  const std::size_t wide_keys = bf16_cache ? aligned(keys * kv_heads * head_dim * sizeof(float)) : 0;
+  const std::size_t per_head = static_cast<std::size_t>(std::min(tokens, kQueryBlock)) * keys;
+  // + kAlign: the padding that starts the weights on a boundary after the scores.
+  return values + wide_keys + per_head * heads_at_once * (sizeof(float) + sizeof(__half)) + kAlign;
+}
+
+void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
+                    const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
+                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                    std::size_t workspace_bytes, void* stream) {
+  attention_gemm_body(cublas, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
+                      shaping, out, out_ld, key0_weight, last_row, workspace, workspace_bytes, stream);
+}
+
+void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const std::uint16_t* keys,
+                    const std::uint16_t* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
+                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                    std::size_t workspace_bytes, void* stream) {
+  attention_gemm_body(cublas, q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
+                      shaping, out, out_ld, key0_weight, last_row, workspace, workspace_bytes, stream);
 }
 
 }  // namespace midtune::engine::cuda

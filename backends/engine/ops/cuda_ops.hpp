@@ -77,15 +77,24 @@ void attention(const float* q, std::size_t q_ld, const float* keys, const float*
                int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
                float* last_row = nullptr, void* stream = nullptr);
+// The same over a bf16 cache (keys and values bf16 bits, each read as its
+// exact float: elementwise::bf16_value).
+void attention(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
+               std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+               const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
+               float* last_row = nullptr, void* stream = nullptr);
 
 // One sequence of decode_attention: its cache (row-major, [capacity][slots
-// x head_dim], keys rotated), its layer's RoPE scale per query head, its
-// rows [row, row + tokens) of the packed matrices, its `past` cached keys.
+// x head_dim], keys rotated; floats, or bf16 bits where `bf16`: written
+// rounded by elementwise::bf16_bits), its layer's RoPE scale per query head,
+// its rows [row, row + tokens) of the packed matrices, its `past` cached
+// keys. Every entry of one call has the same form.
 struct DecodeEntry {
-  float* keys;
-  float* values;
+  void* keys;
+  void* values;
   const float* scales;
   int row, tokens, past, slots;
+  bool bf16;
 };
 
 // device.hpp's decode_attention for `count` sequences: their values cached,
@@ -121,10 +130,19 @@ class CublasContext {
 // TF32 input, half the bytes; fp32 sums). `workspace` holds at least
 // attention_gemm_workspace(..., heads / kv_heads) bytes: the values in fp16
 // and one GQA group's scores and weights of one query block; with up to
-// attention_gemm_workspace(..., heads), more heads go at once.
-std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once);
+// attention_gemm_workspace(..., heads), more heads go at once. Over a bf16
+// cache (bf16_cache true in the workspace's size) the keys are widened to
+// fp32 in the workspace first (exact; the scores' product stays TF32) and
+// the values go from bf16 to fp16 (exact in fp16's range).
+std::size_t attention_gemm_workspace(int tokens, int past, int kv_heads, int head_dim, int heads_at_once,
+                                     bool bf16_cache = false);
 void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const float* keys,
                     const float* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
+                    int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
+                    std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
+                    std::size_t workspace_bytes, void* stream = nullptr);
+void attention_gemm(const CublasContext& cublas, const float* q, std::size_t q_ld, const std::uint16_t* keys,
+                    const std::uint16_t* values, std::size_t kv_ld, int tokens, int past, int heads, int kv_heads,
                     int head_dim, int window, float scale, const elementwise::ScoreShaping& shaping, float* out,
                     std::size_t out_ld, float* key0_weight, float* last_row, void* workspace,
                     std::size_t workspace_bytes, void* stream = nullptr);
@@ -160,6 +178,8 @@ void gelu_tanh_mul_rows(const float* gate, const float* up, std::size_t ld_in, i
                         std::size_t ld_out, void* stream = nullptr);
 
 // The batched engine's remaining ops (contracts: batched/device_ops.hpp).
+// out[i] = elementwise::bf16_value(x[i]) (exact).
+void from_bf16(const std::uint16_t* x, std::size_t count, float* out, void* stream = nullptr);
 void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out,
            void* stream = nullptr);
 void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width, void* stream = nullptr);

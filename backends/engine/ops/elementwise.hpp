@@ -120,4 +120,12 @@ MIDTUNE_HOST_DEVICE inline std::uint16_t bf16_bits(float value) {
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
+// bf16 bits -> float (exact): how a bf16 KV cache's keys and values are read.
+MIDTUNE_HOST_DEVICE inline float bf16_value(std::uint16_t bits) {
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
 }  // namespace midtune::engine::elementwise

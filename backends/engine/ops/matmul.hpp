@@ -4,7 +4,9 @@
 // The int32 dot products are exact in every path, so fast paths differ from
 // the scalar reference only by float summation order.
 // Bodies: scalar, AVX2 (vpmaddubsw), AVX-512 VNNI (vpdpbusd); dispatch as in
-// ops/dispatch.hpp. Arguments checked: x.cols == w.cols, ldy >= w.rows.
+// ops/dispatch.hpp. Arguments checked: x.cols == w.cols, ldy >= w.rows, and
+// that the body reads w's layout (packed_matrix.hpp: the AVX-512 and AVX-VNNI
+// bodies read only the bytes layout).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,11 @@ using PackedTileFn = void (*)(const PackedMatrix& w, int group, const QuantizedR
 
 PackedTileFn packed_tile_scalar();
 PackedTileFn packed_tile_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
+
+// The layout to pack a matrix in for the body packed_tile_for(isa) runs:
+// compact for the scalar and AVX2 bodies (which read both), bytes for the
+// others.
+PackLayout packed_layout_for(Isa isa);
 
 // The whole product, parallel over row groups and token chunks with oneTBB
 // when `parallel`. x.cols must equal w.cols. Adds x's digits first when the

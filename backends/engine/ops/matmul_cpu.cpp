@@ -23,22 +23,11 @@ void tile_scalar(const PackedMatrix& w, int group, const QuantizedRows& x, int t
     float acc[kPackRows] = {};
     for (int b = 0; b < w.blocks; ++b) {
       const std::uint8_t* blk = w.at(group, b);
-      const auto* scales = reinterpret_cast<const std::uint16_t*>(blk + w.quant_bytes());
       const std::int8_t* a = xq + b * kQuantBlock;
       for (int r = 0; r < rows; ++r) {
         std::int32_t dot = 0;
-        for (int k = 0; k < kQuantBlock; ++k) {
-          int u;
-          if (w.bits == 4) {
-            const std::uint8_t byte = blk[((k % 16) / 4) * 64 + r * 4 + k % 4];
-            u = k < 16 ? (byte & 0x0f) : (byte >> 4);
-          } else {
-            u = blk[(k / 4) * 64 + r * 4 + k % 4];
-          }
-          dot += u * a[k];
-        }
-        acc[r] += fp16_to_float(scales[r]) * xd[b] * static_cast<float>(dot) +
-                  fp16_to_float(scales[kPackRows + r]) * xs[b];
+        for (int k = 0; k < kQuantBlock; ++k) dot += packed_u(w, blk, r, k) * a[k];
+        acc[r] += packed_d(w, blk, r) * xd[b] * static_cast<float>(dot) + packed_min(w, blk, r) * xs[b];
       }
     }
     for (int r = 0; r < rows; ++r) y[static_cast<std::size_t>(t) * ldy + group * kPackRows + r] = acc[r];
@@ -48,6 +37,11 @@ void tile_scalar(const PackedMatrix& w, int group, const QuantizedRows& x, int t
 }  // namespace
 
 PackedTileFn packed_tile_scalar() { return &tile_scalar; }
+
+PackLayout packed_layout_for(Isa isa) {
+  const PackedTileFn fn = packed_tile_for(isa);
+  return fn == packed_tile_scalar() || fn == cpu::matmul_tile_avx2() ? PackLayout::compact : PackLayout::bytes;
+}
 
 PackedTileFn packed_tile_for(Isa isa) {
   return select_body<PackedTileFn>("matmul", isa, {packed_tile_scalar(), cpu::matmul_tile_avx2(),
@@ -65,6 +59,11 @@ void packed_matmul(const PackedMatrix& w, QuantizedRows& x, float* y, std::size_
                                 std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
+  if (w.layout == PackLayout::compact && packed_layout_for(isa) != PackLayout::compact) {
+    throw std::invalid_argument(std::string("matmul: the ") + to_string(isa) +
+                                " body reads the bytes layout, this matrix is packed compact (pack it for the ISA "
+                                "that multiplies it: packed_layout_for)");
+  }
   // The AVX2 body's one-token path multiplies full bytes by x's digits (one
   // row's worth: cheaper to make than to decide whether w needs them).
   if (fn == cpu::matmul_tile_avx2() && x.rows == 1 && !x.has_digits) add_digits(x);

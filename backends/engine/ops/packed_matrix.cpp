@@ -26,11 +26,15 @@ struct RowBlock {
 void store_row_block(PackedMatrix& p, int row, int block, const RowBlock& rb) {
   std::uint8_t* dst = p.at(row / kPackRows, block);
   const int r = row % kPackRows;
-  if (p.bits == 4) {
+  if (p.bits == 4 || p.bits == 5) {
     for (int chunk = 0; chunk < 4; ++chunk) {
       for (int j = 0; j < 4; ++j) {
-        dst[chunk * 64 + r * 4 + j] = static_cast<std::uint8_t>(
-            rb.u[4 * chunk + j] | (rb.u[16 + 4 * chunk + j] << 4));
+        const int lo = rb.u[4 * chunk + j], hi = rb.u[16 + 4 * chunk + j];
+        dst[chunk * 64 + r * 4 + j] = static_cast<std::uint8_t>((lo & 0x0f) | ((hi & 0x0f) << 4));
+        if (p.bits == 5) {
+          std::uint8_t& plane = dst[256 + r * 4 + j];
+          plane = static_cast<std::uint8_t>(plane | ((lo >> 4) << (2 * chunk)) | ((hi >> 4) << (2 * chunk + 1)));
+        }
       }
     }
   } else {
@@ -40,7 +44,9 @@ void store_row_block(PackedMatrix& p, int row, int block, const RowBlock& rb) {
   }
   auto* scales = reinterpret_cast<std::uint16_t*>(dst + p.quant_bytes());
   scales[r] = rb.d;
-  scales[kPackRows + r] = rb.m;
+  if (!p.implied_min) scales[kPackRows + r] = rb.m;
+  std::uint8_t& group_max = p.group_max_u[row / kPackRows];
+  group_max = std::max(group_max, *std::max_element(std::begin(rb.u), std::end(rb.u)));
 }
 
 std::uint16_t load_u16(const std::uint8_t* p) {
@@ -70,6 +76,10 @@ RowBlock requantize(const float* x, int count) {
 
 bool is_nibble_type(GgmlType type) {
   return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q4_K;
+}
+
+bool is_five_bit_type(GgmlType type) {
+  return type == GgmlType::Q5_0 || type == GgmlType::Q5_1 || type == GgmlType::Q5_K;
 }
 
 // Packs one part's rows into p starting at packed row `row0`.
@@ -151,55 +161,42 @@ void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
 
 }  // namespace
 
-PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols) {
+PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols, PackLayout layout) {
   if (parts.empty() || cols <= 0) throw std::invalid_argument("pack_matrices: nothing to pack");
   PackedMatrix p;
   p.cols = cols;
-  p.bits = 4;
+  p.layout = layout;
+  bool nibbles = true, five_bits = true, q8_0 = true;
   for (const MatrixPart& part : parts) {
     p.rows += part.rows;
-    if (!is_nibble_type(part.type)) p.bits = 8;
+    nibbles = nibbles && is_nibble_type(part.type);
+    five_bits = five_bits && (is_nibble_type(part.type) || is_five_bit_type(part.type));
+    q8_0 = q8_0 && part.type == GgmlType::Q8_0;
   }
+  const bool compact = layout == PackLayout::compact;
+  p.bits = nibbles ? 4 : compact && five_bits ? 5 : 8;
+  p.implied_min = compact && q8_0;
   p.blocks = (cols + kBlock - 1) / kBlock;
   p.groups = (p.rows + kPackRows - 1) / kPackRows;
-  p.block_stride = p.quant_bytes() + 4 * kPackRows;
+  p.block_stride = p.quant_bytes() + (p.implied_min ? 2 : 4) * kPackRows;
   p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
+  p.group_max_u.assign(p.groups, 0);  // store_row_block raises them
   int row0 = 0;
   for (const MatrixPart& part : parts) {
     pack_part(p, part, row0);
     row0 += part.rows;
   }
-  p.group_max_u.assign(p.groups, 0);
-  for (int g = 0; g < p.groups; ++g) {
-    for (int b = 0; b < p.blocks; ++b) {
-      const std::uint8_t* quants = p.at(g, b);
-      for (std::size_t i = 0; i < p.quant_bytes(); ++i) {
-        const auto u = static_cast<std::uint8_t>(p.bits == 4 ? std::max(quants[i] & 0x0f, quants[i] >> 4) : quants[i]);
-        p.group_max_u[g] = std::max(p.group_max_u[g], u);
-      }
-    }
-  }
   return p;
 }
 
-PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols) {
-  return pack_matrices({MatrixPart{type, data, rows}}, cols);
+PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols, PackLayout layout) {
+  return pack_matrices({MatrixPart{type, data, rows}}, cols, layout);
 }
 
 float packed_weight(const PackedMatrix& m, int row, int col) {
   const std::uint8_t* blk = m.at(row / kPackRows, col / kBlock);
   const int r = row % kPackRows;
-  const int k = col % kBlock;
-  int u;
-  if (m.bits == 4) {
-    const int chunk = (k % 16) / 4;
-    const std::uint8_t byte = blk[chunk * 64 + r * 4 + k % 4];
-    u = k < 16 ? (byte & 0x0f) : (byte >> 4);
-  } else {
-    u = blk[(k / 4) * 64 + r * 4 + k % 4];
-  }
-  const auto* scales = reinterpret_cast<const std::uint16_t*>(blk + m.quant_bytes());
-  return fp16_to_float(scales[r]) * static_cast<float>(u) + fp16_to_float(scales[kPackRows + r]);
+  return packed_d(m, blk, r) * static_cast<float>(packed_u(m, blk, r, col % kBlock)) + packed_min(m, blk, r);
 }
 
 }  // namespace midtune::engine

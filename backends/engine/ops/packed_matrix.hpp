@@ -9,10 +9,9 @@
 // sub-block of 32, d and m its scale and -min rounded to fp16 (the values
 // exact, the two factors within 2^-11).  Every other type (floats, Q2_K,
 // Q3_K, Q6_K, IQ4) is dequantised and requantised to 8-bit (asymmetric, per
-// block). 5-bit values are stored one per byte, as 8-bit ones are; each row
-// group records its largest u, so that a kernel whose int16 sums would
-// overflow on full bytes (AVX2's vpmaddubsw) multiplies such a group's bytes
-// directly.
+// block). Each row group records its largest u, so that a kernel whose int16
+// sums would overflow on full bytes (AVX2's vpmaddubsw) multiplies such a
+// group's bytes directly.
 //
 // Rows are interleaved 16 at a time (one zmm of int32 lanes = 16 output
 // rows). For a group of 16 rows and one block of 32 inputs:
@@ -21,25 +20,46 @@
 //          just ggml's qs[4L+j] of row r: the repack interleaves 4-byte runs);
 //   8-bit: 8 chunks of 64 bytes; byte r*4+j of chunk L holds u[r][4L+j];
 //   then 16 fp16 d and 16 fp16 m.
+//
+// Two layouts (PackLayout), chosen by the body that will read the matrix
+// (packed_layout_for in matmul.hpp):
+//   bytes:   5-bit values one per byte, as 8-bit ones; every body reads it.
+//   compact: what a memory-bound decode wants (one token reads every weight
+//            once, so bytes are time): a matrix of 4- and 5-bit parts keeps
+//            5-bit values as the 4-bit layout plus a plane of fifth bits,
+//            64 bytes after the nibbles, whose byte r*4+j holds in bit 2L
+//            the fifth bit of u[r][4L+j] and in bit 2L+1 that of
+//            u[r][16+4L+j] (0.75 bytes a weight instead of 1.125); and a
+//            matrix of Q8_0 parts only stores no m, since m = -128 d
+//            (1.0625 bytes a weight, Q8_0's own size, instead of 1.125).
+//            The values and factors are the bytes layout's exactly, so
+//            either layout gives the same products. The scalar and AVX2
+//            bodies read it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
+#include "backends/engine/ops/fp16.hpp"
 
 namespace midtune::engine {
 
 inline constexpr int kPackRows = 16;
+
+enum class PackLayout { bytes, compact };
 
 struct PackedMatrix {
   int rows = 0;    // outputs N
   int cols = 0;    // inputs K
   int blocks = 0;  // ceil(K / 32)
   int groups = 0;  // ceil(N / 16)
-  int bits = 4;    // 4 or 8
+  int bits = 4;    // 4, 8, or 5 (compact layout only: nibbles + fifth-bit plane)
+  PackLayout layout = PackLayout::bytes;
+  bool implied_min = false;      // compact Q8_0 only: m = -128 d, not stored
   std::size_t block_stride = 0;  // bytes per (group, block)
   AlignedBuffer<std::uint8_t> data;
   std::vector<std::uint8_t> group_max_u;  // per group: the largest u it holds
@@ -48,7 +68,9 @@ struct PackedMatrix {
   // 4-bit weights).
   bool narrow(int group) const { return group_max_u[group] <= 31; }
 
-  std::size_t quant_bytes() const { return bits == 4 ? 256 : 512; }
+  // Bytes of u per (group, block); the 16 fp16 d follow, then (unless
+  // implied_min) the 16 fp16 m.
+  std::size_t quant_bytes() const { return bits == 4 ? 256 : bits == 5 ? 320 : 512; }
   const std::uint8_t* at(int group, int block) const {
     return data.data() + (static_cast<std::size_t>(group) * blocks + block) * block_stride;
   }
@@ -69,12 +91,38 @@ struct MatrixPart {
 // only when every part is Q4_0 / Q4_1 / Q4_K; a row group is narrow when all its
 // rows come from 4- or 5-bit parts. Throws std::invalid_argument when
 // cols is not a multiple of a part's block size.
-PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols);
+PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols,
+                           PackLayout layout = PackLayout::bytes);
 
 // Packs a row-major ggml matrix of `rows` rows of `cols` elements (ggml's
 // dims[1] x dims[0]). Throws std::invalid_argument when cols is not a multiple
 // of the type's block size.
-PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols);
+PackedMatrix pack_matrix(GgmlType type, const void* data, int rows, int cols,
+                         PackLayout layout = PackLayout::bytes);
+
+// u of row r (in its group) and input k (in the block) of one packed block,
+// for any bits and layout (the scalar body and the tests read it).
+inline int packed_u(const PackedMatrix& m, const std::uint8_t* blk, int r, int k) {
+  if (m.bits == 8) return blk[(k / 4) * 64 + r * 4 + k % 4];
+  const std::uint8_t byte = blk[((k % 16) / 4) * 64 + r * 4 + k % 4];
+  const int nibble = k < 16 ? (byte & 0x0f) : (byte >> 4);
+  if (m.bits == 4) return nibble;
+  const int plane_bit = 2 * ((k % 16) / 4) + (k < 16 ? 0 : 1);
+  return nibble | (((blk[256 + r * 4 + k % 4] >> plane_bit) & 1) << 4);
+}
+
+// d and m of row r of one packed block.
+inline float packed_d(const PackedMatrix& m, const std::uint8_t* blk, int r) {
+  std::uint16_t h;
+  std::memcpy(&h, blk + m.quant_bytes() + 2 * r, sizeof h);
+  return fp16_to_float(h);
+}
+inline float packed_min(const PackedMatrix& m, const std::uint8_t* blk, int r) {
+  if (m.implied_min) return -128.0f * packed_d(m, blk, r);  // Q8_0: exactly the stored fp16 value
+  std::uint16_t h;
+  std::memcpy(&h, blk + m.quant_bytes() + 2 * (kPackRows + r), sizeof h);
+  return fp16_to_float(h);
+}
 
 // One weight of the packed matrix as a float (tests and debugging).
 float packed_weight(const PackedMatrix& m, int row, int col);

@@ -1,7 +1,8 @@
 // CUDA bodies of the batched engine's in-place row updates (contracts:
 // batched/device_ops.hpp): biases, residuals, SIW's key-0 correction and
 // PHS's channel column, and the soft-cap / clamp of values, one thread per updated element, with the
-// per-element arithmetic of elementwise.hpp where there is any.
+// per-element arithmetic of elementwise.hpp where there is any; and bf16
+// widened to float (a bf16 KV cache's row that SIW's correction reads).
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,11 @@ __global__ void add_kernel(float* x, const float* y, std::size_t count) {
 __global__ void cap_values_kernel(float* x, std::size_t count, float cap, bool soft) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < count) x[i] = elementwise::cap_value(x[i], cap, soft);
+}
+
+__global__ void from_bf16_kernel(const std::uint16_t* x, std::size_t count, float* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = elementwise::bf16_value(x[i]);
 }
 
 // One thread per (token, head, dimension).
@@ -98,6 +104,12 @@ void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t off
   channel_column_kernel<<<blocks_for(total), kThreadsPerBlock, 0, as_stream(stream)>>>(
       rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
   check_launch("channel column");
+}
+
+void from_bf16(const std::uint16_t* x, std::size_t count, float* out, void* stream) {
+  if (count == 0) return;
+  from_bf16_kernel<<<blocks_for(count), kThreadsPerBlock, 0, as_stream(stream)>>>(x, count, out);
+  check_launch("from_bf16");
 }
 
 void cap_values(float* x, std::size_t count, float cap, bool soft, void* stream) {

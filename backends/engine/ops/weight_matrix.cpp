@@ -7,7 +7,8 @@
 
 namespace midtune::engine {
 
-WeightMatrix WeightMatrix::from_parts(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32) {
+WeightMatrix WeightMatrix::from_parts(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32,
+                                      PackLayout layout) {
   WeightMatrix w;
   const bool all_float =
       !parts.empty() && std::all_of(parts.begin(), parts.end(), [](const MatrixPart& p) { return is_float_type(p.type); });
@@ -16,7 +17,7 @@ WeightMatrix WeightMatrix::from_parts(const std::vector<MatrixPart>& parts, int 
   } else if (dequantise_to_f32) {
     w.form_ = float_matrices(parts, cols, /*dequantise_to_f32=*/true);
   } else {
-    w.form_ = pack_matrices(parts, cols);
+    w.form_ = pack_matrices(parts, cols, layout);
   }
   return w;
 }

@@ -27,9 +27,11 @@ namespace midtune::engine {
 class WeightMatrix {
  public:
   WeightMatrix() = default;
-  // Parts stacked one below the other, all of `cols` columns. Throws
+  // Parts stacked one below the other, all of `cols` columns; a packed form
+  // in `layout` (packed_layout_for the ISA that will multiply). Throws
   // std::invalid_argument as pack_matrices / float_matrices do.
-  static WeightMatrix from_parts(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32 = false);
+  static WeightMatrix from_parts(const std::vector<MatrixPart>& parts, int cols, bool dequantise_to_f32 = false,
+                                 PackLayout layout = PackLayout::bytes);
 
   int rows() const;
   int cols() const;

@@ -17,6 +17,13 @@
 //    share. In tiles, where 4 tokens already share the unpacking, digits
 //    save nothing and making them costs a pass over every activation row.
 //  Either way the int32 dot is the same exact sum of u q.
+//  - compact 5-bit weights (nibbles + a plane of fifth bits,
+//    packed_matrix.hpp) are joined in registers by one token (decode reads
+//    0.75 bytes a weight instead of 1.125, and decode is memory-bound); token
+//    tiles first widen a row group to the narrow bytes form in a per-thread
+//    buffer, once per call, so prefill multiplies as it does for bytes.
+//    Compact Q8_0 (no stored m) makes m = -128 d in registers: exactly the
+//    stored value the bytes layout holds.
 //
 // Up to 4 tokens share each loaded and unpacked weight vector (register
 // tiling, as the AVX-512 body does with 8): on AVX2 the unpacking costs as
@@ -29,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/cpu/token_tiles.hpp"
 
@@ -42,10 +50,70 @@ inline __m256i broadcast4(const std::int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// The blocks of one row group, wherever they lie (the matrix, or a group
+// widened from the compact layout).
+struct GroupBlocks {
+  const std::uint8_t* first = nullptr;  // block 0
+  std::size_t stride = 0;
+  std::size_t quant_bytes = 0;
+  bool implied_min = false;
+  const std::uint8_t* at(int b) const { return first + static_cast<std::size_t>(b) * stride; }
+};
+
+GroupBlocks group_blocks(const PackedMatrix& w, int group) {
+  return {w.at(group, 0), w.block_stride, w.quant_bytes(), w.implied_min};
+}
+
+// One half's 8 d and 8 m of a block.
+inline void load_factors(const GroupBlocks& g, const std::uint8_t* blk, int half, __m256& d, __m256& m) {
+  const std::uint8_t* scales = blk + g.quant_bytes;
+  d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
+  m = g.implied_min ? _mm256_mul_ps(d, _mm256_set1_ps(-128.0f))
+                    : _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+}
+
+// Bit `bit` of every byte of a fifth-bit plane, moved to bit 4 (16-bit
+// shifts: the mask keeps each byte's own bit, since bit - 4 stays in -4..3).
+inline __m256i fifth_bits(__m256i plane, int bit) {
+  const __m256i moved = bit <= 4 ? _mm256_slli_epi16(plane, 4 - bit) : _mm256_srli_epi16(plane, bit - 4);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+}
+
+// Nibble chunk c of a compact 5-bit half joined with its fifth bits: lo
+// holds u[r][4c+j], hi u[r][16+4c+j].
+inline void join_fifth_bits(__m256i packed, __m256i plane, int c, __m256i& lo, __m256i& hi) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+  lo = _mm256_or_si256(_mm256_and_si256(packed, low_nibbles), fifth_bits(plane, 2 * c));
+  hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), fifth_bits(plane, 2 * c + 1));
+}
+
+// A compact 5-bit row group widened to the bytes layout (8 chunks of u, then
+// d and m) in `out` (blocks x 576 bytes, 32-byte aligned).
+GroupBlocks widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
+  constexpr std::size_t kStride = 512 + 4 * kPackRows;
+  for (int b = 0; b < w.blocks; ++b) {
+    const std::uint8_t* blk = w.at(group, b);
+    std::uint8_t* dst = out + b * kStride;
+    for (int half = 0; half < 2; ++half) {
+      const __m256i plane = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256 + half * 32));
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        __m256i lo, hi;
+        join_fifth_bits(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + c * 64 + half * 32)), plane, c, lo,
+                        hi);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + c * 64 + half * 32), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (4 + c) * 64 + half * 32), hi);
+      }
+    }
+    std::memcpy(dst + 512, blk + w.quant_bytes(), 4 * kPackRows);
+  }
+  return {out, kStride, 512, false};
+}
+
 // Rows [8 half, 8 half + 8) of `group` for tokens [t0, t0 + M); `lanes` of
 // the 8 outputs exist (a partial last group).
 template <int Bits, int M>
-void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& x, int t0, float* y,
+void half_tile(const GroupBlocks& g, int blocks, int group, int half, const QuantizedRows& x, int t0, float* y,
                std::size_t ldy, int lanes) {
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
   const __m256i ones16 = _mm256_set1_epi16(1);
@@ -60,8 +128,8 @@ void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& 
     xs[t] = x.row_s(t0 + t);
     acc[t] = _mm256_setzero_ps();
   }
-  for (int b = 0; b < w.blocks; ++b) {
-    const std::uint8_t* blk = w.at(group, b);
+  for (int b = 0; b < blocks; ++b) {
+    const std::uint8_t* blk = g.at(b);
     const std::uint8_t* quants = blk + half * 32;
     __m256i dot[M];
     if constexpr (Bits == 4) {
@@ -122,9 +190,8 @@ void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& 
         dot[t] = _mm256_add_epi32(_mm256_madd_epi16(lo16[t], ones16), _mm256_madd_epi16(hi16[t], sixteens16));
       }
     }
-    const std::uint8_t* scales = blk + w.quant_bytes();
-    const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
-    const __m256 m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+    __m256 d, m;
+    load_factors(g, blk, half, d, m);
     for (int t = 0; t < M; ++t) {
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
       acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[t][b]), acc[t]);
@@ -145,9 +212,14 @@ void half_tile(const PackedMatrix& w, int group, int half, const QuantizedRows& 
 // One token (decode): both halves per block, so that the weights stream
 // through once (software prefetch, which the AVX-512 body uses, was tried
 // here and gained nothing).
+// Bits 4, 5 (narrow bytes), 8 (full bytes), or kCompactFive (nibbles and a
+// fifth-bit plane).
+constexpr int kCompactFive = 55;
+
 template <int Bits>
 void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, float* y, std::size_t ldy,
                int rows) {
+  const GroupBlocks g = group_blocks(w, group);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i sixteens16 = _mm256_set1_epi16(16);
@@ -156,12 +228,27 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
   const float* xs = x.row_s(t);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int b = 0; b < w.blocks; ++b, a += kQuantBlock) {
-    const std::uint8_t* blk = w.at(group, b);
-    const std::uint8_t* scales = blk + w.quant_bytes();
+    const std::uint8_t* blk = g.at(b);
     for (int half = 0; half < 2; ++half) {
       const std::uint8_t* quants = blk + half * 32;
       __m256i dot;
-      if constexpr (Bits == 4) {
+      if constexpr (Bits == kCompactFive) {
+        // Two chunks' pair sums stay below 2 x 2 x (2 x 31 x 128) < 32768.
+        const __m256i plane = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256 + half * 32));
+        dot = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int c = 0; c < 4; c += 2) {
+          __m256i sum16 = _mm256_setzero_si256();
+#pragma GCC unroll 2
+          for (int cc = c; cc < c + 2; ++cc) {
+            __m256i lo, hi;
+            join_fifth_bits(_mm256_load_si256(reinterpret_cast<const __m256i*>(quants + cc * 64)), plane, cc, lo, hi);
+            sum16 = _mm256_add_epi16(sum16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(a + 4 * cc)),
+                                                             _mm256_maddubs_epi16(hi, broadcast4(a + 16 + 4 * cc))));
+          }
+          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones16));
+        }
+      } else if constexpr (Bits == 4) {
         __m256i sum16 = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
           const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
@@ -191,8 +278,8 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
         }
         dot = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones16), _mm256_madd_epi16(hi16, sixteens16));
       }
-      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
-      const __m256 m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+      __m256 d, m;
+      load_factors(g, blk, half, d, m);
       acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
       acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[b]), acc[half]);
     }
@@ -209,6 +296,13 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
   }
 }
 
+// A row group's bytes widened from the compact layout, per thread.
+std::uint8_t* widening_buffer(std::size_t bytes) {
+  thread_local AlignedBuffer<std::uint8_t> buffer;
+  buffer.ensure(bytes);
+  return buffer.data();
+}
+
 template <int Bits>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
@@ -222,15 +316,25 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
     one_token<Bits>(w, group, x, t0, y, ldy, rows);
     return;
   }
-  cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
-    half_tile<Bits, M>(w, group, half, x, t, y, ldy, lanes);
-  });
+  if constexpr (Bits == kCompactFive) {
+    const GroupBlocks wide = widen_group(w, group, widening_buffer(static_cast<std::size_t>(w.blocks) * (512 + 4 * kPackRows)));
+    cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
+      half_tile<5, M>(wide, w.blocks, group, half, x, t, y, ldy, lanes);
+    });
+  } else {
+    const GroupBlocks g = group_blocks(w, group);
+    cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
+      half_tile<Bits, M>(g, w.blocks, group, half, x, t, y, ldy, lanes);
+    });
+  }
 }
 
 void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
           std::size_t ldy) {
   if (w.bits == 4) {
     tile_avx2<4>(w, group, x, t0, t1, y, ldy);
+  } else if (w.bits == 5) {
+    tile_avx2<kCompactFive>(w, group, x, t0, t1, y, ldy);
   } else if (w.narrow(group)) {
     tile_avx2<5>(w, group, x, t0, t1, y, ldy);
   } else {
