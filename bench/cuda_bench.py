@@ -22,6 +22,8 @@ on the 7B shape <= 470 s (the paper: 1167 s on four GPUs).
       --repeats 1 --gen-prompt 200 --gen-gold 4 --gen-prompts 4 --gen-batch-tokens 512
   python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --no-peer
       (the matrices kept in Q4_K / Q6_K blocks on the device: backend.precision: file)
+  --file-gemv both (with --precision file): decode also through the dequantised
+      tile instead of the few-rows kernel that reads the blocks, rows "decode batch N tiles"
   --kv-cache bf16: keys and values stored in bf16 (backend.kv_cache: bf16), half
       the cache's memory; the peak memory row names the cache's bytes a token
   --decode-per-sequence: decode also through the per-sequence attention ops
@@ -61,6 +63,7 @@ def run_ours(args):
     cmd += ["--profile"] if args.profile else []
     cmd += ["--attention", args.attention] if args.attention else []
     cmd += ["--decode-per-sequence"] if args.decode_per_sequence else []
+    cmd += ["--file-gemv", args.file_gemv]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"cuda_bench: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
@@ -238,6 +241,9 @@ def main():
                    help="also measure decode with the per-sequence attention ops (before/after in one run)")
     p.add_argument("--attention", default=None,
                    help="prefill attention bodies, comma-separated, each measured: gemm,flash (default: gemm)")
+    p.add_argument("--file-gemv", default="on", choices=["on", "off", "both"],
+                   help="precision file: decode products straight from the blocks (on), through the tile (off), "
+                        "or both (before/after in one run)")
     p.add_argument("--profile", action="store_true",
                    help="also print each measure's time per op (every op then waits for the last: slower figures)")
     args = p.parse_args()
@@ -270,6 +276,7 @@ def main():
             note = f"{r['prompts']} prompts a pass; goal >= 3x eager, >= 1.2x sdpa"
         elif m == "decode":
             path = " per-seq" if r.get("path") == "per_sequence" else ""
+            path += " tiles" if r.get("file_gemv") is False else ""
             name, unit, ours_v = f"decode batch {r['batch']}{path}", "tok/s", r["tokens_per_s"]
             note = f"after {r['context']} tokens"
         else:

@@ -48,7 +48,13 @@
 // teacher-forced measures run once per body listed, in that order, each
 // line naming its body ("attention"); the later measures take the first.
 // --precision file keeps the matrices in their blocks on the device
-// (backend.precision: file), bf16 widens them at load. --kv-cache bf16
+// (backend.precision: file), bf16 widens them at load; its products of at
+// most --file-gemv-rows rows (default DeviceOps::kBlockGemvRows: every
+// decode step) read the blocks directly (ops/block_gemv_cuda.cu), the
+// others go through a dequantised bf16 tile. --file-gemv off sends every
+// product through the tile; --file-gemv both measures each decode batch
+// both ways, a row with "file_gemv": true / false each, for a before/after
+// comparison in one run. --kv-cache bf16
 // stores the keys and values in bf16 (backend.kv_cache: bf16): the memory
 // row's cache_bytes_per_token says what a token's cache takes. --device
 // reference runs the same code on the host reference device: only to check
@@ -253,6 +259,8 @@ int main(int argc, char** argv) {
   int gpu = 0, repeats = 3, batch_tokens = 16384, tf_prompt = 3000, tf_gold = 8, tf_batch = 8;
   int decode_context = 512, decode_steps = 32;
   bool decode_per_sequence = false;
+  std::string file_gemv = "on";
+  int file_gemv_rows = DeviceOps::kBlockGemvRows;
   // A 50-pair KV prompt (datasets/prompts.cpp) is 3611-3638 tokens in Llama-2's
   // SentencePiece vocabulary and its UUID answer 32-35 (llama.cpp's
   // llama-tokenize on ggml-vocab-llama-spm.gguf, 5 generated items).
@@ -268,6 +276,10 @@ int main(int argc, char** argv) {
                  "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf)");
   app.add_option("--weights", weights, "random model's matrices: bf16 | q8_0 | q4_k_m");
   app.add_option("--precision", precision, "bf16 (widened at load) | file (kept in their blocks)");
+  app.add_option("--file-gemv", file_gemv,
+                 "precision file: products of few rows straight from the blocks: on | off (through the tile) | both "
+                 "(decode measured both ways)");
+  app.add_option("--file-gemv-rows", file_gemv_rows, "precision file: the most rows read straight from the blocks");
   app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16: half the cache memory)");
   app.add_option("--attention", attention_bodies,
                  "prefill attention bodies, each measured: gemm | flash (default: gemm, or MIDTUNE_CUDA_ATTENTION)")
@@ -298,6 +310,11 @@ int main(int argc, char** argv) {
     if (precision != "bf16" && precision != "file") {
       throw std::invalid_argument("--precision: '" + precision + "' is not one of bf16, file");
     }
+    if (file_gemv != "on" && file_gemv != "off" && file_gemv != "both") {
+      throw std::invalid_argument("--file-gemv: '" + file_gemv + "' is not one of on, off, both");
+    }
+    if (file_gemv_rows < 0) throw std::invalid_argument("--file-gemv-rows: " + std::to_string(file_gemv_rows) + " < 0");
+    const int gemv_rows_on = file_gemv == "off" ? 0 : file_gemv_rows;
     if (kv_cache != "fp32" && kv_cache != "bf16") {
       throw std::invalid_argument("--kv-cache: '" + kv_cache + "' is not one of fp32, bf16");
     }
@@ -305,6 +322,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
+    device->set_block_gemv_rows(gemv_rows_on);
     device->set_kv_form(kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
     std::vector<PrefillAttention> attentions;
     for (const std::string& body : attention_bodies) attentions.push_back(parse_prefill_attention(body, "--attention"));
@@ -491,13 +509,20 @@ int main(int argc, char** argv) {
                    " prompts)");
     }
     const int batched_tokens = model.decode_batch_tokens;
-    std::vector<std::pair<int, int>> decode_runs;  // (batch, decode_batch_tokens)
+    struct DecodeRun {
+      int batch, decode_batch_tokens, gemv_rows;
+    };
+    std::vector<DecodeRun> decode_runs;
+    const bool both_gemv = precision == "file" && file_gemv == "both";
     for (int batch : decode_batches) {
-      decode_runs.push_back({batch, batched_tokens});
-      if (decode_per_sequence) decode_runs.push_back({batch, 0});
+      decode_runs.push_back({batch, batched_tokens, gemv_rows_on});
+      if (both_gemv) decode_runs.push_back({batch, batched_tokens, 0});
+      if (decode_per_sequence) decode_runs.push_back({batch, 0, gemv_rows_on});
+      if (decode_per_sequence && both_gemv) decode_runs.push_back({batch, 0, 0});
     }
-    for (const auto& [batch, decode_batch_tokens] : decode_runs) {
+    for (const auto& [batch, decode_batch_tokens, gemv_rows] : decode_runs) {
       model.decode_batch_tokens = decode_batch_tokens;
+      device->set_block_gemv_rows(gemv_rows);
       std::vector<std::unique_ptr<Sequence>> seqs;
       std::vector<std::vector<std::int32_t>> prompts;
       std::vector<SequenceCall> calls;
@@ -527,12 +552,19 @@ int main(int argc, char** argv) {
       const double s = seconds_since(start);
       note_memory();
       const std::string path = decode_batch_tokens > 0 ? "batched" : "per_sequence";
-      emit({{"measure", "decode"}, {"batch", batch}, {"context", decode_context}, {"path", path},
-            {"tokens_per_s", double(batch) * decode_steps / s}});
-      emit_profile("decode batch " + std::to_string(batch) + " " + path + " (" + std::to_string(decode_steps) +
-                   " steps)");
+      nlohmann::json row = {{"measure", "decode"}, {"batch", batch}, {"context", decode_context}, {"path", path},
+                            {"tokens_per_s", double(batch) * decode_steps / s}};
+      if (precision == "file") {
+        row["file_gemv"] = gemv_rows > 0;
+        row["file_gemv_rows"] = gemv_rows;
+      }
+      emit(row);
+      emit_profile("decode batch " + std::to_string(batch) + " " + path +
+                   (precision == "file" ? (gemv_rows > 0 ? " file-gemv" : " tiles") : "") + " (" +
+                   std::to_string(decode_steps) + " steps)");
     }
     model.decode_batch_tokens = batched_tokens;
+    device->set_block_gemv_rows(gemv_rows_on);
     emit({{"measure", "memory"}, {"peak_bytes", free_at_start - least_free}, {"weight_bytes", model.weight_bytes()},
           {"kv_cache", kv_cache}, {"cache_bytes_per_token", Sequence::cache_bytes(c, *device, 1)}});
   } catch (const std::exception& e) {

@@ -33,6 +33,7 @@
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/cpu/cpu_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/fp16.hpp"
@@ -90,7 +91,11 @@ class AgainstReference {
     double scale = 0.0, worst = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {
       scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
-      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+      // A NaN on one side only is as far as can be (std::max passes a NaN over).
+      const bool a_nan = std::isnan(static_cast<double>(a[i])), b_nan = std::isnan(static_cast<double>(b[i]));
+      const double d = a_nan || b_nan ? (a_nan && b_nan ? 0.0 : INFINITY)
+                                      : std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+      worst = std::max(worst, d);
     }
     std::printf("  %-40s worst |%s - reference| %.3g of largest %.3g\n", op.c_str(), device_->name().c_str(), worst,
                 scale);
@@ -267,34 +272,38 @@ struct FusedBlocks {
 
 // On the host: the reference's `file` form multiplies the bf16 form's weights
 // (each tile dequantised as the bf16 form widens at load), on tiles of 7 rows
-// that cross the two parts; its memory is the file's blocks.
+// that cross the two parts, or for few rows straight from the blocks
+// (matmul_blocks); its memory is the file's blocks.
 TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
   const int rows = 5;
   const std::vector<float> x = random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 21);
   for (const GgmlType type : kFileFormTypes) {
     const FusedBlocks w(type);
-    batched::ReferenceOps wide, file;
-    file.set_weight_form(batched::WeightForm::file);
-    file.set_weight_tile_elements(7 * FusedBlocks::kCols);
-    const auto wide_w = wide.load_matrix(w.parts, FusedBlocks::kCols);
-    const auto file_w = file.load_matrix(w.parts, FusedBlocks::kCols);
-    const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
-    ASSERT_EQ(file_w->rows(), outputs);
-    const std::size_t top_bytes = batched::DeviceOps::keeps_blocks(type)
-                                      ? w.top.size()
-                                      : std::size_t{FusedBlocks::kTop} * FusedBlocks::kCols * 2;
-    EXPECT_EQ(file_w->bytes(), top_bytes + w.bottom.size()) << ggml_type_info(type).name;
-    EXPECT_EQ(wide_w->bytes(), std::size_t{outputs} * FusedBlocks::kCols * 2);
-    std::vector<float> a(std::size_t{rows} * outputs), b(a.size());
-    wide.matmul(*wide_w, x.data(), FusedBlocks::kCols, rows, a.data(), outputs);
-    file.matmul(*file_w, x.data(), FusedBlocks::kCols, rows, b.data(), outputs);
-    double worst = 0.0, scale = 0.0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
-      scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+    for (const bool from_blocks : {false, true}) {
+      batched::ReferenceOps wide, file;
+      file.set_weight_form(batched::WeightForm::file);
+      file.set_weight_tile_elements(7 * FusedBlocks::kCols);
+      file.set_block_gemv_rows(from_blocks ? rows : 0);
+      const auto wide_w = wide.load_matrix(w.parts, FusedBlocks::kCols);
+      const auto file_w = file.load_matrix(w.parts, FusedBlocks::kCols);
+      const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
+      ASSERT_EQ(file_w->rows(), outputs);
+      const std::size_t top_bytes = batched::DeviceOps::keeps_blocks(type)
+                                        ? w.top.size()
+                                        : std::size_t{FusedBlocks::kTop} * FusedBlocks::kCols * 2;
+      EXPECT_EQ(file_w->bytes(), top_bytes + w.bottom.size()) << ggml_type_info(type).name;
+      EXPECT_EQ(wide_w->bytes(), std::size_t{outputs} * FusedBlocks::kCols * 2);
+      std::vector<float> a(std::size_t{rows} * outputs), b(a.size());
+      wide.matmul(*wide_w, x.data(), FusedBlocks::kCols, rows, a.data(), outputs);
+      file.matmul(*file_w, x.data(), FusedBlocks::kCols, rows, b.data(), outputs);
+      double worst = 0.0, scale = 0.0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+      }
+      EXPECT_LE(worst, 1e-5 * scale) << ggml_type_info(type).name;  // Eigen may block a tile otherwise
+      EXPECT_GT(scale, 0.1) << ggml_type_info(type).name;  // weights of order 1, not zeros
     }
-    EXPECT_LE(worst, 1e-5 * scale) << ggml_type_info(type).name;  // Eigen may block a tile otherwise
-    EXPECT_GT(scale, 0.1) << ggml_type_info(type).name;  // weights of order 1, not zeros
   }
   batched::ReferenceOps ref;
   EXPECT_EQ(ref.precision(), "bf16");
@@ -304,23 +313,71 @@ TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
 
 // Each body's product on the fused block matrices against the reference's
 // `file` form: the CUDA body in its `file` form (the same bf16 weights: 1e-3,
-// as matmul_bf16), the CPU bodies on their own packed blocks with int8 or
-// fp32 activations (an independent reading of every block layout).
+// as matmul_bf16), for 1, 3, 17 and 32 rows straight from the blocks
+// (block_gemv_cuda.cu) and for 6 and 40 through the tile, the CPU bodies on
+// their own packed blocks with int8 or fp32 activations (an independent
+// reading of every block layout).
 TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
-  const int rows = 6;
   const bool cuda = this->cuda();
   if (cuda) static_cast<batched::DeviceOps&>(*device_).set_weight_form(batched::WeightForm::file);
   ref_.set_weight_form(batched::WeightForm::file);
-  auto x = both(random_floats(std::size_t{rows} * FusedBlocks::kCols, 1.0f, 22));
-  for (const GgmlType type : kFileFormTypes) {
-    const FusedBlocks w(type);
-    const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
-    const auto ref_w = ref_.load_matrix(w.parts, FusedBlocks::kCols);
-    const auto dev_w = device_->load_matrix(w.parts, FusedBlocks::kCols);
-    auto y = both(std::vector<float>(std::size_t{rows} * outputs));
-    ref_.matmul(*ref_w, x.ref.data(), FusedBlocks::kCols, rows, y.ref.data(), outputs);
-    device_->matmul(*dev_w, x.dev.data(), FusedBlocks::kCols, rows, y.dev.data(), outputs);
-    expect_close(y, cuda ? 1e-3 : 2e-2, std::string("matmul (file form, ") + ggml_type_info(type).name + " + Q6_K)");
+  for (const int rows : {6, 1, 3, 17, 32, 40}) {
+    if (!cuda && rows != 6) continue;  // the CPU bodies' products are checked on their own elsewhere
+    const bool few = rows <= batched::DeviceOps::kBlockGemvRows && rows != 6;
+    if (cuda) static_cast<batched::DeviceOps&>(*device_).set_block_gemv_rows(few ? rows : 0);
+    auto x = both(random_floats(static_cast<std::size_t>(rows) * FusedBlocks::kCols, 1.0f, 22 + rows));
+    for (const GgmlType type : kFileFormTypes) {
+      const FusedBlocks w(type);
+      const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
+      const auto ref_w = ref_.load_matrix(w.parts, FusedBlocks::kCols);
+      const auto dev_w = device_->load_matrix(w.parts, FusedBlocks::kCols);
+      auto y = both(std::vector<float>(static_cast<std::size_t>(rows) * outputs));
+      ref_.matmul(*ref_w, x.ref.data(), FusedBlocks::kCols, rows, y.ref.data(), outputs);
+      device_->matmul(*dev_w, x.dev.data(), FusedBlocks::kCols, rows, y.dev.data(), outputs);
+      expect_close(y, cuda ? 1e-3 : 2e-2,
+                   std::string("matmul (file form, ") + ggml_type_info(type).name + " + Q6_K, " +
+                       std::to_string(rows) + " rows" + (cuda ? (few ? ", from blocks)" : ", tiles)") : ")"));
+    }
+  }
+}
+
+// The GPU family's few-rows kernel on its own against the host reference
+// device (dequantize_row, bf16, Eigen) and against the host body beside
+// the kernel (block_gemv_host: the kernel's own block units, double sums):
+// every block type, weight rows not a multiple of a thread block's, K-quant
+// rows of 1 and 3 blocks, token rows that leave passes part-filled (3, 17;
+// 32 = two passes of 16), strided x and y. Sums in another order: 1e-4 of
+// the largest output (a misread weight is of the order of the outputs).
+TEST_P(DeviceBodies, FewRowsProductsStraightFromTheBlocks) {
+  if (GetParam() != "cuda") GTEST_SKIP() << "the GPU family's kernel (the CPU bodies have their own products)";
+  auto& dev = static_cast<batched::DeviceOps&>(*device_);
+  const std::vector<GgmlType> types(kFileFormTypes.begin(), kFileFormTypes.begin() + 8);  // the block types
+  for (const GgmlType type : types) {
+    for (const int cols : {256, 768}) {
+      for (const int outputs : {1, 37}) {
+        const std::vector<std::uint8_t> blocks =
+            ::midtune::testing::random_blocks(type, outputs, cols, 50 + static_cast<int>(type) + outputs);
+        const std::size_t row_bytes = blocks.size() / outputs;
+        auto w = both(blocks);
+        for (const int rows : {1, 3, 17, 32}) {
+          const std::size_t ld_x = cols + 8, ld_y = outputs + 3;
+          std::vector<std::uint16_t> xb(rows * ld_x);
+          const std::vector<float> xf = random_floats(xb.size(), 1.0f, 60 + rows);
+          for (std::size_t i = 0; i < xb.size(); ++i) xb[i] = elementwise::bf16_bits(xf[i]);
+          auto x = both(xb);
+          auto y = both(std::vector<float>(rows * ld_y, 0.0f));
+          ref_.matmul_blocks(type, w.ref.data(), row_bytes, outputs, cols, x.ref.data(), ld_x, rows, y.ref.data(),
+                             ld_y);
+          dev.matmul_blocks(type, w.dev.data(), row_bytes, outputs, cols, x.dev.data(), ld_x, rows, y.dev.data(), ld_y);
+          const std::string shape = std::string(ggml_type_info(type).name) + ", " + std::to_string(outputs) + "x" +
+                                    std::to_string(cols) + ", " + std::to_string(rows) + " rows";
+          expect_close(y, 1e-4, "matmul_blocks (" + shape + ")");
+          block_gemv_host(static_cast<std::uint32_t>(type), blocks.data(), row_bytes, outputs, cols, xb.data(), ld_x,
+                          rows, y.ref.data(), ld_y);  // the reference device's memory is the host's
+          expect_close(y, 1e-4, "matmul_blocks vs block_gemv_host (" + shape + ")");
+        }
+      }
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #if defined(MIDTUNE_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/flash_attention_cuda.hpp"
 #endif
@@ -217,6 +218,11 @@ class CudaOps final : public DeviceOps {
   void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                        std::uint16_t* out) override {
     cuda::dequantize_bf16(static_cast<std::uint32_t>(type), blocks, row_bytes, rows, cols, out, stream_);
+  }
+  void matmul_blocks(GgmlType type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
+                     const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) override {
+    cuda::block_gemv(static_cast<std::uint32_t>(type), blocks, row_bytes, outputs, cols, x, ld_x, rows, y, ld_y,
+                     stream_);
   }
   std::uint16_t* weight_scratch(std::size_t count) override {
     return static_cast<std::uint16_t*>(grow(weight_tile_, weight_tile_capacity_, count * sizeof(std::uint16_t)));

@@ -201,9 +201,10 @@ void DeviceOps::embed(const DeviceEmbedding& table, const std::int32_t* tokens, 
   embed_rows(e.table.data(), e.width, tokens, count, scale, out);
 }
 
-// Activations rounded to bf16, fp32 sums. A `file` matrix is dequantised
-// tile by tile (whole rows, across its parts) and each tile multiplied into
-// its output columns: the weights are those of the bf16 form.
+// Activations rounded to bf16, fp32 sums. A `file` matrix is multiplied
+// part by part straight from its blocks for few rows, else dequantised tile
+// by tile (whole rows, across its parts) and each tile multiplied into its
+// output columns: either way the weights are those of the bf16 form.
 void DeviceOps::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) {
   const std::size_t cols = static_cast<std::size_t>(w.cols());
   std::uint16_t* xb = bf16_scratch(static_cast<std::size_t>(rows) * cols);
@@ -221,6 +222,20 @@ void DeviceOps::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, 
   if (m.parts.size() == 1 && m.parts[0].type == GgmlType::BF16) {
     matmul_bf16(xb, cols, rows, m.col_count, reinterpret_cast<const std::uint16_t*>(m.parts[0].blocks.data()),
                 m.row_count, y, ld_y);
+    return;
+  }
+  if (rows <= block_gemv_rows_) {
+    int part_first = 0;
+    for (const FilePart& part : m.parts) {
+      if (part.type == GgmlType::BF16) {
+        matmul_bf16(xb, cols, rows, m.col_count, reinterpret_cast<const std::uint16_t*>(part.blocks.data()),
+                    part.rows, y + part_first, ld_y);
+      } else {
+        matmul_blocks(part.type, part.blocks.data(), part.row_bytes, part.rows, m.col_count, xb, cols, rows,
+                      y + part_first, ld_y);
+      }
+      part_first += part.rows;
+    }
     return;
   }
   const int tile_rows = static_cast<int>(

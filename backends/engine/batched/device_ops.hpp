@@ -15,6 +15,9 @@
 // dequantize_row's value rounded by bf16_bits), so their results differ only
 // where cuBLAS sums a tile in another order than the whole matrix; `file`
 // takes the file's bytes (Q4_K: 4.5 bits a weight against bf16's 16).
+// A `file` product of at most block_gemv_rows() rows (decode steps) skips
+// the tile: matmul_blocks multiplies straight from the blocks, with the same
+// bf16 weights and activations and fp32 sums (ops/block_gemv.hpp).
 //
 // KV cache: per layer, keys (already rotated) and values, row-major
 // [position][slot x head_dim]; in a layer with per-head slots the values are
@@ -63,6 +66,19 @@ class DeviceOps : public Device {
   // Rows of the bf16 tile a `file` product dequantises at once, times its
   // columns (tests: small, so that tiles cross the parts of a fused matrix).
   void set_weight_tile_elements(std::size_t elements) { weight_tile_elements_ = elements; }
+  // The most rows a `file` product multiplies straight from the blocks
+  // (matmul_blocks) rather than through a dequantised tile. The tile path
+  // writes and reads 2 bytes a weight besides reading the blocks, which the
+  // few rows of a decode step cannot amortise (on an H100, decode ran at
+  // 0.28x of the bf16 form at batch 1 and 0.34x at batch 32 through tiles);
+  // the block kernel reads each weight once per 16 rows and does its
+  // multiply-adds in fp32 without tensor cores, so it loses to cuBLAS on
+  // whole prefill passes. 32 covers the decode batches measured (1, 32);
+  // where the crossover lies is for the GPU to say (cuda_bench_cli
+  // --file-gemv both, --file-gemv-rows N).
+  static constexpr int kBlockGemvRows = 32;
+  void set_block_gemv_rows(int rows) { block_gemv_rows_ = rows; }  // 0: always the tile
+  int block_gemv_rows() const { return block_gemv_rows_; }
   // The form of the caches made from now on (a cache keeps the form it was
   // made in).
   void set_kv_form(KvForm form) { kv_form_ = form; }
@@ -137,6 +153,12 @@ class DeviceOps : public Device {
   // apart from `blocks` (device memory): exactly what the bf16 form holds.
   virtual void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                                std::uint16_t* out) = 0;
+  // y[rows][outputs] (rows ld_y apart) = x . w^T straight from `outputs`
+  // rows of ggml blocks of `type` (keeps_blocks, not BF16) `row_bytes`
+  // apart: ops/block_gemv.hpp's contract, the weights dequantize_bf16 would
+  // give; x in bf16, rows ld_x apart.
+  virtual void matmul_blocks(GgmlType type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
+                             const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) = 0;
   // `count` bf16 values of device memory for a `file` product's weight tile,
   // the body's own and apart from bf16_scratch (valid until the next call).
   virtual std::uint16_t* weight_scratch(std::size_t count) = 0;
@@ -158,6 +180,7 @@ class DeviceOps : public Device {
   // 2^26 bf16 values (128 MiB): a 7B model's largest matrix (the output,
   // 32000 x 4096) in two tiles, a 70B's gate|up (57344 x 8192) in seven.
   std::size_t weight_tile_elements_ = std::size_t{1} << 26;
+  int block_gemv_rows_ = kBlockGemvRows;
   void copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld, int tokens);
 };
 

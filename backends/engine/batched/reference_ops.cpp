@@ -125,6 +125,16 @@ std::uint16_t* ReferenceOps::weight_scratch(std::size_t count) {
   return weight_scratch_.data();
 }
 
+// The contract's definition, through dequantize_row (not block_units.hpp,
+// which the CUDA kernel runs: an independent reading of the blocks), so
+// that on this device `file` gives what the bf16 form gives.
+void ReferenceOps::matmul_blocks(GgmlType type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
+                                 const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) {
+  std::uint16_t* w = weight_scratch(static_cast<std::size_t>(outputs) * cols);
+  dequantize_bf16(type, blocks, row_bytes, outputs, cols, w);
+  matmul_bf16(x, ld_x, rows, cols, w, outputs, y, ld_y);
+}
+
 void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
                                const double* inverse_frequencies, int pairs, float* cos_sin) {
   engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);

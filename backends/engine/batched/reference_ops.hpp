@@ -61,6 +61,8 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
   void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                        std::uint16_t* out) override;
   std::uint16_t* weight_scratch(std::size_t count) override;
+  void matmul_blocks(GgmlType type, const void* blocks, std::size_t row_bytes, int outputs, int cols,
+                     const std::uint16_t* x, std::size_t ld_x, int rows, float* y, std::size_t ld_y) override;
 
  private:
   std::vector<std::uint16_t> bf16_scratch_, weight_scratch_;

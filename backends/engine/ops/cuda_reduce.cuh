@@ -19,6 +19,13 @@ __device__ T block_reduce(T value, T* shared, Combine combine) {
   return result;
 }
 
+// A warp's sum: every lane passes its value, every lane gets the sum (all
+// 32 lanes must call it).
+__device__ inline float warp_sum(float value) {
+  for (int mask = 16; mask > 0; mask /= 2) value += __shfl_xor_sync(0xffffffffu, value, mask);
+  return value;
+}
+
 // fmax: a NaN never wins over a number.
 struct MaxOf {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
