@@ -82,6 +82,10 @@ failed=0
   if [ $bench = 1 ]; then
     PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --attention gemm,flash \
       || { echo "FAILED: cuda_bench"; failed=1; }
+    # Weights kept in their blocks: decode from the blocks against the tile
+    # path in one run (where it loses, lower DeviceOps::kBlockGemvRows).
+    build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --file-gemv both --decode-batches 1 8 16 32 \
+      --no-generation --prefill 512 || { echo "FAILED: cuda_bench_cli file-gemv"; failed=1; }
   fi
   echo "gpu_suite: $([ $failed = 0 ] && echo passed || echo FAILED)"
   [ $failed = 0 ]
