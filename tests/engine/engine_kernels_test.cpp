@@ -337,12 +337,19 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
   const auto q5_1 = random_matrix(GgmlType::Q5_1, 37, k, rng);
   const auto q5_k = random_matrix(GgmlType::Q5_K, 37, 256, rng);
   const auto q8_0 = random_matrix(GgmlType::Q8_0, 37, k, rng);
+  // Q8_0 rows whose q all lie in [-128, -97] (u <= 31): narrow groups whose
+  // m is implied.
+  auto q8_0_narrow = random_matrix(GgmlType::Q8_0, 37, k, rng);
+  for (std::size_t off = 0; off < q8_0_narrow.size(); off += block_bytes(GgmlType::Q8_0)) {
+    for (int i = 0; i < 32; ++i) q8_0_narrow[off + 2 + i] = static_cast<std::uint8_t>(-128 + q8_0_narrow[off + 2 + i] % 32);
+  }
   const std::vector<Case> cases = {
       {{{GgmlType::Q5_0, q5_0.data(), 37}}, 5, false, 384.0 / 576.0},
       {{{GgmlType::Q5_1, q5_1.data(), 37}}, 5, false, 384.0 / 576.0},
       {{{GgmlType::Q5_K, q5_k.data(), 37}}, 5, false, 384.0 / 576.0},
       {{{GgmlType::Q5_0, mixed_q5.data(), 20}, {GgmlType::Q4_0, mixed_q4.data(), 17}}, 5, false, 384.0 / 576.0},
       {{{GgmlType::Q8_0, q8_0.data(), 37}}, 8, true, 544.0 / 576.0},
+      {{{GgmlType::Q8_0, q8_0_narrow.data(), 37}}, 8, true, 544.0 / 576.0},
   };
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Case& c : cases) {
@@ -354,6 +361,7 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
     ASSERT_EQ(compact.implied_min, c.implied_min) << name;
     ASSERT_DOUBLE_EQ(static_cast<double>(compact.data.size()) / bytes.data.size(), c.bytes_ratio) << name;
     ASSERT_EQ(compact.group_max_u, bytes.group_max_u) << name;
+    if (&c == &cases.back()) ASSERT_TRUE(compact.narrow(0) && compact.narrow(2)) << "the narrow Q8_0 case";
     for (int r = 0; r < bytes.rows; ++r) {
       for (int col = 0; col < cols; ++col) {
         ASSERT_EQ(packed_weight(compact, r, col), packed_weight(bytes, r, col)) << name << " row " << r << " col " << col;

@@ -50,26 +50,16 @@ inline __m256i broadcast4(const std::int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The blocks of one row group, wherever they lie (the matrix, or a group
-// widened from the compact layout).
-struct GroupBlocks {
-  const std::uint8_t* first = nullptr;  // block 0
-  std::size_t stride = 0;
-  std::size_t quant_bytes = 0;
-  bool implied_min = false;
-  const std::uint8_t* at(int b) const { return first + static_cast<std::size_t>(b) * stride; }
-};
-
-GroupBlocks group_blocks(const PackedMatrix& w, int group) {
-  return {w.at(group, 0), w.block_stride, w.quant_bytes(), w.implied_min};
-}
-
-// One half's 8 d and 8 m of a block.
-inline void load_factors(const GroupBlocks& g, const std::uint8_t* blk, int half, __m256& d, __m256& m) {
-  const std::uint8_t* scales = blk + g.quant_bytes;
-  d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + half * 16)));
-  m = g.implied_min ? _mm256_mul_ps(d, _mm256_set1_ps(-128.0f))
-                    : _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + 32 + half * 16)));
+// One half's 8 d and 8 m of a block from its factors (16 fp16 d, then 16 m
+// unless ImpliedMin: m = -128 d).
+template <bool ImpliedMin>
+inline void load_factors(const std::uint8_t* factors, int half, __m256& d, __m256& m) {
+  d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(factors + half * 16)));
+  if constexpr (ImpliedMin) {
+    m = _mm256_mul_ps(d, _mm256_set1_ps(-128.0f));
+  } else {
+    m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(factors + 32 + half * 16)));
+  }
 }
 
 // Bit `bit` of every byte of a fifth-bit plane, moved to bit 4 (16-bit
@@ -87,13 +77,15 @@ inline void join_fifth_bits(__m256i packed, __m256i plane, int c, __m256i& lo, _
   hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), fifth_bits(plane, 2 * c + 1));
 }
 
-// A compact 5-bit row group widened to the bytes layout (8 chunks of u, then
-// d and m) in `out` (blocks x 576 bytes, 32-byte aligned).
-GroupBlocks widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
-  constexpr std::size_t kStride = 512 + 4 * kPackRows;
+// The bytes layout's stride: 8 chunks of u, 16 d, 16 m.
+constexpr std::size_t kBytesStride = 512 + 4 * kPackRows;
+
+// A compact 5-bit row group widened to the bytes layout in `out` (blocks x
+// kBytesStride bytes, 32-byte aligned).
+void widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
   for (int b = 0; b < w.blocks; ++b) {
     const std::uint8_t* blk = w.at(group, b);
-    std::uint8_t* dst = out + b * kStride;
+    std::uint8_t* dst = out + b * kBytesStride;
     for (int half = 0; half < 2; ++half) {
       const __m256i plane = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256 + half * 32));
 #pragma GCC unroll 4
@@ -107,14 +99,18 @@ GroupBlocks widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
     }
     std::memcpy(dst + 512, blk + w.quant_bytes(), 4 * kPackRows);
   }
-  return {out, kStride, 512, false};
 }
 
 // Rows [8 half, 8 half + 8) of `group` for tokens [t0, t0 + M); `lanes` of
-// the 8 outputs exist (a partial last group).
-template <int Bits, int M>
-void half_tile(const GroupBlocks& g, int blocks, int group, int half, const QuantizedRows& x, int t0, float* y,
-               std::size_t ldy, int lanes) {
+// the 8 outputs exist (a partial last group). The group's `blocks` blocks
+// start at `first`, `stride` bytes apart (the matrix's, or a widened copy).
+// Kept out of line: inlined into tile(), GCC allocates its registers worse
+// and prefill ran ~20 % slower.
+template <int Bits, int M, bool ImpliedMin>
+__attribute__((noinline)) void half_tile(const std::uint8_t* first, std::size_t stride, int blocks, int group,
+                                         int half, const QuantizedRows& x, int t0, float* y, std::size_t ldy,
+                                         int lanes) {
+  constexpr std::size_t kQuantBytes = Bits == 4 ? 256 : 512;
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i sixteens16 = _mm256_set1_epi16(16);
@@ -129,7 +125,7 @@ void half_tile(const GroupBlocks& g, int blocks, int group, int half, const Quan
     acc[t] = _mm256_setzero_ps();
   }
   for (int b = 0; b < blocks; ++b) {
-    const std::uint8_t* blk = g.at(b);
+    const std::uint8_t* blk = first + b * stride;
     const std::uint8_t* quants = blk + half * 32;
     __m256i dot[M];
     if constexpr (Bits == 4) {
@@ -191,7 +187,7 @@ void half_tile(const GroupBlocks& g, int blocks, int group, int half, const Quan
       }
     }
     __m256 d, m;
-    load_factors(g, blk, half, d, m);
+    load_factors<ImpliedMin>(blk + kQuantBytes, half, d, m);
     for (int t = 0; t < M; ++t) {
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
       acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[t][b]), acc[t]);
@@ -216,10 +212,10 @@ void half_tile(const GroupBlocks& g, int blocks, int group, int half, const Quan
 // fifth-bit plane).
 constexpr int kCompactFive = 55;
 
-template <int Bits>
+template <int Bits, bool ImpliedMin>
 void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, float* y, std::size_t ldy,
                int rows) {
-  const GroupBlocks g = group_blocks(w, group);
+  const std::size_t quant_bytes = w.quant_bytes();
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i sixteens16 = _mm256_set1_epi16(16);
@@ -228,7 +224,7 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
   const float* xs = x.row_s(t);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int b = 0; b < w.blocks; ++b, a += kQuantBlock) {
-    const std::uint8_t* blk = g.at(b);
+    const std::uint8_t* blk = w.at(group, b);
     for (int half = 0; half < 2; ++half) {
       const std::uint8_t* quants = blk + half * 32;
       __m256i dot;
@@ -279,7 +275,7 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
         dot = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones16), _mm256_madd_epi16(hi16, sixteens16));
       }
       __m256 d, m;
-      load_factors(g, blk, half, d, m);
+      load_factors<ImpliedMin>(blk + quant_bytes, half, d, m);
       acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
       acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[b]), acc[half]);
     }
@@ -303,7 +299,7 @@ std::uint8_t* widening_buffer(std::size_t bytes) {
   return buffer.data();
 }
 
-template <int Bits>
+template <int Bits, bool ImpliedMin = false>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
   const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
@@ -313,18 +309,18 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
   // One token: the decode path, with digits for full bytes (a lone token at
   // the end of a prefill's token chunks has none and runs as a tile of 1).
   if (t1 - t0 == 1 && (Bits != 8 || x.has_digits)) {
-    one_token<Bits>(w, group, x, t0, y, ldy, rows);
+    one_token<Bits, ImpliedMin>(w, group, x, t0, y, ldy, rows);
     return;
   }
   if constexpr (Bits == kCompactFive) {
-    const GroupBlocks wide = widen_group(w, group, widening_buffer(static_cast<std::size_t>(w.blocks) * (512 + 4 * kPackRows)));
+    std::uint8_t* wide = widening_buffer(static_cast<std::size_t>(w.blocks) * kBytesStride);
+    widen_group(w, group, wide);
     cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
-      half_tile<5, M>(wide, w.blocks, group, half, x, t, y, ldy, lanes);
+      half_tile<5, M, false>(wide, kBytesStride, w.blocks, group, half, x, t, y, ldy, lanes);
     });
   } else {
-    const GroupBlocks g = group_blocks(w, group);
     cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
-      half_tile<Bits, M>(g, w.blocks, group, half, x, t, y, ldy, lanes);
+      half_tile<Bits, M, ImpliedMin>(w.at(group, 0), w.block_stride, w.blocks, group, half, x, t, y, ldy, lanes);
     });
   }
 }
@@ -336,7 +332,14 @@ void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int 
   } else if (w.bits == 5) {
     tile_avx2<kCompactFive>(w, group, x, t0, t1, y, ldy);
   } else if (w.narrow(group)) {
-    tile_avx2<5>(w, group, x, t0, t1, y, ldy);
+    // (A Q8_0 group whose q all lie below -96 is narrow too.)
+    if (w.implied_min) {
+      tile_avx2<5, true>(w, group, x, t0, t1, y, ldy);
+    } else {
+      tile_avx2<5>(w, group, x, t0, t1, y, ldy);
+    }
+  } else if (w.implied_min) {
+    tile_avx2<8, true>(w, group, x, t0, t1, y, ldy);
   } else {
     tile_avx2<8>(w, group, x, t0, t1, y, ldy);
   }
