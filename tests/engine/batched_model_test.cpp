@@ -128,6 +128,17 @@ const std::map<std::string, nlohmann::json>& methods() {
 
 const std::vector<hooks::TokenSpan>& kChunks = ::midtune::testing::kExampleChunks;
 
+// The last row's logits of `tokens` as one prompt through `model`, with
+// `iv`'s hooks.
+std::vector<float> last_row_logits(Model& model, std::span<const std::int32_t> tokens, const Intervention& iv) {
+  const int n = static_cast<int>(tokens.size()), last = n - 1;
+  const hooks::EngineIntervention ei(model.config(), model.file(), iv, n, kChunks);
+  Sequence seq(model, n, ei.sequence_scales());
+  const SequenceCall call{&seq, tokens, ei.prompt_positions(), std::span<const int>(&last, 1), ei.hooks()};
+  model.forward(std::span<const SequenceCall>(&call, 1));
+  return model.download_logits();
+}
+
 class BatchedArchTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
@@ -482,21 +493,12 @@ TEST_P(KvBf16Test, LastRowLogitsAndDecisionsAsTheFp32Cache) {
   EXPECT_EQ(2 * Sequence::cache_bytes(bf16.config(), *bf16_device, 100),
             Sequence::cache_bytes(fp32.config(), *fp32_device, 100));
   const auto tokens = test_tokens(fp32.vocab(), 34, 9);
-  const int n = static_cast<int>(tokens.size()), last = n - 1;
   double worst_ratio = 0.0;
   int decisions = 0, same = 0, all = 0, all_same = 0;
   for (const auto& [method, json] : methods()) {
     if (!::midtune::testing::method_applies(fp32.config(), method)) continue;
     const Intervention iv = Intervention::from_json(json);
-    std::vector<float> logits[2];
-    Model* both[2] = {&fp32, &bf16};
-    for (int m = 0; m < 2; ++m) {
-      const hooks::EngineIntervention ei(both[m]->config(), both[m]->file(), iv, n, kChunks);
-      Sequence seq(*both[m], n, ei.sequence_scales());
-      const SequenceCall call{&seq, tokens, ei.prompt_positions(), std::span<const int>(&last, 1), ei.hooks()};
-      both[m]->forward(std::span<const SequenceCall>(&call, 1));
-      logits[m] = both[m]->download_logits();
-    }
+    const std::vector<float> logits[2] = {last_row_logits(fp32, tokens, iv), last_row_logits(bf16, tokens, iv)};
     ASSERT_EQ(logits[0].size(), logits[1].size());
     double worst = 0.0, scale = 0.0;
     for (std::size_t i = 0; i < logits[0].size(); ++i) {
@@ -752,16 +754,8 @@ TEST_P(FileFormTest, AnswersAsTheBf16FormInTheFilesBytes) {
   auto file_device = make_device(device_kind + "-file");
   Model wide(path, *wide_device), file(path, *file_device);
   const auto tokens = test_tokens(wide.vocab(), 34, 5);
-  const int n = static_cast<int>(tokens.size()), last = n - 1;
-  std::vector<float> logits[2];
-  Model* models[2] = {&wide, &file};
-  for (int m = 0; m < 2; ++m) {
-    const hooks::EngineIntervention plain(models[m]->config(), models[m]->file(), Intervention{}, n, kChunks);
-    Sequence seq(*models[m], n, plain.sequence_scales());
-    const SequenceCall call{&seq, tokens, plain.prompt_positions(), std::span<const int>(&last, 1), plain.hooks()};
-    models[m]->forward(std::span<const SequenceCall>(&call, 1));
-    logits[m] = models[m]->download_logits();
-  }
+  const std::vector<float> logits[2] = {last_row_logits(wide, tokens, Intervention{}),
+                                        last_row_logits(file, tokens, Intervention{})};
   ASSERT_EQ(logits[0].size(), logits[1].size());
   double worst = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < logits[0].size(); ++i) {

@@ -59,7 +59,7 @@ void packed_matmul(const PackedMatrix& w, QuantizedRows& x, float* y, std::size_
                                 std::to_string(w.rows) + " outputs");
   }
   const PackedTileFn fn = packed_tile_for(isa);
-  if (w.layout == PackLayout::compact && packed_layout_for(isa) != PackLayout::compact) {
+  if (w.compact_only() && packed_layout_for(isa) != PackLayout::compact) {
     throw std::invalid_argument(std::string("matmul: the ") + to_string(isa) +
                                 " body reads the bytes layout, this matrix is packed compact (pack it for the ISA "
                                 "that multiplies it: packed_layout_for)");

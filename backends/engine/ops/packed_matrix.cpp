@@ -165,7 +165,6 @@ PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols, PackL
   if (parts.empty() || cols <= 0) throw std::invalid_argument("pack_matrices: nothing to pack");
   PackedMatrix p;
   p.cols = cols;
-  p.layout = layout;
   bool nibbles = true, five_bits = true, q8_0 = true;
   for (const MatrixPart& part : parts) {
     p.rows += part.rows;

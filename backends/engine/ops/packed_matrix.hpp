@@ -58,7 +58,6 @@ struct PackedMatrix {
   int blocks = 0;  // ceil(K / 32)
   int groups = 0;  // ceil(N / 16)
   int bits = 4;    // 4, 8, or 5 (compact layout only: nibbles + fifth-bit plane)
-  PackLayout layout = PackLayout::bytes;
   bool implied_min = false;      // compact Q8_0 only: m = -128 d, not stored
   std::size_t block_stride = 0;  // bytes per (group, block)
   AlignedBuffer<std::uint8_t> data;
@@ -67,6 +66,10 @@ struct PackedMatrix {
   // True when every u of the group fits in 5 bits (Q5_0 / Q5_1 / Q5_K, or
   // 4-bit weights).
   bool narrow(int group) const { return group_max_u[group] <= 31; }
+
+  // True when the compact layout differs here from the bytes one (fifth-bit
+  // planes or no stored m), so only a compact reader may multiply it.
+  bool compact_only() const { return bits == 5 || implied_min; }
 
   // Bytes of u per (group, block); the 16 fp16 d follow, then (unless
   // implied_min) the 16 fp16 m.
@@ -88,7 +91,8 @@ struct MatrixPart {
 
 // Packs several matrices with the same column count one below the other
 // (Q, K and V as one matmul; gate and up as another). The result is 4-bit
-// only when every part is Q4_0 / Q4_1 / Q4_K; a row group is narrow when all its
+// only when every part is Q4_0 / Q4_1 / Q4_K, 5-bit (compact layout only) when
+// every part is one of those or Q5_0 / Q5_1 / Q5_K; a row group is narrow when all its
 // rows come from 4- or 5-bit parts. Throws std::invalid_argument when
 // cols is not a multiple of a part's block size.
 PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols,

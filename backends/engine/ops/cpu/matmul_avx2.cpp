@@ -325,23 +325,27 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
   }
 }
 
+// Byte-per-value groups, with m stored or implied.
+template <int Bits>
+void bytes_tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
+                std::size_t ldy) {
+  if (w.implied_min) {
+    tile_avx2<Bits, true>(w, group, x, t0, t1, y, ldy);
+  } else {
+    tile_avx2<Bits>(w, group, x, t0, t1, y, ldy);
+  }
+}
+
 void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
           std::size_t ldy) {
   if (w.bits == 4) {
     tile_avx2<4>(w, group, x, t0, t1, y, ldy);
   } else if (w.bits == 5) {
     tile_avx2<kCompactFive>(w, group, x, t0, t1, y, ldy);
-  } else if (w.narrow(group)) {
-    // (A Q8_0 group whose q all lie below -96 is narrow too.)
-    if (w.implied_min) {
-      tile_avx2<5, true>(w, group, x, t0, t1, y, ldy);
-    } else {
-      tile_avx2<5>(w, group, x, t0, t1, y, ldy);
-    }
-  } else if (w.implied_min) {
-    tile_avx2<8, true>(w, group, x, t0, t1, y, ldy);
+  } else if (w.narrow(group)) {  // (a Q8_0 group whose q all lie below -96 too)
+    bytes_tile<5>(w, group, x, t0, t1, y, ldy);
   } else {
-    tile_avx2<8>(w, group, x, t0, t1, y, ldy);
+    bytes_tile<8>(w, group, x, t0, t1, y, ldy);
   }
 }
 
