@@ -39,7 +39,10 @@ fail() { echo "check_local_slurm: FAILED: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || skip "needs root (installs packages, starts munged, slurmctld and slurmd)"
 [ -x "$ga_run" ] || skip "no $ga_run (cmake --build build --target ga-run)"
-ldd "$ga_run" | grep -q 'libmpi\.so' || skip "$ga_run was built without MPI"
+# grep reads all of its input (no -q) in every pipe here: under pipefail a
+# grep -q that quits at the first match kills the writer with SIGPIPE, and
+# the pipe then fails although the line was there.
+ldd "$ga_run" | grep 'libmpi\.so' >/dev/null || skip "$ga_run was built without MPI"
 command -v sqlite3 >/dev/null || skip "no sqlite3 (scripts/setup.sh installs it)"
 
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
@@ -155,10 +158,10 @@ wait_for() {
     sleep 1
   done
 }
-node_idle() { timeout 10 sinfo -h -n "$node" -o %t 2>/dev/null | grep -qx idle; }
+node_idle() { timeout 10 sinfo -h -n "$node" -o %t 2>/dev/null | grep -x idle >/dev/null; }
 wait_for 60 "idle node in sinfo" node_idle
 say "cluster up: $(timeout 10 sinfo -V), node $node, ports $ctld_port-$((ctld_port + 1))"
-timeout 10 srun --mpi=list 2>&1 | grep -qw pmix || fail "srun has no pmix MPI plugin (srun --mpi=list)"
+timeout 10 srun --mpi=list 2>&1 | grep -w pmix >/dev/null || fail "srun has no pmix MPI plugin (srun --mpi=list)"
 
 # --- Experiments --------------------------------------------------------
 w="$dir/w"
@@ -221,8 +224,8 @@ logged() { grep -q -- "$2" "$w/ga-run-$1.log" 2>/dev/null; }
 task_pid() {
   local p
   for p in $(pgrep -x ga-run); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" &&
-       tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$2"; then
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -x "SLURM_JOB_ID=$1" >/dev/null &&
+       tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -x "SLURM_PROCID=$2" >/dev/null; then
       echo "$p"
       return 0
     fi
