@@ -361,7 +361,9 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
     ASSERT_EQ(compact.implied_min, c.implied_min) << name;
     ASSERT_DOUBLE_EQ(static_cast<double>(compact.data.size()) / bytes.data.size(), c.bytes_ratio) << name;
     ASSERT_EQ(compact.group_max_u, bytes.group_max_u) << name;
-    if (&c == &cases.back()) ASSERT_TRUE(compact.narrow(0) && compact.narrow(2)) << "the narrow Q8_0 case";
+    if (&c == &cases.back()) {
+      ASSERT_TRUE(compact.narrow(0) && compact.narrow(2)) << "the narrow Q8_0 case";
+    }
     for (int r = 0; r < bytes.rows; ++r) {
       for (int col = 0; col < cols; ++col) {
         ASSERT_EQ(packed_weight(compact, r, col), packed_weight(bytes, r, col)) << name << " row " << r << " col " << col;

@@ -190,9 +190,12 @@ TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
 }
 
 TEST_P(OpsSimd, AttentionMatchesScalar) {
-  for (int d : {64, 40}) {  // 40: not a multiple of 16, the SIMD bodies hand it to scalar
-    const int keys = 37;
-    const std::vector<float> kt = random(static_cast<std::size_t>(d) * 48), v = random(static_cast<std::size_t>(keys) * d),
+  // d 40: not a multiple of 16, the SIMD bodies hand it to scalar; 300
+  // keys: p V over three key chunks (kValueKeyChunk), summed apart.
+  for (const auto& [d, keys] : {std::pair{64, 37}, std::pair{40, 37}, std::pair{64, 300}}) {
+    const int key_blocks = (keys + kKeyBlock - 1) / kKeyBlock;
+    const std::vector<float> kt = random(static_cast<std::size_t>(d) * kKeyBlock * key_blocks),
+                             v = random(static_cast<std::size_t>(keys) * d),
                              q = random(static_cast<std::size_t>(kAttentionTile) * d);
     const KeyValueView kv{kt.data(), v.data(), static_cast<std::size_t>(d), d};
     for (int count = 1; count <= kAttentionTile; ++count) {
@@ -217,8 +220,8 @@ TEST_P(OpsSimd, AttentionMatchesScalar) {
   }
 }
 
-// The model runs a decode step's tiles in parts (keys split for the scores,
-// output dims for p V) when threads would idle: the parts must give the
+// The model runs a decode step's tiles in parts (keys split for the scores
+// and, in chunks, for p V) when threads would idle: the parts must give the
 // whole body's outputs and readouts bit for bit, over any split.
 TEST_P(OpsSimd, AttentionPartsGiveTheBodysResultsBitForBit) {
   const AttentionParts* parts = attention_parts_for(GetParam());
@@ -256,9 +259,14 @@ TEST_P(OpsSimd, AttentionPartsGiveTheBodysResultsBitForBit) {
         std::fill(scratch.begin(), scratch.end(), 7.0f);
         for (int k = 0; k < keys; k += key_chunk) parts->scores(tile, kv, 0.125f, scratch.data(), keys, k, std::min(keys, k + key_chunk));
         for (int r = 0; r < count; ++r) parts->softmax_row(tile, r, scratch.data(), keys);
-        for (int c = d - parts->value_dims; c >= 0; c -= parts->value_dims) {  // any order
-          parts->values(tile, kv, scratch.data(), keys, c, c + parts->value_dims);
+        const int chunks = (keys + kValueKeyChunk - 1) / kValueKeyChunk;
+        const std::size_t chunk_stride = static_cast<std::size_t>(count) * d + 3;  // any stride that fits
+        std::vector<float> partials(chunks * chunk_stride, 7.0f);
+        for (int j = chunks - 1; j >= 0; --j) {  // any order
+          parts->values(tile, kv, scratch.data(), keys, j * kValueKeyChunk, std::min(keys, (j + 1) * kValueKeyChunk),
+                        partials.data() + j * chunk_stride);
         }
+        add_value_chunks(tile, partials.data(), chunks, d, chunk_stride);
         ASSERT_EQ(0, std::memcmp(whole.out.data(), split.out.data(), sizeof(float) * whole.out.size())) << count << " " << key_chunk;
         ASSERT_EQ(0, std::memcmp(whole.probs.data(), split.probs.data(), sizeof(float) * whole.probs.size())) << count;
         ASSERT_EQ(0, std::memcmp(whole.key0.data(), split.key0.data(), sizeof(float) * whole.key0.size())) << count;

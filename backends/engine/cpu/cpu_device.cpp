@@ -287,8 +287,8 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
       keys_total >= kSplitAttentionKeys) {
     // A decode step: too few tiles (3 key slots on 2 threads leave one idle
     // a third of the time) to keep the threads busy over long caches, so
-    // the tiles' keys are split for the scores and their output dims for
-    // p V. Bit-identical to the whole body (ops/attention.hpp).
+    // the tiles' keys are split, in chunks, for the scores and for p V.
+    // Bit-identical to the whole body (ops/attention.hpp).
     struct Job {
       AttentionTile tile;
       KeyValueView kv;
@@ -304,32 +304,44 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
       check_attention_args(job.tile, job.kv);
       for (int r = 0; r < job.tile.count; ++r) job.max_limit = std::max(job.max_limit, job.tile.limit[r]);
     }
-    const std::size_t per_job = static_cast<std::size_t>(kAttentionTile) * keys_total;
+    // Per job: its scores, then each value chunk's partial sums.
+    const int value_chunks = (keys_total + kValueKeyChunk - 1) / kValueKeyChunk;
+    const std::size_t scores_per_job = static_cast<std::size_t>(kAttentionTile) * keys_total;
+    const std::size_t partial_floats = static_cast<std::size_t>(kAttentionTile) * hd;
+    const std::size_t per_job = scores_per_job + value_chunks * partial_floats;
     AlignedBuffer<float>& split = scratch_->split_attention;
     split.ensure(per_job * jobs);
-    constexpr int kKeyChunk = 256;  // a multiple of kKeyBlock
+    const auto job_scores = [&](int job) { return split.data() + per_job * job; };
+    const auto job_partials = [&](int job) { return job_scores(job) + scores_per_job; };
+    constexpr int kKeyChunk = 128;  // a multiple of kKeyBlock
     const int key_chunks = (keys_total + kKeyChunk - 1) / kKeyChunk;
     tbb::parallel_for(0, jobs * key_chunks, [&](int item) {
       Job& job = tiles[item / key_chunks];
       const int k_begin = (item % key_chunks) * kKeyChunk;
       const int k_end = std::min(job.max_limit, k_begin + kKeyChunk);
       if (k_begin >= k_end) return;
-      parts->scores(job.tile, job.kv, scale, split.data() + per_job * (item / key_chunks), job.max_limit, k_begin,
-                    k_end);
+      parts->scores(job.tile, job.kv, scale, job_scores(item / key_chunks), job.max_limit, k_begin, k_end);
     });
     const int rows_per_job = tiles[0].tile.count;
     tbb::parallel_for(0, jobs * rows_per_job, [&](int item) {
       Job& job = tiles[item / rows_per_job];
       const int r = item % rows_per_job;
-      if (r < job.tile.count) parts->softmax_row(job.tile, r, split.data() + per_job * (item / rows_per_job), job.max_limit);
+      if (r < job.tile.count) parts->softmax_row(job.tile, r, job_scores(item / rows_per_job), job.max_limit);
     });
-    const int dim_chunks = (hd + parts->value_dims - 1) / parts->value_dims;
-    tbb::parallel_for(0, jobs * dim_chunks, [&](int item) {
-      Job& job = tiles[item / dim_chunks];
-      const int c_begin = (item % dim_chunks) * parts->value_dims;
-      parts->values(job.tile, job.kv, split.data() + per_job * (item / dim_chunks), job.max_limit, c_begin,
-                    std::min(hd, c_begin + parts->value_dims));
+    tbb::parallel_for(0, jobs * value_chunks, [&](int item) {
+      const int j = item / value_chunks, chunk = item % value_chunks;
+      Job& job = tiles[j];
+      const int k_begin = chunk * kValueKeyChunk;
+      const int k_end = std::min(job.max_limit, k_begin + kValueKeyChunk);
+      if (k_begin >= k_end) return;
+      parts->values(job.tile, job.kv, job_scores(j), job.max_limit, k_begin, k_end,
+                    job_partials(j) + chunk * partial_floats);
     });
+    for (int j = 0; j < jobs; ++j) {
+      const Job& job = tiles[j];
+      const int chunks = (job.max_limit + kValueKeyChunk - 1) / kValueKeyChunk;
+      add_value_chunks(job.tile, job_partials(j), chunks, hd, partial_floats);
+    }
     if (key0_weight != nullptr) {
       for (const Job& job : tiles) {
         for (int r = 0; r < job.tile.count; ++r) key0_weight[job.key0_index[r]] = job.key0_weight[r];

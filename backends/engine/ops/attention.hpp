@@ -73,22 +73,47 @@ using AttentionFn = void (*)(const AttentionTile& tile, const KeyValueView& kv, 
 AttentionFn attention_scalar();
 AttentionFn attention_for(Isa isa);  // the dispatch rule of ops/dispatch.hpp
 
+// p V sums each output over the keys in chunks of kValueKeyChunk keys (a
+// multiple of kKeyBlock), each chunk's sum from zero, and adds the chunks'
+// sums in key order. The SIMD bodies and their parts both do, so a decode
+// step split across threads by key chunks gives the whole body's bits.
+inline constexpr int kValueKeyChunk = 128;
+
 // A SIMD body in three parts, for a decode step whose few tiles would leave
 // threads idle: the scaled scores of keys [k_begin, k_end) (k_begin a
-// multiple of kKeyBlock), query r's softmax with its readouts, and the
-// output dims [c_begin, c_end) (c_begin a multiple of value_dims). The
-// scores of all keys, then every row's softmax, then all output dims give
-// the body's results bit for bit: each score and each output is the same
-// chain of operations. For head_dim a multiple of kKeyBlock; `scratch` as
-// the body's, rows of max_limit floats, max_limit = max(limit).
+// multiple of kKeyBlock), query r's softmax with its readouts, and one key
+// chunk's p V for every query of the tile: keys [k_begin, k_end) with
+// k_begin a multiple of kValueKeyChunk and k_end = min(max_limit, k_begin +
+// kValueKeyChunk), into `partial` (tile.count rows of head_dim floats). The
+// scores of all keys, then every row's softmax, then every chunk's p V and
+// add_value_chunks give the body's results bit for bit: each score and each
+// output is the same chain of operations. For head_dim a multiple of
+// kKeyBlock; `scratch` as the body's, rows of max_limit floats, max_limit =
+// max(limit).
 struct AttentionParts {
   void (*scores)(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch, int max_limit,
                  int k_begin, int k_end);
   void (*softmax_row)(const AttentionTile& tile, int r, float* scratch, int max_limit);
   void (*values)(const AttentionTile& tile, const KeyValueView& kv, const float* scratch, int max_limit,
-                 int c_begin, int c_end);
-  int value_dims;
+                 int k_begin, int k_end, float* partial);
 };
+
+// The tile's outputs from its `chunks` key chunks' partial sums (chunk j's
+// rows at partials + j * chunk_stride, head_dim floats apart), added in key
+// order.
+inline void add_value_chunks(const AttentionTile& tile, const float* partials, int chunks, int head_dim,
+                             std::size_t chunk_stride) {
+  for (int r = 0; r < tile.count; ++r) {
+    float* out = tile.out[r];
+    const float* first = partials + static_cast<std::size_t>(r) * head_dim;
+    for (int c = 0; c < head_dim; ++c) out[c] = first[c];
+    for (int j = 1; j < chunks; ++j) {
+      const float* part = first + j * chunk_stride;
+      for (int c = 0; c < head_dim; ++c) out[c] += part[c];
+    }
+  }
+}
+
 // The parts of the body attention_for(isa) runs; nullptr where that is the
 // scalar body (which has no parts).
 const AttentionParts* attention_parts_for(Isa isa);

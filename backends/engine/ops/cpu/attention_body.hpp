@@ -83,31 +83,63 @@ struct AttentionBody {
     }
   }
 
-  // out = p V for queries [r0, r0 + R), output dims [c_begin, c_end)
-  // (c_begin a multiple of 2 x kLanes), 2 x kLanes dims per pass.
-  // Rows shorter than max_limit have zero weights past their limit, so every
-  // query runs over the same key range.
+  // out = p V for queries [r0, r0 + R), 2 x kLanes dims per pass over each
+  // chunk of kValueKeyChunk keys (attention.hpp: chunk sums from zero, added
+  // in order). Rows shorter than max_limit have zero weights past their
+  // limit, so every query runs over the same key range.
   template <int R>
   static void weighted_values(const AttentionTile& tile, int r0, const KeyValueView& kv, const float* scratch,
-                              int max_limit, int c_begin, int c_end) {
-    for (int c = c_begin; c < c_end; c += 2 * L) {
-      const bool two = kv.head_dim - c >= 2 * L;
-      reg acc[R][2];
-      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
-      const float* vk = kv.v + c;
-      for (int k = 0; k < max_limit; ++k, vk += kv.v_ld) {
-        const reg v0 = V::load(vk);
-        const reg v1 = two ? V::load(vk + L) : V::zero();
+                              int max_limit) {
+    for (int k0 = 0; k0 < max_limit; k0 += kValueKeyChunk) {
+      const int k1 = std::min(max_limit, k0 + kValueKeyChunk);
+      for (int c = 0; c < kv.head_dim; c += 2 * L) {
+        const bool two = kv.head_dim - c >= 2 * L;
+        reg acc[R][2];
+        for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
+        const float* vk = kv.v + static_cast<std::size_t>(k0) * kv.v_ld + c;
+        for (int k = k0; k < k1; ++k, vk += kv.v_ld) {
+          const reg v0 = V::load(vk);
+          const reg v1 = two ? V::load(vk + L) : V::zero();
 #pragma GCC unroll 12
+          for (int r = 0; r < R; ++r) {
+            const reg weight = V::set1(scratch[static_cast<std::size_t>(r0 + r) * max_limit + k]);
+            acc[r][0] = V::fmadd(weight, v0, acc[r][0]);
+            acc[r][1] = V::fmadd(weight, v1, acc[r][1]);
+          }
+        }
         for (int r = 0; r < R; ++r) {
-          const reg weight = V::set1(scratch[static_cast<std::size_t>(r0 + r) * max_limit + k]);
-          acc[r][0] = V::fmadd(weight, v0, acc[r][0]);
-          acc[r][1] = V::fmadd(weight, v1, acc[r][1]);
+          float* out = tile.out[r0 + r] + c;
+          V::store(out, k0 == 0 ? acc[r][0] : V::add(V::load(out), acc[r][0]));
+          if (two) V::store(out + L, k0 == 0 ? acc[r][1] : V::add(V::load(out + L), acc[r][1]));
         }
       }
-      for (int r = 0; r < R; ++r) {
-        V::store(tile.out[r0 + r] + c, acc[r][0]);
-        if (two) V::store(tile.out[r0 + r] + c + L, acc[r][1]);
+    }
+  }
+
+  // One key chunk's p V for queries [r0, r0 + R) into their partial rows
+  // (head_dim floats each): each value row read whole, in key order, the
+  // running sums waiting in `partial`. The body's pass over a few dims at
+  // a time reads 64 bytes of every row, a stride the hardware prefetchers
+  // do not follow, at half the memory's speed; a decode step streams its
+  // whole cache here. Each output is the body's FMA chain.
+  template <int R>
+  static void chunk_values(int r0, const KeyValueView& kv, const float* scratch, int max_limit, int k_begin,
+                           int k_end, float* partial) {
+    const float* w[R];
+    float* sums[R];
+    for (int r = 0; r < R; ++r) {
+      w[r] = scratch + static_cast<std::size_t>(r0 + r) * max_limit;
+      sums[r] = partial + static_cast<std::size_t>(r0 + r) * kv.head_dim;
+    }
+    for (int k = k_begin; k < k_end; ++k) {
+      const float* row = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
+      for (int c = 0; c < kv.head_dim; c += L) {
+        const reg v = V::load(row + c);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; ++r) {
+          const reg sum = k == k_begin ? V::zero() : V::load(sums[r] + c);
+          V::store(sums[r] + c, V::fmadd(V::set1(w[r][k]), v, sum));
+        }
       }
     }
   }
@@ -130,7 +162,7 @@ struct AttentionBody {
                        int max_limit) {
     scores<R>(tile, r0, kv, scale, scratch, max_limit, 0, max_limit);
     for (int r = r0; r < r0 + R; ++r) finish_row(tile, r, scratch, max_limit);
-    weighted_values<R>(tile, r0, kv, scratch, max_limit, 0, kv.head_dim);
+    weighted_values<R>(tile, r0, kv, scratch, max_limit);
   }
 
   // The last count % kMaxTileRows queries: one sub-tile of that size.
@@ -175,12 +207,12 @@ struct AttentionBody {
     });
   }
   static void part_values(const AttentionTile& tile, const KeyValueView& kv, const float* scratch, int max_limit,
-                          int c_begin, int c_end) {
+                          int k_begin, int k_end, float* partial) {
     for_sub_tiles(tile.count, [&](auto rows, int r0) {
-      weighted_values<decltype(rows)::value>(tile, r0, kv, scratch, max_limit, c_begin, c_end);
+      chunk_values<decltype(rows)::value>(r0, kv, scratch, max_limit, k_begin, k_end, partial);
     });
   }
-  static AttentionParts parts() { return {&part_scores, &finish_row, &part_values, 2 * L}; }
+  static AttentionParts parts() { return {&part_scores, &finish_row, &part_values}; }
 };
 
 }  // namespace midtune::engine::cpu

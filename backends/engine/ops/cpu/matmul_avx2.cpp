@@ -207,7 +207,11 @@ __attribute__((noinline)) void half_tile(const std::uint8_t* first, std::size_t 
 
 // One token (decode): both halves per block, so that the weights stream
 // through once (software prefetch, which the AVX-512 body uses, was tried
-// here and gained nothing).
+// here and gained nothing). Each activation broadcast serves both halves
+// within a chunk step, with the halves' sums in arrays of two: looping over
+// the halves outside the steps let GCC hoist a whole block's broadcasts and
+// spill them (and the accumulators) to the stack, and the output matrix of
+// a large vocabulary ran below the memory's speed.
 // Bits 4, 5 (narrow bytes), 8 (full bytes), or kCompactFive (nibbles and a
 // fifth-bit plane).
 constexpr int kCompactFive = 55;
@@ -222,61 +226,83 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
   const std::int8_t* a = x.row_q(t);
   const float* xd = x.row_d(t);
   const float* xs = x.row_s(t);
+  const auto chunk = [](const std::uint8_t* blk, int c, int half) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + c * 64 + half * 32));
+  };
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int b = 0; b < w.blocks; ++b, a += kQuantBlock) {
     const std::uint8_t* blk = w.at(group, b);
-    for (int half = 0; half < 2; ++half) {
-      const std::uint8_t* quants = blk + half * 32;
-      __m256i dot;
-      if constexpr (Bits == kCompactFive) {
-        // Two chunks' pair sums stay below 2 x 2 x (2 x 31 x 128) < 32768.
-        const __m256i plane = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256 + half * 32));
-        dot = _mm256_setzero_si256();
+    __m256i dot[2];
+    if constexpr (Bits == kCompactFive) {
+      // Two chunks' pair sums stay below 2 x 2 x (2 x 31 x 128) < 32768.
+      const __m256i plane[2] = {_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256)),
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(blk + 256 + 32))};
+      dot[0] = dot[1] = _mm256_setzero_si256();
 #pragma GCC unroll 2
-        for (int c = 0; c < 4; c += 2) {
-          __m256i sum16 = _mm256_setzero_si256();
+      for (int c = 0; c < 4; c += 2) {
+        __m256i sum16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 2
-          for (int cc = c; cc < c + 2; ++cc) {
+        for (int cc = c; cc < c + 2; ++cc) {
+          const __m256i act_lo = broadcast4(a + 4 * cc), act_hi = broadcast4(a + 16 + 4 * cc);
+          for (int half = 0; half < 2; ++half) {
             __m256i lo, hi;
-            join_fifth_bits(_mm256_load_si256(reinterpret_cast<const __m256i*>(quants + cc * 64)), plane, cc, lo, hi);
-            sum16 = _mm256_add_epi16(sum16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(a + 4 * cc)),
-                                                             _mm256_maddubs_epi16(hi, broadcast4(a + 16 + 4 * cc))));
+            join_fifth_bits(chunk(blk, cc, half), plane[half], cc, lo, hi);
+            sum16[half] = _mm256_add_epi16(
+                sum16[half], _mm256_add_epi16(_mm256_maddubs_epi16(lo, act_lo), _mm256_maddubs_epi16(hi, act_hi)));
           }
-          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones16));
         }
-      } else if constexpr (Bits == 4) {
-        __m256i sum16 = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-          const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
+        for (int half = 0; half < 2; ++half) {
+          dot[half] = _mm256_add_epi32(dot[half], _mm256_madd_epi16(sum16[half], ones16));
+        }
+      }
+    } else if constexpr (Bits == 4) {
+      __m256i sum16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int c = 0; c < 4; ++c) {
+        const __m256i act_lo = broadcast4(a + 4 * c), act_hi = broadcast4(a + 16 + 4 * c);
+        for (int half = 0; half < 2; ++half) {
+          const __m256i packed = chunk(blk, c, half);
           const __m256i lo = _mm256_and_si256(packed, low_nibbles);
           const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
-          sum16 = _mm256_add_epi16(sum16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(a + 4 * c)),
-                                                           _mm256_maddubs_epi16(hi, broadcast4(a + 16 + 4 * c))));
+          sum16[half] = _mm256_add_epi16(
+              sum16[half], _mm256_add_epi16(_mm256_maddubs_epi16(lo, act_lo), _mm256_maddubs_epi16(hi, act_hi)));
         }
-        dot = _mm256_madd_epi16(sum16, ones16);
-      } else if constexpr (Bits == 5) {
-        dot = _mm256_setzero_si256();
-        for (int steps = 0; steps < 8; steps += 4) {
-          __m256i sum16 = _mm256_setzero_si256();
-          for (int c = steps; c < steps + 4; ++c) {
-            const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
-            sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(bytes, broadcast4(a + 4 * c)));
-          }
-          dot = _mm256_add_epi32(dot, _mm256_madd_epi16(sum16, ones16));
-        }
-      } else {
-        const std::int8_t* digits = x.row_digits(t) + b * 2 * kQuantBlock;
-        __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-          const __m256i bytes = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + c * 64));
-          lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(bytes, broadcast4(digits + 4 * c)));
-          hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(bytes, broadcast4(digits + kQuantBlock + 4 * c)));
-        }
-        dot = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones16), _mm256_madd_epi16(hi16, sixteens16));
       }
+      for (int half = 0; half < 2; ++half) dot[half] = _mm256_madd_epi16(sum16[half], ones16);
+    } else if constexpr (Bits == 5) {
+      dot[0] = dot[1] = _mm256_setzero_si256();
+      for (int steps = 0; steps < 8; steps += 4) {
+        __m256i sum16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = steps; c < steps + 4; ++c) {
+          const __m256i act = broadcast4(a + 4 * c);
+          for (int half = 0; half < 2; ++half) {
+            sum16[half] = _mm256_add_epi16(sum16[half], _mm256_maddubs_epi16(chunk(blk, c, half), act));
+          }
+        }
+        for (int half = 0; half < 2; ++half) {
+          dot[half] = _mm256_add_epi32(dot[half], _mm256_madd_epi16(sum16[half], ones16));
+        }
+      }
+    } else {
+      const std::int8_t* digits = x.row_digits(t) + b * 2 * kQuantBlock;
+      __m256i lo16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      __m256i hi16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 2
+      for (int c = 0; c < 8; ++c) {
+        const __m256i digit_lo = broadcast4(digits + 4 * c), digit_hi = broadcast4(digits + kQuantBlock + 4 * c);
+        for (int half = 0; half < 2; ++half) {
+          const __m256i bytes = chunk(blk, c, half);
+          lo16[half] = _mm256_add_epi16(lo16[half], _mm256_maddubs_epi16(bytes, digit_lo));
+          hi16[half] = _mm256_add_epi16(hi16[half], _mm256_maddubs_epi16(bytes, digit_hi));
+        }
+      }
+      for (int half = 0; half < 2; ++half) {
+        dot[half] = _mm256_add_epi32(_mm256_madd_epi16(lo16[half], ones16), _mm256_madd_epi16(hi16[half], sixteens16));
+      }
+    }
+    for (int half = 0; half < 2; ++half) {
       __m256 d, m;
       load_factors<ImpliedMin>(blk + quant_bytes, half, d, m);
-      acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
+      acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[half]), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
       acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[b]), acc[half]);
     }
   }
