@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", options.threads, "threads");
   app.add_option("--repeats", options.repeats, "prefill repeats (best is reported)");
   app.add_option("--isa", isa, "scalar | avx2 | avxvnni | avx512 | avx512bf16 (default: best available)");
+  std::string kv_cache = "fp32";
+  app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values cached in bf16: half the cache's bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   bool profile = false;
   app.add_flag("--profile", profile,
                "also print the decode steps' time op by op on stderr (each op timed apart: slower overall)");
@@ -27,6 +30,7 @@ int main(int argc, char** argv) {
   midtune::engine::OpProfile op_profile;
   if (profile) options.decode_profile = &op_profile;
   try {
+    options.kv_cache = kv_cache == "bf16" ? midtune::engine::KvForm::bf16 : midtune::engine::KvForm::fp32;
     if (!isa.empty()) {
       options.isa = midtune::engine::parse_isa(isa, "--isa");
     }

@@ -48,6 +48,11 @@ class DeviceEmbedding {
   virtual std::size_t bytes() const = 0;  // device memory it takes (0: read from the mapped file)
 };
 
+// The element of the KV caches a device makes: fp32, or bf16 (keys and
+// values rounded once to nearest even as cached, read as exact floats; half
+// the memory and the attention's memory traffic, other numbers).
+enum class KvForm { fp32, bf16 };
+
 // One layer's KV cache of one sequence, in the device's layout. A slot is a
 // KV head, or a query head in layers whose heads of one GQA group have
 // different RoPE scales (Ms-PoE): there the group's keys are rotated per

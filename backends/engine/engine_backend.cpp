@@ -14,9 +14,14 @@
 
 namespace midtune::engine {
 
+namespace {
+// How a bf16 KV cache is named in identities, as on the GPU engine.
+const std::string kBf16KvCache = ", bf16 KV cache";
+}  // namespace
+
 EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
     : options_(options),
-      model_(std::make_unique<Model>(model_path, options.isa, options.fp32)),
+      model_(std::make_unique<Model>(model_path, options.isa, options.fp32, options.kv_cache)),
       tokenizer_(Tokenizer::from_gguf(model_->file())),
       arena_(options.threads > 0 ? std::make_unique<tbb::task_arena>(options.threads)
                                  : std::make_unique<tbb::task_arena>()) {
@@ -25,7 +30,10 @@ EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOpti
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
   identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
-  if (options_.fp32) identity_.precision = "fp32";  // absent for the default: its results keep their keys
+  // Absent for the default (native products, fp32 cache), so that its
+  // results keep their keys; every other choice computes other numbers.
+  if (options_.fp32) identity_.precision = "fp32";
+  if (options_.kv_cache == KvForm::bf16) identity_.precision = (options_.fp32 ? "fp32" : "native") + kBf16KvCache;
 }
 
 ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const Tokenizer& tokenizer) {
@@ -47,7 +55,8 @@ nlohmann::json EngineBackend::execution() const {
   return {{"device", "cpu"},
           {"kernel_path", to_string(options_.isa)},
           {"threads", arena_->max_concurrency()},
-          {"precision", options_.fp32 ? "fp32" : "int8 activations (float types at their own precision)"}};
+          {"precision", std::string(options_.fp32 ? "fp32" : "int8 activations (float types at their own precision)") +
+                            (options_.kv_cache == KvForm::bf16 ? kBf16KvCache : "")}};
 }
 
 void EngineBackend::validate(const Intervention& intervention) const {

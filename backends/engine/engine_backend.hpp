@@ -40,6 +40,11 @@ struct EngineOptions {
   // Marked in the model identity, so its results never share a cache with
   // the default's.
   bool fp32 = false;
+  // backend.kv_cache: bf16 — keys (after RoPE) and values rounded once to
+  // bf16 as cached, attention in fp32: half the cache's memory and the
+  // memory traffic of long-context decode, other numbers (marked in the
+  // identity like fp32).
+  KvForm kv_cache = KvForm::fp32;
 };
 
 // A prompt as the engine sees it.

@@ -73,8 +73,8 @@ Model::Model(const std::filesystem::path& path, Device& device)
   load();
 }
 
-Model::Model(const std::filesystem::path& path, Isa isa, bool fp32_weights)
-    : owned_device_(std::make_unique<CpuDevice>(isa, fp32_weights)), device_(*owned_device_),
+Model::Model(const std::filesystem::path& path, Isa isa, bool fp32_weights, KvForm kv_form)
+    : owned_device_(std::make_unique<CpuDevice>(isa, fp32_weights, kv_form)), device_(*owned_device_),
       file_(std::make_unique<GgufFile>(path)), config_(read_model_config(*file_)) {
   load();
 }

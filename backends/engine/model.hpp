@@ -187,8 +187,10 @@ class Model {
   // the model.
   Model(const std::filesystem::path& path, Device& device);
   // On the CPU engine (cpu/cpu_device.hpp). fp32_weights: every matrix
-  // dequantised to F32 (backend.precision: fp32; ops/weight_matrix.hpp).
-  explicit Model(const std::filesystem::path& path, Isa isa = best_isa(), bool fp32_weights = false);
+  // dequantised to F32 (backend.precision: fp32; ops/weight_matrix.hpp);
+  // kv_form: the KV caches' element (backend.kv_cache).
+  explicit Model(const std::filesystem::path& path, Isa isa = best_isa(), bool fp32_weights = false,
+                 KvForm kv_form = KvForm::fp32);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

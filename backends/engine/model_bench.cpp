@@ -40,6 +40,7 @@ std::vector<std::int32_t> bench_tokens(int count, int vocab) {
 nlohmann::json ModelBenchResult::to_json(const ModelBenchOptions& options) const {
   return {{"engine", "midtune"},
           {"isa", to_string(options.isa)},
+          {"kv_cache", options.kv_cache == KvForm::bf16 ? "bf16" : "fp32"},
           {"threads", options.threads},
           {"prompt_tokens", options.prompt_tokens},
           {"decode_tokens", options.decode_tokens},
@@ -58,7 +59,7 @@ ModelBenchResult bench_model(const std::filesystem::path& model_path, const Mode
   tbb::task_arena arena(options.threads);
   arena.execute([&] {
     auto start = std::chrono::steady_clock::now();
-    Model model(model_path, options.isa);
+    Model model(model_path, options.isa, false, options.kv_cache);
     result.load_seconds = seconds_since(start);
     const ModelConfig& c = model.config();
     const std::vector<std::int32_t> tokens = bench_tokens(options.prompt_tokens + options.decode_tokens, model.vocab());

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/engine/device.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
@@ -21,6 +22,7 @@ struct ModelBenchOptions {
   int threads = 2;
   int repeats = 1;  // best of this many prefills
   Isa isa = best_isa();
+  KvForm kv_cache = KvForm::fp32;
   // Where set, the decode steps' time op by op (op_profile.hpp).
   OpProfile* decode_profile = nullptr;
 };

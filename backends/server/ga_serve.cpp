@@ -100,8 +100,7 @@ int main(int argc, char** argv) {
                  "a 70B Q4_K_M fits one 80 GB GPU)")
       ->check(CLI::IsMember({"native", "fp32", "file"}));
   app.add_option("--kv-cache", args.kv_cache,
-                 "fp32 | bf16 (device cuda: keys and values stored in bf16, half the cache memory; results keyed "
-                 "apart)")
+                 "fp32 | bf16 (keys and values stored in bf16: half the cache memory; results keyed apart)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));

@@ -56,7 +56,7 @@ void add_engine_commands(CLI::App& app) {
                        "native | fp32 (device cpu: fp32 matrices) | file (device cuda: weights kept in their blocks)")
       ->check(CLI::IsMember({"native", "fp32", "file"}));
   generate->add_option("--kv-cache", generate_args->device.kv_cache,
-                       "fp32 | bf16 (device cuda: keys and values stored in bf16, half the cache memory)")
+                       "fp32 | bf16 (keys and values stored in bf16: half the cache memory, other numbers)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   generate->callback([generate_args] { run_generate(*generate_args); });
 

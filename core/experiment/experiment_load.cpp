@@ -113,10 +113,6 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
           "native)");
     }
     backend.kv_cache = section.choice_or("kv_cache", backend.kv_cache, {"fp32", "bf16"});
-    if (backend.device != "cuda" && backend.kv_cache == "bf16") {
-      section.field("kv_cache").fail(
-          "bf16 applies to device: cuda only (the CPU engine's attention reads its keys and values in fp32)");
-    }
     if (backend.device != "cuda") {
       for (const char* key : {"gpu", "batch_tokens"}) {
         if (section.has(key)) {

@@ -31,6 +31,7 @@
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/engine_factory.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/cpu/cpu_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/engine_hooks.hpp"
@@ -469,8 +470,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ------------------------------------------------- the bf16 KV cache
 
-// backend.kv_cache: bf16 against the fp32 cache on the same device, every
-// tiny architecture, the plain model and every method's example: rounding
+// backend.kv_cache: bf16 against the fp32 cache on the same device (the GPU
+// family's, and the CPU engine's), every tiny architecture, the plain model
+// and every method's example: rounding
 // each cached key and value once to bf16 moves the last-row logits by at
 // most kKvBf16Tolerance of the largest (measured on the host reference:
 // 0.6 % (mpt) to 1.7 % (phi3), as sensitive as bf16 activations make these
@@ -481,13 +483,21 @@ constexpr double kKvBf16Tolerance = 0.03;
 
 class KvBf16Test : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
+// The GPU family's devices, or the CPU engine's ("cpu", on the best ISA).
+std::unique_ptr<Device> kv_test_device(const std::string& kind) {
+  if (kind.starts_with("cpu")) {
+    return std::make_unique<CpuDevice>(best_isa(), false, kind.ends_with("-kvbf16") ? KvForm::bf16 : KvForm::fp32);
+  }
+  return make_device(kind);
+}
+
 TEST_P(KvBf16Test, LastRowLogitsAndDecisionsAsTheFp32Cache) {
   const auto& [device_kind, name] = GetParam();
   TinyModels* models = tiny_model(name);
   if (models == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
-  auto fp32_device = make_device(device_kind);
+  auto fp32_device = kv_test_device(device_kind);
   if (fp32_device == nullptr) GTEST_SKIP() << "no CUDA device";
-  auto bf16_device = make_device(device_kind + "-kvbf16");
+  auto bf16_device = kv_test_device(device_kind + "-kvbf16");
   Model fp32(models->file->path(), *fp32_device), bf16(models->file->path(), *bf16_device);
   // The cache takes half the bytes (the batch budget counts them).
   EXPECT_EQ(2 * Sequence::cache_bytes(bf16.config(), *bf16_device, 100),
@@ -527,7 +537,7 @@ TEST_P(KvBf16Test, LastRowLogitsAndDecisionsAsTheFp32Cache) {
 
 INSTANTIATE_TEST_SUITE_P(
     Devices, KvBf16Test,
-    ::testing::Combine(::testing::Values("reference", "cuda"),
+    ::testing::Combine(::testing::Values("reference", "cuda", "cpu"),
                        ::testing::Values("qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3", "gemma2",
                                          "mpt")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });

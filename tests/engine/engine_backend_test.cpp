@@ -92,6 +92,36 @@ TEST_F(EngineBackendTest, Fp32PrecisionIsMarkedAndStaysCloseToTheDefault) {
   EXPECT_LT(worst, 1.0);
 }
 
+// backend.kv_cache: bf16 on the CPU engine: keys and values rounded once to
+// bf16 as cached (half the cache's bytes), its own identity with either
+// weight precision, answers close to the fp32 cache's.
+TEST_F(EngineBackendTest, Bf16KvCacheIsMarkedAndStaysCloseToTheFp32Cache) {
+  EngineOptions bf16_options;
+  bf16_options.kv_cache = KvForm::bf16;
+  EngineBackend bf16(testing::test_model_path(), bf16_options);
+  EXPECT_EQ(bf16.identity().precision, "native, bf16 KV cache");
+  EXPECT_NE(bf16.identity().key(), backend_->identity().key());
+  EXPECT_EQ(bf16.execution()["precision"], "int8 activations (float types at their own precision), bf16 KV cache");
+  EXPECT_EQ(Sequence::cache_bytes(bf16.model().config(), bf16.model().device(), 64) * 2,
+            Sequence::cache_bytes(backend_->model().config(), backend_->model().device(), 64));
+  bf16_options.fp32 = true;
+  EXPECT_EQ(EngineBackend(testing::test_model_path(), bf16_options).identity().precision, "fp32, bf16 KV cache");
+  const auto items = kv_items();
+  const RunOptions tf{Mode::teacher_forced, 0};
+  const auto a = backend_->run(Intervention{}, items, tf), b = bf16.run(Intervention{}, items, tf);
+  double worst = 0.0, total = 0.0;
+  int same = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i].gold_logprob - b[i].gold_logprob));
+    total += std::fabs(a[i].gold_logprob - b[i].gold_logprob);
+    same += a[i].gold_emitted_first == b[i].gold_emitted_first;
+  }
+  std::printf("  bf16 vs fp32 KV cache: |d gold log-prob| worst %.3f, total %.3f; gold-first equal on %d of %zu\n",
+              worst, total, same, items.size());
+  EXPECT_GT(total, 0.0);
+  EXPECT_LT(worst, 1.0);
+}
+
 TEST_F(EngineBackendTest, GenerateAndTeacherForcedAgreeOnGoldEmittedFirst) {
   const auto items = kv_items();
   RunOptions tf{Mode::teacher_forced, 0};

@@ -275,6 +275,75 @@ TEST_P(OpsSimd, AttentionPartsGiveTheBodysResultsBitForBit) {
   }
 }
 
+// A bf16 cache (backend.kv_cache: bf16) is read as the exact floats of its
+// bits: every body, whole or in its decode parts, gives over it the bits it
+// gives over an fp32 cache holding those rounded values.
+TEST_P(OpsSimd, AttentionOverABf16CacheIsTheFp32BodyOverItsRoundedValues) {
+  const AttentionParts* parts = attention_parts_for(GetParam());
+  ASSERT_NE(parts, nullptr);
+  const int d = 64, keys = 293;
+  const std::size_t key_floats = static_cast<std::size_t>(d) * 304, value_floats = static_cast<std::size_t>(keys) * d;
+  std::vector<float> kt = random(key_floats), v = random(value_floats);
+  std::vector<std::uint16_t> kt_bits(key_floats), v_bits(value_floats);
+  for (std::size_t i = 0; i < key_floats; ++i) {
+    kt_bits[i] = elementwise::bf16_bits(kt[i]);
+    kt[i] = elementwise::bf16_value(kt_bits[i]);
+  }
+  for (std::size_t i = 0; i < value_floats; ++i) {
+    v_bits[i] = elementwise::bf16_bits(v[i]);
+    v[i] = elementwise::bf16_value(v_bits[i]);
+  }
+  const std::vector<float> q = random(static_cast<std::size_t>(kAttentionTile) * d);
+  const KeyValueView fp32{kt.data(), v.data(), static_cast<std::size_t>(d), d};
+  KeyValueView bf16;
+  bf16.kt_bf16 = kt_bits.data();
+  bf16.v_bf16 = v_bits.data();
+  bf16.v_ld = static_cast<std::size_t>(d);
+  bf16.head_dim = d;
+  const int count = 5;
+  auto run = [&](const KeyValueView& kv, AttentionFn body, bool in_parts) {
+    std::vector<float> out(count * d, -1.0f), scratch(kAttentionTile * keys);
+    AttentionTile tile;
+    tile.count = count;
+    for (int r = 0; r < count; ++r) {
+      tile.q[r] = q.data() + r * d;
+      tile.out[r] = out.data() + r * d;
+      tile.limit[r] = keys - r;
+    }
+    if (!in_parts) {
+      attention(body, tile, kv, 0.125f, scratch.data());
+      return out;
+    }
+    parts->scores(tile, kv, 0.125f, scratch.data(), keys, 0, keys);
+    for (int r = 0; r < count; ++r) parts->softmax_row(tile, r, scratch.data(), keys);
+    const int chunks = (keys + kValueKeyChunk - 1) / kValueKeyChunk;
+    const std::size_t chunk_stride = static_cast<std::size_t>(count) * d;
+    std::vector<float> partials(chunks * chunk_stride);
+    for (int j = 0; j < chunks; ++j) {
+      parts->values(tile, kv, scratch.data(), keys, j * kValueKeyChunk, std::min(keys, (j + 1) * kValueKeyChunk),
+                    partials.data() + j * chunk_stride);
+    }
+    add_value_chunks(tile, partials.data(), chunks, d, chunk_stride);
+    return out;
+  };
+  for (AttentionFn body : {attention_scalar(), attention_for(GetParam())}) {
+    EXPECT_EQ(run(bf16, body, false), run(fp32, body, false)) << (body == attention_scalar() ? "scalar" : "simd");
+  }
+  EXPECT_EQ(run(bf16, nullptr, true), run(fp32, nullptr, true)) << "parts";
+  EXPECT_EQ(run(bf16, nullptr, true), run(fp32, attention_for(GetParam()), false)) << "parts vs body";
+  // One form at a time: a view with both, or with keys of one and values of
+  // the other, is refused.
+  KeyValueView mixed = fp32;
+  mixed.v_bf16 = v_bits.data();
+  AttentionTile tile;
+  tile.count = 1;
+  std::vector<float> out(d), scratch(kAttentionTile * keys);
+  tile.q[0] = q.data();
+  tile.out[0] = out.data();
+  tile.limit[0] = keys;
+  EXPECT_THROW(attention(attention_scalar(), tile, mixed, 0.125f, scratch.data()), std::invalid_argument);
+}
+
 TEST_P(OpsSimd, QuantizeRowsIsBitIdenticalToScalar) {
   for (int cols : {96, 70}) {  // 70: a tail block, handed to the scalar body
     const int rows = 5;

@@ -355,10 +355,10 @@ TEST_F(ExperimentFile, FilePrecisionIsACudaSettingInTheFingerprint) {
                "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks");
 }
 
-// kv_cache: bf16 stores the GPU's keys and values in bf16 (other numbers):
-// a device: cuda setting in the fingerprint; fp32, the default, leaves the
+// kv_cache: bf16 stores the keys and values in bf16 (other numbers), on
+// either device: in the fingerprint; fp32, the default, leaves the
 // fingerprint as it was before the key (stored searches keep resuming).
-TEST_F(ExperimentFile, Bf16KvCacheIsACudaSettingInTheFingerprint) {
+TEST_F(ExperimentFile, Bf16KvCacheIsInTheFingerprint) {
   const std::string cuda = "  device: cuda\n";
   const Experiment fp32 = load(edited("  device: cpu\n  threads: 2\n", cuda));
   const Experiment fp32_named = load(edited("  device: cpu\n  threads: 2\n", cuda + "  kv_cache: fp32\n"));
@@ -371,8 +371,10 @@ TEST_F(ExperimentFile, Bf16KvCacheIsACudaSettingInTheFingerprint) {
   EXPECT_NE(bf16.search_fingerprint(), fp32.search_fingerprint());
   expect_error(edited("  device: cpu\n  threads: 2\n", cuda + "  kv_cache: fp16\n"), 7, 13, "backend.kv_cache",
                "fp16");
-  expect_error(edited("  threads: 2\n", "  threads: 2\n  kv_cache: bf16\n"), 8, 13, "backend.kv_cache",
-               "bf16 applies to device: cuda only (the CPU engine's attention reads its keys and values in fp32)");
+  const Experiment cpu_bf16 = load(edited("  threads: 2\n", "  threads: 2\n  kv_cache: bf16\n"));
+  EXPECT_EQ(cpu_bf16.backend.kv_cache, "bf16");
+  EXPECT_EQ(cpu_bf16.search_fingerprint()["backend"]["kv_cache"], "bf16");
+  EXPECT_NE(cpu_bf16.search_fingerprint(), fp32.search_fingerprint());
 }
 
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {

@@ -39,7 +39,7 @@
 namespace midtune::engine::batched {
 
 enum class WeightForm { bf16, file };
-enum class KvForm { fp32, bf16 };
+using engine::KvForm;
 
 // The body of a prefill-sized attention call (attention_rows from 32 queries
 // on; fewer take the one-block-per-query kernel): `gemm` the cuBLAS body

@@ -31,14 +31,10 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
         "backend.precision: 'file' is a device: cuda setting; the CPU engine always multiplies the file's own "
         "blocks (precision: native)");
   }
-  if (options.kv_cache == "bf16") {
-    throw std::invalid_argument(
-        "backend.kv_cache: 'bf16' is a device: cuda setting; the CPU engine's attention reads its keys and values "
-        "in fp32 (kv_cache: fp32)");
-  }
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;
   cpu_options.fp32 = options.precision == "fp32";
+  cpu_options.kv_cache = options.kv_cache == "bf16" ? KvForm::bf16 : KvForm::fp32;
   return std::make_unique<EngineBackend>(model, cpu_options);
 }
 

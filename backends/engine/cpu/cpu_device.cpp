@@ -57,19 +57,43 @@ struct CpuEmbedding final : DeviceEmbedding {
   std::size_t bytes() const override { return 0; }
 };
 
+// Keys and values in fp32 (kt, v) or bf16 bits (kt_bf16, v_bf16; the fp32
+// buffers stay empty), same layouts.
 struct CpuKv final : LayerKv {
-  CpuKv(int capacity, int slots, int kv_heads, int head_dim)
+  CpuKv(int capacity, int slots, int kv_heads, int head_dim, KvForm form)
       : LayerKv(capacity, slots, kv_heads, head_dim),
-        key_capacity((static_cast<std::size_t>(capacity) + kKeyBlock - 1) / kKeyBlock * kKeyBlock),
-        kt(static_cast<std::size_t>(slots) * head_dim * key_capacity),
-        v(static_cast<std::size_t>(kv_heads) * capacity * head_dim) {}
-  std::size_t key_capacity;  // capacity rounded up to whole 16-key blocks
-  AlignedBuffer<float> kt;   // [slot][key_capacity / 16][head_dim][16], rotated keys
-  AlignedBuffer<float> v;    // [kv_head][capacity][head_dim]
-  const float* slot_keys(int slot) const { return kt.data() + static_cast<std::size_t>(slot) * head_dim * key_capacity; }
-  float* slot_keys(int slot) { return kt.data() + static_cast<std::size_t>(slot) * head_dim * key_capacity; }
-  const float* head_values(int kv_head) const {
-    return v.data() + static_cast<std::size_t>(kv_head) * capacity * head_dim;
+        form(form),
+        key_capacity((static_cast<std::size_t>(capacity) + kKeyBlock - 1) / kKeyBlock * kKeyBlock) {
+    const std::size_t keys = static_cast<std::size_t>(slots) * head_dim * key_capacity;
+    const std::size_t values = static_cast<std::size_t>(kv_heads) * capacity * head_dim;
+    if (form == KvForm::bf16) {
+      kt_bf16.ensure(keys);
+      v_bf16.ensure(values);
+    } else {
+      kt.ensure(keys);
+      v.ensure(values);
+    }
+  }
+  KvForm form;
+  std::size_t key_capacity;           // capacity rounded up to whole 16-key blocks
+  AlignedBuffer<float> kt;            // [slot][key_capacity / 16][head_dim][16], rotated keys
+  AlignedBuffer<float> v;             // [kv_head][capacity][head_dim]
+  AlignedBuffer<std::uint16_t> kt_bf16, v_bf16;
+  std::size_t slot_offset(int slot) const { return static_cast<std::size_t>(slot) * head_dim * key_capacity; }
+  std::size_t head_offset(int kv_head) const { return static_cast<std::size_t>(kv_head) * capacity * head_dim; }
+  KeyValueView view(int slot) const {
+    const std::size_t keys = slot_offset(slot), values = head_offset(kv_head_of_slot(slot));
+    KeyValueView view;
+    view.v_ld = static_cast<std::size_t>(head_dim);
+    view.head_dim = head_dim;
+    if (form == KvForm::bf16) {
+      view.kt_bf16 = kt_bf16.data() + keys;
+      view.v_bf16 = v_bf16.data() + values;
+    } else {
+      view.kt = kt.data() + keys;
+      view.v = v.data() + values;
+    }
+    return view;
   }
 };
 
@@ -87,8 +111,8 @@ struct CpuDevice::Scratch {
   AlignedBuffer<float> split_attention;                     // the split decode path: one tile's scores per job
 };
 
-CpuDevice::CpuDevice(Isa isa, bool fp32_weights)
-    : isa_(isa), fp32_weights_(fp32_weights), scratch_(std::make_unique<Scratch>()) {
+CpuDevice::CpuDevice(Isa isa, bool fp32_weights, KvForm kv_form)
+    : isa_(isa), fp32_weights_(fp32_weights), kv_form_(kv_form), scratch_(std::make_unique<Scratch>()) {
   if (!isa_available(isa_)) {
     throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
   }
@@ -213,7 +237,7 @@ void CpuDevice::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int
 // ---------------------------------------------------------------- KV cache
 
 std::unique_ptr<LayerKv> CpuDevice::make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) {
-  return std::make_unique<CpuKv>(capacity, slots, kv_heads, head_dim);
+  return std::make_unique<CpuKv>(capacity, slots, kv_heads, head_dim, kv_form_);
 }
 
 void CpuDevice::cache_keys(LayerKv& layer_kv, int start, const float* keys, std::size_t ld, int tokens,
@@ -225,11 +249,19 @@ void CpuDevice::cache_keys(LayerKv& layer_kv, int start, const float* keys, std:
     float key[512];
     const float* source = keys + static_cast<std::size_t>(kv.kv_head_of_slot(slot)) * hd;
     const float* table = cos_sin + slot * slot_table_stride;
-    float* kt = kv.slot_keys(slot);
+    const std::size_t offset = kv.slot_offset(slot);
     for (int t = 0; t < tokens; ++t) {
       std::memcpy(key, source + t * ld, sizeof(float) * hd);
       rope(key, table + static_cast<std::size_t>(t) * rope_dims, rope_dims);
-      for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
+      // A bf16 cache rounds the rotated key: RoPE runs in fp32, as in the
+      // fp32 cache and on the GPU.
+      if (kv.form == KvForm::bf16) {
+        std::uint16_t* kt = kv.kt_bf16.data() + offset;
+        for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = elementwise::bf16_bits(key[i]);
+      } else {
+        float* kt = kv.kt.data() + offset;
+        for (int i = 0; i < hd; ++i) kt[key_offset(start + t, i, hd)] = key[i];
+      }
     }
   });
 }
@@ -239,7 +271,13 @@ void CpuDevice::cache_values(LayerKv& layer_kv, int start, const float* values, 
   const std::size_t hd = kv.head_dim, cap = kv.capacity;
   for (int t = 0; t < tokens; ++t) {
     for (int g = 0; g < kv.kv_heads; ++g) {
-      std::memcpy(kv.v.data() + (g * cap + start + t) * hd, values + t * ld + g * hd, sizeof(float) * hd);
+      const float* row = values + t * ld + g * hd;
+      if (kv.form == KvForm::bf16) {
+        std::uint16_t* cached = kv.v_bf16.data() + (g * cap + start + t) * hd;
+        for (std::size_t i = 0; i < hd; ++i) cached[i] = elementwise::bf16_bits(row[i]);
+      } else {
+        std::memcpy(kv.v.data() + (g * cap + start + t) * hd, row, sizeof(float) * hd);
+      }
     }
   }
 }
@@ -277,8 +315,7 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
         }
       }
     }
-    return KeyValueView{kv.slot_keys(slot), kv.head_values(kv.kv_head_of_slot(slot)), static_cast<std::size_t>(hd),
-                        hd};
+    return kv.view(slot);
   };
   const int jobs = kv.slots * runs;
   const AttentionParts* parts = attention_parts_for(isa_);
@@ -369,9 +406,21 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
 void CpuDevice::add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& layer_kv,
                                     const float* key0_weight, const float* factors) {
   const auto& kv = static_cast<const CpuKv&>(layer_kv);
+  const std::size_t hd = kv.head_dim;
+  if (kv.form == KvForm::bf16) {
+    // Each KV head's key-0 value row widened (exactly) to fp32.
+    std::vector<float> v0(kv.kv_heads * hd);
+    for (int g = 0; g < kv.kv_heads; ++g) {
+      const std::uint16_t* row = kv.v_bf16.data() + kv.head_offset(g);
+      for (std::size_t i = 0; i < hd; ++i) v0[g * hd + i] = elementwise::bf16_value(row[i]);
+    }
+    engine::add_key0_correction(out, out_ld, tokens, heads, heads / kv.kv_heads, kv.head_dim, key0_weight,
+                                static_cast<std::size_t>(tokens), factors, v0.data(), hd);
+    return;
+  }
   engine::add_key0_correction(out, out_ld, tokens, heads, heads / kv.kv_heads, kv.head_dim, key0_weight,
                               static_cast<std::size_t>(tokens), factors, kv.v.data(),
-                              static_cast<std::size_t>(kv.capacity) * kv.head_dim);
+                              static_cast<std::size_t>(kv.capacity) * hd);
 }
 
 // ---------------------------------------------------------------- methods' ops

@@ -4,7 +4,7 @@
 // every part F32 with `precision: fp32`); the embedding rows are
 // dequantised from the mapped file as they are read; keys are cached
 // rotated and transposed in 16-key blocks per slot, values per KV head, for
-// the tiled attention bodies (ops/attention.hpp). Ops run on the calling
+// the tiled attention bodies (ops/attention.hpp), in fp32 or bf16. Ops run on the calling
 // thread's TBB arena (EngineOptions::threads), the row-wise ones in
 // parallel only for prefill-sized calls. "Device memory" is host memory.
 #pragma once
@@ -21,14 +21,17 @@ namespace midtune::engine {
 class CpuDevice final : public HostMemoryDevice<Device> {
  public:
   // Throws std::invalid_argument when `isa` is not available on this CPU.
-  // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32).
-  explicit CpuDevice(Isa isa = best_isa(), bool fp32_weights = false);
+  // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32);
+  // kv_form: the caches' element (backend.kv_cache).
+  explicit CpuDevice(Isa isa = best_isa(), bool fp32_weights = false, KvForm kv_form = KvForm::fp32);
   ~CpuDevice() override;
 
   Isa isa() const { return isa_; }
   std::string name() const override;
   std::uint32_t max_head_dim() const override { return 512; }
   bool loads_in_parallel() const override { return true; }
+  KvForm kv_form() const { return kv_form_; }
+  std::size_t kv_value_bytes() const override { return kv_form_ == KvForm::bf16 ? 2 : sizeof(float); }
 
 
   std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) override;
@@ -75,6 +78,7 @@ class CpuDevice final : public HostMemoryDevice<Device> {
   struct Scratch;
   Isa isa_;
   bool fp32_weights_;
+  KvForm kv_form_;
   std::unique_ptr<Scratch> scratch_;
 };
 

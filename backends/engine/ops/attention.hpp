@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/elementwise.hpp"
@@ -57,7 +58,33 @@ struct KeyValueView {
   const float* v = nullptr;   // [keys][v_ld]
   std::size_t v_ld = 0;
   int head_dim = 0;
+  // A bf16 cache instead of kt and v: the same layouts in bf16 bits, each
+  // read as its exact float (elementwise::bf16_value), so a bf16 cache gives
+  // the fp32 cache's results over the same rounded keys and values.
+  const std::uint16_t* kt_bf16 = nullptr;
+  const std::uint16_t* v_bf16 = nullptr;
+  bool bf16() const { return kt_bf16 != nullptr; }
 };
+
+// A view's storage as the bodies read it: E is float or std::uint16_t (bf16
+// bits). with_cache calls f with the one the view holds.
+template <class E>
+struct CacheView {
+  const E* kt;
+  const E* v;
+  std::size_t v_ld;
+  int head_dim;
+};
+template <class F>
+inline void with_cache(const KeyValueView& kv, const F& f) {
+  if (kv.bf16()) {
+    f(CacheView<std::uint16_t>{kv.kt_bf16, kv.v_bf16, kv.v_ld, kv.head_dim});
+  } else {
+    f(CacheView<float>{kv.kt, kv.v, kv.v_ld, kv.head_dim});
+  }
+}
+inline float cache_value(float x) { return x; }
+inline float cache_value(std::uint16_t bits) { return elementwise::bf16_value(bits); }
 
 inline constexpr int kKeyBlock = 16;
 

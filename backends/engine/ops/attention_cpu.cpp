@@ -13,8 +13,8 @@ namespace midtune::engine {
 
 namespace {
 
-void attention_reference(const AttentionTile& tile, const KeyValueView& kv, float scale,
-                         float* scratch) {
+template <class E>
+void attention_reference_over(const AttentionTile& tile, const CacheView<E>& kv, float scale, float* scratch) {
   int max_limit = 0;
   for (int r = 0; r < tile.count; ++r) max_limit = std::max(max_limit, tile.limit[r]);
   for (int r = 0; r < tile.count; ++r) {
@@ -25,7 +25,7 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
     std::fill(p, p + first, 0.0f);
     for (int k = first; k < tile.limit[r]; ++k) {
       float dot = 0.0f;
-      for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * kv.kt[key_offset(k, i, kv.head_dim)];
+      for (int i = 0; i < kv.head_dim; ++i) dot += q[i] * cache_value(kv.kt[key_offset(k, i, kv.head_dim)]);
       p[k] = dot * scale;
     }
     shape_scores(tile, r, p);
@@ -41,10 +41,14 @@ void attention_reference(const AttentionTile& tile, const KeyValueView& kv, floa
     float* out = tile.out[r];
     std::fill(out, out + kv.head_dim, 0.0f);
     for (int k = first; k < tile.limit[r]; ++k) {
-      const float* vk = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
-      for (int i = 0; i < kv.head_dim; ++i) out[i] += p[k] * vk[i];
+      const E* vk = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
+      for (int i = 0; i < kv.head_dim; ++i) out[i] += p[k] * cache_value(vk[i]);
     }
   }
+}
+
+void attention_reference(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch) {
+  with_cache(kv, [&](const auto& cache) { attention_reference_over(tile, cache, scale, scratch); });
 }
 
 }  // namespace
@@ -67,8 +71,10 @@ void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
     throw std::invalid_argument("attention: tile of " + std::to_string(tile.count) + " queries (1.." +
                                 std::to_string(kAttentionTile) + ")");
   }
-  if (kv.head_dim <= 0 || kv.kt == nullptr || kv.v == nullptr) {
-    throw std::invalid_argument("attention: key/value view without keys, values or head_dim");
+  const bool fp32 = kv.kt != nullptr && kv.v != nullptr && kv.v_bf16 == nullptr;
+  const bool bf16 = kv.kt_bf16 != nullptr && kv.v_bf16 != nullptr && kv.kt == nullptr && kv.v == nullptr;
+  if (kv.head_dim <= 0 || !(fp32 || bf16)) {
+    throw std::invalid_argument("attention: key/value view without keys and values of one form, or head_dim");
   }
   for (int r = 0; r < tile.count; ++r) {
     if (tile.q[r] == nullptr || tile.out[r] == nullptr || tile.limit[r] < 1) {

@@ -1,4 +1,5 @@
-// The SIMD attention body, once for every ISA (V: vec.hpp traits):
+// The SIMD attention body, once for every ISA (V: vec.hpp traits) and
+// cache form (fp32 or bf16, widened as loaded):
 // scores for kLanes keys per FMA chain over the transposed keys, a
 // vectorised exp (exp.hpp), and p V with the sub-tile's queries sharing each
 // value-row load. Queries go in sub-tiles of V::kMaxTileRows so their
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -21,15 +23,20 @@ struct AttentionBody {
   using reg = typename V::reg;
   static constexpr int L = V::kLanes;
 
+  // The cache's elements as floats (C: attention.hpp's CacheView, fp32 or
+  // bf16).
+  static reg load_kv(const float* p) { return V::load(p); }
+  static reg load_kv(const std::uint16_t* p) { return V::load_bf16(p); }
+
   // Scaled scores of queries [r0, r0 + R) against keys [k_begin, k_end)
   // (k_begin a multiple of 16), into rows of max_limit floats,
   // V::kScoreKeyVectors vectors of keys per pass. A key block always holds
   // 16 keys (the layout's padding), so whole vectors load; only the valid
   // lanes are stored. Each score is the same FMA chain over the head
   // dimension whatever the pass width.
-  template <int R>
-  static void scores(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
-                     int max_limit, int k_begin, int k_end) {
+  template <int R, class C>
+  static void scores(const AttentionTile& tile, int r0, const C& kv, float scale, float* scratch, int max_limit,
+                     int k_begin, int k_end) {
     constexpr int N = V::kScoreKeyVectors;
     static_assert(N * L <= kKeyBlock && kKeyBlock % (N * L) == 0, "a pass stays inside one key block");
     for (int k0 = k_begin; k0 < k_end; k0 += N * L) {
@@ -37,10 +44,10 @@ struct AttentionBody {
       for (int r = 0; r < R; ++r) {
         for (int j = 0; j < N; ++j) acc[r][j] = V::zero();
       }
-      const float* block = kv.kt + static_cast<std::size_t>(k0 / kKeyBlock) * kv.head_dim * kKeyBlock + k0 % kKeyBlock;
+      const auto* block = kv.kt + static_cast<std::size_t>(k0 / kKeyBlock) * kv.head_dim * kKeyBlock + k0 % kKeyBlock;
       for (int i = 0; i < kv.head_dim; ++i) {
         reg keys[N];
-        for (int j = 0; j < N; ++j) keys[j] = V::load(block + i * kKeyBlock + j * L);
+        for (int j = 0; j < N; ++j) keys[j] = load_kv(block + i * kKeyBlock + j * L);
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r) {
           const reg q = V::set1(tile.q[r0 + r][i]);
@@ -87,19 +94,18 @@ struct AttentionBody {
   // chunk of kValueKeyChunk keys (attention.hpp: chunk sums from zero, added
   // in order). Rows shorter than max_limit have zero weights past their
   // limit, so every query runs over the same key range.
-  template <int R>
-  static void weighted_values(const AttentionTile& tile, int r0, const KeyValueView& kv, const float* scratch,
-                              int max_limit) {
+  template <int R, class C>
+  static void weighted_values(const AttentionTile& tile, int r0, const C& kv, const float* scratch, int max_limit) {
     for (int k0 = 0; k0 < max_limit; k0 += kValueKeyChunk) {
       const int k1 = std::min(max_limit, k0 + kValueKeyChunk);
       for (int c = 0; c < kv.head_dim; c += 2 * L) {
         const bool two = kv.head_dim - c >= 2 * L;
         reg acc[R][2];
         for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
-        const float* vk = kv.v + static_cast<std::size_t>(k0) * kv.v_ld + c;
+        const auto* vk = kv.v + static_cast<std::size_t>(k0) * kv.v_ld + c;
         for (int k = k0; k < k1; ++k, vk += kv.v_ld) {
-          const reg v0 = V::load(vk);
-          const reg v1 = two ? V::load(vk + L) : V::zero();
+          const reg v0 = load_kv(vk);
+          const reg v1 = two ? load_kv(vk + L) : V::zero();
 #pragma GCC unroll 12
           for (int r = 0; r < R; ++r) {
             const reg weight = V::set1(scratch[static_cast<std::size_t>(r0 + r) * max_limit + k]);
@@ -122,9 +128,9 @@ struct AttentionBody {
   // a time reads 64 bytes of every row, a stride the hardware prefetchers
   // do not follow, at half the memory's speed; a decode step streams its
   // whole cache here. Each output is the body's FMA chain.
-  template <int R>
-  static void chunk_values(int r0, const KeyValueView& kv, const float* scratch, int max_limit, int k_begin,
-                           int k_end, float* partial) {
+  template <int R, class C>
+  static void chunk_values(int r0, const C& kv, const float* scratch, int max_limit, int k_begin, int k_end,
+                           float* partial) {
     const float* w[R];
     float* sums[R];
     for (int r = 0; r < R; ++r) {
@@ -132,9 +138,9 @@ struct AttentionBody {
       sums[r] = partial + static_cast<std::size_t>(r0 + r) * kv.head_dim;
     }
     for (int k = k_begin; k < k_end; ++k) {
-      const float* row = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
+      const auto* row = kv.v + static_cast<std::size_t>(k) * kv.v_ld;
       for (int c = 0; c < kv.head_dim; c += L) {
-        const reg v = V::load(row + c);
+        const reg v = load_kv(row + c);
 #pragma GCC unroll 12
         for (int r = 0; r < R; ++r) {
           const reg sum = k == k_begin ? V::zero() : V::load(sums[r] + c);
@@ -157,18 +163,17 @@ struct AttentionBody {
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
   }
 
-  template <int R>
-  static void sub_tile(const AttentionTile& tile, int r0, const KeyValueView& kv, float scale, float* scratch,
-                       int max_limit) {
+  template <int R, class C>
+  static void sub_tile(const AttentionTile& tile, int r0, const C& kv, float scale, float* scratch, int max_limit) {
     scores<R>(tile, r0, kv, scale, scratch, max_limit, 0, max_limit);
     for (int r = r0; r < r0 + R; ++r) finish_row(tile, r, scratch, max_limit);
     weighted_values<R>(tile, r0, kv, scratch, max_limit);
   }
 
   // The last count % kMaxTileRows queries: one sub-tile of that size.
-  template <int... Rs>
-  static void remainder(int rows, const AttentionTile& tile, int r0, const KeyValueView& kv, float scale,
-                        float* scratch, int max_limit, std::integer_sequence<int, Rs...>) {
+  template <class C, int... Rs>
+  static void remainder(int rows, const AttentionTile& tile, int r0, const C& kv, float scale, float* scratch,
+                        int max_limit, std::integer_sequence<int, Rs...>) {
     ((rows == Rs + 1 ? sub_tile<Rs + 1>(tile, r0, kv, scale, scratch, max_limit) : void()), ...);
   }
 
@@ -179,12 +184,15 @@ struct AttentionBody {
     }
     int max_limit = 0;
     for (int r = 0; r < tile.count; ++r) max_limit = std::max(max_limit, tile.limit[r]);
-    constexpr int kRows = V::kMaxTileRows;
-    int r0 = 0;
-    for (; r0 + kRows <= tile.count; r0 += kRows) sub_tile<kRows>(tile, r0, kv, scale, scratch, max_limit);
-    if (r0 < tile.count) {
-      remainder(tile.count - r0, tile, r0, kv, scale, scratch, max_limit, std::make_integer_sequence<int, kRows - 1>());
-    }
+    with_cache(kv, [&](const auto& cache) {
+      constexpr int kRows = V::kMaxTileRows;
+      int r0 = 0;
+      for (; r0 + kRows <= tile.count; r0 += kRows) sub_tile<kRows>(tile, r0, cache, scale, scratch, max_limit);
+      if (r0 < tile.count) {
+        remainder(tile.count - r0, tile, r0, cache, scale, scratch, max_limit,
+                  std::make_integer_sequence<int, kRows - 1>());
+      }
+    });
   }
 
   // The parts (AttentionParts): the same sub-tiles and the same functions as
@@ -202,14 +210,18 @@ struct AttentionBody {
   }
   static void part_scores(const AttentionTile& tile, const KeyValueView& kv, float scale, float* scratch,
                           int max_limit, int k_begin, int k_end) {
-    for_sub_tiles(tile.count, [&](auto rows, int r0) {
-      scores<decltype(rows)::value>(tile, r0, kv, scale, scratch, max_limit, k_begin, k_end);
+    with_cache(kv, [&](const auto& cache) {
+      for_sub_tiles(tile.count, [&](auto rows, int r0) {
+        scores<decltype(rows)::value>(tile, r0, cache, scale, scratch, max_limit, k_begin, k_end);
+      });
     });
   }
   static void part_values(const AttentionTile& tile, const KeyValueView& kv, const float* scratch, int max_limit,
                           int k_begin, int k_end, float* partial) {
-    for_sub_tiles(tile.count, [&](auto rows, int r0) {
-      chunk_values<decltype(rows)::value>(r0, kv, scratch, max_limit, k_begin, k_end, partial);
+    with_cache(kv, [&](const auto& cache) {
+      for_sub_tiles(tile.count, [&](auto rows, int r0) {
+        chunk_values<decltype(rows)::value>(r0, cache, scratch, max_limit, k_begin, k_end, partial);
+      });
     });
   }
   static AttentionParts parts() { return {&part_scores, &finish_row, &part_values}; }

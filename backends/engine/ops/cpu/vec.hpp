@@ -33,6 +33,11 @@ struct VecAvx2 {
   static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
   // kLanes fp16 values widened to fp32 (exact).
   static reg load_f16(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // kLanes bf16 values widened to fp32 (exact: the bits move up 16).
+  static reg load_bf16(const std::uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   // kLanes 32-bit bf16 pairs at p: the low halves and the high halves as fp32
   // (exact).
   static void split_bf16_pairs(const void* p, reg& low, reg& high) {
@@ -105,6 +110,11 @@ struct VecAvx512 {
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_storeu_ps(p, x); }
   static reg load_f16(const std::uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  // kLanes bf16 values widened to fp32 (exact: the bits move up 16).
+  static reg load_bf16(const std::uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
   static void split_bf16_pairs(const void* p, reg& low, reg& high) {
     const __m512i pairs = _mm512_loadu_si512(p);
     low = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
