@@ -370,7 +370,7 @@ std::string heldout_plot_svg(const json& heldout, const std::string& title) {
   std::vector<double> layer_ticks = {0, layers - 1};
   if (layers > 4) layer_ticks.insert(layer_ticks.begin() + 1, std::floor((layers - 1) / 2));
   axes(svg, curve, layer_ticks, {1.0, (1.0 + y_max) / 2, y_max}, "layer", "RoPE scale (best)");
-  if (scales.size() == 1) scales.push_back(scales.front());  // PI: one scale for every layer
+  if (scales.size() == 1) scales = {scales.front(), scales.front()};  // PI: one scale for every layer
   std::vector<std::pair<double, double>> points;
   for (std::size_t l = 0; l < scales.size(); ++l) points.emplace_back(static_cast<double>(l), scales[l]);
   if (!points.empty()) polyline(svg, curve, points, colour_of("best"));

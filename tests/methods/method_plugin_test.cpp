@@ -39,7 +39,7 @@ const MethodModule& moses_method() {
   static const MethodModule module = optional_field_method<PositionMap>(
       "moses", "position_map", Mechanism::prompt_positions, &Intervention::position_map,
       {GeneSchema{.name = "gap", .type = GeneType::real, .paper_default = PositionMap{}.gap, .lower = 0.0,
-                  .upper = 1e6, .meaning = "position gap between chunks"}},
+                  .upper = 1e6, .choices = {}, .meaning = "position gap between chunks"}},
       {}, {position_map_to_json, position_map_from_json, validate_position_map, moses_from_genes},
       PositionMap{.kind = "moses"});
   return module;
@@ -78,8 +78,8 @@ TEST(MethodPlugin, TheRegisteredMethodIsKnownWhereverTheRegistryIsAsked) {
   EXPECT_EQ(intervention_needs(iv), mechanism_needs(Mechanism::prompt_positions));
   EXPECT_TRUE(intervention_needs(iv).prompt_alone);
   // Validation is CALIOPE's, through the registry.
-  EXPECT_THROW(validate_intervention(moses_with_gap(-5.0), ModelShape{.layers = 1, .heads = 1, .kv_heads = 1, .hidden = 1}),
-               std::invalid_argument);
+  const ModelShape shape{.layers = 1, .heads = 1, .kv_heads = 1, .hidden = 1, .rope = true, .architecture = {}};
+  EXPECT_THROW(validate_intervention(moses_with_gap(-5.0), shape), std::invalid_argument);
 }
 
 // The test's own cache folder for the model's content hash (the engine
