@@ -98,10 +98,15 @@ struct CpuKv final : LayerKv {
 };
 
 // Row-wise ops go parallel only for prefill; a decode step is too small to
-// pay for the task overhead.
+// pay for the task overhead (not even an inline TBB loop's).
 constexpr int kParallelRows = 16;
-tbb::blocked_range<int> rows_range(int rows, int grain) {
-  return tbb::blocked_range<int>(0, rows, std::max(grain, rows < kParallelRows ? rows : 1));
+template <class F>
+void for_row_ranges(int rows, int grain, const F& f) {
+  if (rows < kParallelRows) {
+    f(tbb::blocked_range<int>(0, rows, std::max(rows, 1)));
+  } else {
+    tbb::parallel_for(tbb::blocked_range<int>(0, rows, grain), f);
+  }
 }
 
 // f(i) for i in [0, count): in parallel for a prefill's `tokens`, on the
@@ -168,7 +173,7 @@ void CpuDevice::embed(const DeviceEmbedding& table, const std::int32_t* tokens, 
 
 void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
                               float* y, std::size_t ld_y) {
-  tbb::parallel_for(rows_range(rows, 16), [&](const tbb::blocked_range<int>& r) {
+  for_row_ranges(rows, 16, [&](const tbb::blocked_range<int>& r) {
     engine::rms_norm_rows(x + r.begin() * ld_x, ld_x, weight, static_cast<int>(r.size()), width, eps,
                           y + r.begin() * ld_y, ld_y, isa_);
   });
@@ -176,7 +181,7 @@ void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* wei
 
 void CpuDevice::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
                                 int width, float eps, float* y, std::size_t ld_y) {
-  tbb::parallel_for(rows_range(rows, 16), [&](const tbb::blocked_range<int>& r) {
+  for_row_ranges(rows, 16, [&](const tbb::blocked_range<int>& r) {
     engine::layer_norm_rows(x + r.begin() * ld_x, ld_x, weight, bias, static_cast<int>(r.size()), width, eps,
                             y + r.begin() * ld_y, ld_y);
   });
@@ -186,7 +191,7 @@ void CpuDevice::layer_norm_rows(const float* x, std::size_t ld_x, const float* w
 // in place, so a head's result equals a row's.
 void CpuDevice::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
                                float eps) {
-  tbb::parallel_for(rows_range(tokens, 16), [&](const tbb::blocked_range<int>& r) {
+  for_row_ranges(tokens, 16, [&](const tbb::blocked_range<int>& r) {
     for (int t = r.begin(); t < r.end(); ++t) {
       float* row = x + t * ld;
       engine::rms_norm_rows(row, head_dim, weight, heads, head_dim, eps, row, head_dim, isa_);
@@ -220,7 +225,7 @@ void CpuDevice::gated_activation(FfnActivation activation, const float* gate, co
   // Without an up projection the activation multiplies a row of ones (exact),
   // so the plain GELU runs the same SIMD body as GeGLU.
   std::vector<float> ones(up == nullptr ? static_cast<std::size_t>(width) : 0, 1.0f);
-  tbb::parallel_for(rows_range(rows, 8), [&](const tbb::blocked_range<int>& r) {
+  for_row_ranges(rows, 8, [&](const tbb::blocked_range<int>& r) {
     for (int t = r.begin(); t < r.end(); ++t) {
       const float* up_row = up != nullptr ? up + t * ld_in : ones.data();
       if (activation == FfnActivation::gelu_tanh) {
