@@ -315,15 +315,13 @@ int main(int argc, char** argv) {
     }
     if (file_gemv_rows < 0) throw std::invalid_argument("--file-gemv-rows: " + std::to_string(file_gemv_rows) + " < 0");
     const int gemv_rows_on = file_gemv == "off" ? 0 : file_gemv_rows;
-    if (kv_cache != "fp32" && kv_cache != "bf16") {
-      throw std::invalid_argument("--kv-cache: '" + kv_cache + "' is not one of fp32, bf16");
-    }
+    const KvForm kv_form = parse_kv_form(kv_cache, "--kv-cache");
     const WeightTypes types = weight_types_named(weights);
     std::unique_ptr<DeviceOps> device =
         device_name == "reference" ? std::unique_ptr<DeviceOps>(std::make_unique<ReferenceOps>()) : make_cuda_ops(gpu);
     device->set_weight_form(precision == "file" ? WeightForm::file : WeightForm::bf16);
     device->set_block_gemv_rows(gemv_rows_on);
-    device->set_kv_form(kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
+    device->set_kv_form(kv_form);
     std::vector<PrefillAttention> attentions;
     for (const std::string& body : attention_bodies) attentions.push_back(parse_prefill_attention(body, "--attention"));
     if (attentions.empty()) attentions.push_back(device->prefill_attention());

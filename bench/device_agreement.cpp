@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
         device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
                               : engine::batched::make_cuda_ops(gpu);
     ops->set_weight_form(precision == "file" ? engine::batched::WeightForm::file : engine::batched::WeightForm::bf16);
-    ops->set_kv_form(kv_cache == "bf16" ? engine::batched::KvForm::bf16 : engine::batched::KvForm::fp32);
+    ops->set_kv_form(engine::parse_kv_form(kv_cache, "--kv-cache"));
     const std::string device_name = ops->name() + ", " + ops->precision();
     engine::batched::BatchedBackend batched(experiment.backend.model, std::move(ops));
     const auto prepared =

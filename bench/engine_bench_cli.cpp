@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   midtune::engine::OpProfile op_profile;
   if (profile) options.decode_profile = &op_profile;
   try {
-    options.kv_cache = kv_cache == "bf16" ? midtune::engine::KvForm::bf16 : midtune::engine::KvForm::fp32;
+    options.kv_cache = midtune::engine::parse_kv_form(kv_cache, "--kv-cache");
     if (!isa.empty()) {
       options.isa = midtune::engine::parse_isa(isa, "--isa");
     }

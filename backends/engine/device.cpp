@@ -6,6 +6,14 @@
 
 namespace midtune::engine {
 
+KvForm parse_kv_form(const std::string& name, const std::string& where) {
+  if (name == "fp32") return KvForm::fp32;
+  if (name == "bf16") return KvForm::bf16;
+  throw std::invalid_argument(where + ": '" + name + "' is not one of fp32, bf16");
+}
+
+const char* to_string(KvForm form) { return form == KvForm::bf16 ? "bf16" : "fp32"; }
+
 // The model's per-sequence order of ops (Model::attend_sequence without
 // hooks): one table where every head shares the scale, else one per query
 // head with key slot s reading its first query head's table.

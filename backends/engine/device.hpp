@@ -52,6 +52,10 @@ class DeviceEmbedding {
 // values rounded once to nearest even as cached, read as exact floats; half
 // the memory and the attention's memory traffic, other numbers).
 enum class KvForm { fp32, bf16 };
+// "fp32" | "bf16" (backend.kv_cache, --kv-cache); anything else throws
+// std::invalid_argument naming `where` and the choices.
+KvForm parse_kv_form(const std::string& name, const std::string& where);
+const char* to_string(KvForm form);
 
 // One layer's KV cache of one sequence, in the device's layout. A slot is a
 // KV head, or a query head in layers whose heads of one GQA group have

@@ -40,7 +40,7 @@ std::vector<std::int32_t> bench_tokens(int count, int vocab) {
 nlohmann::json ModelBenchResult::to_json(const ModelBenchOptions& options) const {
   return {{"engine", "midtune"},
           {"isa", to_string(options.isa)},
-          {"kv_cache", options.kv_cache == KvForm::bf16 ? "bf16" : "fp32"},
+          {"kv_cache", to_string(options.kv_cache)},
           {"threads", options.threads},
           {"prompt_tokens", options.prompt_tokens},
           {"decode_tokens", options.decode_tokens},

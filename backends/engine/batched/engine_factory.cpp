@@ -11,9 +11,7 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
   if (options.precision != "native" && options.precision != "fp32" && options.precision != "file") {
     throw std::invalid_argument("backend.precision: '" + options.precision + "' is not one of native, fp32, file");
   }
-  if (options.kv_cache != "fp32" && options.kv_cache != "bf16") {
-    throw std::invalid_argument("backend.kv_cache: '" + options.kv_cache + "' is not one of fp32, bf16");
-  }
+  const KvForm kv_form = parse_kv_form(options.kv_cache, "backend.kv_cache");
   require_device(options.device);
   if (options.device == "cuda") {
     if (options.precision == "fp32") {
@@ -23,7 +21,7 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     batched_options.batch_tokens = options.batch_tokens;
     auto device = batched::make_cuda_ops(options.gpu);
     device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
-    device->set_kv_form(options.kv_cache == "bf16" ? batched::KvForm::bf16 : batched::KvForm::fp32);
+    device->set_kv_form(kv_form);
     return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
   }
   if (options.precision == "file") {
@@ -34,7 +32,7 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
   EngineOptions cpu_options;
   cpu_options.threads = options.threads;
   cpu_options.fp32 = options.precision == "fp32";
-  cpu_options.kv_cache = options.kv_cache == "bf16" ? KvForm::bf16 : KvForm::fp32;
+  cpu_options.kv_cache = kv_form;
   return std::make_unique<EngineBackend>(model, cpu_options);
 }
 

@@ -30,7 +30,6 @@ class CpuDevice final : public HostMemoryDevice<Device> {
   std::string name() const override;
   std::uint32_t max_head_dim() const override { return 512; }
   bool loads_in_parallel() const override { return true; }
-  KvForm kv_form() const { return kv_form_; }
   std::size_t kv_value_bytes() const override { return kv_form_ == KvForm::bf16 ? 2 : sizeof(float); }
 
 

@@ -71,8 +71,10 @@ void check_attention_args(const AttentionTile& tile, const KeyValueView& kv) {
     throw std::invalid_argument("attention: tile of " + std::to_string(tile.count) + " queries (1.." +
                                 std::to_string(kAttentionTile) + ")");
   }
-  const bool fp32 = kv.kt != nullptr && kv.v != nullptr && kv.v_bf16 == nullptr;
-  const bool bf16 = kv.kt_bf16 != nullptr && kv.v_bf16 != nullptr && kv.kt == nullptr && kv.v == nullptr;
+  const bool fp32_set = kv.kt != nullptr && kv.v != nullptr, fp32_unset = kv.kt == nullptr && kv.v == nullptr;
+  const bool bf16_set = kv.kt_bf16 != nullptr && kv.v_bf16 != nullptr,
+             bf16_unset = kv.kt_bf16 == nullptr && kv.v_bf16 == nullptr;
+  const bool fp32 = fp32_set && bf16_unset, bf16 = bf16_set && fp32_unset;
   if (kv.head_dim <= 0 || !(fp32 || bf16)) {
     throw std::invalid_argument("attention: key/value view without keys and values of one form, or head_dim");
   }
