@@ -318,7 +318,7 @@ TEST(QuantizeRows, DigitsRebuildEveryByteWithinTheirBounds) {
 }
 
 // The compact layout (packed_matrix.hpp: 5-bit values as nibbles plus a
-// plane of fifth bits, Q8_0 without its stored m) holds the bytes layout's
+// plane of fifth bits, Q8_0 / Q5_0 / Q4_0 without their stored m) holds the bytes layout's
 // weights exactly, in fewer bytes, and every body that reads it gives the
 // bytes layout's products bit for bit (the same int32 dots, scaled in the
 // same order): a model's logits do not depend on the layout.
@@ -329,10 +329,12 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
   const auto mixed_q4 = random_matrix(GgmlType::Q4_0, 17, k, rng);
   struct Case {
     std::vector<MatrixPart> parts;
-    int bits;            // in the compact layout
-    bool implied_min;
+    int bits;  // in the compact layout
+    int implied_zero;
     double bytes_ratio;  // compact / bytes
   };
+  const auto q4_0 = random_matrix(GgmlType::Q4_0, 37, k, rng);
+  const auto q4_1 = random_matrix(GgmlType::Q4_1, 37, k, rng);
   const auto q5_0 = random_matrix(GgmlType::Q5_0, 37, k, rng);
   const auto q5_1 = random_matrix(GgmlType::Q5_1, 37, k, rng);
   const auto q5_k = random_matrix(GgmlType::Q5_K, 37, 256, rng);
@@ -344,12 +346,14 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
     for (int i = 0; i < 32; ++i) q8_0_narrow[off + 2 + i] = static_cast<std::uint8_t>(-128 + q8_0_narrow[off + 2 + i] % 32);
   }
   const std::vector<Case> cases = {
-      {{{GgmlType::Q5_0, q5_0.data(), 37}}, 5, false, 384.0 / 576.0},
-      {{{GgmlType::Q5_1, q5_1.data(), 37}}, 5, false, 384.0 / 576.0},
-      {{{GgmlType::Q5_K, q5_k.data(), 37}}, 5, false, 384.0 / 576.0},
-      {{{GgmlType::Q5_0, mixed_q5.data(), 20}, {GgmlType::Q4_0, mixed_q4.data(), 17}}, 5, false, 384.0 / 576.0},
-      {{{GgmlType::Q8_0, q8_0.data(), 37}}, 8, true, 544.0 / 576.0},
-      {{{GgmlType::Q8_0, q8_0_narrow.data(), 37}}, 8, true, 544.0 / 576.0},
+      {{{GgmlType::Q4_0, q4_0.data(), 37}}, 4, 8, 288.0 / 320.0},
+      {{{GgmlType::Q4_1, q4_1.data(), 37}}, 4, 0, 1.0},
+      {{{GgmlType::Q5_0, q5_0.data(), 37}}, 5, 16, 352.0 / 576.0},
+      {{{GgmlType::Q5_1, q5_1.data(), 37}}, 5, 0, 384.0 / 576.0},
+      {{{GgmlType::Q5_K, q5_k.data(), 37}}, 5, 0, 384.0 / 576.0},
+      {{{GgmlType::Q5_0, mixed_q5.data(), 20}, {GgmlType::Q4_0, mixed_q4.data(), 17}}, 5, 0, 384.0 / 576.0},
+      {{{GgmlType::Q8_0, q8_0.data(), 37}}, 8, 128, 544.0 / 576.0},
+      {{{GgmlType::Q8_0, q8_0_narrow.data(), 37}}, 8, 128, 544.0 / 576.0},
   };
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Case& c : cases) {
@@ -358,7 +362,7 @@ TEST(CompactLayout, SameWeightsFewerBytesSameProducts) {
     const PackedMatrix compact = pack_matrices(c.parts, cols, PackLayout::compact);
     const std::string name = ggml_type_info(c.parts[0].type).name;
     ASSERT_EQ(compact.bits, c.bits) << name;
-    ASSERT_EQ(compact.implied_min, c.implied_min) << name;
+    ASSERT_EQ(compact.implied_zero, c.implied_zero) << name;
     ASSERT_DOUBLE_EQ(static_cast<double>(compact.data.size()) / bytes.data.size(), c.bytes_ratio) << name;
     ASSERT_EQ(compact.group_max_u, bytes.group_max_u) << name;
     if (&c == &cases.back()) {

@@ -121,7 +121,7 @@ TEST_P(OpsSimd, MatmulIsExactAtTheInt8Extremes) {
                                         pack_matrix(GgmlType::Q8_0, w8_exact.data(), n - 32, k, PackLayout::compact)};
   ASSERT_EQ(compact_forms[0].bits, 5);
   ASSERT_EQ(compact_forms[0].group_max_u[0], 31);
-  ASSERT_TRUE(compact_forms[1].implied_min);
+  ASSERT_EQ(compact_forms[1].implied_zero, 128);
   std::vector<const PackedMatrix*> checked;
   for (const PackedMatrix& w : forms) checked.push_back(&w);
   if (packed_layout_for(GetParam()) == PackLayout::compact) {

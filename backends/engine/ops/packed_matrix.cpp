@@ -44,7 +44,7 @@ void store_row_block(PackedMatrix& p, int row, int block, const RowBlock& rb) {
   }
   auto* scales = reinterpret_cast<std::uint16_t*>(dst + p.quant_bytes());
   scales[r] = rb.d;
-  if (!p.implied_min) scales[kPackRows + r] = rb.m;
+  if (p.implied_zero == 0) scales[kPackRows + r] = rb.m;
   std::uint8_t& group_max = p.group_max_u[row / kPackRows];
   group_max = std::max(group_max, *std::max_element(std::begin(rb.u), std::end(rb.u)));
 }
@@ -80,6 +80,12 @@ bool is_nibble_type(GgmlType type) {
 
 bool is_five_bit_type(GgmlType type) {
   return type == GgmlType::Q5_0 || type == GgmlType::Q5_1 || type == GgmlType::Q5_K;
+}
+
+// z in w = (q - z) d for the types with a fixed zero point (then m = -z d);
+// 0 for those that store m or are requantised.
+int fixed_zero_point(GgmlType type) {
+  return type == GgmlType::Q8_0 ? 128 : type == GgmlType::Q5_0 ? 16 : type == GgmlType::Q4_0 ? 8 : 0;
 }
 
 // Packs one part's rows into p starting at packed row `row0`.
@@ -165,19 +171,21 @@ PackedMatrix pack_matrices(const std::vector<MatrixPart>& parts, int cols, PackL
   if (parts.empty() || cols <= 0) throw std::invalid_argument("pack_matrices: nothing to pack");
   PackedMatrix p;
   p.cols = cols;
-  bool nibbles = true, five_bits = true, q8_0 = true;
+  bool nibbles = true, five_bits = true, one_type = true;
   for (const MatrixPart& part : parts) {
     p.rows += part.rows;
     nibbles = nibbles && is_nibble_type(part.type);
     five_bits = five_bits && (is_nibble_type(part.type) || is_five_bit_type(part.type));
-    q8_0 = q8_0 && part.type == GgmlType::Q8_0;
+    one_type = one_type && part.type == parts[0].type;
   }
   const bool compact = layout == PackLayout::compact;
   p.bits = nibbles ? 4 : compact && five_bits ? 5 : 8;
-  p.implied_min = compact && q8_0;
+  // One type throughout: Q4_0 packs to bits 4, Q5_0 to 5, Q8_0 to 8 (the
+  // pairs the bodies read).
+  p.implied_zero = compact && one_type ? fixed_zero_point(parts[0].type) : 0;
   p.blocks = (cols + kBlock - 1) / kBlock;
   p.groups = (p.rows + kPackRows - 1) / kPackRows;
-  p.block_stride = p.quant_bytes() + (p.implied_min ? 2 : 4) * kPackRows;
+  p.block_stride = p.quant_bytes() + (p.implied_zero != 0 ? 2 : 4) * kPackRows;
   p.data.resize(static_cast<std::size_t>(p.groups) * p.blocks * p.block_stride);
   p.group_max_u.assign(p.groups, 0);  // store_row_block raises them
   int row0 = 0;

@@ -30,8 +30,11 @@
 //            64 bytes after the nibbles, whose byte r*4+j holds in bit 2L
 //            the fifth bit of u[r][4L+j] and in bit 2L+1 that of
 //            u[r][16+4L+j] (0.75 bytes a weight instead of 1.125); and a
-//            matrix of Q8_0 parts only stores no m, since m = -128 d
-//            (1.0625 bytes a weight, Q8_0's own size, instead of 1.125).
+//            matrix whose parts are all of one type with a fixed zero
+//            point stores no m, since m = -z d (implied_zero z: Q8_0 128,
+//            Q5_0 16, Q4_0 8): Q8_0 1.0625 bytes a weight (its own size)
+//            instead of 1.125, Q5_0 0.6875 (its own) instead of 0.75, Q4_0
+//            0.5625 (its own) instead of 0.625.
 //            The values and factors are the bytes layout's exactly, so
 //            either layout gives the same products. The scalar and AVX2
 //            bodies read it.
@@ -58,7 +61,9 @@ struct PackedMatrix {
   int blocks = 0;  // ceil(K / 32)
   int groups = 0;  // ceil(N / 16)
   int bits = 4;    // 4, 8, or 5 (compact layout only: nibbles + fifth-bit plane)
-  bool implied_min = false;      // compact Q8_0 only: m = -128 d, not stored
+  // Compact layout only: m = -implied_zero * d, not stored (128: every part
+  // Q8_0, bits 8; 16: Q5_0, bits 5; 8: Q4_0, bits 4); 0: m stored.
+  int implied_zero = 0;
   std::size_t block_stride = 0;  // bytes per (group, block)
   AlignedBuffer<std::uint8_t> data;
   std::vector<std::uint8_t> group_max_u;  // per group: the largest u it holds
@@ -69,10 +74,10 @@ struct PackedMatrix {
 
   // True when the compact layout differs here from the bytes one (fifth-bit
   // planes or no stored m), so only a compact reader may multiply it.
-  bool compact_only() const { return bits == 5 || implied_min; }
+  bool compact_only() const { return bits == 5 || implied_zero != 0; }
 
   // Bytes of u per (group, block); the 16 fp16 d follow, then (unless
-  // implied_min) the 16 fp16 m.
+  // implied_zero) the 16 fp16 m.
   std::size_t quant_bytes() const { return bits == 4 ? 256 : bits == 5 ? 320 : 512; }
   const std::uint8_t* at(int group, int block) const {
     return data.data() + (static_cast<std::size_t>(group) * blocks + block) * block_stride;
@@ -122,7 +127,9 @@ inline float packed_d(const PackedMatrix& m, const std::uint8_t* blk, int r) {
   return fp16_to_float(h);
 }
 inline float packed_min(const PackedMatrix& m, const std::uint8_t* blk, int r) {
-  if (m.implied_min) return -128.0f * packed_d(m, blk, r);  // Q8_0: exactly the stored fp16 value
+  // A power-of-two multiple of an fp16 value: exactly what the bytes layout
+  // stores.
+  if (m.implied_zero != 0) return -static_cast<float>(m.implied_zero) * packed_d(m, blk, r);
   std::uint16_t h;
   std::memcpy(&h, blk + m.quant_bytes() + 2 * (kPackRows + r), sizeof h);
   return fp16_to_float(h);

@@ -51,12 +51,13 @@ inline __m256i broadcast4(const std::int8_t* p) {
 }
 
 // One half's 8 d and 8 m of a block from its factors (16 fp16 d, then 16 m
-// unless ImpliedMin: m = -128 d).
-template <bool ImpliedMin>
+// unless the matrix implies them: Zero = its implied_zero, m = -Zero d,
+// exactly the fp16 value the bytes layout stores).
+template <int Zero>
 inline void load_factors(const std::uint8_t* factors, int half, __m256& d, __m256& m) {
   d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(factors + half * 16)));
-  if constexpr (ImpliedMin) {
-    m = _mm256_mul_ps(d, _mm256_set1_ps(-128.0f));
+  if constexpr (Zero != 0) {
+    m = _mm256_mul_ps(d, _mm256_set1_ps(-static_cast<float>(Zero)));
   } else {
     m = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(factors + 32 + half * 16)));
   }
@@ -81,8 +82,9 @@ inline void join_fifth_bits(__m256i packed, __m256i plane, int c, __m256i& lo, _
 constexpr std::size_t kBytesStride = 512 + 4 * kPackRows;
 
 // A compact 5-bit row group widened to the bytes layout in `out` (blocks x
-// kBytesStride bytes, 32-byte aligned).
+// kBytesStride bytes, 32-byte aligned), its m made where implied.
 void widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
+  const __m256 minus_zero = _mm256_set1_ps(-static_cast<float>(w.implied_zero));
   for (int b = 0; b < w.blocks; ++b) {
     const std::uint8_t* blk = w.at(group, b);
     std::uint8_t* dst = out + b * kBytesStride;
@@ -97,7 +99,16 @@ void widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (4 + c) * 64 + half * 32), hi);
       }
     }
-    std::memcpy(dst + 512, blk + w.quant_bytes(), 4 * kPackRows);
+    if (w.implied_zero == 0) {
+      std::memcpy(dst + 512, blk + w.quant_bytes(), 4 * kPackRows);
+      continue;
+    }
+    std::memcpy(dst + 512, blk + w.quant_bytes(), 2 * kPackRows);
+    for (int half = 0; half < 2; ++half) {
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dst + 512 + half * 16)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst + 512 + 2 * kPackRows + half * 16),
+                      _mm256_cvtps_ph(_mm256_mul_ps(d, minus_zero), _MM_FROUND_TO_NEAREST_INT));
+    }
   }
 }
 
@@ -106,7 +117,7 @@ void widen_group(const PackedMatrix& w, int group, std::uint8_t* out) {
 // start at `first`, `stride` bytes apart (the matrix's, or a widened copy).
 // Kept out of line: inlined into tile(), GCC allocates its registers worse
 // and prefill ran ~20 % slower.
-template <int Bits, int M, bool ImpliedMin>
+template <int Bits, int M, int Zero>
 __attribute__((noinline)) void half_tile(const std::uint8_t* first, std::size_t stride, int blocks, int group,
                                          int half, const QuantizedRows& x, int t0, float* y, std::size_t ldy,
                                          int lanes) {
@@ -187,7 +198,7 @@ __attribute__((noinline)) void half_tile(const std::uint8_t* first, std::size_t 
       }
     }
     __m256 d, m;
-    load_factors<ImpliedMin>(blk + kQuantBytes, half, d, m);
+    load_factors<Zero>(blk + kQuantBytes, half, d, m);
     for (int t = 0; t < M; ++t) {
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), _mm256_mul_ps(d, _mm256_set1_ps(xd[t][b])), acc[t]);
       acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[t][b]), acc[t]);
@@ -216,7 +227,7 @@ __attribute__((noinline)) void half_tile(const std::uint8_t* first, std::size_t 
 // fifth-bit plane).
 constexpr int kCompactFive = 55;
 
-template <int Bits, bool ImpliedMin>
+template <int Bits, int Zero>
 void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, float* y, std::size_t ldy,
                int rows) {
   const std::size_t quant_bytes = w.quant_bytes();
@@ -301,7 +312,7 @@ void one_token(const PackedMatrix& w, int group, const QuantizedRows& x, int t, 
     }
     for (int half = 0; half < 2; ++half) {
       __m256 d, m;
-      load_factors<ImpliedMin>(blk + quant_bytes, half, d, m);
+      load_factors<Zero>(blk + quant_bytes, half, d, m);
       acc[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[half]), _mm256_mul_ps(d, _mm256_set1_ps(xd[b])), acc[half]);
       acc[half] = _mm256_fmadd_ps(m, _mm256_set1_ps(xs[b]), acc[half]);
     }
@@ -325,7 +336,7 @@ std::uint8_t* widening_buffer(std::size_t bytes) {
   return buffer.data();
 }
 
-template <int Bits, bool ImpliedMin = false>
+template <int Bits, int Zero>
 void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
                std::size_t ldy) {
   const int rows = w.rows - group * kPackRows < kPackRows ? w.rows - group * kPackRows : kPackRows;
@@ -335,43 +346,44 @@ void tile_avx2(const PackedMatrix& w, int group, const QuantizedRows& x, int t0,
   // One token: the decode path, with digits for full bytes (a lone token at
   // the end of a prefill's token chunks has none and runs as a tile of 1).
   if (t1 - t0 == 1 && (Bits != 8 || x.has_digits)) {
-    one_token<Bits, ImpliedMin>(w, group, x, t0, y, ldy, rows);
+    one_token<Bits, Zero>(w, group, x, t0, y, ldy, rows);
     return;
   }
   if constexpr (Bits == kCompactFive) {
     std::uint8_t* wide = widening_buffer(static_cast<std::size_t>(w.blocks) * kBytesStride);
     widen_group(w, group, wide);
     cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
-      half_tile<5, M, false>(wide, kBytesStride, w.blocks, group, half, x, t, y, ldy, lanes);
+      half_tile<5, M, 0>(wide, kBytesStride, w.blocks, group, half, x, t, y, ldy, lanes);
     });
   } else {
     cpu::for_half_token_tiles<kTile>(rows, t0, t1, [&]<int M>(int half, int t, int lanes) {
-      half_tile<Bits, M, ImpliedMin>(w.at(group, 0), w.block_stride, w.blocks, group, half, x, t, y, ldy, lanes);
+      half_tile<Bits, M, Zero>(w.at(group, 0), w.block_stride, w.blocks, group, half, x, t, y, ldy, lanes);
     });
   }
 }
 
-// Byte-per-value groups, with m stored or implied.
-template <int Bits>
-void bytes_tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
-                std::size_t ldy) {
-  if (w.implied_min) {
-    tile_avx2<Bits, true>(w, group, x, t0, t1, y, ldy);
+// m stored, or implied as -Zero d: the one zero point a matrix of these
+// bits can imply (packed_matrix.hpp: Q4_0 8, Q5_0 16, Q8_0 128).
+template <int Bits, int Zero>
+void stored_or_implied_tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
+                            std::size_t ldy) {
+  if (w.implied_zero == 0) {
+    tile_avx2<Bits, 0>(w, group, x, t0, t1, y, ldy);
   } else {
-    tile_avx2<Bits>(w, group, x, t0, t1, y, ldy);
+    tile_avx2<Bits, Zero>(w, group, x, t0, t1, y, ldy);
   }
 }
 
 void tile(const PackedMatrix& w, int group, const QuantizedRows& x, int t0, int t1, float* y,
           std::size_t ldy) {
   if (w.bits == 4) {
-    tile_avx2<4>(w, group, x, t0, t1, y, ldy);
+    stored_or_implied_tile<4, 8>(w, group, x, t0, t1, y, ldy);
   } else if (w.bits == 5) {
-    tile_avx2<kCompactFive>(w, group, x, t0, t1, y, ldy);
+    stored_or_implied_tile<kCompactFive, 16>(w, group, x, t0, t1, y, ldy);
   } else if (w.narrow(group)) {  // (a Q8_0 group whose q all lie below -96 too)
-    bytes_tile<5>(w, group, x, t0, t1, y, ldy);
+    stored_or_implied_tile<5, 128>(w, group, x, t0, t1, y, ldy);
   } else {
-    bytes_tile<8>(w, group, x, t0, t1, y, ldy);
+    stored_or_implied_tile<8, 128>(w, group, x, t0, t1, y, ldy);
   }
 }
 
