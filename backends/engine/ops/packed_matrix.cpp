@@ -88,6 +88,12 @@ int fixed_zero_point(GgmlType type) {
   return type == GgmlType::Q8_0 ? 128 : type == GgmlType::Q5_0 ? 16 : type == GgmlType::Q4_0 ? 8 : 0;
 }
 
+// m = -z d of such a type's block: a power-of-two multiple of an fp16 value,
+// exact in fp16 (and what a compact matrix implies instead of storing it).
+std::uint16_t fixed_min(GgmlType type, std::uint16_t d) {
+  return float_to_fp16(-static_cast<float>(fixed_zero_point(type)) * fp16_to_float(d));
+}
+
 // Packs one part's rows into p starting at packed row `row0`.
 void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
   const GgmlType type = part.type;
@@ -126,9 +132,7 @@ void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
         const std::uint8_t* blk = src + b * stride;
         RowBlock rb;
         rb.d = load_u16(blk);
-        // Q5_0: w = (q - 16) d, so m = -16 d: a power-of-two multiple of an
-        // fp16 value, exact in fp16.
-        rb.m = type == GgmlType::Q5_1 ? load_u16(blk + 2) : float_to_fp16(-16.0f * fp16_to_float(rb.d));
+        rb.m = type == GgmlType::Q5_1 ? load_u16(blk + 2) : fixed_min(type, rb.d);
         const std::uint8_t* qh = blk + (type == GgmlType::Q5_1 ? 4 : 2);
         int q[kBlock];
         q5_values(qh, qh + 4, q);
@@ -141,17 +145,16 @@ void pack_part(PackedMatrix& p, const MatrixPart& part, int row0) {
         const std::uint8_t* blk = src + b * stride;
         RowBlock rb;
         rb.d = load_u16(blk);
-        const float d = fp16_to_float(rb.d);
         if (type == GgmlType::Q8_0) {
           for (int i = 0; i < kBlock; ++i) rb.u[i] = static_cast<std::uint8_t>(blk[2 + i] ^ 0x80u);
-          rb.m = float_to_fp16(-128.0f * d);
+          rb.m = fixed_min(type, rb.d);
         } else {
           const std::uint8_t* qs = blk + (type == GgmlType::Q4_1 ? 4 : 2);
           for (int i = 0; i < 16; ++i) {
             rb.u[i] = qs[i] & 0x0f;
             rb.u[i + 16] = qs[i] >> 4;
           }
-          rb.m = type == GgmlType::Q4_1 ? load_u16(blk + 2) : float_to_fp16(-8.0f * d);
+          rb.m = type == GgmlType::Q4_1 ? load_u16(blk + 2) : fixed_min(type, rb.d);
         }
         store_row_block(p, row0 + r, b, rb);
       }
