@@ -44,7 +44,7 @@
 // written once by the tests' GGUF writer to --gguf (default
 // /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf; no download).
 // --attention gemm,flash: the prefill attention body (DeviceOps::
-// PrefillAttention; default gemm, or MIDTUNE_CUDA_ATTENTION): the prefill and
+// PrefillAttention; default flash, or MIDTUNE_CUDA_ATTENTION): the prefill and
 // teacher-forced measures run once per body listed, in that order, each
 // line naming its body ("attention"); the later measures take the first.
 // --precision file keeps the matrices in their blocks on the device
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
   app.add_option("--file-gemv-rows", file_gemv_rows, "precision file: the most rows read straight from the blocks");
   app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16: half the cache memory)");
   app.add_option("--attention", attention_bodies,
-                 "prefill attention bodies, each measured: gemm | flash (default: gemm, or MIDTUNE_CUDA_ATTENTION)")
+                 "prefill attention bodies, each measured: gemm | flash (default: flash, or MIDTUNE_CUDA_ATTENTION)")
       ->delimiter(',');
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");

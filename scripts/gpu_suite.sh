@@ -4,7 +4,7 @@
 # network (a lent GPU machine). Unpacks the carried .deb files into a prefix
 # (never into /: that would replace the machine's own sqlite, zlib, pcre2),
 # builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests
-# (the model's cuda cases twice: the cuBLAS and the flash prefill attention),
+# (the model's cuda cases twice: the flash and the cuBLAS prefill attention),
 # the decisions against the CPU engine on the KV experiment's held-out
 # prompts (plain and one intervention of each method, bench/interventions/),
 # one GPU evaluator under MPI against one process (bench/mpi_engine.sh,
@@ -52,9 +52,9 @@ failed=0
   done
   # The cuda cases only: the host reference ones run in the suite everywhere.
   $tests/batched_model_test --gtest_filter='*cuda*' || { echo "FAILED: batched_model_test"; failed=1; }
-  # Again with the flash prefill attention (not the default until it passes here).
-  MIDTUNE_CUDA_ATTENTION=flash $tests/batched_model_test --gtest_filter='*cuda*' \
-    || { echo "FAILED: batched_model_test (MIDTUNE_CUDA_ATTENTION=flash)"; failed=1; }
+  # Again with the cuBLAS prefill attention (the default is the flash body).
+  MIDTUNE_CUDA_ATTENTION=gemm $tests/batched_model_test --gtest_filter='*cuda*' \
+    || { echo "FAILED: batched_model_test (MIDTUNE_CUDA_ATTENTION=gemm)"; failed=1; }
   if [ $agreement = 1 ]; then
     if [ -f "$model" ]; then
       sed "s|~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf|$model|" experiments/lpes-kv-smollm2.yaml >/tmp/gpu-suite-kv.yaml

@@ -650,7 +650,12 @@ TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
   const ModelIdentity id = batched_->identity();
   const bool file = GetParam().ends_with("-file");
   const bool kv_bf16 = GetParam().ends_with("-kvbf16");
-  EXPECT_EQ(id.precision, kv_bf16 ? "bf16, bf16 KV cache" : file ? "bf16 from file blocks" : "bf16");
+  // A GPU's prefill attention body is part of it: flash unless the
+  // environment picks the cuBLAS body.
+  const char* body = std::getenv("MIDTUNE_CUDA_ATTENTION");
+  const bool flash = GetParam().starts_with("cuda") && !(body != nullptr && std::string(body) == "gemm");
+  EXPECT_EQ(id.precision, std::string(kv_bf16 ? "bf16, bf16 KV cache" : file ? "bf16 from file blocks" : "bf16") +
+                              (flash ? ", flash attention" : ""));
   EXPECT_EQ(batched_->execution()["precision"], id.precision);
   EXPECT_NE(id.key(), cpu_->identity().key());
   EXPECT_EQ(id.tokenizer_hash, cpu_->identity().tokenizer_hash);

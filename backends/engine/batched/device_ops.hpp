@@ -44,8 +44,8 @@ using engine::KvForm;
 // The body of a prefill-sized attention call (attention_rows from 32 queries
 // on; fewer take the one-block-per-query kernel): `gemm` the cuBLAS body
 // (scores through memory), `flash` the FlashAttention-2 kernel (scores on the
-// chip; compiled and host-tested only, not yet run on a GPU: the default
-// stays gemm until a GPU run measures it). ReferenceOps ignores it.
+// chip; CudaOps's default). ReferenceOps ignores it and keeps `gemm`, so its
+// precision names no body it does not run.
 enum class PrefillAttention { gemm, flash };
 // "gemm" / "flash"; anything else throws std::invalid_argument naming `where`.
 PrefillAttention parse_prefill_attention(const std::string& name, const std::string& where);
@@ -60,7 +60,7 @@ class DeviceOps : public Device {
   void set_weight_form(WeightForm form) { weight_form_ = form; }
   WeightForm weight_form() const { return weight_form_; }
   // Any time (the next attention call takes it). CudaOps starts from the
-  // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash; unset: gemm).
+  // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash; unset: flash).
   void set_prefill_attention(PrefillAttention body) { prefill_attention_ = body; }
   PrefillAttention prefill_attention() const { return prefill_attention_; }
   // Rows of the bf16 tile a `file` product dequantises at once, times its
@@ -72,11 +72,11 @@ class DeviceOps : public Device {
   // few rows of a decode step cannot amortise (on an H100, decode ran at
   // 0.28x of the bf16 form at batch 1 and 0.34x at batch 32 through tiles);
   // the block kernel reads each weight once per 16 rows and does its
-  // multiply-adds in fp32 without tensor cores, so it loses to cuBLAS on
-  // whole prefill passes. 32 covers the decode batches measured (1, 32);
-  // where the crossover lies is for the GPU to say (cuda_bench_cli
-  // --file-gemv both, --file-gemv-rows N).
-  static constexpr int kBlockGemvRows = 32;
+  // multiply-adds in fp32 without tensor cores, so its time grows with
+  // every row while the tile path's barely does: on an H100 (a 7B shape in
+  // Q4_K / Q6_K blocks) it wins at 1 and 8 rows and loses at 32, the two
+  // crossing near 16 (cuda_bench_cli --file-gemv both, --file-gemv-rows N).
+  static constexpr int kBlockGemvRows = 16;
   void set_block_gemv_rows(int rows) { block_gemv_rows_ = rows; }  // 0: always the tile
   int block_gemv_rows() const { return block_gemv_rows_; }
   // The form of the caches made from now on (a cache keeps the form it was
