@@ -32,6 +32,7 @@ struct Args {
   std::size_t batch_tokens = 0;
   std::string precision = "native";
   std::string kv_cache = "fp32";
+  std::string attention;  // empty: the device's default
   std::size_t max_items = 1024;
   double request_deadline_s = 30.0;
   int max_connections = 256;
@@ -61,6 +62,7 @@ std::unique_ptr<midtune::Backend> make_backend(const Args& args) {
   options.batch_tokens = args.batch_tokens;
   options.precision = args.precision;
   options.kv_cache = args.kv_cache;
+  options.attention = args.attention;
   return midtune::engine::make_engine_backend(args.model, options);
 }
 
@@ -102,6 +104,10 @@ int main(int argc, char** argv) {
   app.add_option("--kv-cache", args.kv_cache,
                  "fp32 | bf16 (keys and values stored in bf16: half the cache memory; results keyed apart)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--attention", args.attention,
+                 "device cuda: the prefill attention body, flash | gemm (default flash, or MIDTUNE_CUDA_ATTENTION; "
+                 "results keyed apart)")
+      ->check(CLI::IsMember({"flash", "gemm"}));
   app.add_option("--batch-tokens", args.batch_tokens, "device cuda: tokens per pass, 0 = from the free GPU memory");
   app.add_option("--max-items", args.max_items, "most items accepted in one request")->check(CLI::Range(1, 1 << 20));
   app.add_option("--request-deadline-s", args.request_deadline_s,

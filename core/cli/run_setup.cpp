@@ -36,6 +36,7 @@ std::unique_ptr<Backend> make_backend(const Experiment& experiment) {
     options.batch_tokens = static_cast<std::size_t>(b.batch_tokens);
     options.precision = b.precision;
     options.kv_cache = b.kv_cache;
+    options.attention = b.attention;
     return engine::make_engine_backend(b.model, options);
   }
   if (b.kind == "server") {

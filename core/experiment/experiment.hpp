@@ -48,6 +48,10 @@ struct BackendConfig {
   // engine, device cuda: fp32 | bf16 (keys and values stored in bf16: half
   // the cache memory, other numbers, so another model identity)
   std::string kv_cache = "fp32";
+  // engine, device cuda: the prefill attention body, flash | gemm; empty =
+  // the device's default (flash, or MIDTUNE_CUDA_ATTENTION). The body is in
+  // the model identity, so it needs no place in the search fingerprint.
+  std::string attention;
   ServerEndpointsConfig server;  // kind server
   SyntheticConfig synthetic;     // kind synthetic-test-double
   bool operator==(const BackendConfig&) const = default;

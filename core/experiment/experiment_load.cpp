@@ -17,8 +17,8 @@ namespace midtune {
 namespace load {
 namespace {
 
-const std::vector<std::string> kEngineKeys = {"model",        "device",    "gpu",     "threads",
-                                              "batch_tokens", "precision", "kv_cache"};
+const std::vector<std::string> kEngineKeys = {"model",     "device",   "gpu",      "threads", "batch_tokens",
+                                              "precision", "kv_cache", "attention"};
 const std::vector<std::string> kServerKeys = {"endpoints", "timeout_s", "retries", "token_file"};
 const std::vector<std::string> kSyntheticKeys = {"layers", "heads", "noise", "latency_ms", "prompt_latency_ms"};
 
@@ -113,8 +113,9 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
           "native)");
     }
     backend.kv_cache = section.choice_or("kv_cache", backend.kv_cache, {"fp32", "bf16"});
+    backend.attention = section.choice_or("attention", backend.attention, {"flash", "gemm"});
     if (backend.device != "cuda") {
-      for (const char* key : {"gpu", "batch_tokens"}) {
+      for (const char* key : {"gpu", "batch_tokens", "attention"}) {
         if (section.has(key)) {
           section.field(key).fail("applies to device: cuda only");
         }

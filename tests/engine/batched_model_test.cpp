@@ -687,19 +687,24 @@ INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test,
 
 // ------------------------------------------------- the `file` weight form
 
+// make_engine_backend refuses `options` before loading anything, saying
+// `message`.
+void expect_refused(const EngineDeviceOptions& options, const std::string& message) {
+  try {
+    make_engine_backend("/nonexistent.gguf", options);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
 // backend.precision: file is a GPU setting: the CPU engine refuses it by name
 // (it always multiplies the file's own blocks), before loading anything.
 TEST(EngineFactory, FileBlocksOnTheCpuAreRefusedNamingTheField) {
   EngineDeviceOptions options;
   options.device = "cpu";
   options.precision = "file";
-  try {
-    make_engine_backend("/nonexistent.gguf", options);
-    FAIL() << "accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("backend.precision: 'file' is a device: cuda setting"), std::string::npos)
-        << e.what();
-  }
+  expect_refused(options, "backend.precision: 'file' is a device: cuda setting");
 }
 
 // The one translation of a precision name for ga-run, `ga-run generate` and
@@ -707,14 +712,7 @@ TEST(EngineFactory, FileBlocksOnTheCpuAreRefusedNamingTheField) {
 TEST(EngineFactory, AnUnknownPrecisionIsRefusedNamingTheChoices) {
   EngineDeviceOptions options;
   options.precision = "fp16";
-  try {
-    make_engine_backend("/nonexistent.gguf", options);
-    FAIL() << "accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("backend.precision: 'fp16' is not one of native, fp32, file"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused(options, "backend.precision: 'fp16' is not one of native, fp32, file");
 }
 
 // backend.kv_cache: bf16 reaches the CPU engine (its identity says so); an
@@ -723,19 +721,31 @@ TEST(EngineFactory, KvCacheFormReachesTheCpuEngineOrIsRefusedNamingTheChoices) {
   EngineDeviceOptions options;
   options.device = "cpu";
   options.kv_cache = "fp16";
-  try {
-    make_engine_backend("/nonexistent.gguf", options);
-    FAIL() << "accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("backend.kv_cache: 'fp16' is not one of fp32, bf16"), std::string::npos)
-        << e.what();
-  }
+  expect_refused(options, "backend.kv_cache: 'fp16' is not one of fp32, bf16");
   const fs::path model = ::midtune::testing::test_model_path();
   if (model.empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
   options.kv_cache = "bf16";
   EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "native, bf16 KV cache");
   options.kv_cache = "fp32";
   EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "");
+}
+
+// backend.attention: an unknown body is refused naming the choices, and any
+// body on the CPU naming the device it belongs to, both before anything
+// loads; on a GPU the body asked for is the one the identity names.
+TEST(EngineFactory, AttentionBodyIsRefusedOffTheGpuAndNamedInTheIdentityOnIt) {
+  EngineDeviceOptions options;
+  options.attention = "cublas";
+  expect_refused(options, "backend.attention: 'cublas' is not one of gemm, flash");
+  options.attention = "gemm";
+  expect_refused(options, "backend.attention: 'gemm' is a device: cuda setting");
+  if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
+  const fs::path model = ::midtune::testing::test_model_path();
+  if (model.empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+  options.device = "cuda";
+  EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "bf16");
+  options.attention = "flash";
+  EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "bf16, flash attention");
 }
 
 fs::path peers_dir() {

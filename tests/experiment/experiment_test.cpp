@@ -377,6 +377,26 @@ TEST_F(ExperimentFile, Bf16KvCacheIsInTheFingerprint) {
   EXPECT_NE(cpu_bf16.search_fingerprint(), fp32.search_fingerprint());
 }
 
+// attention: flash | gemm picks the GPU's prefill attention body; which ran
+// is in the model identity (its precision), so the search fingerprint does
+// not repeat it and a search stored before the key keeps its fingerprint.
+// A device: cuda setting only.
+TEST_F(ExperimentFile, AttentionBodyIsACudaSettingOutsideTheFingerprint) {
+  const std::string cuda = "  device: cuda\n";
+  const Experiment plain = load(edited("  device: cpu\n  threads: 2\n", cuda));
+  const Experiment gemm = load(edited("  device: cpu\n  threads: 2\n", cuda + "  attention: gemm\n"));
+  const Experiment flash = load(edited("  device: cpu\n  threads: 2\n", cuda + "  attention: flash\n"));
+  EXPECT_EQ(plain.backend.attention, "");
+  EXPECT_EQ(gemm.backend.attention, "gemm");
+  EXPECT_EQ(flash.backend.attention, "flash");
+  EXPECT_EQ(gemm.search_fingerprint(), plain.search_fingerprint());
+  EXPECT_EQ(flash.search_fingerprint(), plain.search_fingerprint());
+  expect_error(edited("  device: cpu\n  threads: 2\n", cuda + "  attention: cublas\n"), 7, 14, "backend.attention",
+               "cublas");
+  expect_error(edited("  threads: 2\n", "  threads: 2\n  attention: gemm\n"), 8, 14, "backend.attention",
+               "applies to device: cuda only");
+}
+
 TEST_F(ExperimentFile, ServerBackendNeedsEndpoints) {
   const std::string server = "  kind: server\n  endpoints: [http://127.0.0.1:8080, http://127.0.0.1:8081]\n  retries: 5\n";
   const Experiment e = load(edited("  kind: engine\n  model: models/tiny.gguf\n  device: cpu\n  threads: 2\n", server));

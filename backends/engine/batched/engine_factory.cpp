@@ -1,5 +1,7 @@
 #include "backends/engine/batched/engine_factory.hpp"
 
+#include <optional>
+
 #include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
@@ -12,6 +14,14 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     throw std::invalid_argument("backend.precision: '" + options.precision + "' is not one of native, fp32, file");
   }
   const KvForm kv_form = parse_kv_form(options.kv_cache, "backend.kv_cache");
+  std::optional<batched::PrefillAttention> attention;
+  if (!options.attention.empty()) {
+    attention = batched::parse_prefill_attention(options.attention, "backend.attention");
+    if (options.device != "cuda") {
+      throw std::invalid_argument("backend.attention: '" + options.attention +
+                                  "' is a device: cuda setting (the GPU's prefill attention body)");
+    }
+  }
   require_device(options.device);
   if (options.device == "cuda") {
     if (options.precision == "fp32") {
@@ -22,6 +32,7 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     auto device = batched::make_cuda_ops(options.gpu);
     device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
     device->set_kv_form(kv_form);
+    if (attention) device->set_prefill_attention(*attention);
     return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
   }
   if (options.precision == "file") {

@@ -27,6 +27,10 @@ struct EngineDeviceOptions {
   // backend.kv_cache: fp32, or bf16 (cuda: keys and values stored in bf16,
   // half the memory, batched::KvForm::bf16; another model identity).
   std::string kv_cache = "fp32";
+  // backend.attention (cuda): the prefill attention body, flash or gemm
+  // (batched::PrefillAttention; another model identity); empty: the
+  // device's default (flash, or MIDTUNE_CUDA_ATTENTION).
+  std::string attention;
 };
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);
