@@ -740,12 +740,12 @@ TEST(EngineFactory, AttentionBodyIsRefusedOffTheGpuAndNamedInTheIdentityOnIt) {
   options.attention = "gemm";
   expect_refused(options, "backend.attention: 'gemm' is a device: cuda setting");
   if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
-  const fs::path model = ::midtune::testing::test_model_path();
-  if (model.empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+  const TinyModels* tiny = tiny_model("qwen2");
+  if (tiny == nullptr) GTEST_SKIP() << "vocabulary files not found (set MIDTUNE_VOCAB_DIR)";
   options.device = "cuda";
-  EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "bf16");
+  EXPECT_EQ(make_engine_backend(tiny->file->path(), options)->identity().precision, "bf16");
   options.attention = "flash";
-  EXPECT_EQ(make_engine_backend(model, options)->identity().precision, "bf16, flash attention");
+  EXPECT_EQ(make_engine_backend(tiny->file->path(), options)->identity().precision, "bf16, flash attention");
 }
 
 fs::path peers_dir() {
