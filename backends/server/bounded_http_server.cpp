@@ -242,6 +242,7 @@ class ConnectionStream final : public httplib::Stream {
     request_line_ = true;
     header_bytes_ = 0;
     line_.clear();
+    content_length_.reset();
   }
 
   bool is_readable() const override { return off_ < len_ || wait(POLLIN, read_until(), true); }
@@ -351,13 +352,31 @@ class ConnectionStream final : public httplib::Stream {
   }
   void on_header(std::string_view line) {
     const auto colon = line.find(':');
-    if (token_.empty() || colon == std::string_view::npos ||
-        !same_ignoring_case(trim(line.substr(0, colon)), "authorization"))
-      return;
+    if (colon == std::string_view::npos) return;
+    const std::string_view name = trim(line.substr(0, colon));
+    if (same_ignoring_case(name, "content-length")) return on_content_length(trim(line.substr(colon + 1)));
+    if (token_.empty() || !same_ignoring_case(name, "authorization")) return;
     if (bearer_token_matches(line.substr(colon + 1), token_))
       table_.set_authenticated(conn_);
     else
       conn_.failure = BoundedHttpServer::ReadFailure{401, "unauthorized", "wrong bearer token"};
+  }
+
+  // A length that is not a number, or two that disagree, leaves the body's
+  // end in doubt (request smuggling through a proxy that reads the other
+  // one): refused at once (RFC 9112 6.3), before any body is waited for.
+  void on_content_length(std::string_view value) {
+    const bool digits = !value.empty() && value.size() <= 19 &&
+                        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      conn_.failure = BoundedHttpServer::ReadFailure{
+          400, "invalid_content_length", "Content-Length '" + std::string(value.substr(0, 32)) + "' is not a length"};
+    } else if (content_length_ && *content_length_ != value) {
+      conn_.failure = BoundedHttpServer::ReadFailure{
+          400, "invalid_content_length",
+          "two Content-Length headers disagree (" + *content_length_ + " and " + std::string(value) + ")"};
+    }
+    content_length_ = std::string(value);
   }
 
   Connection& conn_;
@@ -374,6 +393,7 @@ class ConnectionStream final : public httplib::Stream {
   bool request_line_ = false;
   std::size_t header_bytes_ = 0;
   std::string line_;
+  std::optional<std::string> content_length_;  // this request's, as first given
 };
 
 }  // namespace

@@ -130,14 +130,44 @@ std::vector<SampleOutput> EndpointClient::evaluate(const Intervention& intervent
     throw RequestRejected(std::string("cannot send the batch: a prompt, gold or id is not valid UTF-8 (") +
                           e.what() + ")");
   }
-  return with_retries("POST /v1/evaluate", cancel, [&] {
-    const json j = reply_json(http_->Post("/v1/evaluate", body, "application/json"), url_, "POST /v1/evaluate");
+  std::string served;  // the reply's model digest; empty: the server sends none
+  std::vector<SampleOutput> outputs = with_retries("POST /v1/evaluate", cancel, [&] {
+    const httplib::Result res = http_->Post("/v1/evaluate", body, "application/json");
+    const json j = reply_json(res, url_, "POST /v1/evaluate");
+    served = res->get_header_value(kModelHeader);
     try {
       return evaluate_reply_from_json(j, items);
     } catch (const ProtocolError& e) {
       throw TransientFailure(std::string("malformed /v1/evaluate reply: ") + e.what());
     }
   });
+  if (expected_model_) {
+    // A server that names no model is asked again after the reply: had the
+    // process behind the address changed before it answered, it still serves
+    // the other model now.
+    check_model(served.empty() ? model_digest(fetch_info(cancel).identity) : served, cancel);
+  }
+  return outputs;
+}
+
+void EndpointClient::expect_model(const ModelIdentity& identity) {
+  expected_model_ = identity;
+  expected_digest_ = model_digest(identity);
+}
+
+void EndpointClient::check_model(const std::string& served, const std::atomic<bool>* cancel) {
+  if (served == expected_digest_) return;
+  // Say what it serves now, where the server still tells.
+  std::string now = "model " + served;
+  try {
+    const ServerInfo info = fetch_info(cancel);
+    if (model_digest(info.identity) == served) now = "'" + info.identity.name + "' (" + info.identity.key() + ")";
+  } catch (const BackendError&) {
+  }
+  throw ModelChanged("server " + url_ + " now answers for " + now + ", not for the model this search began with, '" +
+                     expected_model_->name + "' (" + expected_model_->key() +
+                     "): it was restarted on another model file. Nothing it answered is stored; restart it on "
+                     "the search's model and run the same command to resume");
 }
 
 }  // namespace midtune::server

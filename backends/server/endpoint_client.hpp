@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ struct RequestRejected : BackendError {
   using BackendError::BackendError;
 };
 
+// The endpoint answered for another model than the one this client was told
+// to expect (ga-serve restarted on another file behind the same address):
+// nothing it sent may be stored, here or anywhere, under the expected model.
+struct ModelChanged : RequestRejected {
+  using RequestRejected::RequestRejected;
+};
+
 class EndpointClient {
  public:
   // url: "http://host:port". Throws BackendError if it does not parse.
@@ -60,6 +68,13 @@ class EndpointClient {
 
   // GET /v1/info. Refuses (RequestRejected) a server of another protocol version.
   ServerInfo fetch_info(const std::atomic<bool>* cancel = nullptr);
+  // From now on every evaluate reply must come from this model
+  // (model_digest of its identity): the reply's kModelHeader is compared
+  // with it, or, from a server that sends no such header (an older
+  // midtune), /v1/info is read again after each reply. A mismatch throws
+  // ModelChanged naming both models.
+  void expect_model(const ModelIdentity& identity);
+
   // POST /v1/evaluate; the reply is checked against `items`.
   std::vector<SampleOutput> evaluate(const Intervention& intervention, const RunOptions& options,
                                      std::span<const BatchItem> items,
@@ -70,8 +85,13 @@ class EndpointClient {
   auto with_retries(const char* what, const std::atomic<bool>* cancel, Parse&& once)
       -> decltype(once());
 
+  // Throws ModelChanged when `served` (a model digest) is not the expected one.
+  void check_model(const std::string& served, const std::atomic<bool>* cancel);
+
   std::string url_;
   RetryPolicy policy_;
+  std::optional<ModelIdentity> expected_model_;
+  std::string expected_digest_;
   std::unique_ptr<httplib::Client> http_;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <set>
 #include <stdexcept>
 
 #include <arpa/inet.h>
@@ -125,6 +126,10 @@ void EvaluationServer::install_routes() {
     });
   }
 
+  // On every reply, errors included: whatever a client reads from this
+  // process, it can tell which model answered.
+  s.set_default_headers({{kModelHeader, model_digest(info_.identity)}});
+
   s.Get("/v1/info", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_for_wire(info_to_json(info_)), "application/json");
   });
@@ -214,15 +219,26 @@ void EvaluationServer::install_routes() {
   });
 }
 
+std::string public_token_problem(const std::string& token) {
+  const std::string advice = " (e.g. openssl rand -hex 32)";
+  if (token.size() < kMinPublicTokenLength)
+    return "is " + std::to_string(token.size()) + " characters; an address other than loopback needs at least " +
+           std::to_string(kMinPublicTokenLength) + advice;
+  const std::set<char> distinct(token.begin(), token.end());
+  if (distinct.size() < kMinPublicTokenDistinct)
+    return "uses only " + std::to_string(distinct.size()) + " different characters, which is guessable; an address "
+           "other than loopback needs at least " + std::to_string(kMinPublicTokenDistinct) + advice;
+  return "";
+}
+
 int EvaluationServer::bind() {
   if (!is_loopback_host(options_.host) && options_.token.empty())
     throw std::runtime_error("refusing to listen on " + options_.host +
                              " without a token: anyone who can reach it could run the model "
                              "(give --token-file, or listen on 127.0.0.1)");
-  if (!is_loopback_host(options_.host) && options_.token.size() < kMinPublicTokenLength)
-    throw std::runtime_error("refusing to listen on " + options_.host + " with a token of " +
-                             std::to_string(options_.token.size()) + " characters: it needs at least " +
-                             std::to_string(kMinPublicTokenLength) + " (e.g. openssl rand -hex 32)");
+  if (const std::string problem = public_token_problem(options_.token);
+      !is_loopback_host(options_.host) && !problem.empty())
+    throw std::runtime_error("refusing to listen on " + options_.host + ": the token " + problem);
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                                       : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port <= 0)

@@ -44,6 +44,14 @@ struct ServeOptions {
 // The shortest token accepted for an address other than loopback: anyone
 // who can reach the port may guess it.
 inline constexpr std::size_t kMinPublicTokenLength = 16;
+// And the fewest different characters in it: "aaaaaaaaaaaaaaaa" or
+// "1234123412341234" is long but guessable; a random token of 16 or more
+// characters (openssl rand -hex 16) practically always has far more.
+inline constexpr std::size_t kMinPublicTokenDistinct = 5;
+
+// Why `token` is too weak for an address other than loopback ("" when it
+// will do): "is N characters ..." or "uses only N different characters ...".
+std::string public_token_problem(const std::string& token);
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);

@@ -151,13 +151,10 @@ int main(int argc, char** argv) {
     if (!midtune::server::is_loopback_host(args.host) && options.token.empty())
       throw std::runtime_error("refusing to listen on " + args.host +
                                " without --token-file: anyone who can reach it could run the model");
-    if (!midtune::server::is_loopback_host(args.host) &&
-        options.token.size() < midtune::server::kMinPublicTokenLength)
+    if (const std::string problem = midtune::server::public_token_problem(options.token);
+        !midtune::server::is_loopback_host(args.host) && !problem.empty())
       throw std::runtime_error("refusing to listen on " + args.host + ": the token in --token-file " +
-                               args.token_file + " is " + std::to_string(options.token.size()) +
-                               " characters, an address other than loopback needs at least " +
-                               std::to_string(midtune::server::kMinPublicTokenLength) +
-                               " (e.g. openssl rand -hex 32 > " + args.token_file + ")");
+                               args.token_file + " " + problem);
     std::unique_ptr<midtune::Backend> backend = make_backend(args);
     options.host = args.host;
     options.port = args.port;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "backends/digest.hpp"
 #include "methods/method_checks.hpp"
 #include "methods/registry.hpp"
 
@@ -67,6 +68,11 @@ BatchItem read_item(const json& j, const std::string& path, const RequestLimits&
 }
 
 }  // namespace
+
+std::string model_digest(const ModelIdentity& identity) {
+  const std::string key = identity.key();
+  return xxh3_128_text(std::as_bytes(std::span(key)));
+}
 
 const std::vector<std::string>& all_intervention_fields() { return intervention_fields(); }
 

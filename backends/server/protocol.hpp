@@ -37,6 +37,15 @@ struct ServerInfo {
   std::vector<std::string> supports = all_intervention_fields();
 };
 
+// Every reply of a server carries its model's identity digest in this
+// header, so a client notices when the process behind an address changed
+// (restarted on another model file) between two requests of one search,
+// even when its HTTP library reconnected without a visible failure.
+inline constexpr const char* kModelHeader = "Midtune-Model";
+// "xxh3-128:<32 hex digits>" of identity.key(): the whole identity that
+// results are stored under, in a short ASCII header value.
+std::string model_digest(const ModelIdentity& identity);
+
 nlohmann::json info_to_json(const ServerInfo& info);
 ServerInfo info_from_json(const nlohmann::json& j);  // throws ProtocolError
 

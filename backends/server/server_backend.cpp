@@ -217,6 +217,10 @@ class ServerBackend::Run {
     EndpointClient client(backend_.endpoints_[e].status.url, backend_.options_.retry, backend_.options_.token);
     std::size_t done = 0;
     if (verify(e, client)) {
+      {
+        std::lock_guard lock(backend_.mutex_);
+        client.expect_model(backend_.reference_->identity);
+      }
       while (true) {
         std::size_t begin;
         {
@@ -234,6 +238,11 @@ class ServerBackend::Run {
           done += items.size();
           finish_chunk(std::nullopt);
         } catch (const RequestRejected& err) {
+          if (dynamic_cast<const ModelChanged*>(&err) != nullptr) {
+            std::lock_guard lock(backend_.mutex_);
+            backend_.endpoints_[e].status.refusal = err.what();  // never used again by this backend
+            backend_.endpoints_[e].status.verified = false;
+          }
           {
             std::lock_guard lock(queue_mutex_);
             if (rejection_.empty()) rejection_ = err.what();

@@ -193,6 +193,72 @@ TEST(ServerClient, RefusesAnotherProtocolVersionOrModel) {
   }
 }
 
+// ga-serve killed between two batches of one search and started again on
+// the same port with another model file: the client's next request is
+// answered by the other model (its HTTP library reconnects without a
+// visible failure). The reply's model header gives it away; the batch
+// fails naming both models and nothing of the other model is returned.
+TEST(ServerClient, AModelSwappedBehindTheAddressFailsTheBatch) {
+  SyntheticTestDoubleConfig other_config;
+  other_config.seed = 7;  // another model: another identity, other answers
+  SyntheticTestDoubleBackend first(synthetic_config()), second(other_config);
+  ASSERT_NE(first.identity().key(), second.identity().key());
+  auto server = std::make_unique<LoopbackEvaluationServer>(first);
+  const int port = server->port();
+  ServerBackend backend(options_for({server->url()}));
+  const auto items = testing::make_items(4);
+  testing::expect_same_outputs(backend.run(testing::lpes_like(1.2), items, RunOptions{}),
+                               first.run(testing::lpes_like(1.2), items, RunOptions{}));
+
+  server.reset();
+  ServeOptions same_port;
+  same_port.port = port;
+  server = std::make_unique<LoopbackEvaluationServer>(second, same_port);
+  const std::string error = run_error(backend, 4);
+  EXPECT_NE(error.find("now answers for"), std::string::npos) << error;
+  EXPECT_NE(error.find(second.identity().key()), std::string::npos) << error;
+  EXPECT_NE(error.find(first.identity().key()), std::string::npos) << error;
+  EXPECT_NE(error.find("Nothing it answered is stored"), std::string::npos) << error;
+  EXPECT_FALSE(backend.status()[0].refusal.empty()) << "the endpoint is not used again";
+  EXPECT_NE(run_error(backend, 4).find("refused"), std::string::npos);
+}
+
+// A server of an older midtune sends no model header: the client reads
+// /v1/info again after each reply, so the swap is caught all the same.
+TEST(ServerClient, AModelSwappedBehindAServerWithoutTheHeaderFailsTheBatch) {
+  SyntheticTestDoubleConfig other_config;
+  other_config.seed = 7;
+  SyntheticTestDoubleBackend first(synthetic_config()), second(other_config);
+  std::atomic<SyntheticTestDoubleBackend*> serving{&first};
+  std::atomic<int> info_requests{0};
+  LoopbackHttp old;
+  old.server().Get("/v1/info", [&](const httplib::Request&, httplib::Response& res) {
+    ++info_requests;
+    ServerInfo info;
+    info.identity = serving.load()->identity();
+    info.supports = {"rope_scale"};
+    res.set_content(info_to_json(info).dump(), "application/json");
+  });
+  old.server().Post("/v1/evaluate", [&](const httplib::Request& req, httplib::Response& res) {
+    const EvaluateRequest r = evaluate_request_from_json(json::parse(req.body), RequestLimits{});
+    res.set_content(evaluate_reply_to_json(serving.load()->run(r.intervention, r.items, r.options)).dump(),
+                    "application/json");
+  });
+  old.start();
+  auto opts = options_for({old.url()});
+  opts.chunk_items = 2;
+  ServerBackend backend(opts);
+  const auto items = testing::make_items(4);
+  const int before = info_requests;
+  testing::expect_same_outputs(backend.run(testing::lpes_like(1.2), items, RunOptions{}),
+                               first.run(testing::lpes_like(1.2), items, RunOptions{}));
+  EXPECT_EQ(info_requests - before, 2) << "/v1/info read again after each of the two replies";
+  serving = &second;
+  const std::string error = run_error(backend, 4);
+  EXPECT_NE(error.find("now answers for"), std::string::npos) << error;
+  EXPECT_NE(error.find(second.identity().key()), std::string::npos) << error;
+}
+
 TEST(ServerClient, NoEndpointAnsweringIsAnError) {
   LoopbackHttp closed;
   closed.start();

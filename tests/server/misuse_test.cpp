@@ -115,6 +115,30 @@ TEST(ServerAuth, AWrongTokenIsRefusedAsItsHeaderLineArrives) {
   EXPECT_LT(seconds, 4.0);  // normally milliseconds; a timeout would be 10 s
 }
 
+// A request whose body length is in doubt (two Content-Length headers that
+// disagree, or one that is not a number) is answered 400 at once, before any
+// body is waited for: the server and a proxy in front of it must never read
+// two different requests out of the same bytes.
+TEST(ServerHttp, AContentLengthInDoubtIs400AtOnce) {
+  SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
+  ServeOptions options;
+  options.read_timeout_s = 10.0;  // the refusal must not be a timeout's
+  LoopbackEvaluationServer server(backend, options);
+  for (const std::string lengths : {"Content-Length: 5\r\nContent-Length: 50\r\n", "Content-Length: -1\r\n",
+                                    "Content-Length: 1e3\r\n"}) {
+    const int fd = connect_loopback(server.port());
+    const std::string head = "POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\n" + lengths + "\r\n{}";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    const auto started = Clock::now();
+    const std::string reply = reply_until_closed(fd);
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    ::close(fd);
+    EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 400") << lengths << reply;
+    EXPECT_NE(reply.find("invalid_content_length"), std::string::npos) << reply;
+    EXPECT_LT(seconds, 4.0) << lengths;  // normally milliseconds; a timeout would be 10 s
+  }
+}
+
 TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
   SyntheticTestDoubleBackend backend{SyntheticTestDoubleConfig{}};
   for (const std::string host : {"0.0.0.0", "::", "192.0.2.1"}) {
@@ -140,6 +164,21 @@ TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
       EXPECT_NE(std::string(e.what()).find("at least 16"), std::string::npos) << e.what();
     }
   }
+  // Long enough but guessable: one character, or a short cycle.
+  for (const std::string token : {std::string(kMinPublicTokenLength, 'k'), std::string("1234123412341234")}) {
+    ServeOptions options;
+    options.host = "0.0.0.0";
+    options.token = token;
+    EvaluationServer server(backend, options);
+    try {
+      server.bind();
+      FAIL() << token << ": bound with a guessable token";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("different characters, which is guessable"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(public_token_problem("3f9a0c71d2e84b56"), "");
   EXPECT_TRUE(is_loopback_host("127.0.0.1"));
   EXPECT_TRUE(is_loopback_host("127.3.2.1"));
   EXPECT_TRUE(is_loopback_host("localhost"));

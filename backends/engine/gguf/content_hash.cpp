@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <system_error>
 #include <vector>
 
 #include <tbb/parallel_for.h>
 #include <xxhash.h>
+
+#include "backends/digest.hpp"
 
 namespace midtune {
 
@@ -21,19 +24,7 @@ namespace {
 // Large enough that a 70B file is a few hundred tasks, small enough that two
 // threads share a 100 MB test model.
 constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
-constexpr const char* kPrefix = "xxh3-128:";
-
-std::string hex128(const XXH128_hash_t& h) {
-  XXH128_canonical_t canonical;
-  XXH128_canonicalFromHash(&canonical, h);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (const unsigned char byte : canonical.digest) {
-    out += kDigits[byte >> 4];
-    out += kDigits[byte & 15];
-  }
-  return out;
-}
+constexpr const char* kPrefix = kDigestPrefix;
 
 bool well_formed(const std::string& hash) {
   if (hash.size() != std::string(kPrefix).size() + 32 || hash.rfind(kPrefix, 0) != 0) return false;
@@ -68,14 +59,12 @@ std::string content_hash(std::span<const std::byte> bytes) {
   });
   // The length first, so files that differ only in trailing chunks of zeros
   // (or an empty file) still differ.
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
   const std::uint64_t size = bytes.size();
-  XXH3_128bits_update(state, &size, sizeof size);
-  XXH3_128bits_update(state, digests.data(), digests.size() * sizeof(XXH128_canonical_t));
-  const XXH128_hash_t total = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
-  return kPrefix + hex128(total);
+  std::vector<std::byte> summary(sizeof size + digests.size() * sizeof(XXH128_canonical_t));
+  std::memcpy(summary.data(), &size, sizeof size);
+  if (!digests.empty())
+    std::memcpy(summary.data() + sizeof size, digests.data(), digests.size() * sizeof(XXH128_canonical_t));
+  return xxh3_128_text(summary);
 }
 
 std::filesystem::path default_content_hash_cache() {
