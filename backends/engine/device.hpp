@@ -45,7 +45,7 @@ class DeviceMatrix {
 class DeviceEmbedding {
  public:
   virtual ~DeviceEmbedding() = default;
-  virtual std::size_t bytes() const = 0;  // device memory it takes (0: read from the mapped file)
+  virtual std::size_t bytes() const = 0;  // device memory it takes
 };
 
 // The element of the KV caches a device makes: fp32, or bf16 (keys and

@@ -1,7 +1,6 @@
 #include "backends/engine/engine_backend.hpp"
 
 #include "backends/engine/gguf/chat_template.hpp"
-#include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/ops/scoring.hpp"
 #include "methods/registry.hpp"
@@ -29,14 +28,16 @@ EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOpti
     throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
-  identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
+  identity_ = engine_identity(*model_, tokenizer_);
   // Absent for the default (native products, fp32 cache), so that its
   // results keep their keys; every other choice computes other numbers.
   if (options_.fp32) identity_.precision = "fp32";
   if (options_.kv_cache == KvForm::bf16) identity_.precision = (options_.fp32 ? "fp32" : "native") + kBf16KvCache;
 }
 
-ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const Tokenizer& tokenizer) {
+ModelIdentity engine_identity(const Model& model, const Tokenizer& tokenizer) {
+  const GgufFile& file = model.file();
+  const ModelConfig& c = model.config();
   ModelIdentity id;
   id.name = file.get_string_or("general.name", file.path().filename().string());
   id.architecture = c.arch;
@@ -45,7 +46,7 @@ ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& c, const 
   id.kv_heads = static_cast<int>(c.kv_heads);
   id.hidden = static_cast<int>(c.hidden);
   id.tokenizer_hash = tokenizer.hash();
-  id.content_hash = gguf_content_hash(file);
+  id.content_hash = model.content_hash();
   return id;
 }
 

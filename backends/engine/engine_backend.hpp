@@ -65,9 +65,8 @@ struct RunStats {
 // which interventions read the whole prompt (those whose mechanisms need the
 // prompt alone, methods/method_types.hpp: the prompt is prefilled alone and
 // hooks::EngineIntervention drives the pass).
-// Reads the whole file once per file version for its content hash (cached on
-// disk, gguf/content_hash.hpp): call it once at load.
-ModelIdentity engine_identity(const GgufFile& file, const ModelConfig& config, const Tokenizer& tokenizer);
+// The content hash is the model's, taken of the bytes it loaded.
+ModelIdentity engine_identity(const Model& model, const Tokenizer& tokenizer);
 PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item);
 ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& identity);
 bool reads_whole_prompt(const Intervention& intervention);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include "backends/engine/hooks/mspoe_order.hpp"
 #include "backends/engine/hooks/position_map.hpp"
@@ -31,6 +32,15 @@ std::vector<float> matrix_column(const GgufFile& file, const std::string& name, 
 }
 
 }  // namespace
+
+bool read_after_load(const std::string& tensor_name) {
+  const auto ends_with = [&](std::string_view suffix) {
+    return tensor_name.size() >= suffix.size() &&
+           tensor_name.compare(tensor_name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  // The names matrix_column is called with below.
+  return ends_with(".attn_q.weight") || ends_with(".attn_k.weight") || ends_with(".attn_qkv.weight");
+}
 
 ModelShape shape_of(const Model& model) { return shape_of(model.config()); }
 

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/engine/hooks/siw_density.hpp"
@@ -33,6 +34,12 @@ namespace midtune::engine::hooks {
 
 ModelShape shape_of(const Model& model);
 ModelShape shape_of(const ModelConfig& config);
+
+// True for the tensors an intervention reads from the model file after the
+// model has loaded (PHS takes one column of each layer's Q and K matrices,
+// for the channel a candidate picks); the model keeps their bytes and frees
+// the rest.
+bool read_after_load(const std::string& tensor_name);
 
 class EngineIntervention {
  public:

@@ -13,6 +13,8 @@
 #include <tbb/parallel_for.h>
 
 #include "backends/engine/cpu/cpu_device.hpp"
+#include "backends/engine/engine_hooks.hpp"
+#include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/model_loading.hpp"
 
 namespace midtune::engine {
@@ -177,6 +179,11 @@ void Model::load() {
   weight_bytes_ = bytes;
   ws_ = std::make_unique<Workspace>();
   device_.synchronize();
+  // Hashed from the very bytes the weights came from; then those bytes are
+  // freed but for what the hooks read again, so the file costs no memory
+  // beside the device's own copy of the weights.
+  content_hash_ = gguf_content_hash(*file_);
+  file_->release_tensor_data([](const GgufTensorInfo& tensor) { return hooks::read_after_load(tensor.name); });
 }
 
 // Every device op of a forward pass goes through run_op, so that a profile

@@ -196,7 +196,11 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return config_; }
+  // The file's metadata and tensor table; of its bytes only the tensors the
+  // method hooks read after load are kept (hooks::read_after_load).
   const GgufFile& file() const { return *file_; }
+  // content_hash() of the bytes this model was loaded from.
+  const std::string& content_hash() const { return content_hash_; }
   Device& device() const { return device_; }
   int vocab() const { return static_cast<int>(config_.vocab); }
   // Device memory the weights take, and what one token of activations takes
@@ -291,6 +295,7 @@ class Model {
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   std::size_t weight_bytes_ = 0;
+  std::string content_hash_;
   std::unique_ptr<DeviceEmbedding> embedding_;
   DeviceBuffer<float> output_norm_, output_norm_bias_;  // bias: LayerNorm's (empty: none)
   std::unique_ptr<DeviceMatrix> lm_head_;

@@ -4,10 +4,15 @@
 // scales that differ inside a GQA group).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "backends/engine/model_bench.hpp"
 #include "core/cli/engine_commands.hpp"
+#include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/engine/tiny_llama_gguf.hpp"
 
@@ -131,6 +136,73 @@ TEST(TinyModel, BenchModelAndItsCommandReportRates) {
   EXPECT_EQ(error, "");
   EXPECT_NE(out.find("\"prefill_tok_s\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"prompt_tokens\":8"), std::string::npos) << out;
+}
+
+// The last row's logits of `tokens` through `model` with `iv`'s hooks.
+std::vector<float> hooked_logits(Model& model, const std::vector<std::int32_t>& tokens, const Intervention& iv) {
+  const int n = static_cast<int>(tokens.size()), last = n - 1;
+  const hooks::EngineIntervention ei(model, iv, n, {{0, n / 2}, {n / 2, n}});
+  Sequence seq(model, n, ei.sequence_scales());
+  return model.forward(seq, tokens, ei.prompt_positions(), std::span<const int>(&last, 1), ei.hooks());
+}
+
+// Bytes written over `path` at `offset` as another program would: in
+// place, the same size.
+void overwrite(const std::filesystem::path& path, std::uint64_t offset, std::size_t count, std::uint8_t value) {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::vector<std::uint8_t> junk(count, value);
+  ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(count));
+  ::close(fd);
+}
+
+// A model file written in place or truncated while a search runs on it:
+// the loaded model computes exactly what it did (its weights, its content
+// hash and PHS's weight columns are the bytes it loaded), and the process
+// never faults on a mapping (SIGBUS). A model loaded afresh from the changed
+// file does differ, so the comparison can fail.
+TEST(TinyModel, AModelFileChangedAfterLoadChangesNothingItComputes) {
+  testing::MemoryFile file(TinyModel{}.bytes());
+  const std::vector<std::int32_t> tokens = {4, 8, 15, 16, 23, 2, 7, 1, 9, 30};
+  Intervention phs;
+  phs.hidden_channel = HiddenChannel{3, 0.0, {0, 1}};
+  Model model(file.path());
+  const std::string hash = model.content_hash();
+  const auto plain = last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512);
+  const auto hooked = hooked_logits(model, tokens, phs);
+  ASSERT_NE(plain, hooked);
+
+  const GgufFile before(file.path());
+  const std::uint64_t embedding =
+      before.data_offset() + before.tensor("token_embd.weight").offset;
+  const std::uint64_t query = before.data_offset() + before.tensor("blk.0.attn_q.weight").offset;
+  overwrite(file.path(), embedding, 4096, 0x3c);
+  overwrite(file.path(), query, 256, 0x3c);
+  EXPECT_EQ(last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+  EXPECT_EQ(hooked_logits(model, tokens, phs), hooked);
+  EXPECT_EQ(model.content_hash(), hash);
+  {
+    Model rewritten(file.path());
+    EXPECT_NE(rewritten.content_hash(), hash);
+    EXPECT_NE(last_logits(rewritten, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+  }
+
+  std::filesystem::resize_file(file.path(), before.file_size() / 3);
+  EXPECT_EQ(last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+  EXPECT_EQ(hooked_logits(model, tokens, phs), hooked);
+  EXPECT_THROW(Model{file.path()}, GgufError) << "a truncated file is refused when loaded";
+
+  // Of the file's bytes the model keeps only the weight columns PHS reads;
+  // a read of anything else is an error naming the tensor, never garbage.
+  try {
+    model.file().tensor_data(model.file().tensor("token_embd.weight"));
+    ADD_FAILURE() << "read released bytes";
+  } catch (const GgufError& e) {
+    EXPECT_NE(std::string(e.what()).find("'token_embd.weight': its bytes were released"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(model.file().bytes(), GgufError);
+  EXPECT_NO_THROW(model.file().tensor_data(model.file().tensor("blk.1.attn_k.weight")));
 }
 
 }  // namespace

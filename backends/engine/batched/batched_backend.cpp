@@ -57,7 +57,7 @@ BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::uni
     throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
-  identity_ = engine_identity(model_->file(), model_->config(), tokenizer_);
+  identity_ = engine_identity(*model_, tokenizer_);
   // bf16 products give other answers than the CPU engine's: their
   // evaluations must not share cache entries or a population; nor, until
   // measured equal, do the two weight forms.

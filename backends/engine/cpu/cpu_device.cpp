@@ -49,12 +49,14 @@ struct CpuMatrix final : DeviceMatrix {
 
 // Rows dequantised from the mapped file as they are read (no float copy of
 // the table).
+// The table's rows in the file's own type, copied: the model frees the
+// file's bytes once loaded.
 struct CpuEmbedding final : DeviceEmbedding {
   GgmlType type{};
-  const std::byte* data = nullptr;
+  std::vector<std::byte> data;
   std::size_t row_bytes = 0;
   int width = 0;
-  std::size_t bytes() const override { return 0; }
+  std::size_t bytes() const override { return data.size(); }
 };
 
 // Keys and values in fp32 (kt, v) or bf16 bits (kt_bf16, v_bf16; the fp32
@@ -152,7 +154,8 @@ std::unique_ptr<DeviceMatrix> CpuDevice::load_matrix(const std::vector<MatrixPar
 std::unique_ptr<DeviceEmbedding> CpuDevice::load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) {
   auto embedding = std::make_unique<CpuEmbedding>();
   embedding->type = table.type;
-  embedding->data = static_cast<const std::byte*>(table.data);
+  const auto* rows = static_cast<const std::byte*>(table.data);
+  embedding->data.assign(rows, rows + row_bytes * static_cast<std::size_t>(table.rows));
   embedding->row_bytes = row_bytes;
   embedding->width = width;
   return embedding;
@@ -164,7 +167,7 @@ void CpuDevice::embed(const DeviceEmbedding& table, const std::int32_t* tokens, 
   const auto& e = static_cast<const CpuEmbedding&>(table);
   for (int t = 0; t < count; ++t) {
     float* row = out + static_cast<std::size_t>(t) * e.width;
-    dequantize_row(e.type, e.data + static_cast<std::size_t>(tokens[t]) * e.row_bytes, row, e.width);
+    dequantize_row(e.type, e.data.data() + static_cast<std::size_t>(tokens[t]) * e.row_bytes, row, e.width);
     if (scale != 1.0f) {
       for (int i = 0; i < e.width; ++i) row[i] *= scale;
     }

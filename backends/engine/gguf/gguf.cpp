@@ -254,7 +254,48 @@ std::uint64_t GgufTensorInfo::rows() const {
   return dims.empty() || dims[0] == 0 ? 0 : n_elements / dims[0];
 }
 
-// ---------------------------------------------------------------- mapping
+// ---------------------------------------------------------------- reading
+
+namespace {
+
+FileStamp stamp_of(const struct stat& st) {
+  const auto nanoseconds = [](const timespec& t) { return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
+  return {.device = static_cast<std::uint64_t>(st.st_dev),
+          .inode = static_cast<std::uint64_t>(st.st_ino),
+          .size = static_cast<std::uint64_t>(st.st_size),
+          .mtime_ns = nanoseconds(st.st_mtim),
+          .ctime_ns = nanoseconds(st.st_ctim)};
+}
+
+// The file's `size` bytes in fresh anonymous memory (munmap to free). Throws
+// GgufError when it cannot be read whole: a file that shrinks while it is
+// read is being written by someone else.
+const std::byte* read_whole_file(int fd, std::uint64_t size, const std::filesystem::path& path) {
+  void* memory = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED)
+    throw GgufError(path.string() + ": cannot allocate " + std::to_string(size) + " bytes to read it: " +
+                    std::strerror(errno));
+  auto* bytes = static_cast<std::byte*>(memory);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  constexpr std::uint64_t kStep = std::uint64_t{64} << 20;
+  for (std::uint64_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd, bytes + done, static_cast<std::size_t>(std::min(kStep, size - done)),
+                                static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const std::string why = got < 0 ? std::string(std::strerror(errno))
+                                      : "it ended at byte " + std::to_string(done) + " of " + std::to_string(size) +
+                                            " (another program is writing or truncating it)";
+      ::munmap(memory, size);
+      throw GgufError(path.string() + ": cannot read the file: " + why);
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  ::mprotect(memory, size, PROT_READ);  // nothing writes a model's bytes
+  return bytes;
+}
+
+}  // namespace
 
 GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -269,23 +310,23 @@ GgufFile::GgufFile(const std::filesystem::path& path) : path_(path) {
     ::close(fd);
     throw GgufError(path.string() + ": not a regular file");
   }
-  size_ = static_cast<std::uint64_t>(st.st_size);
-  const auto nanoseconds = [](const timespec& t) { return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
-  stamp_ = {.device = static_cast<std::uint64_t>(st.st_dev),
-            .inode = static_cast<std::uint64_t>(st.st_ino),
-            .size = size_,
-            .mtime_ns = nanoseconds(st.st_mtim),
-            .ctime_ns = nanoseconds(st.st_ctim)};
-  if (size_ > 0) {
-    void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapped == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw GgufError(path.string() + ": cannot mmap: " + std::strerror(err));
-    }
-    base_ = static_cast<const std::byte*>(mapped);
+  stamp_ = stamp_of(st);
+  size_ = stamp_.size;
+  try {
+    if (size_ > 0) base_ = read_whole_file(fd, size_, path);
+    // The bytes and the stamp the content hash is cached under must be of
+    // one version of the file.
+    struct stat after {};
+    if (::fstat(fd, &after) != 0 || !(stamp_of(after) == stamp_))
+      throw GgufError(path.string() + ": the file changed while it was read (another program is writing it); "
+                      "load it again once it is complete");
+  } catch (...) {
+    if (base_) ::munmap(const_cast<std::byte*>(base_), size_);
+    base_ = nullptr;
+    ::close(fd);
+    throw;
   }
-  ::close(fd);  // the mapping keeps the file alive
+  ::close(fd);
   try {
     parse();
   } catch (...) {
@@ -307,6 +348,9 @@ GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
     path_ = std::move(other.path_);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    released_ = std::exchange(other.released_, false);
+    kept_ = std::move(other.kept_);
+    kept_spans_ = std::move(other.kept_spans_);
     stamp_ = other.stamp_;
     version_ = other.version_;
     alignment_ = other.alignment_;
@@ -316,6 +360,32 @@ GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
     tensor_index_ = std::move(other.tensor_index_);
   }
   return *this;
+}
+
+std::span<const std::byte> GgufFile::bytes() const {
+  if (released_) throw GgufError(path_.string() + ": the file's bytes were released after the model loaded");
+  return {base_, static_cast<std::size_t>(size_)};
+}
+
+void GgufFile::release_tensor_data(const std::function<bool(const GgufTensorInfo&)>& keep) {
+  if (released_) return;
+  std::size_t total = 0;
+  for (const GgufTensorInfo& info : tensors_)
+    if (info.type && keep(info)) total += static_cast<std::size_t>(info.n_bytes);
+  kept_ = std::make_unique<std::byte[]>(total);
+  kept_spans_.assign(tensors_.size(), {});
+  std::size_t at = 0;
+  for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    const GgufTensorInfo& info = tensors_[t];
+    if (!info.type || !keep(info)) continue;
+    const std::span<const std::byte> data = tensor_data(info);
+    std::memcpy(kept_.get() + at, data.data(), data.size());
+    kept_spans_[t] = {kept_.get() + at, data.size()};
+    at += data.size();
+  }
+  if (base_) ::munmap(const_cast<std::byte*>(base_), size_);
+  base_ = nullptr;
+  released_ = true;
 }
 
 void GgufFile::fail(std::uint64_t offset, const std::string& what) const { fail_at(*this, offset, what); }
@@ -533,6 +603,12 @@ std::span<const std::byte> GgufFile::tensor_data(const GgufTensorInfo& info) con
   if (!info.type)
     fail(info.info_offset, "tensor '" + info.name + "' has type " + ggml_type_name(info.type_id) +
                                ", which the engine does not support (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+  if (released_) {
+    const auto found = tensor_index_.find(info.name);
+    if (found != tensor_index_.end() && !kept_spans_[found->second].empty()) return kept_spans_[found->second];
+    throw GgufError(path_.string() + ": tensor '" + info.name +
+                    "': its bytes were released after the model loaded (the engine keeps only what it reads again)");
+  }
   return {base_ + data_offset_ + info.offset, static_cast<std::size_t>(info.n_bytes)};
 }
 

@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -119,7 +121,7 @@ struct GgufTensorInfo {
   std::uint64_t rows() const;       // n_elements / dims[0] (0 for an empty tensor)
 };
 
-// Which file was opened, as fstat saw the mapped descriptor: the key under
+// Which file was opened, as fstat saw its descriptor: the key under
 // which the file's content hash is cached (a file written again gets a new
 // modification or status-change time, a replaced one a new inode).
 struct FileStamp {
@@ -131,9 +133,16 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
+// A GGUF file read whole into this process's private memory (not mapped):
+// whatever another program does to the file afterwards (writes it in place,
+// truncates it, replaces it) never changes what the engine computes with, nor
+// the content hash taken of these bytes, and never faults the process
+// (SIGBUS) as a truncated mapping would. A model drops the bytes it no longer
+// reads once loaded (release_tensor_data).
 class GgufFile {
  public:
-  // Maps and parses the whole header; throws GgufError on any inconsistency.
+  // Reads and parses the whole file; throws GgufError on any inconsistency,
+  // and when the file changed while it was being read.
   explicit GgufFile(const std::filesystem::path& path);
   ~GgufFile();
   GgufFile(GgufFile&& other) noexcept;
@@ -148,7 +157,8 @@ class GgufFile {
   std::uint64_t data_offset() const { return data_offset_; }
   const FileStamp& stamp() const { return stamp_; }
   // Every byte of the file (header, metadata, tensor table, tensor data).
-  std::span<const std::byte> bytes() const { return {base_, static_cast<std::size_t>(size_)}; }
+  // Throws GgufError after release_tensor_data.
+  std::span<const std::byte> bytes() const;
 
   // --- metadata ---
   const std::map<std::string, GgufValue, std::less<>>& metadata() const { return metadata_; }
@@ -175,9 +185,14 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   const GgufTensorInfo& tensor(std::string_view name) const;  // throws if absent
-  // The tensor's bytes inside the mapping; throws GgufError if its type is
-  // unsupported. The span lives as long as this GgufFile.
+  // The tensor's bytes; throws GgufError if its type is unsupported or its
+  // bytes were released. The span lives as long as this GgufFile.
   std::span<const std::byte> tensor_data(const GgufTensorInfo& info) const;
+  // Frees the file's bytes except the tensors `keep` accepts (those read
+  // again after a model has loaded); metadata and the tensor table stay.
+  // Afterwards bytes() and tensor_data() of any other tensor throw GgufError
+  // naming the tensor: a read of freed bytes is an error, never garbage.
+  void release_tensor_data(const std::function<bool(const GgufTensorInfo&)>& keep);
   // Throws GgufError naming the tensor and element when any of its values
   // dequantises to NaN or infinity (reads only the scale fields of quantised
   // blocks, so it costs a fraction of a pass over the tensor).
@@ -192,8 +207,13 @@ class GgufFile {
   const GgufValue& require_scalar(std::string_view key) const;
 
   std::filesystem::path path_;
-  const std::byte* base_ = nullptr;
+  const std::byte* base_ = nullptr;  // the whole file, private anonymous memory; null once released
   std::uint64_t size_ = 0;
+  // After release_tensor_data: the kept tensors' bytes, and each tensor's
+  // span in them (empty for a released tensor), indexed like tensors_.
+  bool released_ = false;
+  std::unique_ptr<std::byte[]> kept_;
+  std::vector<std::span<const std::byte>> kept_spans_;
   FileStamp stamp_;
   std::uint32_t version_ = 0;
   std::uint64_t alignment_ = 32;
