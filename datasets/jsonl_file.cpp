@@ -119,6 +119,14 @@ JsonlContents read_jsonl(const std::string& path) {
       start = newline + 1;
     }
     line.append(chunk.substr(start));
+    // A line is one record: a few KB in every real format, and parsing one
+    // takes several times its size again. Past this it is not a dataset line
+    // (a damaged file, or a file that is not JSON Lines).
+    constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
+    if (line.size() > kMaxLineBytes)
+      throw DatasetError(path, line_number, "",
+                         "the line is longer than " + std::to_string(kMaxLineBytes >> 20) +
+                             " MiB (no record of any dataset format is that large; is this a JSON Lines file?)");
   });
   parse_line(path, line_number, line, contents);
   if (contents.records.empty()) throw DatasetError(path, 0, "", "file holds no records (empty)");

@@ -1,5 +1,7 @@
 #include "schema/sqlite.hpp"
 
+#include <sys/stat.h>
+
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -13,6 +15,29 @@ namespace midtune::sql {
 
 namespace {
 
+std::atomic<const std::atomic<int>*> stop_flag{nullptr};
+
+bool stop_requested() {
+  const std::atomic<int>* flag = stop_flag.load();
+  return flag != nullptr && flag->load() != 0;
+}
+
+// SQLite's busy handler: waits in steps of a few milliseconds, so that a
+// stop request is seen at once, up to kBusyTimeoutMs in all.
+int wait_for_lock(void*, int waits_so_far) {
+  constexpr int kStepMs = 5;
+  if (stop_requested() || waits_so_far * kStepMs >= kBusyTimeoutMs) return 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kStepMs));
+  return 1;
+}
+
+[[noreturn]] void throw_sql(const std::string& message, int code) {
+  if ((code & 0xff) == SQLITE_BUSY && stop_requested())
+    throw WaitStopped(message + "\n  (the wait for another process's lock on the file was stopped by a signal)",
+                      code);
+  throw SqlError(message, code);
+}
+
 sqlite3* open_connection(const std::string& path, int flags, const std::string& name_for_errors) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
@@ -21,7 +46,7 @@ sqlite3* open_connection(const std::string& path, int flags, const std::string& 
     throw SqlError(name_for_errors + ": cannot open database: " + message);
   }
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_busy_handler(db, wait_for_lock, nullptr);
   return db;
 }
 
@@ -58,6 +83,18 @@ bool non_empty_file(const std::string& path) {
 }  // namespace
 
 Database::Database(const std::string& path, Mode mode) : path_(path), read_only_(mode == Mode::read_only) {
+  // Before SQLite opens it: opening a FIFO blocks until a writer appears,
+  // a device or a directory gives misleading errors (or a "-journal" beside
+  // /dev/null).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)                          ? "a directory"
+                       : S_ISFIFO(st.st_mode)                       ? "a FIFO (named pipe)"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                    : "a special file";
+    throw SqlError(path + ": is " + std::string(what) + ", not a results database file", SQLITE_CANTOPEN);
+  }
   if (mode == Mode::read_only) {
     const std::string folder = std::filesystem::absolute(path).parent_path().string();
     const bool folder_writable = access(folder.c_str(), W_OK) == 0;
@@ -140,7 +177,7 @@ void Database::use_wal() {
                        change.column_text(0) + "')");
       return;
     } catch (const SqlError& e) {
-      if ((e.code & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) throw;
+      if ((e.code & 0xFF) != SQLITE_BUSY || stop_requested() || std::chrono::steady_clock::now() >= deadline) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5 * (attempt + 1), 100)));
     }
   }
@@ -195,10 +232,12 @@ bool Database::deadline_reached() {
   return deadline_passed_;
 }
 
+void stop_waits_on(const std::atomic<int>* flag) { stop_flag = flag; }
+
 void Database::fail(const std::string& sql, const std::string& what) const {
   std::string message = path_ + ": " + what + ": " + sqlite3_errmsg(db_);
   if (!sql.empty()) message += "\n  in SQL: " + sql;
-  throw SqlError(message, sqlite3_extended_errcode(db_));
+  throw_sql(message, sqlite3_extended_errcode(db_));
 }
 
 void Database::exec(const std::string& sql) {
@@ -206,7 +245,7 @@ void Database::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string message = error ? error : sqlite3_errmsg(db_);
     sqlite3_free(error);
-    throw SqlError(path_ + ": " + message + "\n  in SQL: " + sql, sqlite3_extended_errcode(db_));
+    throw_sql(path_ + ": " + message + "\n  in SQL: " + sql, sqlite3_extended_errcode(db_));
   }
 }
 

@@ -3,6 +3,7 @@
 // SQL that failed, so a message from a user's run says where to look.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -102,6 +103,16 @@ class CachedStatement {
 // write-ahead log can take seconds: a minute covers that with a wide margin
 // and still fails a lock that is truly stuck.
 inline constexpr int kBusyTimeoutMs = 60000;
+
+// A process-wide stop flag the waits for another connection's lock watch:
+// once it is non-zero a wait ends within milliseconds and the statement
+// throws WaitStopped instead of waiting out kBusyTimeoutMs (a run queued
+// behind another process's write answers SIGTERM at once). nullptr: none.
+void stop_waits_on(const std::atomic<int>* flag);
+// A wait for another connection's lock ended by that flag.
+struct WaitStopped : SqlError {
+  using SqlError::SqlError;
+};
 
 class Database {
  public:

@@ -960,7 +960,24 @@ QueryOutcome query_rows(const std::string& path, const std::string& sql_text, co
                         const std::function<void(const std::vector<std::string>&)>& on_columns,
                         const std::function<void(const std::vector<QueryCell>&)>& on_row) {
   sql::Database db(path, sql::Database::Mode::read_only);
-  sql::Statement statement = db.prepare(sql_text);
+  // ATTACH would open (and leave a log beside) a file the user did not name.
+  sqlite3_set_authorizer(
+      db.handle(),
+      [](void*, int action, const char*, const char*, const char*, const char*) {
+        return action == SQLITE_ATTACH || action == SQLITE_DETACH ? SQLITE_DENY : SQLITE_OK;
+      },
+      nullptr);
+  sqlite3_limit(db.handle(), SQLITE_LIMIT_LENGTH, limits.max_value_bytes);
+  std::optional<sql::Statement> prepared;
+  try {
+    prepared.emplace(db.prepare(sql_text));
+  } catch (const sql::SqlError& e) {
+    if ((e.code & 0xff) == SQLITE_AUTH)
+      throw QueryRefused("refused: ATTACH and DETACH open other files; query reads only " + path +
+                         " (query one file at a time)\n  SQL: " + sql_text);
+    throw;
+  }
+  sql::Statement& statement = *prepared;
   if (!statement.readonly())
     throw QueryRefused("refused: the statement would modify " + path +
                        " (query is read-only; use the sqlite3 shell to change a database)\n  SQL: " + sql_text);
@@ -973,6 +990,12 @@ QueryOutcome query_rows(const std::string& path, const std::string& sql_text, co
                         std::chrono::duration<double>(limits.timeout_seconds)));
   QueryOutcome outcome;
   std::vector<QueryCell> row(columns.size());
+  // SQLite's heap limit is the process's: set for this statement, put back after.
+  struct HeapLimit {
+    explicit HeapLimit(std::int64_t bytes) : previous(sqlite3_hard_heap_limit64(bytes)) {}
+    ~HeapLimit() { sqlite3_hard_heap_limit64(previous); }
+    sqlite3_int64 previous;
+  } heap_limit(limits.max_memory_bytes);
   try {
     while (statement.step()) {
       if (limits.max_rows > 0 && outcome.rows == limits.max_rows) {
@@ -985,6 +1008,13 @@ QueryOutcome query_rows(const std::string& path, const std::string& sql_text, co
       ++outcome.rows;
     }
   } catch (const sql::SqlError& e) {
+    if ((e.code & 0xff) == SQLITE_TOOBIG || (e.code & 0xff) == SQLITE_NOMEM)
+      throw QueryTooLarge(path + ": the statement outgrew what a query may hold (" +
+                              ((e.code & 0xff) == SQLITE_TOOBIG
+                                   ? "a value over " + std::to_string(limits.max_value_bytes >> 20) + " MiB"
+                                   : "over " + std::to_string(limits.max_memory_bytes >> 20) + " MiB of memory") +
+                              ") and was stopped (" + std::to_string(outcome.rows) + " rows delivered)",
+                          e.code);
     if ((e.code & 0xff) != SQLITE_INTERRUPT || !db.deadline_passed()) throw;
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", limits.timeout_seconds);

@@ -483,11 +483,19 @@ struct QueryRefused : sql::SqlError {
 struct QueryTimedOut : sql::SqlError {
   using sql::SqlError::SqlError;
 };
+// The statement outgrew QueryLimits::max_value_bytes or max_memory_bytes.
+struct QueryTooLarge : sql::SqlError {
+  using sql::SqlError::SqlError;
+};
 // What a query may take: wall time for the whole statement and rows
-// delivered; 0 means no limit.
+// delivered (0 means no limit); the longest string or blob any value may
+// reach, and the memory SQLite may hold while the statement runs (a value
+// or a recursive CTE that outgrows them stops the statement with a message).
 struct QueryLimits {
   double timeout_seconds = 60.0;
   std::int64_t max_rows = 10000;
+  int max_value_bytes = 16 << 20;
+  std::int64_t max_memory_bytes = std::int64_t{512} << 20;
 };
 using QueryCell = std::optional<std::string>;  // nullopt: NULL
 // Calls on_columns with the column names, then on_row with each row as

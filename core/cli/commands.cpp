@@ -15,6 +15,7 @@
 #include "core/cli/stop_signals.hpp"
 #include "core/cli/table.hpp"
 #include "core/experiment/experiment.hpp"
+#include "core/experiment/experiment_name.hpp"
 #include "core/parallel/ranks.hpp"
 #include "schema/store.hpp"
 
@@ -90,6 +91,11 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
     err << "ga-run: " << stop_signal_name() << ": stopped " << e.what() << "; every finished evaluation is in "
         << db << "; run the same command to resume (exit " << kExitStopped << ")\n";
     return kExitStopped;
+  } catch (const sql::WaitStopped&) {
+    err << "ga-run: " << stop_signal_name() << ": stopped while waiting for another process's write to " << db
+        << " to end; every finished evaluation is in it; run the same command to resume (exit " << kExitStopped
+        << ")\n";
+    return kExitStopped;
   } catch (const std::exception& e) {
     err << "ga-run: " << e.what() << '\n';
     return kExitFailure;
@@ -137,7 +143,13 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.add_option("--db", run.db, "Results database (default: storage.db of the file, results.db beside it)");
   app.add_flag("-q,--quiet", run.quiet, "No progress output");
   app.add_option("--new-experiment", run.new_experiment,
-                 "Run under this experiment name instead of the file's (a fresh search in the same database)");
+                 "Run under this experiment name instead of the file's (a fresh search in the same database)")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            const std::string problem = experiment_name_problem(name);
+            return problem.empty() ? problem : "the experiment name " + problem;
+          },
+          "NAME"));
   app.add_flag("--takeover", run.takeover,
                "Take the experiment over from the process that holds it (after that process died on another host)");
   app.add_option("--lease-timeout", run.lease_timeout_seconds,

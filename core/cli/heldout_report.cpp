@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/cli/svg_plot.hpp"
+#include "core/experiment/experiment_name.hpp"
 
 namespace midtune::cli {
 
@@ -198,7 +199,10 @@ void write_svg(const std::string& path, const std::string& svg) {
 }  // namespace
 
 std::string svg_beside(const std::string& db_path, const std::string& experiment, const std::string& kind) {
-  return (std::filesystem::absolute(db_path).parent_path() / (experiment + "-" + kind + ".svg")).string();
+  // The name comes from the results file, which may predate name checks or
+  // come from someone else: it never picks the folder.
+  return (std::filesystem::absolute(db_path).parent_path() / (experiment_file_stem(experiment) + "-" + kind + ".svg"))
+      .string();
 }
 
 void write_heldout_svg(const std::string& path, const std::string& experiment, const json& entries) {

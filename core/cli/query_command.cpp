@@ -56,7 +56,7 @@ std::string seconds_text(double seconds) {
 
 int run_query(const std::string& db_path, const std::string& sql_text, std::ostream& out, std::ostream& err,
               const QueryLimits& limits) {
-  if (!std::filesystem::is_regular_file(db_path)) {
+  if (!std::filesystem::exists(db_path)) {  // a FIFO or a directory is refused by name when opened
     err << "ga-run query: " << db_path << ": no such database file\n";
     return 1;
   }
@@ -76,6 +76,12 @@ int run_query(const std::string& db_path, const std::string& sql_text, std::ostr
     out.flush();
     err << "ga-run query: stopped by --timeout " << seconds_text(limits.timeout_seconds) << ": " << e.what()
         << "\n  give it longer with --timeout SECONDS (0: no limit), or narrow the statement (WHERE, LIMIT)\n";
+    return 1;
+  } catch (const QueryTooLarge& e) {
+    table.flush();
+    out.flush();
+    err << "ga-run query: " << e.what()
+        << "\n  narrow the statement (WHERE, LIMIT, substr()) or use the sqlite3 shell for bulk work\n";
     return 1;
   } catch (const sql::SqlError& e) {
     err << "ga-run query: " << e.what() << '\n';

@@ -9,6 +9,7 @@
 #include "core/cli/heldout_report.hpp"
 #include "core/cli/html_report.hpp"
 #include "core/cli/provenance.hpp"
+#include "core/cli/svg_plot.hpp"
 #include "core/cli/table.hpp"
 #include "core/search/heldout.hpp"
 #include "core/search/heldout_statistics.hpp"
@@ -34,7 +35,7 @@ ExperimentRecord pick_experiment(Store& store, const std::string& name) {
 }  // namespace
 
 json build_report(const std::string& db_path, const std::string& experiment, Store::Check check) {
-  if (!std::filesystem::is_regular_file(db_path)) throw std::runtime_error(db_path + ": no such database file");
+  if (!std::filesystem::exists(db_path)) throw std::runtime_error(db_path + ": no such database file");
   Store store(db_path, Store::Access::read_only, check);
   const ExperimentRecord experiment_record = pick_experiment(store, experiment);
   const std::string& name = experiment_record.name;
@@ -108,14 +109,16 @@ json build_report(const std::string& db_path, const std::string& experiment, Sto
 
 namespace {
 
+// Text a results file brings (names of the experiment, model, host) is
+// escaped as in the HTML report: Markdown passes HTML through to its viewer.
 void print_markdown(const json& r, std::ostream& out) {
-  out << "# Experiment " << r["experiment"].get<std::string>() << "\n\nRun on: " << provenance_text(r["provenance"])
-      << "\n\n## Generations\n\n";
+  out << "# Experiment " << xml_escape(r["experiment"].get<std::string>())
+      << "\n\nRun on: " << xml_escape(provenance_text(r["provenance"])) << "\n\n## Generations\n\n";
   std::vector<Row> rows;
   for (const json& g : r["generations"])
     rows.push_back({g["generation"].dump(), format_number(g["best"]), format_number(g["mean"]),
                     g["population"].dump(), g["evaluated"].dump(), g["from_cache"].dump(), g["raced"].dump(),
-                    g["computed_on"].get<std::string>()});
+                    xml_escape(g["computed_on"].get<std::string>())});
   print_table(out,
               {"generation", "best", "mean", "population", "evaluated", "from cache", "dropped by racing",
                "computed on"},
@@ -123,7 +126,7 @@ void print_markdown(const json& r, std::ostream& out) {
   out << "\nRuns:\n";
   for (const json& run : r["runs"])
     out << "- run " << run["run"].dump() << " (" << run["started_at"].get<std::string>()
-        << "): " << run_text(run["provenance"]) << '\n';
+        << "): " << xml_escape(run_text(run["provenance"])) << '\n';
   const json& b = r["best"];
   out << "\n## Best individual\n\ncandidate " << b["candidate"] << " (generation " << b["generation"] << ", "
       << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"]) << "\n\ngenome: "

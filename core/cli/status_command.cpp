@@ -59,7 +59,7 @@ void print_workers(std::ostream& out, const nlohmann::json& workers) {
 }  // namespace
 
 int print_status(const std::string& db_path, std::ostream& out, std::ostream& err, Store::Check check) {
-  if (!std::filesystem::is_regular_file(db_path)) {
+  if (!std::filesystem::exists(db_path)) {  // a FIFO or a directory is refused by name when opened
     err << "ga-run status: " << db_path << ": no such database file\n";
     return 1;
   }

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "schema/sqlite.hpp"
+
 namespace midtune::cli {
 
 namespace {
@@ -45,6 +47,9 @@ std::string stop_signal_name() {
 void install_stop_handlers() {
   for (const int signal : kStopSignals)
     set_disposition(signal, on_stop_signal, signal == SIGINT ? SA_RESETHAND : 0);
+  // A run queued behind another process's write to the results file stops
+  // waiting too (Slurm allows 30 s between SIGTERM and SIGKILL).
+  sql::stop_waits_on(&stop_request());
 }
 
 void ignore_stop_signals() {

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/experiment/experiment.hpp"
+#include "core/experiment/experiment_name.hpp"
 #include "core/experiment/load_sections.hpp"
 #include "core/experiment/nearest_name.hpp"
 #include "methods/registry.hpp"
@@ -240,7 +241,8 @@ Experiment parse_experiment(const std::string& text, const std::filesystem::path
   const MapReader root(top, {"name", "seed", "backend", "dataset", "objective", "search", "storage"});
 
   experiment.name = root.required("name").text();
-  if (experiment.name.empty()) root.field("name").fail("must not be empty");
+  if (const std::string problem = experiment_name_problem(experiment.name); !problem.empty())
+    root.field("name").fail(problem);
   if (root.has("seed")) experiment.seed = root.field("seed").unsigned_integer();
   experiment.backend = load::parse_backend(root, base_dir);
   experiment.dataset = load::parse_dataset(root, base_dir);

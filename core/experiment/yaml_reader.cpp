@@ -111,6 +111,11 @@ std::string Field::choice(const std::vector<std::string>& choices) const {
 
 std::vector<Field> Field::list() const {
   if (!is_sequence()) fail("expected a list, got " + kind_name());
+  // No list of an experiment needs more (gold positions, grid values,
+  // endpoints); a longer one is a mistake that would cost memory by the GB.
+  constexpr std::size_t kMaxItems = 1000;
+  if (node_.size() > kMaxItems)
+    fail("has " + std::to_string(node_.size()) + " items; at most " + std::to_string(kMaxItems) + " are accepted");
   std::vector<Field> items;
   items.reserve(node_.size());
   for (std::size_t i = 0; i < node_.size(); ++i) {

@@ -156,6 +156,34 @@ TEST_F(StoreFaultCli, TheSameExperimentTwiceIsRefusedAtOnce) {
   EXPECT_EQ(rows(db, "SELECT count(*) FROM experiment_leases"), std::vector<std::string>{"0"});
 }
 
+// A run queued behind another process's write lock on the results file
+// (a long commit, a checkpoint, a sqlite3 shell holding a transaction)
+// answers SIGTERM within a second, not after SQLite's minute-long wait, and
+// says how to resume.
+TEST_F(StoreFaultCli, ARunWaitingForTheFilesLockStopsAtSigterm) {
+  const std::string db = path("results.db");
+  finished_run("first", db, 1);
+  sql::Database holder(db, sql::Database::Mode::read_write);
+  holder.exec("BEGIN IMMEDIATE");  // the write lock, held until the end of this test
+  write("second.yaml", experiment_yaml("second", 1, 0));
+  const pid_t waiting =
+      testing::spawn_ga_run({path("second.yaml"), "--db", db, "--quiet"}, path("w.out"), path("w.err"));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // long past its start: it is waiting for the lock
+  const auto signalled = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(waiting, SIGTERM), 0);
+  const Finished stopped = testing::wait_for(waiting, path("w.out"), path("w.err"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  holder.exec("ROLLBACK");
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGTERM: stopped while waiting for another process's write to " + db),
+            std::string::npos)
+      << stopped.err;
+  // Milliseconds normally; the minute-long wait it replaces would be 60 s.
+  EXPECT_LT(seconds, 10.0);
+  const Finished resumed = run_ga_run({path("second.yaml"), "--db", db, "--quiet"}, dir_.string());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+}
+
 // kill -9 leaves the lease behind; the same command takes it over at once
 // (the owner's pid is gone on this host) and ends exactly like a run that
 // was never interrupted. A stale lease of another host is taken over; a
@@ -311,6 +339,68 @@ TEST_F(StoreFaultCli, ResultsInAReadOnlyDirectoryAreRead) {
   EXPECT_FALSE(fs::exists(folder / "readonly-heldout.svg"));
 }
 
+// An experiment's name names its plot file: a stored name that is a path
+// (from an older results file, or someone else's) never places the plot
+// outside the results folder; a name read from YAML or --new-experiment that
+// cannot be one file name is refused, naming the field.
+TEST_F(StoreFaultCli, AnExperimentNameNeverWritesOutsideTheResultsFolder) {
+  const fs::path folder = dir_ / "results";
+  const fs::path victim = dir_ / "victim";
+  fs::create_directories(folder);
+  fs::create_directories(victim);
+  std::ofstream(victim / "notes.txt") << "the user's notes\n";
+  const std::string db = (folder / "results.db").string();
+  finished_run("plain", db);
+  {
+    sql::Database d(db, sql::Database::Mode::read_write);
+    d.exec("UPDATE experiments SET name = '../victim/notes.txt' WHERE name = 'plain'");
+  }
+  fs::remove(folder / "plain-heldout.svg");
+  const Finished report = run_ga_run({"report", db}, dir_.string());
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(file_bytes((victim / "notes.txt").string()), "the user's notes\n");
+  const fs::path safe = folder / ".._victim_notes.txt-heldout.svg";
+  EXPECT_NE(report.err.find("plot: " + safe.string()), std::string::npos) << report.err;
+  EXPECT_NE(file_bytes(safe.string()).find("<svg"), std::string::npos);
+  std::size_t written = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_)) written += entry.path().extension() == ".svg";
+  EXPECT_EQ(written, 1u) << "one plot, in the results folder";
+  // Markdown shows HTML as HTML: a name is escaped there as in the HTML report.
+  {
+    sql::Database d(db, sql::Database::Mode::read_write);
+    d.exec("UPDATE experiments SET name = '<img src=x onerror=alert(1)>' WHERE name = '../victim/notes.txt'");
+  }
+  const Finished markdown = run_ga_run({"report", db, "--svg", path("md.svg")}, dir_.string());
+  EXPECT_EQ(markdown.exit_code, 0) << markdown.err;
+  EXPECT_NE(markdown.out.find("# Experiment &lt;img src=x onerror=alert(1)&gt;"), std::string::npos) << markdown.out;
+  EXPECT_EQ(markdown.out.find("<img"), std::string::npos) << markdown.out;
+  fs::remove(path("md.svg"));
+
+  const std::string yaml = experiment_yaml("placeholder", 1, 0);
+  const std::vector<std::pair<std::string, std::string>> bad_names = {
+      {"\"../victim/notes.txt\\0\"", "a path separator '/' at byte 2"},
+      {"\"notes\\0\"", "a NUL byte at byte 5"},
+      {"\"tab\\tname\"", "the control byte 9 at byte 3"},
+      {"\"" + std::string(201, 'x') + "\"", "is 201 bytes long; at most 200"}};
+  for (const auto& [quoted, reason] : bad_names) {
+    std::string text = yaml;
+    text.replace(text.find("placeholder"), std::string("placeholder").size(), quoted);
+    write("bad.yaml", text);
+    const Finished validate = run_ga_run({"validate", path("bad.yaml")}, dir_.string());
+    EXPECT_EQ(validate.exit_code, 2) << quoted << '\n' << validate.err;
+    EXPECT_NE(validate.err.find("name"), std::string::npos) << validate.err;
+    EXPECT_NE(validate.err.find(reason), std::string::npos) << quoted << '\n' << validate.err;
+  }
+  write("good.yaml", experiment_yaml("good", 1, 0));
+  const Finished renamed =
+      run_ga_run({path("good.yaml"), "--db", path("other.db"), "--new-experiment", "../up"}, dir_.string());
+  EXPECT_EQ(renamed.exit_code, 2) << renamed.err;
+  EXPECT_NE(renamed.err.find("the experiment name holds a path separator '/' at byte 2"), std::string::npos)
+      << renamed.err;
+  EXPECT_FALSE(fs::exists(path("other.db")));
+  EXPECT_EQ(file_bytes((victim / "notes.txt").string()), "the user's notes\n");
+}
+
 // ---- ga-run query: bounded in time, rows and memory ----
 
 constexpr const char* kEndless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) ";
@@ -382,6 +472,71 @@ TEST_F(StoreFaultCli, QueryStopsAnEndlessStatementAtItsTimeoutInBoundedMemory) {
                              .finished;
   EXPECT_EQ(count.exit_code, 1) << count.err;
   EXPECT_NE(count.err.find("stopped by --timeout 2"), std::string::npos) << count.err;
+}
+
+// A value or a recursive CTE that grows without end is stopped by the
+// query's value and memory ceilings (not only by its timeout), with a
+// message that says so; ATTACH, which would open and leave logs beside a
+// file the user did not name, is refused.
+TEST_F(StoreFaultCli, QueryMemoryIsBoundedAndAttachIsRefused) {
+  const std::string db = path("results.db");
+  { Store store(db); }
+  const Bounded baseline = run_bounded({"query", db, "SELECT 1"}, "/dev/null", path("base.err"), 60);
+  ASSERT_EQ(baseline.finished.exit_code, 0) << baseline.finished.err;
+  const std::string huge = "length(hex(zeroblob(499999999)))";
+  const std::vector<std::string> statements = {
+      "SELECT " + huge + ", " + huge + ", " + huge,
+      "WITH RECURSIVE d(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM d) SELECT length(s) FROM d",
+      "WITH RECURSIVE d(n, s) AS (SELECT 1, 'x' UNION ALL SELECT n + 1, s || s FROM d WHERE n < 40) "
+      "SELECT max(length(s)) FROM d"};
+  for (const std::string& statement : statements) {
+    const Bounded b = run_bounded({"query", db, statement, "--timeout", "100"}, path("q.out"), path("q.err"), 120);
+    EXPECT_EQ(b.finished.signal, 0) << statement;
+    EXPECT_EQ(b.finished.exit_code, 1) << statement << '\n' << b.finished.err;
+    EXPECT_NE(b.finished.err.find(db + ": the statement outgrew what a query may hold"), std::string::npos)
+        << statement << '\n' << b.finished.err;
+    // Unbounded, each takes gigabytes (a 1 GB hex string per column; a
+    // string doubling past 1 GB); the ceilings hold it to a few hundred MB.
+    EXPECT_LT(b.max_rss_kb - baseline.max_rss_kb, 600 * 1024) << statement;
+  }
+  const std::string other = path("other.db");
+  { Store store(other); }
+  for (const std::string& statement :
+       std::vector<std::string>{"ATTACH DATABASE '" + other + "' AS o", "SELECT count(*) FROM pragma_table_list"}) {
+    const Finished f = run_ga_run({"query", db, statement}, dir_.string());
+    const bool attach = statement.rfind("ATTACH", 0) == 0;
+    EXPECT_EQ(f.exit_code, attach ? 1 : 0) << statement << '\n' << f.err;
+    if (attach) EXPECT_NE(f.err.find("refused: ATTACH and DETACH open other files"), std::string::npos) << f.err;
+  }
+  EXPECT_FALSE(fs::exists(other + "-wal") || fs::exists(other + "-shm")) << "nothing left beside the other file";
+}
+
+// --db naming a FIFO (whose open would block for ever), a device or a
+// directory is refused at once by every command, by what it is.
+TEST_F(StoreFaultCli, ADatabaseThatIsNotARegularFileIsRefusedAtOnce) {
+  const std::string fifo = path("fifo.db");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string folder = path("folder.db");
+  fs::create_directories(folder);
+  write("exp.yaml", experiment_yaml("special", 1, 0));
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {fifo, "is a FIFO (named pipe), not a results database file"},
+      {"/dev/null", "is a device, not a results database file"},
+      {folder, "is a directory, not a results database file"}};
+  for (const auto& [file, reason] : files) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{path("exp.yaml"), "--db", file, "--quiet"},
+                                                                  {"status", file},
+                                                                  {"report", file},
+                                                                  {"query", file, "SELECT 1"}}) {
+      const Bounded b = run_bounded(args, path("s.out"), path("s.err"), 60);
+      EXPECT_EQ(b.finished.signal, 0) << args[0] << ' ' << file << ": did not end within 60 s";
+      EXPECT_NE(b.finished.exit_code, 0) << args[0] << ' ' << file;
+      EXPECT_NE(b.finished.err.find(file + ": " + reason), std::string::npos)
+          << args[0] << ' ' << file << '\n' << b.finished.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists("/dev/null-journal"));
+  EXPECT_FALSE(fs::exists(fifo + "-journal") || fs::exists(fifo + "-wal"));
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

@@ -108,6 +108,20 @@ TEST(Jsonl, LargeGzipFileReadsCompletely) {
   EXPECT_EQ(contents.content_hash, read_jsonl(dir.write_plain("big.jsonl", text)).content_hash);
 }
 
+// A small gzip file that holds one line of 64 MiB (it could as well be
+// 4 GiB) is refused at the line's first 16 MiB, naming the file and the
+// line, before it is held or parsed whole; the lines before it were fine.
+TEST(Jsonl, AnOverlongLineIsRefusedBeforeItIsHeld) {
+  ScratchDir dir;
+  const std::string text = "{\"a\": 1}\n{\"padding\": \"" + std::string(std::size_t{64} << 20, 'x') + "\"}\n";
+  const auto path = dir.write_gz("long.jsonl.gz", text);
+  EXPECT_LT(std::filesystem::file_size(path), std::uintmax_t{1} << 20) << "the file itself is small";
+  const auto error = expect_dataset_error([&] { read_jsonl(path); });
+  EXPECT_EQ(error.line(), 2u);
+  EXPECT_NE(std::string(error.what()).find("longer than 16 MiB"), std::string::npos) << error.what();
+  EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+}
+
 TEST(Jsonl, NotJsonNamesTheLine) {
   ScratchDir dir;
   const auto path = dir.write_gz("x.jsonl.gz", "{\"a\": 1}\n{not json\n");

@@ -142,6 +142,16 @@ objective: {kind: pi}
   EXPECT_EQ(e.storage.db, dir_ / "results.db");
 }
 
+// A list far longer than any experiment needs (100,000 gold positions took
+// gigabytes of prompts) is refused where it is read, naming the key.
+TEST_F(ExperimentFile, AHugeListIsRefusedNamingTheKey) {
+  std::string positions;
+  for (int i = 0; i < 100000; ++i) positions += (i ? ", " : "") + std::to_string(i / 100000.0);
+  expect_error("name: m\nbackend: {kind: synthetic-test-double}\ndataset: {kind: kv, gold_positions: [" + positions +
+                   "]}\nobjective: {kind: pi}\n",
+               3, 37, "dataset.gold_positions", "has 100000 items; at most 1000 are accepted");
+}
+
 TEST_F(ExperimentFile, ReadmeExampleIsValid) {
   const fs::path readme = fs::path(MIDTUNE_SOURCE_DIR) / "experiments" / "README.md";
   std::ifstream in(readme);
