@@ -31,11 +31,33 @@ int wait_for_lock(void*, int waits_so_far) {
   return 1;
 }
 
+// What a user can do about the errors that come from the file system, not
+// from midtune's SQL; "" for the others.
+std::string remedy(int code) {
+  switch (code & 0xff) {
+    case SQLITE_FULL:
+      return "the disk (or the user's quota) is full: free space and run the same command; every commit before "
+             "this one is kept";
+    case SQLITE_READONLY:
+      return "the file cannot be written here (a read-only file system, a read-only or immutable file, or a "
+             "folder this user may not write): status, report and query can still read it";
+    case SQLITE_CANTOPEN:
+      return "the file or its folder cannot be opened for writing (a read-only file system, or missing "
+             "permissions on the folder)";
+    case SQLITE_IOERR:
+      return "the operating system refused a read or write of the file (a full or failing disk, a network file "
+             "system that went away)";
+    default:
+      return "";
+  }
+}
+
 [[noreturn]] void throw_sql(const std::string& message, int code) {
   if ((code & 0xff) == SQLITE_BUSY && stop_requested())
     throw WaitStopped(message + "\n  (the wait for another process's lock on the file was stopped by a signal)",
                       code);
-  throw SqlError(message, code);
+  const std::string advice = remedy(code);
+  throw SqlError(advice.empty() ? message : message + "\n  " + advice, code);
 }
 
 sqlite3* open_connection(const std::string& path, int flags, const std::string& name_for_errors) {

@@ -213,9 +213,12 @@ void EvaluationServer::install_routes() {
     reply_error(res, 500, "server_error", what);
   });
   s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (res.status >= 400)
-      std::cerr << "ga-serve: " << req.method << " " << req.path << " -> " << res.status << " "
-                << describe_error_body(res.body) << "\n";
+    if (res.status < 400) return;
+    // One write of the whole line: connections are logged from several
+    // threads, and pieces written one by one interleave.
+    const std::string line = "ga-serve: " + req.method + " " + req.path + " -> " + std::to_string(res.status) + " " +
+                             describe_error_body(res.body) + "\n";
+    std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
   });
 }
 

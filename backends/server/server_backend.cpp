@@ -184,7 +184,8 @@ class ServerBackend::Run {
     std::lock_guard lock(backend_.mutex_);
     backend_.endpoints_[e].status.refusal = refusal;
     failures_.push_back(client.url() + " refused: " + refusal);
-    std::cerr << "midtune: server " << client.url() << " refused: " << refusal << "\n";
+    const std::string line = "midtune: server " + client.url() + " refused: " + refusal + "\n";
+    std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));  // one write: workers log at once
     return false;
   }
 

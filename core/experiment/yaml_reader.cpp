@@ -210,6 +210,14 @@ Field MapReader::field(const std::string& key) const {
 
 Field MapReader::required(const std::string& key) const {
   if (!has(key)) {
+    // A quote left open swallows the lines after it into one text value:
+    // name the value that holds the missing key instead of only the key.
+    for (const Entry& entry : entries_) {
+      if (!entry.value.IsScalar() || entry.value.Scalar().find(key + ":") == std::string::npos) continue;
+      Field(file_, entry.value, child_path(entry.key), entry.key_node.Mark())
+          .fail("its text holds '" + key + ":', so the required key '" + key +
+                "' is inside this value: is a quote left open here?");
+    }
     Field where = field(key);
     where.fail("missing required key '" + key + "'");
   }

@@ -401,6 +401,28 @@ TEST_F(StoreFaultCli, AnExperimentNameNeverWritesOutsideTheResultsFolder) {
   EXPECT_EQ(file_bytes((victim / "notes.txt").string()), "the user's notes\n");
 }
 
+// A run on a results file its user may not write (another user's file, a
+// read-only mount) says so in words, not in SQLite's; the file is unchanged.
+TEST_F(StoreFaultCli, ARunOnAFileItMayNotWriteSaysWhy) {
+  const fs::path folder = dir_ / "theirs";
+  fs::create_directories(folder);
+  const std::string db = (folder / "results.db").string();
+  finished_run("theirs", db, 1);
+  ASSERT_EQ(chmod(db.c_str(), 0644), 0);
+  ASSERT_EQ(chmod(folder.c_str(), 0755), 0);
+  write("mine.yaml", experiment_yaml("mine", 1, 0));
+  ASSERT_EQ(chmod(path("mine.yaml").c_str(), 0644), 0);
+  const Finished probe = run_as_reader({"--no-such-option"}, dir_.string());
+  if (probe.exit_code == testing::kCannotDropPrivileges || probe.exit_code == 127)
+    GTEST_SKIP() << "cannot run as another user here";
+  const std::string before = file_bytes(db);
+  const Finished run = run_as_reader({path("mine.yaml"), "--db", db, "--quiet"}, dir_.string());
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find(db), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("a read-only file system"), std::string::npos) << run.err;
+  EXPECT_EQ(file_bytes(db), before);
+}
+
 // ---- ga-run query: bounded in time, rows and memory ----
 
 constexpr const char* kEndless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) ";

@@ -56,6 +56,8 @@ TEST(GgufMutation, SpecificLiesNameTheFieldAndReason) {
   const std::vector<Case> cases = {
       {patch(offset_of("output_norm.weight"), std::uint64_t{0}), "overlaps tensor 'token_embd.weight'"},
       {patch(type_of("token_embd.weight"), std::uint32_t{3}), "its type or shape does not match the stored data"},
+      {patch(offset_of("token_embd.weight") - 4 - 8, std::uint64_t{0}),
+       "tensor 'token_embd.weight' dimension 1 is 0: the tensor would hold nothing"},
       {patch(value_of("llama.block_count"), std::uint32_t{0x80000000u}),
        "'llama.block_count' = 2147483648 but the file holds tensors for 2 layers"},
       {patch(value_of("tokenizer.ggml.bos_token_id"), std::uint32_t{0xFFFFFFFFu}),

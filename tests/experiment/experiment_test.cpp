@@ -152,6 +152,16 @@ TEST_F(ExperimentFile, AHugeListIsRefusedNamingTheKey) {
                3, 37, "dataset.gold_positions", "has 100000 items; at most 1000 are accepted");
 }
 
+// A quote left open takes the rest of the file into one value: the error
+// names that value and the likely cause, not only the key it swallowed.
+TEST_F(ExperimentFile, AQuoteLeftOpenIsNamedWhereItOpens) {
+  for (const char* quote : {"\"", "'"}) {
+    expect_error(std::string("name: ") + quote +
+                     "quick\nbackend: {kind: synthetic-test-double}\ndataset: {kind: kv}\nobjective: {kind: pi}\n",
+                 1, 7, "name", "required key 'backend' is inside this value: is a quote left open here?");
+  }
+}
+
 TEST_F(ExperimentFile, ReadmeExampleIsValid) {
   const fs::path readme = fs::path(MIDTUNE_SOURCE_DIR) / "experiments" / "README.md";
   std::ifstream in(readme);

@@ -443,6 +443,7 @@ void GgufFile::parse() {
     for (std::uint32_t d = 0; d < n_dims; ++d) {
       const std::uint64_t dim_at = in.pos();
       const auto dim = in.read<std::uint64_t>("tensor dimension");
+      if (dim == 0) fail(dim_at, label + " dimension " + std::to_string(d) + " is 0: the tensor would hold nothing");
       if (dim > kInt64Max || mul_overflows(info.n_elements, dim, info.n_elements) || info.n_elements > kInt64Max)
         fail(dim_at, label + " dimension " + std::to_string(d) + " = " + std::to_string(dim) +
                          " makes the element count overflow");
