@@ -109,13 +109,24 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
   // a device or a directory gives misleading errors (or a "-journal" beside
   // /dev/null).
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
     const char* what = S_ISDIR(st.st_mode)                          ? "a directory"
                        : S_ISFIFO(st.st_mode)                       ? "a FIFO (named pipe)"
                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                        : S_ISSOCK(st.st_mode)                       ? "a socket"
                                                                     : "a special file";
     throw SqlError(path + ": is " + std::string(what) + ", not a results database file", SQLITE_CANTOPEN);
+  }
+  if (mode == Mode::read_only && exists && st.st_uid != ::geteuid() && !std::filesystem::exists(path + "-wal")) {
+    // Another user's file with no write-ahead log: no connection is open on
+    // it now. A plain read-only connection would create a log and its index
+    // beside it, owned by this user, that the owner's runs could not open
+    // afterwards ("attempt to write a readonly database"); reading it as
+    // immutable leaves nothing behind.
+    db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+    immutable_ = true;
+    return;
   }
   if (mode == Mode::read_only) {
     const std::string folder = std::filesystem::absolute(path).parent_path().string();

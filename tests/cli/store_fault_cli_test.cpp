@@ -423,6 +423,33 @@ TEST_F(StoreFaultCli, ARunOnAFileItMayNotWriteSaysWhy) {
   EXPECT_EQ(file_bytes(db), before);
 }
 
+// Another user reading a finished results file in a folder both may write
+// (status, report, query) leaves no log or index of its own beside it:
+// files it owned there would stop the owner's next run.
+TEST_F(StoreFaultCli, AnotherUsersReadsLeaveNothingBesideTheFile) {
+  const fs::path shared = dir_ / "shared";
+  fs::create_directories(shared);
+  const std::string db = (shared / "results.db").string();
+  finished_run("shared", db, 1);
+  ASSERT_FALSE(fs::exists(db + "-wal") || fs::exists(db + "-shm"));
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(db.c_str(), 0644), 0);
+  const Finished probe = run_as_reader({"--no-such-option"}, dir_.string());
+  if (probe.exit_code == testing::kCannotDropPrivileges || probe.exit_code == 127)
+    GTEST_SKIP() << "cannot run as another user here";
+  const std::string before = file_bytes(db);
+  for (const auto& args : std::vector<std::vector<std::string>>{{"status", db},
+                                                                {"report", db, "--svg", (shared / "p.svg").string()},
+                                                                {"query", db, "SELECT count(*) FROM individuals"}}) {
+    const Finished f = run_as_reader(args, dir_.string());
+    EXPECT_EQ(f.exit_code, 0) << args[0] << '\n' << f.err;
+    EXPECT_FALSE(fs::exists(db + "-wal")) << args[0];
+    EXPECT_FALSE(fs::exists(db + "-shm")) << args[0];
+  }
+  EXPECT_EQ(file_bytes(db), before);
+  finished_run("owner-again", db, 1);  // the owner's next run into the same file
+}
+
 // ---- ga-run query: bounded in time, rows and memory ----
 
 constexpr const char* kEndless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) ";
