@@ -6,14 +6,26 @@
 # scripts/fetch_vocabs.sh fills, peer tests (label `peer`) what
 # scripts/fetch_peers.sh makes (the real Gemma 3 of scripts/fetch_gemma3.sh
 # among them: MIDTUNE_GEMMA3_MODEL).
+#
+#   scripts/test.sh           the whole suite (README line 2, CI)
+#   scripts/test.sh --quick   only the unit tests under the sanitizers: the
+#                             inner loop while changing code
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=false
+case "${1:-}" in
+  --quick) quick=true ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
 export MIDTUNE_VOCAB_DIR="${MIDTUNE_VOCAB_DIR:-$(scripts/fetch_vocabs.sh)}"
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMIDTUNE_SANITIZE=ON >/dev/null
-cmake --build build-asan -j"$(nproc)"
+# Only what the unit tests link: the tools and benchmarks run from build/.
+cmake --build build-asan -j"$(nproc)" --target unit_tests
 (cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)")
+if $quick; then exit 0; fi
 
 cmake --build build -j"$(nproc)"
 # The peers of the `peer` tests (llama.cpp's tools, the numpy reference's
