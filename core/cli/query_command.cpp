@@ -85,6 +85,9 @@ int run_query(const std::string& db_path, const std::string& sql_text, std::ostr
     return 1;
   } catch (const sql::SqlError& e) {
     err << "ga-run query: " << e.what() << '\n';
+    std::error_code error;
+    if (std::filesystem::file_size(db_path, error) == 0 && !error)
+      err << "  " << db_path << " is an empty file: it holds no tables (is it the results file you meant?)\n";
     return 1;
   }
 }

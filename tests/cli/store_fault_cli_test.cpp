@@ -585,6 +585,13 @@ TEST_F(StoreFaultCli, ADatabaseThatIsNotARegularFileIsRefusedAtOnce) {
     }
   }
   EXPECT_FALSE(fs::exists("/dev/null-journal"));
+  // An empty file is a database with no tables to SQLite; query says so.
+  std::ofstream(path("empty.db")).close();
+  const Finished empty = run_ga_run({"query", path("empty.db"), "SELECT * FROM individuals"}, dir_.string());
+  EXPECT_EQ(empty.exit_code, 1) << empty.err;
+  EXPECT_NE(empty.err.find(path("empty.db") + " is an empty file: it holds no tables"), std::string::npos)
+      << empty.err;
+  EXPECT_EQ(fs::file_size(path("empty.db")), 0u);
   EXPECT_FALSE(fs::exists(fifo + "-journal") || fs::exists(fifo + "-wal"));
 }
 

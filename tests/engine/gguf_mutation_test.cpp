@@ -56,6 +56,8 @@ TEST(GgufMutation, SpecificLiesNameTheFieldAndReason) {
   const std::vector<Case> cases = {
       {patch(offset_of("output_norm.weight"), std::uint64_t{0}), "overlaps tensor 'token_embd.weight'"},
       {patch(type_of("token_embd.weight"), std::uint32_t{3}), "its type or shape does not match the stored data"},
+      {patch(16, std::uint64_t{0}),  // the metadata count, after magic, version and tensor count
+       "the header declares 0 metadata entries at byte 16; if that count is wrong"},
       {patch(offset_of("token_embd.weight") - 4 - 8, std::uint64_t{0}),
        "tensor 'token_embd.weight' dimension 1 is 0: the tensor would hold nothing"},
       {patch(value_of("llama.block_count"), std::uint32_t{0x80000000u}),

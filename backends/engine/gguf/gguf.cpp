@@ -429,43 +429,55 @@ void GgufFile::parse() {
   }
 
   tensors_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(tensor_count, kMaxReserve)));
-  for (std::uint64_t i = 0; i < tensor_count; ++i) {
-    GgufTensorInfo info;
-    info.info_offset = in.pos();
-    info.name = in.read_string("tensor name");
-    if (tensor_index_.count(info.name)) fail(info.info_offset, "duplicate tensor name '" + info.name + "'");
-    const std::string label = "tensor '" + info.name + "'";
-    const std::uint64_t dims_at = in.pos();
-    const auto n_dims = in.read<std::uint32_t>("tensor dimension count");
-    if (n_dims == 0 || n_dims > kMaxDims)
-      fail(dims_at, label + " has " + std::to_string(n_dims) + " dimensions (1.." + std::to_string(kMaxDims) + " allowed)");
-    info.n_elements = 1;
-    for (std::uint32_t d = 0; d < n_dims; ++d) {
-      const std::uint64_t dim_at = in.pos();
-      const auto dim = in.read<std::uint64_t>("tensor dimension");
-      if (dim == 0) fail(dim_at, label + " dimension " + std::to_string(d) + " is 0: the tensor would hold nothing");
-      if (dim > kInt64Max || mul_overflows(info.n_elements, dim, info.n_elements) || info.n_elements > kInt64Max)
-        fail(dim_at, label + " dimension " + std::to_string(d) + " = " + std::to_string(dim) +
-                         " makes the element count overflow");
-      info.dims.push_back(dim);
+  const auto read_tensor_table = [&] {
+    for (std::uint64_t i = 0; i < tensor_count; ++i) {
+      GgufTensorInfo info;
+      info.info_offset = in.pos();
+      info.name = in.read_string("tensor name");
+      if (tensor_index_.count(info.name)) fail(info.info_offset, "duplicate tensor name '" + info.name + "'");
+      const std::string label = "tensor '" + info.name + "'";
+      const std::uint64_t dims_at = in.pos();
+      const auto n_dims = in.read<std::uint32_t>("tensor dimension count");
+      if (n_dims == 0 || n_dims > kMaxDims)
+        fail(dims_at, label + " has " + std::to_string(n_dims) + " dimensions (1.." + std::to_string(kMaxDims) + " allowed)");
+      info.n_elements = 1;
+      for (std::uint32_t d = 0; d < n_dims; ++d) {
+        const std::uint64_t dim_at = in.pos();
+        const auto dim = in.read<std::uint64_t>("tensor dimension");
+        if (dim == 0) fail(dim_at, label + " dimension " + std::to_string(d) + " is 0: the tensor would hold nothing");
+        if (dim > kInt64Max || mul_overflows(info.n_elements, dim, info.n_elements) || info.n_elements > kInt64Max)
+          fail(dim_at, label + " dimension " + std::to_string(d) + " = " + std::to_string(dim) +
+                           " makes the element count overflow");
+        info.dims.push_back(dim);
+      }
+      const std::uint64_t type_at = in.pos();
+      info.type_id = in.read<std::uint32_t>("tensor type");
+      info.type = find_ggml_type(info.type_id);
+      const std::uint64_t offset_at = in.pos();
+      info.offset = in.read<std::uint64_t>("tensor data offset");
+      if (info.offset % alignment_ != 0)
+        fail(offset_at, label + " data offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
+                            std::to_string(alignment_));
+      if (info.type) {
+        if (info.dims[0] % info.type->block_elems != 0)
+          fail(type_at, label + " row length " + std::to_string(info.dims[0]) + " is not a multiple of the " +
+                            info.type->name + " block size " + std::to_string(info.type->block_elems));
+        if (mul_overflows(info.n_elements / info.type->block_elems, info.type->block_bytes, info.n_bytes))
+          fail(type_at, label + " byte size overflows");
+      }
+      tensor_index_.emplace(info.name, tensors_.size());
+      tensors_.push_back(std::move(info));
     }
-    const std::uint64_t type_at = in.pos();
-    info.type_id = in.read<std::uint32_t>("tensor type");
-    info.type = find_ggml_type(info.type_id);
-    const std::uint64_t offset_at = in.pos();
-    info.offset = in.read<std::uint64_t>("tensor data offset");
-    if (info.offset % alignment_ != 0)
-      fail(offset_at, label + " data offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
-                          std::to_string(alignment_));
-    if (info.type) {
-      if (info.dims[0] % info.type->block_elems != 0)
-        fail(type_at, label + " row length " + std::to_string(info.dims[0]) + " is not a multiple of the " +
-                          info.type->name + " block size " + std::to_string(info.type->block_elems));
-      if (mul_overflows(info.n_elements / info.type->block_elems, info.type->block_bytes, info.n_bytes))
-        fail(type_at, label + " byte size overflows");
-    }
-    tensor_index_.emplace(info.name, tensors_.size());
-    tensors_.push_back(std::move(info));
+  };
+  try {
+    read_tensor_table();
+  } catch (const GgufError& e) {
+    // A model file always has metadata; with a count of 0 the tensor table
+    // is read from the metadata's bytes, and the error names the wrong field.
+    if (kv_count != 0) throw;
+    throw GgufError(std::string(e.what()) + " (the header declares 0 metadata entries at byte " +
+                    std::to_string(kv_count_at) + "; if that count is wrong, the tensor table was read from where " +
+                    "the metadata is)");
   }
 
   // The data section starts at the next multiple of the alignment.
