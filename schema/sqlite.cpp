@@ -136,10 +136,24 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
     // commits in a log are passing: the last connection closing removes the
     // log, then its index, and a reader in between finds one without the
     // other. A few tries, milliseconds apart, see the files settled.
+    const bool log_before = std::filesystem::exists(path + "-wal");
+    const bool index_before = std::filesystem::exists(path + "-shm");
     for (int attempt = 0; attempt < 5; ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
       db_ = open_connection(path, SQLITE_OPEN_READONLY, path);
       opened = touch_schema(db_) & 0xff;
+      if (opened == SQLITE_IOERR && !log_before) {
+        // The index beside the file could not be written (a full disk): no
+        // log was there, so no connection is open on the file; what this
+        // attempt created goes, and the file is read as it is.
+        sqlite3_close_v2(db_);
+        std::error_code error;
+        if (!non_empty_file(path + "-wal")) std::filesystem::remove(path + "-wal", error);
+        if (!index_before) std::filesystem::remove(path + "-shm", error);
+        db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+        immutable_ = true;
+        return;
+      }
       if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
       if (!folder_writable || non_empty_file(path + "-wal")) break;
       sqlite3_close_v2(db_);

@@ -4,11 +4,13 @@
 // else's file, and results in a read-only directory. The Store side of the
 // same faults: tests/schema/store_fault_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -448,6 +450,38 @@ TEST_F(StoreFaultCli, AnotherUsersReadsLeaveNothingBesideTheFile) {
   }
   EXPECT_EQ(file_bytes(db), before);
   finished_run("owner-again", db, 1);  // the owner's next run into the same file
+}
+
+// On a full disk, status, report and query still read a finished results
+// file and leave no log or index beside it (SQLite could not write the
+// index there; a few bytes of one were left before). Needs a small tmpfs
+// of its own: as root where mounting is allowed, else skipped.
+TEST_F(StoreFaultCli, ReadsOnAFullDiskLeaveNothingBeside) {
+  const fs::path mount = dir_ / "full";
+  fs::create_directories(mount);
+  if (::mount("tmpfs", mount.c_str(), "tmpfs", 0, "size=16m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << ")";
+  struct Unmount {
+    fs::path at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{mount};
+  const std::string db = (mount / "results.db").string();
+  finished_run("full", db, 1);
+  {
+    std::ofstream fill(mount / "fill", std::ios::binary);
+    const std::string block(4096, 'x');
+    while (fill.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  ASSERT_FALSE(fs::exists(db + "-wal") || fs::exists(db + "-shm"));
+  for (const auto& args : std::vector<std::vector<std::string>>{{"status", db},
+                                                                {"report", db, "--svg", path("full.svg")},
+                                                                {"query", db, "SELECT count(*) FROM individuals"}}) {
+    const Finished f = run_ga_run(args, dir_.string());
+    EXPECT_EQ(f.exit_code, 0) << args[0] << '\n' << f.err;
+    EXPECT_FALSE(fs::exists(db + "-wal")) << args[0];
+    EXPECT_FALSE(fs::exists(db + "-shm")) << args[0];
+  }
 }
 
 // ---- ga-run query: bounded in time, rows and memory ----
