@@ -34,14 +34,34 @@ Semantics fixed here (and documented in backends/engine/hooks/*.hpp):
     is softmax(W_Q xs_last . (W_K xs)^T / sqrt(d)) (RoPE at the same
     positions) applied to the plain V.
 
+Evaluation mode (--eval), for the peer tests on real models
+(tests/engine/real_qwen2_peer_test.cpp): the same forward pass and method
+code on given token sequences, chunk spans and interventions (the
+Intervention JSON of methods/intervention.hpp: rope_scale, mspoe,
+position_map, siw, hidden_channel) over a llama or qwen2 GGUF (qwen2:
+make_arch_fixtures.Model in fp32, with its Q/K/V biases and NEOX RoPE).
+It writes the logits (float64, little-endian, vocab values a row): the last
+position's row of each case, or every gold row of a teacher-forced case
+(prompt_tokens, see forward()), and a JSON of what each method decided. One
+process computes every case, as loading and dequantising the model is a
+large part of the cost.
+
 Usage: python3 tests/reference/interventions_reference.py [--model PATH]
+       python3 tests/reference/interventions_reference.py --eval CASES.json --model PATH \
+           --logits OUT.f64 --decisions OUT.json
 """
 import argparse
 import json
 import os
 import sys
+import time
 
-import numpy as np
+# One BLAS thread in the evaluation mode, as peer_reference.py: it runs
+# beside the waiting test process on 2 cores, where OpenBLAS's spinning
+# threads slowed the reference's forward passes many times over.
+if "--eval" in sys.argv:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_logits_fixtures import Model  # noqa: E402  (GGUF loading, rmsnorm, rope)
@@ -209,10 +229,29 @@ def softmax(s):
     return s / s.sum(axis=-1, keepdims=True)
 
 
-def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None):
+def project(model, x, p, name):
+    """x W^T (+ b): the Q, K or V projection, with its bias where the file
+    has one (qwen2's Q/K/V biases; llama has none)."""
+    y = x @ model.w[p + f"attn_{name}.weight"].T
+    bias = model.w.get(p + f"attn_{name}.bias")
+    return y if bias is None else y + bias.reshape(-1)
+
+
+def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None, rope_scale=None,
+            prompt_tokens=None):
     """Last-position logits with any combination of the four interventions.
+    rope_scale: [layer][head] RoPE scales (LPES, PI: the position is divided
+    by the layer's scale); not combined with mspoe here.
+    prompt_tokens: n < len(tokens) scores a teacher-forced continuation: the
+    tokens after the prompt's n are the gold answer's inputs, Ms-PoE decides
+    its ratios from the prompt's last query over the prompt's keys (Alg. 1:
+    once, at prefill) and every later query and key keeps them, and the
+    logits of rows n-1 .. len(tokens)-1 come back (one per gold token).
     Returns (logits, info) where info records what the methods decided."""
     T = len(tokens)
+    n = T if prompt_tokens is None else prompt_tokens
+    if n != T and (caliope or siw or phs):
+        raise ValueError("a continuation after the prompt is modelled for rope_scale and mspoe only")
     hd, H, KV = model.head_dim, model.heads, model.kv_heads
     group = H // KV
     pos = caliope_positions(T, chunks, caliope) if caliope else np.arange(T, dtype=np.float64)
@@ -223,13 +262,11 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None)
     for l in range(model.layers):
         p = f"blk.{l}."
         x = model.rmsnorm(h, model.w[p + "attn_norm.weight"])
-        wq, wk = model.w[p + "attn_q.weight"], model.w[p + "attn_k.weight"]
-        q, k = x @ wq.T, x @ wk.T
-        v = x @ model.w[p + "attn_v.weight"].T
-        scale = [1.0] * H
+        q, k, v = project(model, x, p, "q"), project(model, x, p, "k"), project(model, x, p, "v")
+        scale = [1.0] * H if rope_scale is None else list(rope_scale[l])
         if mspoe and l >= mspoe["first_layer"]:
-            rows = np.stack([softmax(q[T - 1, hh * hd:(hh + 1) * hd] @
-                                     k[:, (hh // group) * hd:(hh // group + 1) * hd].T /
+            rows = np.stack([softmax(q[n - 1, hh * hd:(hh + 1) * hd] @
+                                     k[:n, (hh // group) * hd:(hh // group + 1) * hd].T /
                                      np.sqrt(hd)) for hh in range(H)])
             scale, index, score = mspoe_assign(rows, mspoe)
             info["mspoe_ratio"].append(scale)
@@ -239,7 +276,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None)
         if phs_here:
             xs = x.copy()
             xs[:, phs["channel"]] *= phs["scale"]
-            qs, ks = xs[T - 1:] @ wq.T, xs @ wk.T
+            qs, ks = project(model, xs[T - 1:], p, "q"), project(model, xs, p, "k")
         probs = np.empty((H, T, T), dtype=np.float32)
         for hh in range(H):
             g = hh // group
@@ -266,8 +303,9 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None)
         gate = x @ model.w[p + "ffn_gate.weight"].T
         up = x @ model.w[p + "ffn_up.weight"].T
         h = h + (gate / (1.0 + np.exp(-gate)) * up) @ model.w[p + "ffn_down.weight"].T
-    x = model.rmsnorm(h[-1:], model.w["output_norm.weight"])
-    return (x @ model.out.T)[0], info
+    x = model.rmsnorm(h[n - 1:], model.w["output_norm.weight"])
+    logits = x @ model.out.T
+    return (logits[0] if n == T else logits), info
 
 
 def top(logits):
@@ -364,5 +402,97 @@ def main():
         print(f"{name}: {len(cases)} cases, largest change vs plain {worst:.3f}")
 
 
+# ------------------------------------------------------- evaluation mode
+
+def expand_rope_scale(rows, layers, heads):
+    """Intervention.rope_scale (methods/lpes.hpp) to [layer][head]: one row
+    applies to every layer, a row of one value to every head of its layer."""
+    if len(rows) == 1:
+        rows = rows * layers
+    if len(rows) != layers:
+        raise ValueError(f"rope_scale: {len(rows)} rows for {layers} layers")
+    out = []
+    for row in rows:
+        if len(row) == 1:
+            row = row * heads
+        if len(row) != heads:
+            raise ValueError(f"rope_scale: a row of {len(row)} values for {heads} heads")
+        out.append([float(v) for v in row])
+    return out
+
+
+def load_model(path):
+    """The fp32 forward pass's model: make_logits_fixtures.Model on llama
+    files (as the fixtures), make_arch_fixtures.Model in fp32 on qwen2. The
+    forward pass above implements RMSNorm, SwiGLU, Q/K/V biases and the
+    model's own RoPE pairing, nothing more, so other architectures are
+    refused rather than computed wrongly."""
+    import gguf
+    arch = gguf.GGUFReader(path).fields["general.architecture"].contents()
+    if arch == "llama":
+        return Model(path)
+    if arch != "qwen2":
+        raise SystemExit(f"interventions_reference: architecture {arch!r} not supported by --eval (llama, qwen2)")
+    import make_arch_fixtures
+    model = make_arch_fixtures.Model(path, np.float32)
+    assert not model.window and not model.qk_norm and not model.post_norms and not model.gelu
+    assert model.embedding_scale == 1.0 and model.halves
+    return model
+
+
+def evaluate(model, case):
+    iv = case.get("intervention", {})
+    known = {"rope_scale", "mspoe", "position_map", "siw", "hidden_channel"}
+    if set(iv) - known:
+        raise ValueError(f"case {case.get('name')}: unknown intervention fields {sorted(set(iv) - known)}")
+    if iv.get("rope_scale") and iv.get("mspoe"):
+        raise ValueError(f"case {case.get('name')}: rope_scale with mspoe is not modelled here")
+    rope_scale = expand_rope_scale(iv["rope_scale"], model.layers, model.heads) if iv.get("rope_scale") else None
+    chunks = [tuple(c) for c in case.get("chunks", [])]
+    logits, info = forward(model, case["tokens"], chunks, mspoe=iv.get("mspoe"), caliope=iv.get("position_map"),
+                           siw=iv.get("siw"), phs=iv.get("hidden_channel"), rope_scale=rope_scale,
+                           prompt_tokens=case.get("prompt_tokens"))
+    logits = np.atleast_2d(logits)
+    decided = {"name": case.get("name", ""), "rows": int(logits.shape[0])}
+    if iv.get("mspoe"):
+        decided.update(mspoe_ratio=info["mspoe_ratio"], mspoe_score=info["mspoe_score"])
+    if iv.get("position_map"):
+        decided["positions"] = info["positions"]
+    if iv.get("siw"):
+        decided.update(siw_dense=info["siw_dense"], siw_counts=info["siw_counts"])
+    return logits, decided
+
+
+def eval_main(argv):
+    ap = argparse.ArgumentParser(description="evaluation mode: logits and decisions of given cases")
+    ap.add_argument("--eval", required=True,
+                    help="JSON {\"cases\": [{name, tokens, chunks, intervention, prompt_tokens}]} (prompt_tokens: "
+                         "optional, the rows from the prompt's last to the end come back, see forward())")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--logits", required=True,
+                    help="out: float64 logits, one vocab-long row per case (per scored row with prompt_tokens)")
+    ap.add_argument("--decisions", required=True, help="out: JSON of what each method decided, and timings")
+    args = ap.parse_args(argv)
+    with open(args.eval) as f:
+        cases = json.load(f)["cases"]
+    start = time.time()
+    model = load_model(args.model)
+    loaded = time.time() - start
+    decisions = []
+    with open(args.logits, "wb") as out:
+        for case in cases:
+            t0 = time.time()
+            logits, decided = evaluate(model, case)
+            decided["seconds"] = time.time() - t0
+            out.write(np.asarray(logits, dtype="<f8").tobytes())
+            decisions.append(decided)
+    with open(args.decisions, "w") as f:
+        json.dump({"model": os.path.basename(args.model), "load_seconds": loaded,
+                   "vocab": int(model.out.shape[0]), "cases": decisions}, f)
+
+
 if __name__ == "__main__":
-    main()
+    if "--eval" in sys.argv:
+        eval_main(sys.argv[1:])
+    else:
+        main()
