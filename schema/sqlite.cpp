@@ -124,8 +124,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
     // beside it, owned by this user, that the owner's runs could not open
     // afterwards ("attempt to write a readonly database"); reading it as
     // immutable leaves nothing behind.
-    db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
-    immutable_ = true;
+    open_immutable(path);
     return;
   }
   if (mode == Mode::read_only) {
@@ -150,8 +149,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
         std::error_code error;
         if (!non_empty_file(path + "-wal")) std::filesystem::remove(path + "-wal", error);
         if (!index_before) std::filesystem::remove(path + "-shm", error);
-        db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
-        immutable_ = true;
+        open_immutable(path);
         return;
       }
       if (opened != SQLITE_READONLY && opened != SQLITE_CANTOPEN) return;
@@ -197,8 +195,7 @@ Database::Database(const std::string& path, Mode mode) : path_(path), read_only_
     // A directory nobody here may write, and no log: every commit is in the
     // file and no writer can be active in that directory, so reading the
     // file as immutable (no locks, no index) reads exactly what it holds.
-    db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
-    immutable_ = true;
+    open_immutable(path);
     return;
   }
   db_ = open_connection(path, SQLITE_OPEN_READWRITE | (mode == Mode::read_write_create ? SQLITE_OPEN_CREATE : 0), path);
@@ -280,6 +277,13 @@ bool Database::deadline_reached() {
 }
 
 void stop_waits_on(const std::atomic<int>* flag) { stop_flag = flag; }
+
+// Reads the file as it is: no locks, no log or index beside it. Only where
+// no other connection can be writing it (see the callers).
+void Database::open_immutable(const std::string& path) {
+  db_ = open_connection(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+  immutable_ = true;
+}
 
 void Database::fail(const std::string& sql, const std::string& what) const {
   std::string message = path_ + ": " + what + ": " + sqlite3_errmsg(db_);

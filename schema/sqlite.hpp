@@ -165,6 +165,7 @@ class Database {
   sqlite3* db_ = nullptr;
   std::string path_;
   bool read_only_ = false;
+  void open_immutable(const std::string& path);
   bool immutable_ = false;
   std::optional<std::chrono::steady_clock::time_point> deadline_;
   bool deadline_passed_ = false;

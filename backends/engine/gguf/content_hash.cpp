@@ -24,11 +24,10 @@ namespace {
 // Large enough that a 70B file is a few hundred tasks, small enough that two
 // threads share a 100 MB test model.
 constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
-constexpr const char* kPrefix = kDigestPrefix;
 
 bool well_formed(const std::string& hash) {
-  if (hash.size() != std::string(kPrefix).size() + 32 || hash.rfind(kPrefix, 0) != 0) return false;
-  for (std::size_t i = std::string(kPrefix).size(); i < hash.size(); ++i)
+  if (hash.size() != std::string(kDigestPrefix).size() + 32 || hash.rfind(kDigestPrefix, 0) != 0) return false;
+  for (std::size_t i = std::string(kDigestPrefix).size(); i < hash.size(); ++i)
     if (!std::isxdigit(static_cast<unsigned char>(hash[i]))) return false;
   return true;
 }
