@@ -33,6 +33,17 @@ Intervention read_intervention(const std::string& path) {
   }
 }
 
+// Where an evaluation's numbers came from: the cache, this run, or this run
+// completing a row a stopped run had stored in part.
+std::string how_computed(const SplitEvaluation& evaluation, std::size_t prompts) {
+  if (evaluation.cache_hit) return "from the cache";
+  std::string text = format_number(evaluation.wall_seconds, 1) + " s";
+  if (evaluation.resumed_samples > 0)
+    text += ", resumed: " + std::to_string(evaluation.resumed_samples) + " of " + std::to_string(prompts) +
+            " prompts were stored";
+  return text;
+}
+
 std::int64_t experiment_id(Store& store, const std::string& name) {
   const auto record = store.find_experiment(name);
   if (!record) throw std::invalid_argument(store.path() + ": no experiment named '" + name + "' (run it first)");
@@ -87,7 +98,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
     const SplitEvaluation evaluation = Evaluator(prepared->inputs).evaluate(store, intervention);
     out << "experiment '" << experiment.name << "', " << request.split << " split, " << prepared->inputs.metric
         << ", " << prepared->inputs.items.size() << " prompts, "
-        << (evaluation.cache_hit ? "from the cache" : format_number(evaluation.wall_seconds, 1) + " s")
+        << how_computed(evaluation, prepared->inputs.items.size())
         << "\nintervention: " << intervention.canonical() << "\n\n";
     if (request.against.empty()) {
       print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
@@ -99,7 +110,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
     const std::string other_label = against_baseline && label != "baseline" ? "baseline" : "against";
     const SplitEvaluation other_evaluation = Evaluator(prepared->inputs).evaluate(store, other);
     out << "against: " << other.canonical() << " ("
-        << (other_evaluation.cache_hit ? "from the cache" : format_number(other_evaluation.wall_seconds, 1) + " s")
+        << how_computed(other_evaluation, prepared->inputs.items.size())
         << ")\n\n";
     print_side_by_side(json::array({entry_json(other_label, other, other_evaluation),
                                     entry_json(label, intervention, evaluation)}),

@@ -24,12 +24,15 @@ std::string evaluation_cache_key(const Intervention& intervention, const json& d
 namespace {
 
 json summary_json(const std::vector<metrics::PositionAccuracy>& by_position) {
+  // A position without samples (a partial row) has no summary.
+  for (const metrics::PositionAccuracy& p : by_position)
+    if (p.total == 0) return json::object();
   try {
     const metrics::PositionSummary s = metrics::summarize(by_position);
     return {{"mean_percent", s.mean}, {"gap_points", s.gap}, {"std_percent", s.std_dev},
             {"u_shape_covariance", s.u_shape_covariance}, {"u_shape_pearson", s.u_shape_pearson}};
   } catch (const std::invalid_argument&) {
-    return json::object();  // a position without samples has no summary
+    return json::object();
   }
 }
 
@@ -252,7 +255,11 @@ void Evaluator::evaluate_all(Store& store, const std::vector<Intervention>& inte
   RunPlan plan;
   for (std::size_t i = 0; i < interventions.size(); ++i) {
     const std::string key = cache_key(interventions[i]);
-    if (!plan_run(plan, i, interventions[i], key, items_to_run(store, key))) break;
+    std::vector<std::size_t> items = items_to_run(store, key);
+    // Not handed over together: evaluate() runs it in stored slices in its
+    // turn, so a stop loses one slice, not the whole evaluation.
+    if (runs_in_slices(items.size())) continue;
+    if (!plan_run(plan, i, interventions[i], key, std::move(items))) break;
   }
   run_in_order(*in_.backend, in_.run_options, plan, interventions.size(),
                [&](std::size_t i, const PrefetchedRun* ahead) { stored(i, evaluate(store, interventions[i], ahead)); });
@@ -262,10 +269,15 @@ SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& interventi
   const std::string key = cache_key(intervention);
   if (auto cached = store.find_evaluation(key)) return from_record(*cached, true);
   if (auto partial = store.find_partial_evaluation(key)) {
-    const ExtendedEvaluation done =
-        complete_partial(store, std::nullopt, intervention, key, store.evaluation_samples(partial->id), {}, ahead);
-    return from_record(*store.evaluation(done.id), done.was_complete);
+    const std::vector<SampleRecord> samples = store.evaluation_samples(partial->id);
+    if (ahead == nullptr && runs_in_slices(in_.items.size() - samples.size()))
+      return complete_in_slices(store, intervention, key, samples);
+    const ExtendedEvaluation done = complete_partial(store, std::nullopt, intervention, key, samples, {}, ahead);
+    SplitEvaluation out = from_record(*store.evaluation(done.id), done.was_complete);
+    out.resumed_samples = done.was_complete ? 0 : samples.size();
+    return out;
   }
+  if (ahead == nullptr && runs_in_slices(in_.items.size())) return complete_in_slices(store, intervention, key, {});
   NewEvaluation fresh = run(intervention, key, ahead);
   // Another process (a second experiment in the same file) may have stored
   // the same key while the backend ran: its row is the cached result.
@@ -273,6 +285,44 @@ SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& interventi
   if (stored.cache_hit) return from_record(*store.evaluation(stored.id), true);
   fresh.record.id = stored.id;
   return from_record(fresh.record, false);
+}
+
+bool Evaluator::runs_in_slices(std::size_t items) const {
+  return in_.stored_slice_items > 0 && items > in_.stored_slice_items;
+}
+
+SplitEvaluation Evaluator::complete_in_slices(Store& store, const Intervention& intervention, const std::string& key,
+                                              const std::vector<SampleRecord>& samples) const {
+  in_.backend->validate(intervention);
+  // Every position in turn (the first missing item of each, then the
+  // second...), so that a stopped evaluation leaves a row of every position.
+  std::vector<std::size_t> missing = missing_items(samples);
+  std::vector<std::size_t> rank(missing.size()), seen(in_.gold_positions.size(), 0);
+  for (std::size_t k = 0; k < missing.size(); ++k) rank[k] = seen[in_.position_index[missing[k]]]++;
+  std::vector<std::size_t> order(missing.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
+  for (std::size_t& k : order) k = missing[k];
+  missing = std::move(order);
+  const EvaluationRecord described = describe(intervention, key);
+  std::int64_t id = -1;
+  for (std::size_t start = 0; start < missing.size(); start += in_.stored_slice_items) {
+    const std::size_t end = std::min(missing.size(), start + in_.stored_slice_items);
+    const std::vector<std::size_t> slice(missing.begin() + static_cast<std::ptrdiff_t>(start),
+                                         missing.begin() + static_cast<std::ptrdiff_t>(end));
+    EvaluationRecord record = described;
+    record.wall_seconds = 0.0;  // this slice's; add_samples adds it to the row's
+    const std::vector<SampleRecord> fresh = run_items(intervention, slice, record.wall_seconds);
+    const ExtendedEvaluation done = store.add_samples(
+        std::nullopt, record, fresh, [this](const std::vector<SampleRecord>& all) { return summarise(all); });
+    // Another process finished the row while this slice ran: its row is the
+    // cached result.
+    if (done.was_complete) return from_record(*store.evaluation(done.id), true);
+    id = done.id;
+  }
+  SplitEvaluation out = from_record(*store.evaluation(id), false);
+  out.resumed_samples = samples.size();
+  return out;
 }
 
 SplitEvaluation evaluate_on_split(Store& store, const EvaluationInputs& inputs, const Intervention& intervention) {

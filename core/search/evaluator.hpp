@@ -36,6 +36,12 @@ struct EvaluationInputs {
   std::string metric;                       // metric text (part of the cache key)
   RunOptions run_options;
   SampleScorer score;
+  // An evaluation of more items than this, run on its own (not handed over
+  // with others), runs and stores them this many at a time as one partial
+  // row: a run killed during a long evaluation (a held-out step or `ga-run
+  // eval` of hundreds of long prompts) loses one slice, and the next run
+  // completes the row from the samples stored. 0: the whole split at once.
+  std::size_t stored_slice_items = 16;
 };
 
 // The cache key: canonical intervention + dataset slice + metric + model.
@@ -56,6 +62,9 @@ struct SplitEvaluation {
   nlohmann::json summary;  // position_summary_json
   bool cache_hit = false;
   double wall_seconds = 0.0;
+  // Samples of this row already stored when this evaluation began (a
+  // partial row it completed), 0 when it ran every item or none.
+  std::size_t resumed_samples = 0;
 };
 
 // A backend run made ahead of its turn (Backend::run_each, several
@@ -106,8 +115,9 @@ class Evaluator {
   NewEvaluation run(const Intervention& intervention, const std::string& key,
                     const PrefetchedRun* ahead = nullptr) const;
   // The stored evaluation with the same cache key, or run() and store it. A
-  // race's partial row under the key is completed: only its missing samples
-  // run.
+  // partial row under the key (a race's, or a sliced evaluation's that was
+  // stopped) is completed: only its missing samples run. Without `ahead`, a
+  // split larger than stored_slice_items runs and stores in slices.
   SplitEvaluation evaluate(Store& store, const Intervention& intervention,
                            const PrefetchedRun* ahead = nullptr) const;
   // evaluate() for each intervention, in order, with the backend runs they
@@ -146,8 +156,9 @@ class Evaluator {
   // Index of the split's item with this id; throws std::invalid_argument for
   // an id the split does not have.
   std::size_t item_index(const std::string& sample_id) const;
-  // Runs the split's items that `samples` (a partial row's) lacks and stores
-  // them with Store::add_samples (with `individual`, in one transaction).
+  // Runs the split's items that `samples` (a partial row's) lacks, and
+  // stores them with Store::add_samples (with `individual`, in one
+  // transaction).
   ExtendedEvaluation complete_partial(Store& store, std::optional<std::int64_t> run_id,
                                       const Intervention& intervention, const std::string& key,
                                       const std::vector<SampleRecord>& samples,
@@ -155,6 +166,11 @@ class Evaluator {
                                       const PrefetchedRun* ahead = nullptr) const;
 
  private:
+  // Runs the items `samples` lacks stored_slice_items at a time, each slice
+  // added to the key's row as it ends.
+  SplitEvaluation complete_in_slices(Store& store, const Intervention& intervention, const std::string& key,
+                                     const std::vector<SampleRecord>& samples) const;
+  bool runs_in_slices(std::size_t items) const;
   NewEvaluation scored(const Intervention& intervention, const std::string& key, const RunJobResult& result) const;
   std::vector<SampleRecord> scored_items(const std::vector<std::size_t>& indices, const RunJobResult& result) const;
   SampleRecord sample_record(std::size_t index, const SampleOutput& output) const;

@@ -7,12 +7,11 @@
 #
 # A SET is a file-name prefix: qwen05b-kv75 means qwen05b-kv75-baseline*.yaml
 # here. A set's files differ only in seed and name, so their held-out items are
-# distinct and pool into one curve. The work is cut into files because
-# `ga-run eval` stores an evaluation only once all its prompts are scored: a
-# killed run loses the file in flight, never the files before it. `run` is
-# therefore its own resume: a file already evaluated is answered from the
-# results database in seconds ("from the cache"), so after a kill or a reboot
-# the same command goes on where it stopped. Run it under nice on shared cores:
+# distinct and pool into one curve. `run` is its own resume: a file already
+# evaluated is answered from the results database in seconds ("from the
+# cache"), and `ga-run eval` stores its samples 16 prompts at a time, so the
+# file in flight at a kill or a reboot resumes from its last stored slice
+# ("resumed: N of M prompts were stored"). Run it under nice on shared cores:
 #
 #   nohup nice -n 19 experiments/findings/calibrate.sh run qwen05b-kv75 > /tmp/calibrate.log 2>&1 &
 #

@@ -18,12 +18,16 @@ class CountingBackend : public SyntheticTestDoubleBackend {
   CountingBackend() : SyntheticTestDoubleBackend({.layers = 4, .heads = 2, .seed = 5}) {}
   std::vector<SampleOutput> run(const Intervention& iv, const std::vector<BatchItem>& b, const RunOptions& o) override {
     ++runs;
+    if (runs == fail_at_run) throw BackendError("stopped at run " + std::to_string(runs));
+    items_run += static_cast<int>(b.size());
     auto out = SyntheticTestDoubleBackend::run(iv, b, o);
     if (drop_one) out.pop_back();
     return out;
   }
   int runs = 0;
+  int items_run = 0;
   bool drop_one = false;
+  int fail_at_run = 0;  // this run throws, as a killed process stops mid-evaluation
 };
 
 // A backend with a chat template, as the engine and a server have.
@@ -91,7 +95,8 @@ TEST_F(EvaluatorTest, RunScoresTalliesAndSummarisesEverySample) {
 
 TEST_F(EvaluatorTest, EvaluateStoresOnceThenServesTheCache) {
   CountingBackend backend;
-  const EvaluationInputs in = inputs(backend);
+  EvaluationInputs in = inputs(backend);
+  in.stored_slice_items = 0;  // one run of the whole split
   Store store(path("r.db"));
   const Evaluator evaluator(in);
   const SplitEvaluation first = evaluator.evaluate(store, scaled(1.2));
@@ -105,6 +110,75 @@ TEST_F(EvaluatorTest, EvaluateStoresOnceThenServesTheCache) {
   EXPECT_EQ(again.summary, first.summary);
   evaluate_on_split(store, in, scaled(1.3));
   EXPECT_EQ(backend.runs, 2) << "another intervention is another key";
+}
+
+// A long evaluation (`ga-run eval`, the held-out step) stores its samples a
+// slice at a time: stopped part-way, it keeps the slices it finished, and the
+// next evaluation of the same key runs only the rest, ending with the row an
+// uninterrupted evaluation stores.
+TEST_F(EvaluatorTest, AStoppedEvaluationKeepsItsSlicesAndTheNextCompletesIt) {
+  CountingBackend whole_backend;
+  EvaluationInputs whole = inputs(whole_backend);
+  whole.stored_slice_items = 0;
+  Store uninterrupted(path("whole.db"));
+  const SplitEvaluation reference = Evaluator(whole).evaluate(uninterrupted, scaled(1.2));
+  ASSERT_EQ(whole_backend.runs, 1);
+
+  CountingBackend stopped_backend;
+  stopped_backend.fail_at_run = 2;
+  EvaluationInputs in = inputs(stopped_backend);
+  in.stored_slice_items = 8;  // 30 items: slices of 8, 8, 8 and 6
+  Store store(path("r.db"));
+  EXPECT_THROW(Evaluator(in).evaluate(store, scaled(1.2)), BackendError);
+  const std::string key = Evaluator(in).cache_key(scaled(1.2));
+  EXPECT_FALSE(store.find_evaluation(key)) << "an incomplete row is never a cached result";
+  const auto partial = store.find_partial_evaluation(key);
+  ASSERT_TRUE(partial) << "the first slice is kept";
+  EXPECT_EQ(store.evaluation_samples(partial->id).size(), 8u);
+
+  CountingBackend next_backend;
+  EvaluationInputs next = inputs(next_backend);
+  next.stored_slice_items = 8;
+  const SplitEvaluation resumed = Evaluator(next).evaluate(store, scaled(1.2));
+  EXPECT_FALSE(resumed.cache_hit);
+  EXPECT_EQ(resumed.resumed_samples, 8u);
+  EXPECT_EQ(next_backend.items_run, 22) << "only the items not stored ran";
+  EXPECT_EQ(next_backend.runs, 3);
+  EXPECT_EQ(resumed.evaluation_id, partial->id);
+  EXPECT_EQ(resumed.scores, reference.scores);
+  EXPECT_EQ(resumed.summary, reference.summary);
+  const auto stored = store.evaluation_samples(resumed.evaluation_id);
+  const auto expected = uninterrupted.evaluation_samples(reference.evaluation_id);
+  ASSERT_EQ(stored.size(), expected.size());
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].sample_id, expected[i].sample_id);
+    EXPECT_EQ(stored[i].correct, expected[i].correct);
+    EXPECT_EQ(stored[i].gold_logprob, expected[i].gold_logprob);
+  }
+  ASSERT_TRUE(store.find_evaluation(key)) << "complete now, so served from the cache";
+  const SplitEvaluation cached = Evaluator(next).evaluate(store, scaled(1.2));
+  EXPECT_TRUE(cached.cache_hit);
+  EXPECT_EQ(next_backend.runs, 3);
+}
+
+// evaluate_all hands small evaluations to the backend together and leaves
+// one larger than a slice to run in stored slices in its turn.
+TEST_F(EvaluatorTest, EvaluateAllRunsALargeSplitInSlices) {
+  CountingBackend backend;
+  EvaluationInputs in = inputs(backend);
+  in.stored_slice_items = 8;
+  Store store(path("r.db"));
+  std::vector<SplitEvaluation> results(2);
+  Evaluator(in).evaluate_all(store, {scaled(1.1), scaled(1.2)},
+                             [&](std::size_t i, SplitEvaluation e) { results[i] = std::move(e); });
+  EXPECT_EQ(backend.runs, 8) << "two evaluations of four slices each";
+  EXPECT_EQ(backend.items_run, 60);
+  for (const SplitEvaluation& e : results) {
+    EXPECT_FALSE(e.cache_hit);
+    EXPECT_TRUE(store.evaluation(e.evaluation_id));
+  }
+  EXPECT_TRUE(store.find_evaluation(Evaluator(in).cache_key(scaled(1.1))));
+  EXPECT_TRUE(store.find_evaluation(Evaluator(in).cache_key(scaled(1.2))));
 }
 
 TEST_F(EvaluatorTest, AShortAnswerFromTheBackendIsABackendError) {
