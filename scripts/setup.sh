@@ -3,6 +3,7 @@
 # and a release build in build/. Safe to run again (everything is cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/phases.sh
 
 # python3-venv: scripts/fetch_peers.sh makes the peer tests' pinned Python with it.
 PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
@@ -10,6 +11,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip p
   libgtest-dev libgmock-dev libyaml-cpp-dev libcpp-httplib-dev zlib1g-dev libpcre2-dev libxxhash-dev
   openmpi-bin libopenmpi-dev)
 
+phase "system packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
@@ -22,8 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
 
+phase "test model and vocabularies"
 scripts/fetch_model.sh >/dev/null
 scripts/fetch_vocabs.sh >/dev/null  # llama.cpp's tokenizer test vectors
 
+phase "release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"

@@ -12,22 +12,53 @@
 #                             inner loop while changing code
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/phases.sh
 quick=false
 case "${1:-}" in
   --quick) quick=true ;;
   "") ;;
   *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
 esac
+phase "model and vocabularies"
 export MIDTUNE_MODEL="${MIDTUNE_MODEL:-$(scripts/fetch_model.sh)}"
 export MIDTUNE_VOCAB_DIR="${MIDTUNE_VOCAB_DIR:-$(scripts/fetch_vocabs.sh)}"
 
+# The packages only the whole suite needs (chromium for the browser test,
+# Slurm and munge for the Slurm check) install in the background while the
+# sanitizer build runs: apt waits on the network and disk, the build on the
+# cores. Best effort: where this cannot install (no root, no password-less
+# sudo), the steps below install or skip as before.
+apt_log=""
+if ! $quick; then
+  background_packages=()
+  command -v chromium >/dev/null 2>&1 || background_packages+=(chromium)
+  { command -v slurmctld && command -v slurmd && command -v munged; } >/dev/null 2>&1 ||
+    background_packages+=(slurm-wlm munge)
+  if [ ${#background_packages[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    apt_log=$(mktemp)
+    { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${background_packages[@]}"; } \
+      >"$apt_log" 2>&1 </dev/null &
+    apt_pid=$!
+  fi
+fi
+
+phase "sanitizer build (unit tests only)"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMIDTUNE_SANITIZE=ON >/dev/null
 # Only what the unit tests link: the tools and benchmarks run from build/.
 cmake --build build-asan -j"$(nproc)" --target unit_tests
-(cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)")
+phase "unit tests under ASan+UBSan"
+unit_status=0
+(cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)") || unit_status=$?
+slowest_tests build-asan 10
+[ "$unit_status" = 0 ] || exit "$unit_status"
 if $quick; then exit 0; fi
 
+phase "release build"
 cmake --build build -j"$(nproc)"
+phase "peers (llama.cpp, Python, re-quantised models)"
 # The peers of the `peer` tests (llama.cpp's tools, the numpy reference's
 # Python, re-quantised models, a real Gemma 3 and its tokenizer vectors).
 # Under CI=true a failure here is a failure; elsewhere the peer tests then
@@ -40,6 +71,12 @@ elif [ "${CI:-}" = true ]; then
   exit 1
 else
   echo "test: scripts/fetch_peers.sh failed; the peer tests will skip" >&2
+fi
+phase "chromium, Slurm and munge packages"
+if [ -n "$apt_log" ]; then
+  wait "$apt_pid" || echo "test: the background install of ${background_packages[*]} failed:" \
+    "$(tail -n 3 "$apt_log")" >&2
+  rm -f "$apt_log"
 fi
 # Debian's chromium renders the HTML report in html_report_test (a browser
 # test). Only the tests need it, so the set-up leaves it out; under CI=true a
@@ -56,7 +93,14 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "test: chromium not installed; the browser test will skip" >&2
   fi
 fi
-(cd build && ctest --output-on-failure -LE unit)
+phase "integration, model and peer tests"
+rest_status=0
+# -j: the model and peer tests hold both slots of a two-core machine (their
+# PROCESSORS, tests/CMakeLists.txt); the others share the cores.
+(cd build && ctest --output-on-failure -LE unit -j"$(nproc)") || rest_status=$?
+slowest_tests build 10
+[ "$rest_status" = 0 ] || exit "$rest_status"
+phase "Slurm check"
 # scripts/slurm/ga-run.sbatch under a real Slurm: a throwaway single-node
 # cluster on 127.0.0.1 (about 2 minutes). It needs root: it installs
 # slurm-wlm and munge and starts its own munged, slurmctld and slurmd.
