@@ -59,18 +59,20 @@ class ModelIdentityRun : public testing::TempDirTest {
     TempDirTest::TearDown();
   }
 
+  // One prompt per gold position and split, a 2-genome GA: what is checked
+  // is which evaluations are shared and what computed them, not scores.
   std::string engine_experiment(const std::string& name, const std::string& model) const {
     return "name: " + name + R"(
 seed: 99
 backend: {kind: engine, model: )" + model + R"(, device: cpu, threads: 2}
-dataset: {kind: kv, pairs: 4, gold_positions: [0.0, 0.5, 1.0], search_samples: 2, heldout_samples: 2,
+dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, heldout_samples: 1,
           metric: teacher_forced, prime_answer: true}
 objective:
   kind: lpes
   lpes: {curve: bezier, degree: 1, x_step: 1, y_min: 1.0, y_max: 1.2, y_step: 0.05}
 search:
   strategy: ga
-  ga: {population: 4, parents: 2, generations: 1, mutants: 1, crossovers: 1}
+  ga: {population: 2, parents: 1, generations: 1, mutants: 1, crossovers: 0}
 storage: {db: results.db}
 )";
   }
@@ -161,6 +163,7 @@ TEST_F(ModelIdentityRun, AResumeOnAnotherKernelPathWarnsAndTheReportSaysWhichCom
   const std::string model = path("model.gguf");
   testing::TinyGgufWriter::write(model, testing::tiny_arch_gguf(spec, GgufFile(vocab_dir() / spec.vocab_file)));
   std::string yaml = engine_experiment("paths", model);
+  // Generations left after the first: the kill lands before the run ends.
   yaml.replace(yaml.find("generations: 1"), 14, "generations: 4");
   write_text(path("paths.yaml"), yaml);
 

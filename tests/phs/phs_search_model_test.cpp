@@ -1,7 +1,7 @@
 // `ga-run phs-search` on the real SmolLM2-135M with tiny sizes (4 strings x
-// 96 tokens, 2 candidates, 4 validation prompts): the printed table, the
-// phs_channels rows, errors that need the model's shape, and the residual
-// hook (ForwardHooks::on_layer_output) under chunked prefill.
+// 96 tokens, 2 candidates, 1 validation prompt of 2 pairs): the printed
+// table, the phs_channels rows, errors that need the model's shape, and the
+// residual hook (ForwardHooks::on_layer_output) under chunked prefill.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,7 +34,10 @@ class PhsSearchModel : public testing::TempDirTest {
     a.tokens = 96;
     a.smooth_window = 10;
     a.top_k = 2;
-    a.val_prompts = 4;
+    // The validation prompts, run for the plain model and for each
+    // candidate, are most of the time: the fewest and shortest it takes.
+    a.val_prompts = 1;
+    a.val_pairs = 2;
     a.threads = 2;
     a.quiet = true;
     return a;
