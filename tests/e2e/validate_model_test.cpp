@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
@@ -74,6 +76,44 @@ TEST_F(ValidateOnModel, EveryShippedExperimentValidates) {
     checked += v.exit_code == 0;
   }
   EXPECT_GE(checked, 6) << "the six generated-KV experiments need no data file";
+}
+
+// The findings' experiments (experiments/findings/) run for hours on real
+// models that CI does not fetch; here each runs cut to the smallest size on
+// the test model (3 pairs, one prompt per position and split, one
+// generation of two genomes), results in a scratch file, so a change to the
+// format or the code that would break one is caught before anyone starts it.
+TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
+  const std::vector<std::pair<std::regex, std::string>> cuts = {
+      {std::regex(R"(\bmodel: \S+)"), "model: " + test_model_path().string()},
+      {std::regex(R"(\bpairs: \d+)"), "pairs: 3"},
+      {std::regex(R"(\b(search|heldout)_samples: \d+)"), "$1_samples: 1"},
+      {std::regex(R"(\bgenerations: \d+)"), "generations: 1"},
+      {std::regex(R"(\bpopulation: \d+)"), "population: 2"},
+      {std::regex(R"(\bdb: \S+)"), "db: " + path("findings.db")},
+  };
+  int ran = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(MIDTUNE_SOURCE_DIR) + "/experiments/findings")) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    for (const auto& [pattern, cut] : cuts) yaml = std::regex_replace(yaml, pattern, cut);
+    const std::string file = path(entry.path().filename().string());
+    std::ofstream(file) << yaml;
+    const Finished v = validate(file);
+    EXPECT_EQ(v.exit_code, 0) << entry.path() << "\n" << v.err;
+    // A baseline file is evaluated (ga-run eval, as calibrate.sh runs it);
+    // any other is a search, run to its held-out step.
+    const bool baseline = entry.path().filename().string().find("-baseline") != std::string::npos;
+    const Finished run = baseline ? run_ga_run({"eval", file, "--split", "heldout"}, dir_.string())
+                                  : run_ga_run({file, "--quiet"}, dir_.string());
+    EXPECT_EQ(run.exit_code, 0) << entry.path() << "\n" << run.err;
+    ++ran;
+  }
+  EXPECT_GE(ran, 9) << "the calibration sets";
 }
 
 }  // namespace
