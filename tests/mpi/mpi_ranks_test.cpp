@@ -108,22 +108,59 @@ class MpiRanks : public testing::TempDirTest {
     return ended;
   }
 
-  // ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
-  Finished ga_run(int ranks, const std::vector<std::string>& args, double limit_s) const {
+  // Whether `pid` has exited: no such process, or a zombie (Z) or one being
+  // torn down (X), as the lease check counts it (schema/process_identity.cpp).
+  // A rank whose launcher ended first stays a zombie until init reaps it,
+  // here a second or two later.
+  static bool exited(pid_t pid) {
+    if (kill(pid, 0) != 0) return true;
+    std::istringstream stat(testing::read_file("/proc/" + std::to_string(pid) + "/stat"));
+    std::string id, comm, state;
+    stat >> id >> comm >> state;
+    return state == "Z" || state == "X";
+  }
+
+  // The command line of ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
+  static std::vector<std::string> ga_run_argv(int ranks, const std::vector<std::string>& args) {
     std::vector<std::string> argv;
 #ifdef MIDTUNE_MPIEXEC
     if (ranks > 0) argv = {MIDTUNE_MPIEXEC, "--oversubscribe", "-n", std::to_string(ranks)};
 #endif
     argv.push_back(testing::ga_run_path());
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_bounded(argv, limit_s);
+    return argv;
   }
 
-  // Runs exp.yaml plainly and on each rank count; every database must hold
-  // the plain run's rows and give its report.
+  // ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
+  Finished ga_run(int ranks, const std::vector<std::string>& args, double limit_s) const {
+    return run_bounded(ga_run_argv(ranks, args), limit_s);
+  }
+
+  // Runs `plain_yaml` (exp.yaml, or the same experiment without the test
+  // double's latencies) plainly and exp.yaml on each rank count; every
+  // database must hold the plain run's rows and give its report. The runs
+  // start together, each on its own database and output files: one process
+  // on one thread, or one evaluator, would leave a core idle.
   void same_results_for_rank_counts(const std::vector<int>& rank_counts, const std::string& unit_prompts,
-                                    double limit_s) {
-    const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, limit_s);
+                                    double limit_s, const std::string& plain_yaml = "exp.yaml") {
+    std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
+        {"plain", ga_run_argv(0, {path(plain_yaml), "--db", path("plain.db"), "--quiet"})}};
+    for (const int n : rank_counts) {
+      const std::string name = "ranks" + std::to_string(n);
+      jobs.push_back(
+          {name, ga_run_argv(n, {path("exp.yaml"), "--db", path(name + ".db"), "--unit-prompts", unit_prompts})});
+    }
+    std::vector<pid_t> pids;
+    for (const auto& [name, argv] : jobs)
+      pids.push_back(testing::spawn_process(argv, path(name + ".out"), path(name + ".err")));
+    std::map<std::string, Finished> finished;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const std::string& name = jobs[i].first;
+      bool timed_out = false;
+      finished[name] = testing::wait_bounded(pids[i], path(name + ".out"), path(name + ".err"), limit_s, &timed_out);
+      if (timed_out) ADD_FAILURE() << name << " still running after " << limit_s << " s; killed";
+    }
+    const Finished& plain = finished["plain"];
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     const Finished plain_report = ga_run(0, {"report", path("plain.db"), "--format", "json"}, 60);
     ASSERT_EQ(plain_report.exit_code, 0) << plain_report.err;
@@ -132,8 +169,7 @@ class MpiRanks : public testing::TempDirTest {
     for (const int n : rank_counts) {
       SCOPED_TRACE("mpirun -n " + std::to_string(n));
       const std::string db = path("ranks" + std::to_string(n) + ".db");
-      const Finished run =
-          ga_run(n, {path("exp.yaml"), "--db", db, "--unit-prompts", unit_prompts}, limit_s);
+      const Finished& run = finished["ranks" + std::to_string(n)];
       ASSERT_EQ(run.exit_code, 0) << run.err;
       EXPECT_NE(run.err.find(std::to_string(n - 1) + " evaluator ranks, units of " + unit_prompts + " prompts"),
                 std::string::npos)
@@ -197,6 +233,9 @@ TEST_F(MpiRanks, SyntheticSearchWithRacingStoresTheSameRowsForAnyRankCount) {
 TEST_F(MpiRanks, RacingSpeculatesTheNextStepWithoutChangingTheRows) {
   std::string yaml = testing::synthetic_lpes_experiment("mpi-speculate", 3, 0.0) +
                      "  racing: {first: 2, step: 2, confidence: 0.8}\n";
+  // The plain run without the sleeps: the test double's latencies change no
+  // result and are no part of the experiment's fingerprint.
+  write("plain.yaml", yaml);
   const std::string latency = "latency_ms: 0.000000}";
   ASSERT_NE(yaml.find(latency), std::string::npos);
   yaml.replace(yaml.find(latency), latency.size(), "prompt_latency_ms: 5}");
@@ -205,7 +244,7 @@ TEST_F(MpiRanks, RacingSpeculatesTheNextStepWithoutChangingTheRows) {
   // candidate's step one unit, so every speculative unit sent is a whole
   // speculative run. Normal: about 2 s per run (the sleeps); the bound only
   // catches a hang.
-  same_results_for_rank_counts({2, 5}, "6", 300);
+  same_results_for_rank_counts({2, 5}, "6", 300, "plain.yaml");
   // 1 evaluator is free during every look; with 4, each step with a next
   // one also ends with 3 evaluators free while the last candidate's unit
   // (30 ms of sleep) is computed. Most candidates survive a look: some
@@ -242,14 +281,29 @@ fs::path test_model() {
 // give the rows of a single process bit for bit.
 TEST_F(MpiRanks, EngineSearchStoresTheSameRowsForAnyRankCount) {
   if (test_model().empty() || !fs::exists(test_model())) GTEST_SKIP() << "MIDTUNE_MODEL not set or missing";
+  // One-letter keys and short values instead of generated UUIDs: prompts
+  // of about 100 tokens rather than 350 (the forward passes are the test's
+  // whole cost), the answer still several tokens, and still 3 pairs so that
+  // the 3 gold positions are 3 different prompts.
+  write("kv.jsonl",
+        "{\"ordered_kv_records\": [[\"a\", \"91c2\"], [\"b\", \"b8a4\"], [\"c\", \"2f97\"]], \"key\": \"b\", "
+        "\"value\": \"b8a4\"}\n"
+        "{\"ordered_kv_records\": [[\"d\", \"7b15\"], [\"e\", \"d40c\"], [\"f\", \"1e83\"]], \"key\": \"f\", "
+        "\"value\": \"1e83\"}\n");
+  // One item per split: a search evaluation and each held-out role are 3
+  // prompts, cut into units of 2 + 1 (the second unit alone, without the
+  // shared prefix). Two candidates evaluated at once, then a generation
+  // bred from them.
   write("exp.yaml", "name: mpi-engine\nseed: 5\nbackend: {kind: engine, model: " + test_model().string() +
                         ", device: cpu, threads: 1}\n"
-                        "dataset: {kind: kv, pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, "
-                        "heldout_samples: 2, prime_answer: true}\n"
+                        "dataset: {kind: kv, file: " + path("kv.jsonl") +
+                        ", pairs: 3, gold_positions: [0.0, 0.5, 1.0], search_samples: 1, heldout_samples: 1, "
+                        "prime_answer: true}\n"
                         "objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 2}\n"
-                        "search:\n  strategy: ga\n  ga: {population: 4, parents: 2, generations: 1, mutants: 1, "
-                        "crossovers: 1}\n");
-  // Normal: about a minute per run on two loaded cores; the bound catches a hang.
+                        "search:\n  strategy: ga\n  ga: {population: 2, parents: 1, generations: 1, mutants: 1, "
+                        "crossovers: 0}\n");
+  // Normal: half a minute for the three runs on two loaded cores; the bound
+  // catches a hang.
   same_results_for_rank_counts({2, 3}, "2", 540);
 }
 
@@ -365,9 +419,12 @@ std::map<int, pid_t> ranks_of(pid_t launcher) {
 TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
   // 60 ms a backend call: with the evaluators on several candidates at once
   // the search still lasts well past the latest kill moment on 3 evaluators.
-  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 60.0) +
-                        "  racing: {first: 2, step: 2, confidence: 0.8}\n");
-  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  const std::string racing = "  racing: {first: 2, step: 2, confidence: 0.8}\n";
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 60.0) + racing);
+  // The uninterrupted run without the sleeps: the latency changes no result
+  // and is no part of the experiment's fingerprint.
+  write("plain.yaml", testing::synthetic_lpes_experiment("mpi-kill", 10, 0.0) + racing);
+  const Finished plain = ga_run(0, {path("plain.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
 
   std::random_device device;
@@ -418,7 +475,7 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
     // Every rank is gone before the next start (the lease of a dead driver is taken over).
     for (const auto& [rank, pid] : ranks)
-      for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int i = 0; i < 500 && !exited(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!fs::exists(path("killed.db"))) continue;  // killed during start-up
     EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
     const int stored = testing::stored_individuals(path("killed.db"));
@@ -442,8 +499,12 @@ TEST_F(MpiRanks, KilledRankEndsTheJobAndAnyRankCountResumesToTheSameRows) {
 // the file stays intact, and a rerun on another rank count evaluates only
 // what was missing and ends with the uninterrupted run's rows and report.
 TEST_F(MpiRanks, KilledInTheHeldOutStepResumesToTheSameRowsAndReport) {
-  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill-heldout", 3, 60.0));
-  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  // A search of two generations: each try sits through it before the
+  // held-out step it aims at.
+  write("exp.yaml", testing::synthetic_lpes_experiment("mpi-kill-heldout", 1, 60.0));
+  // The uninterrupted run without the sleeps (they change no result).
+  write("plain.yaml", testing::synthetic_lpes_experiment("mpi-kill-heldout", 1, 0.0));
+  const Finished plain = ga_run(0, {path("plain.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const std::string generations = testing::query_rows(path("plain.db"), "SELECT count(*) FROM generations")[0];
   const std::string roles = testing::query_rows(path("plain.db"), "SELECT count(*) FROM heldout_results")[0];
@@ -485,7 +546,7 @@ TEST_F(MpiRanks, KilledInTheHeldOutStepResumesToTheSameRowsAndReport) {
     ASSERT_TRUE(ended) << "the job outlived a killed rank " << victim << " by 30 s";
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << victim << " killed, exit 0";
     for (const auto& [rank, pid] : ranks)
-      for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int i = 0; i < 500 && !exited(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(testing::query_rows(path("killed.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
     landed = std::to_string(count("SELECT count(*) FROM heldout_results")) != roles;
   }
@@ -517,12 +578,15 @@ TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
     ranks = ranks_of(launcher);
   }
   ASSERT_EQ(ranks.size(), 3u);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // into the search
+  // Into the search: its first checkpoint stored, 29 generations to go
+  // (normal: a second; the bound catches a hang).
+  const bool reached = testing::wait_for_generations(path("results.db"), 1, 120);
   kill(ranks.at(1), SIGSTOP);
   int status = 0;
   // Normal: the 2 s deadline plus the abort, about 3 s; 60 s catches a hang.
   const bool ended = ended_within(launcher, status, std::chrono::seconds(60));
   for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
+  ASSERT_TRUE(reached) << "no checkpoint within 120 s";
   ASSERT_TRUE(ended) << "the job outlived a hung evaluator by 60 s";
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   const std::string err = testing::read_file(path("err.txt"));
@@ -540,10 +604,12 @@ TEST_F(MpiRanks, HungEvaluatorEndsTheJobAfterTheUnitTimeout) {
 // uninterrupted run.
 TEST_F(MpiRanks, SigtermStopsTheJobResumablyAndAnotherRankCountResumes) {
   std::string yaml = testing::synthetic_lpes_experiment("mpi-stop", 4, 0.0);
+  // The uninterrupted run without the sleeps (they change no result).
+  write("plain.yaml", yaml);
   // Units of 4 prompts of 20 ms: 80 ms a unit, 6 units an evaluation.
   yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
   write("exp.yaml", yaml);
-  const Finished plain = ga_run(0, {path("exp.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
+  const Finished plain = ga_run(0, {path("plain.yaml"), "--db", path("plain.db"), "--quiet"}, 300);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const int all_generations = testing::stored_generations(path("plain.db"));
   ASSERT_EQ(all_generations, 5);
@@ -583,8 +649,10 @@ TEST_F(MpiRanks, SigtermStopsTheJobResumablyAndAnotherRankCountResumes) {
     EXPECT_TRUE(testing::query_rows(path("stopped.db"), "SELECT pid FROM experiment_leases").empty());
     EXPECT_LT(testing::stored_generations(path("stopped.db")), all_generations) << "stopped mid-search";
   }
+  // A rank count neither stopped job had; 3 evaluators sleep through the
+  // rest of the search sooner than 1.
   const Finished resumed =
-      ga_run(2, {path("exp.yaml"), "--db", path("stopped.db"), "--quiet", "--unit-prompts", "4"}, 300);
+      ga_run(4, {path("exp.yaml"), "--db", path("stopped.db"), "--quiet", "--unit-prompts", "4"}, 300);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   for (const auto& [what, sql] : kRows)
     EXPECT_EQ(testing::query_rows(path("stopped.db"), sql), testing::query_rows(path("plain.db"), sql)) << what;
@@ -598,12 +666,12 @@ TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
   std::string yaml = testing::synthetic_lpes_experiment("mpi-stop-hang", 30, 0.0);
   yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 20, ");
   write("exp.yaml", yaml);
-  // 20 s: far above a unit's 80 ms, and far above the 3 s between the
+  // 10 s: far above a unit's 80 ms, and 7 s above the 3 s between the
   // SIGSTOP and the SIGTERM below even on a loaded machine, so the deadline
-  // that ends the job is the stop's.
+  // that ends the job is the stop's. The test sits through most of it.
   const std::vector<std::string> argv = {MIDTUNE_MPIEXEC_OR_EMPTY, "--oversubscribe", "-n", "3",
                                          testing::ga_run_path(), path("exp.yaml"), "--db", path("results.db"),
-                                         "--quiet", "--unit-prompts", "4", "--unit-timeout", "20"};
+                                         "--quiet", "--unit-prompts", "4", "--unit-timeout", "10"};
   const pid_t launcher = testing::spawn_process(argv, path("out.txt"), path("err.txt"));
   const bool reached = testing::wait_for_generations(path("results.db"), 1, 120);
   const std::map<int, pid_t> ranks = ranks_of(launcher);
@@ -616,14 +684,14 @@ TEST_F(MpiRanks, StopWithAUnitThatDoesNotComeBackEndsTheJobAsStopped) {
     kill(ranks.at(0), SIGTERM);
   }
   bool timed_out = false;
-  // Normal: the 20 s deadline and MPI's abort; the bound catches a hang.
+  // Normal: the 10 s deadline and MPI's abort; the bound catches a hang.
   const Finished stopped = testing::wait_bounded(launcher, path("out.txt"), path("err.txt"), 120, &timed_out);
   for (const auto& [rank, pid] : ranks) kill(pid, SIGKILL);  // none is left when the job ended
   ASSERT_TRUE(reached) << stopped.err;
   ASSERT_EQ(ranks.size(), 3u) << stopped.err;
   ASSERT_FALSE(timed_out) << "still running 120 s after the signal\n" << stopped.err;
   EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
-  EXPECT_NE(stopped.err.find("SIGTERM: stopped with 1 units in flight that did not come back within 20 s"),
+  EXPECT_NE(stopped.err.find("SIGTERM: stopped with 1 units in flight that did not come back within 10 s"),
             std::string::npos)
       << stopped.err;
   EXPECT_EQ(testing::query_rows(path("results.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
