@@ -88,7 +88,7 @@ std::string test_name(std::string kind) {
 
 struct TinyModels {
   std::unique_ptr<::midtune::testing::MemoryFile> file;
-  std::unique_ptr<Model> cpu;
+  std::unique_ptr<Model> cpu;  // loaded by the first test that compares with it (BatchedArchTest::cpu)
 };
 
 TinyModels* tiny_model(const std::string& name) {
@@ -101,7 +101,6 @@ TinyModels* tiny_model(const std::string& name) {
     const GgufFile vocab(vocab_path);
     TinyModels m;
     m.file = std::make_unique<::midtune::testing::MemoryFile>(::midtune::testing::tiny_arch_gguf(spec, vocab));
-    m.cpu = std::make_unique<Model>(m.file->path(), Isa::scalar);
     return &cache.emplace(name, std::move(m)).first->second;
   }
   throw std::logic_error("no tiny model " + name);
@@ -150,7 +149,10 @@ class BatchedArchTest : public ::testing::TestWithParam<std::tuple<std::string, 
     if (device_ == nullptr) GTEST_SKIP() << "no CUDA device";
     batched_ = std::make_unique<Model>(models_->file->path(), *device_);
   }
-  Model& cpu() const { return *models_->cpu; }
+  Model& cpu() const {
+    if (!models_->cpu) models_->cpu = std::make_unique<Model>(models_->file->path(), Isa::scalar);
+    return *models_->cpu;
+  }
 
   // Last-row logits of one prompt on the CPU engine and on the batched one.
   std::vector<float> cpu_logits(const std::vector<std::int32_t>& tokens, const hooks::EngineIntervention& ei) const {
@@ -342,7 +344,11 @@ TEST_P(BatchedArchTest, BatchedDecodeStepsEqualThePerSequencePath) {
     return logits;
   };
   const bool gpu = std::get<0>(GetParam()).starts_with("cuda");
-  for (Model* model : {batched_.get(), &cpu()}) {
+  // The CPU engine's half is the same whatever the device: run once, beside
+  // the host reference device (every machine has it).
+  std::vector<Model*> models = {batched_.get()};
+  if (std::get<0>(GetParam()) == "reference") models.push_back(&cpu());
+  for (Model* model : models) {
     const std::vector<float> batched = run(*model, 16), per_sequence = run(*model, 0);
     ASSERT_EQ(batched.size(), per_sequence.size());
     double worst = 0.0, scale = 0.0;
@@ -546,6 +552,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 std::string chat(const std::string& user) { return "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"; }
 
+// One item a key, with its right gold: a wrong gold's rows would be the
+// right one's up to the number, so its decision (false on both engines, for
+// every method) would add nothing but another prefill of the prompt.
 std::vector<BatchItem> kv_items() {
   std::vector<BatchItem> items;
   const std::string pairs[][2] = {{"apple", "4471"}, {"pear", "9032"}, {"plum", "1187"}, {"fig", "5520"}};
@@ -563,9 +572,6 @@ std::vector<BatchItem> kv_items() {
     item.prompt_text = chat(context + "What does '" + p[0] + "' map to? Answer with the number only.");
     item.chunks = spans;
     item.gold = "The key '" + p[0] + "' maps to " + p[1];
-    items.push_back(item);
-    item.id += "-wrong";
-    item.gold = "The key '" + p[0] + "' maps to 1234";
     items.push_back(item);
   }
   return items;
@@ -597,9 +603,15 @@ TEST_P(BatchedSmolLm2Test, TeacherForcedDecisionsMatchTheCpuEngineForEveryMethod
       {"siw", {{"siw", {{"alpha_dense", 0.8}, {"alpha_sparse", 1.2}, {"sigma", 1.0}, {"layers", {2, 3, 4}}}}}},
       {"phs", {{"hidden_channel", {{"channel", 17}, {"scale", 2.0}, {"layers", {5, 6, 7, 8}}}}}},
   };
+  // The `file` weight form changes the products alone, which every method
+  // runs alike: there the plain model (prompt and gold in one call) and one
+  // hooked method (PHS: the gold as decode steps, whose few rows multiply
+  // straight from the blocks) run; every method runs on the other forms.
+  const bool file_form = GetParam().ends_with("-file");
   int same = 0, total = 0;
   double worst_logprob = 0.0;
   for (const auto& [name, json] : interventions) {
+    if (file_form && name != "plain" && name != "phs") continue;
     Intervention iv;
     if (name == "lpes") {  // one scale per layer, a slowly rising curve
       std::vector<std::vector<double>> rows;
@@ -640,8 +652,8 @@ TEST_P(BatchedSmolLm2Test, GenerateDecodesTheBatchTogetherAsTheCpuEngine) {
   for (std::size_t i = 0; i < items.size(); ++i) same += got[i].output_text == expected[i].output_text;
   std::printf("  %s: greedy text equal to the CPU engine's on %d of %zu items ('%s')\n", GetParam().c_str(), same,
               items.size(), got[0].output_text.c_str());
-  // Measured 8 of 8 on the host reference device; bf16 may part at near-ties.
-  EXPECT_GE(same, static_cast<int>(items.size()) - 2);
+  // Measured 4 of 4 on the host reference device; bf16 may part at a near-tie.
+  EXPECT_GE(same, static_cast<int>(items.size()) - 1);
   // The whole batch in one prefill pass, then one pass per step at most.
   EXPECT_LE(batched_->last_run_passes(), gen.max_new_tokens);
 }

@@ -98,19 +98,6 @@ class Requantised : public ::testing::TestWithParam<std::string> {
   fs::path file() const { return quantised(GetParam()); }
 };
 
-TEST_P(Requantised, LogitsWithinToleranceOfTheFp32ReferenceOfTheSameFile) {
-  REQUIRE_PEERS(python(), file());
-  std::vector<std::vector<std::int32_t>> prompts;
-  for (const auto& c : logits_fixture().at("cases"))
-    if (c.at("rope_scale").empty()) prompts.push_back(c.at("tokens").get<std::vector<std::int32_t>>());
-  ASSERT_EQ(prompts.size(), 12u);
-  const LogitComparison got = compare_logits(file(), "fp32", prompts);
-  const double tolerance = kLogitTolerance.at(GetParam());
-  std::printf("%s: worst |engine - fp32 reference| %.3f over %zu prompts (tolerance %.2f), top-1 kept %d/%zu\n",
-              GetParam().c_str(), got.worst, prompts.size(), tolerance, got.top1_kept, prompts.size());
-  EXPECT_LT(got.worst, tolerance);
-}
-
 // Two quantisations of one model share its name, architecture, shapes and
 // tokenizer: only the content hash keeps their results apart (the identity's
 // key is part of every evaluation's cache key and of the resume check).
@@ -128,13 +115,31 @@ TEST(RequantisedIdentity, TwoQuantisationsOfOneModelHaveTwoIdentities) {
   EXPECT_NE(q4_1.key(), q8_0.key());
 }
 
-TEST_P(Requantised, GreedyMatchesLlamaSimpleExceptAtNearTies) {
+// One test a file, so that one reference run (its load dequantises every
+// matrix) serves both checks: greedy text against llama-simple, then the 12
+// fixture prompts' logits and the partings' in that one run.
+TEST_P(Requantised, LogitsWithinToleranceOfTheFp32ReferenceAndGreedyMatchesLlamaSimpleExceptAtNearTies) {
   REQUIRE_PEERS(python(), llama_simple(), file());
-  std::vector<std::string> prompts;
-  for (int index : kGreedyPrompts) prompts.push_back(logits_fixture().at("cases").at(index).at("prompt"));
-  const auto partings = compare_greedy(file(), GetParam(), prompts, kQuantisedGreedyTokens, kGreedyPrompts);
-  expect_near_ties(file(), "fp32", partings, kQuantisedNearTie,
-                   GgufFile(file()).get_string_array("tokenizer.ggml.tokens").size());
+  std::vector<std::string> texts;
+  for (int index : kGreedyPrompts) texts.push_back(logits_fixture().at("cases").at(index).at("prompt"));
+  const auto partings = compare_greedy(file(), GetParam(), texts, kQuantisedGreedyTokens, kGreedyPrompts);
+
+  std::vector<std::vector<std::int32_t>> sequences;
+  for (const auto& c : logits_fixture().at("cases"))
+    if (c.at("rope_scale").empty()) sequences.push_back(c.at("tokens").get<std::vector<std::int32_t>>());
+  ASSERT_EQ(sequences.size(), 12u);
+  const std::size_t prompts = sequences.size();
+  for (auto& prefix : agreed_prefixes(partings)) sequences.push_back(std::move(prefix));
+  Model model(file());
+  const auto ref = reference_logits(file(), "fp32", sequences, model.config().vocab);
+
+  expect_near_ties(partings, {ref.begin() + static_cast<std::ptrdiff_t>(prompts), ref.end()}, kQuantisedNearTie);
+  sequences.resize(prompts);
+  const LogitComparison got = compare_logits(model, sequences, ref);
+  const double tolerance = kLogitTolerance.at(GetParam());
+  std::printf("%s: worst |engine - fp32 reference| %.3f over %zu prompts (tolerance %.2f), top-1 kept %d/%zu\n",
+              GetParam().c_str(), got.worst, prompts, tolerance, got.top1_kept, prompts);
+  EXPECT_LT(got.worst, tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaQuantize, Requantised,
@@ -194,34 +199,34 @@ TEST_P(ArchPeer, LogitsWithinToleranceOfTheFp64Reference) {
   EXPECT_LT(got.worst, kFloatLogitTolerance);
 }
 
-TEST_P(ArchPeer, GreedyMatchesLlamaSimpleExceptAtNearTies) {
+// One llama-simple run a model, which three checks read: the CPU engine's
+// greedy text; the host reference device's (bf16 weights and activations,
+// as a GPU runs them), allowed to part where the reference's margin is
+// within what bf16 moves logits by; the partings of both judged by one
+// reference run; and the continuation `ga-run generate` prints, as
+// llama-simple's (on the SentencePiece vocabularies with a space prefix,
+// Llama-2's, the first generated piece keeps its leading space: " nearby",
+// not "nearby").
+TEST_P(ArchPeer, GreedyOnTheCpuAndTheHostReferenceDeviceAndGenerateCommandMatchLlamaSimple) {
   const int steps = greedy_steps();
   ASSERT_GE(steps, 2) << "the prompt leaves too few steps inside the window";
-  const auto partings = compare_greedy(file_, GetParam(), {kArchPrompt}, steps);
-  expect_near_ties(file_, "fp64", partings, kFloatNearTie,
-                   GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
-}
-
-// The same on the host reference device of the GPU engine (bf16 weights and
-// activations, as a GPU runs them): partings allowed where the reference's
-// margin is within what bf16 moves logits by.
-TEST_P(ArchPeer, GreedyOnTheHostReferenceDeviceMatchesLlamaSimpleExceptAtNearTies) {
-  const int steps = greedy_steps();
-  ASSERT_GE(steps, 2) << "the prompt leaves too few steps inside the window";
+  const std::string llama_text = llama_simple_text(file_, kArchPrompt, steps);
+  const auto cpu = compare_greedy(file_, GetParam(), {kArchPrompt}, steps, {}, nullptr, {llama_text});
   batched::ReferenceOps device;
-  const auto partings = compare_greedy(file_, GetParam() + " (reference device)", {kArchPrompt}, steps, {}, &device);
-  expect_near_ties(file_, "fp64", partings, kBf16NearTie,
-                   GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
-}
+  const auto bf16 =
+      compare_greedy(file_, GetParam() + " (reference device)", {kArchPrompt}, steps, {}, &device, {llama_text});
+  std::vector<Parting> partings = cpu;
+  partings.insert(partings.end(), bf16.begin(), bf16.end());
+  if (!partings.empty()) {
+    const auto ref = reference_logits(file_, "fp64", agreed_prefixes(partings),
+                                      GgufFile(file_).get_string_array("tokenizer.ggml.tokens").size());
+    const auto split = ref.begin() + static_cast<std::ptrdiff_t>(cpu.size());
+    expect_near_ties(cpu, {ref.begin(), split}, kFloatNearTie);
+    expect_near_ties(bf16, {split, ref.end()}, kBf16NearTie);
+  }
 
-// `ga-run generate` prints the continuation as llama-simple does: on the
-// SentencePiece vocabularies with a space prefix (Llama-2's), the first
-// generated piece keeps its leading space (" nearby", not "nearby").
-TEST_P(ArchPeer, GenerateCommandPrintsLlamaSimplesContinuation) {
-  const int steps = greedy_steps();
   const Tokenizer tokenizer = Tokenizer::from_gguf(GgufFile(file_));
   const std::string prompt_text = render(tokenizer, tokenizer.encode(kArchPrompt, tokenizer.add_bos_default(), true));
-  const std::string llama_text = llama_simple_text(file_, kArchPrompt, steps);
   ASSERT_TRUE(llama_text.starts_with(prompt_text)) << llama_text;
   ScratchDir dir;
   const Finished ours = run_process({::midtune::testing::ga_run_path(), "generate", "--model", file_.string(), "--prompt",

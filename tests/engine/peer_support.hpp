@@ -187,9 +187,12 @@ struct Parting {
 // texts are printed; the partings are returned for the reference to judge
 // (one Python run per file, as loading the reference dominates).
 // `device`: where the engine runs (null: the CPU engine at the best ISA).
+// `llama_texts`: llama-simple's text of each prompt where the caller has it
+// (llama_simple_text; empty: run it now).
 inline std::vector<Parting> compare_greedy(const fs::path& file, const std::string& label,
                                     const std::vector<std::string>& prompts, int steps,
-                                    const std::vector<int>& prompt_numbers = {}, Device* device = nullptr) {
+                                    const std::vector<int>& prompt_numbers = {}, Device* device = nullptr,
+                                    const std::vector<std::string>& llama_texts = {}) {
   const std::unique_ptr<Model> owned =
       device != nullptr ? std::make_unique<Model>(file, *device) : std::make_unique<Model>(file);
   Model& model = *owned;
@@ -201,7 +204,7 @@ inline std::vector<Parting> compare_greedy(const fs::path& file, const std::stri
     const std::vector<std::int32_t> continuation = engine_greedy(model, tokenizer, prompt, steps);
     const std::string prompt_text = render(tokenizer, prompt);
     const std::string engine_text = prompt_text + render(tokenizer, continuation);
-    const std::string llama_text = llama_simple_text(file, prompts[p], steps);
+    const std::string llama_text = llama_texts.empty() ? llama_simple_text(file, prompts[p], steps) : llama_texts.at(p);
     EXPECT_TRUE(llama_text.starts_with(prompt_text)) << name << ": the prompt renders differently:\n"
                                                      << prompt_text << "\nllama-simple:\n" << llama_text;
     const std::size_t agreed = agreed_steps(tokenizer, prompt_text, continuation, llama_text);

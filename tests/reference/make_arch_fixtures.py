@@ -47,11 +47,13 @@ def alibi_slopes(max_bias, heads):
 
 class Model:
     """dtype: the weights' and activations' float type (RoPE angles are
-    fp64 either way); float32 for the real Gemma 3's fp32 reference."""
+    fp64 either way); float32 for the real Gemma 3's fp32 reference.
+    reader: the file's gguf.GGUFReader where the caller has one (read anew
+    from `path` otherwise)."""
 
-    def __init__(self, path, dtype=np.float64):
+    def __init__(self, path, dtype=np.float64, reader=None):
         self.dtype = dtype
-        r = gguf.GGUFReader(path)
+        r = reader if reader is not None else gguf.GGUFReader(path)
         f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("tokenizer.ggml.")}
         self.arch = f["general.architecture"]
         a = self.arch + "."

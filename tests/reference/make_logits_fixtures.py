@@ -63,8 +63,11 @@ SCALE_CASES = [(10, "uniform_2", scale_uniform), (3, "per_head_1.2_1.8", scale_p
 
 
 class Model:
-    def __init__(self, path):
-        r = gguf.GGUFReader(path)
+    """reader: the file's gguf.GGUFReader where the caller has one (read
+    anew from `path` otherwise)."""
+
+    def __init__(self, path, reader=None):
+        r = reader if reader is not None else gguf.GGUFReader(path)
         f = {k: v.contents() for k, v in r.fields.items()
              if not k.startswith("tokenizer.ggml.")}
         self.layers = int(f["llama.block_count"])
