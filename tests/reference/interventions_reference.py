@@ -427,14 +427,17 @@ def load_model(path):
     forward pass above implements RMSNorm, SwiGLU, Q/K/V biases and the
     model's own RoPE pairing, nothing more, so other architectures are
     refused rather than computed wrongly."""
-    import gguf
-    arch = gguf.GGUFReader(path).fields["general.architecture"].contents()
+    # Read once, without the tokenizer's arrays (most of the read on a real
+    # vocabulary of 150k tokens and as many merges).
+    from gguf_weights import WeightsReader
+    reader = WeightsReader(path)
+    arch = reader.fields["general.architecture"].contents()
     if arch == "llama":
-        return Model(path)
+        return Model(path, reader)
     if arch != "qwen2":
         raise SystemExit(f"interventions_reference: architecture {arch!r} not supported by --eval (llama, qwen2)")
     import make_arch_fixtures
-    model = make_arch_fixtures.Model(path, np.float32)
+    model = make_arch_fixtures.Model(path, np.float32, reader)
     assert not model.window and not model.qk_norm and not model.post_norms and not model.gelu
     assert model.embedding_scale == 1.0 and model.halves
     return model
