@@ -54,9 +54,10 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMIDTUNE_SANITIZE=ON
 # Only what the unit tests link: the tools and benchmarks run from build/.
 cmake --build build-asan -j"$(nproc)" --target unit_tests
 phase "unit tests under ASan+UBSan"
+ctest_log=$(mktemp)
 unit_status=0
-(cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)") || unit_status=$?
-slowest_tests build-asan 10
+(cd build-asan && ctest --output-on-failure -L unit -j"$(nproc)") 2>&1 | tee "$ctest_log" || unit_status=$?
+slowest_tests "$ctest_log" 10
 [ "$unit_status" = 0 ] || exit "$unit_status"
 if $quick; then exit 0; fi
 
@@ -101,8 +102,9 @@ phase "integration, model and peer tests"
 rest_status=0
 # -j: the model and peer tests hold both slots of a two-core machine (their
 # PROCESSORS, tests/CMakeLists.txt); the others share the cores.
-(cd build && ctest --output-on-failure -LE unit -j"$(nproc)") || rest_status=$?
-slowest_tests build 10
+(cd build && ctest --output-on-failure -LE unit -j"$(nproc)") 2>&1 | tee "$ctest_log" || rest_status=$?
+slowest_tests "$ctest_log" 10
+rm -f "$ctest_log"
 [ "$rest_status" = 0 ] || exit "$rest_status"
 phase "Slurm check"
 # scripts/slurm/ga-run.sbatch under a real Slurm: a throwaway single-node

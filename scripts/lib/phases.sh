@@ -2,7 +2,7 @@
 # CI log shows where its minutes went. Source it, then
 #
 #   phase "release build"     starts a phase (ending the one before)
-#   slowest_tests build 10    the ten slowest tests of the last ctest in build/
+#   slowest_tests LOG 10      the ten slowest tests in ctest's output LOG
 #
 # The table goes to stderr when the script exits, also after a failure (the
 # phase it was in is marked). Nothing here changes what the scripts do.
@@ -45,13 +45,11 @@ phases_report() {
 }
 trap phases_report EXIT
 
-# The N slowest tests of the last ctest run in build directory DIR, from
-# ctest's own log.
+# The N slowest tests in a saved ctest console output (ctest -j keeps no
+# per-test times in its own log).
 slowest_tests() {
-  local log=$1/Testing/Temporary/LastTest.log
-  [ -f "$log" ] || return 0
-  echo "== $phases_script: the $2 slowest tests in $1" >&2
-  awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3 }
-       /Test time =/ { t = $(NF - 1); printf "%8.1f s  %s\n", t, name }' "$log" |
-    sort -rn | head -n "$2" >&2
+  [ -f "$1" ] || return 0
+  echo "== $phases_script: the $2 slowest tests" >&2
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+).* ([0-9.]+) sec$/\2 \1/p' "$1" |
+    sort -rn | awk -v n="$2" 'NR <= n { printf "%8.1f s  %s\n", $1, $2 }' >&2 || true
 }
