@@ -63,11 +63,13 @@ YAML::Node shrunk(YAML::Node e, const std::string& model) {
   YAML::Node s = e["search"];
   if (s["racing"]) s["racing"] = YAML::Load("{first: 1, step: 1, confidence: 0.8}");
   if (YAML::Node ga = s["ga"]) {
+    // Two genomes (a parent and its mutant): the report draws generations,
+    // the best and the held-out roles, whatever made the children.
     for (const auto& [key, value] : std::vector<std::pair<const char*, int>>{
-             {"population", 4}, {"parents", 2}, {"crossovers", 1}, {"mutants", 1}, {"generations", 1}})
+             {"population", 2}, {"parents", 1}, {"crossovers", 0}, {"mutants", 1}, {"generations", 1}})
       ga[key] = value;
     if (ga["patience"]) ga["patience"] = 1;
-    if (ga["elitism"]) ga["elitism"] = std::min(ga["elitism"].as<int>(), 2);
+    if (ga["elitism"]) ga["elitism"] = std::min(ga["elitism"].as<int>(), 1);
     if (ga["tournament_size"]) ga["tournament_size"] = 2;
   }
   if (YAML::Node nsga2 = s["nsga2"]) {
