@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schema/process_identity.hpp"
 #include "tests/cli/results_db.hpp"
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
@@ -108,16 +109,15 @@ class MpiRanks : public testing::TempDirTest {
     return ended;
   }
 
-  // Whether `pid` has exited: no such process, or a zombie (Z) or one being
-  // torn down (X), as the lease check counts it (schema/process_identity.cpp).
-  // A rank whose launcher ended first stays a zombie until init reaps it,
-  // here a second or two later.
+  // Whether `pid` has exited, by the lease check's own rule (no such
+  // process, or a zombie or one being torn down). A rank whose launcher
+  // ended first stays a zombie until init reaps it, here a second or two
+  // later.
   static bool exited(pid_t pid) {
-    if (kill(pid, 0) != 0) return true;
-    std::istringstream stat(testing::read_file("/proc/" + std::to_string(pid) + "/stat"));
-    std::string id, comm, state;
-    stat >> id >> comm >> state;
-    return state == "Z" || state == "X";
+    ProcessIdentity rank = this_process();
+    rank.pid = pid;
+    rank.start_ticks.reset();
+    return holder_gone(rank, 0.0);
   }
 
   // The command line of ga-run ARGS, under mpirun -n `ranks` when ranks > 0.
