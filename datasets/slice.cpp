@@ -119,11 +119,13 @@ std::string file_source(const std::string& path, std::uint64_t content_hash) {
   return std::filesystem::path(path).filename().string() + "#" + hex64(content_hash);
 }
 
-// Lays out base items position by position (the documented slice order).
+// Lays out base items position by position (the documented slice order),
+// position p the first samples_at(split, p) of them.
 template <typename Item, typename Add>
-void add_all_positions(const SliceSpec& spec, const std::vector<Item>& bases, Add add) {
+void add_all_positions(const SliceSpec& spec, Split split, const std::vector<Item>& bases, Add add) {
   for (std::size_t p = 0; p < spec.gold_positions.size(); ++p) {
-    for (const auto& base : bases) add(base, p);
+    const std::size_t count = std::min(bases.size(), spec.samples_at(split, p));
+    for (std::size_t i = 0; i < count; ++i) add(bases[i], p);
   }
 }
 
@@ -150,7 +152,7 @@ void build_kv(const SliceSpec& spec, Split split, const PromptWrapper& wrapper, 
                                                  derive_seed(spec.seed, "kv-subsample", fnv1a64(item->id))));
     }
   }
-  add_all_positions(spec, bases, [&](const KvItem& base, std::size_t p) {
+  add_all_positions(spec, split, bases, [&](const KvItem& base, std::size_t p) {
     add_kv_sample(spec, base, wrapper, slice, p);
   });
 }
@@ -175,7 +177,7 @@ void build_mdqa(const SliceSpec& spec, Split split, const PromptWrapper& wrapper
                          "questions' gold documents as distractors");
     }
   }
-  add_all_positions(spec, bases, [&](const QaItem& base, std::size_t p) {
+  add_all_positions(spec, split, bases, [&](const QaItem& base, std::size_t p) {
     add_qa_sample(spec, base, wrapper, slice, p);
   });
 }
@@ -217,7 +219,8 @@ void build_babilong(const SliceSpec& spec, Split split, const PromptWrapper& wra
   }
   for (std::size_t p = 0; p < buckets.size(); ++p) {
     const std::string what = "items whose target sits nearest position " + shortest(spec.gold_positions[p]);
-    for (auto& sample : take_split(buckets[p], split, spec.search_samples, spec.heldout_samples, spec.file, what)) {
+    for (auto& sample :
+         take_split(buckets[p], split, spec.search_samples, spec.samples_at(Split::heldout, p), spec.file, what)) {
       slice.samples.push_back(std::move(sample));
     }
   }
@@ -259,8 +262,24 @@ DistractorSource distractor_source_from_string(std::string_view text) {
   throw std::invalid_argument("distractors '" + std::string(text) + "': expected file or other-questions");
 }
 
+std::size_t SliceSpec::samples_at(Split split, std::size_t position_index) const {
+  if (split == Split::search) return search_samples;
+  return heldout_per_position.empty() ? heldout_samples : heldout_per_position.at(position_index);
+}
+
 void SliceSpec::validate() const {
   if (gold_positions.empty()) throw std::invalid_argument("dataset.gold_positions: needs at least one position");
+  if (!heldout_per_position.empty()) {
+    if (heldout_per_position.size() != gold_positions.size()) {
+      throw std::invalid_argument("dataset.heldout_samples: " + std::to_string(heldout_per_position.size()) +
+                                  " counts for " + std::to_string(gold_positions.size()) +
+                                  " gold positions (one count per position, or one number for all)");
+    }
+    if (*std::max_element(heldout_per_position.begin(), heldout_per_position.end()) != heldout_samples) {
+      throw std::invalid_argument("dataset.heldout_samples: the largest per-position count must equal "
+                                  "heldout_samples (" + std::to_string(heldout_samples) + ")");
+    }
+  }
   for (double f : gold_positions) {
     if (!(f >= 0.0 && f <= 1.0)) {
       throw std::invalid_argument("dataset.gold_positions: " + shortest(f) + " is outside [0, 1]");
@@ -302,12 +321,18 @@ Slice build_slice(const SliceSpec& spec, Split split, const PromptWrapper& wrapp
   for (const auto& sample : slice.samples) ids_hash = fnv1a64(sample.item.id + "\n", ids_hash);
   std::string positions;
   for (double f : spec.gold_positions) positions += (positions.empty() ? "" : ",") + shortest(f);
+  // One count, or the held-out counts per position ("40/100/40").
+  std::string samples = std::to_string(split == Split::search ? spec.search_samples : spec.heldout_samples);
+  if (split == Split::heldout && !spec.heldout_per_position.empty()) {
+    samples.clear();
+    for (std::size_t count : spec.heldout_per_position) samples += (samples.empty() ? "" : "/") + std::to_string(count);
+  }
   // "datasets-v1": bump when prompt text or sampling changes, so old caches miss.
   slice.identity = std::string("datasets-v1;kind=") + to_string(spec.kind) + ";source=" + source +
                    ";chunks=" + std::to_string(spec.chunks) + ";distractors=" + to_string(spec.distractors) +
                    ";primed=" + (spec.prime_answer ? "1" : "0") +
                    ";positions=" + positions + ";split=" + to_string(split) +
-                   ";samples=" + std::to_string(split == Split::search ? spec.search_samples : spec.heldout_samples) +
+                   ";samples=" + samples +
                    ";seed=" + std::to_string(spec.seed) + ";wrapper=" + wrapper.name + ";ids=" + hex64(ids_hash);
   slice.source = source;
   return slice;

@@ -35,11 +35,20 @@ struct SliceSpec {
   std::vector<double> gold_positions = {0.0, 0.5, 1.0};  // fractions in [0, 1]
   std::size_t search_samples = 20;       // base items per position, search split
   std::size_t heldout_samples = 50;      // base items per position, held-out split
+  // Held-out items per gold position where they differ (one count per
+  // position, the largest equal to heldout_samples): a verdict on the middle
+  // needs many items there, the ends fewer. Empty = heldout_samples at every
+  // position. Position p takes the first count[p] base items, so every
+  // position's items are a prefix of the same base list.
+  std::vector<std::size_t> heldout_per_position;
   std::uint64_t seed = 0;
   DistractorSource distractors = DistractorSource::file;
   // Write the start of the answer into the model's turn (AnswerStart::primer)
   // for kv and babilong. Off = the papers' exact protocol.
   bool prime_answer = false;
+
+  // Base items position p gets in `split`.
+  std::size_t samples_at(Split split, std::size_t position_index) const;
 
   // Throws std::invalid_argument naming the field and the allowed range.
   void validate() const;

@@ -119,6 +119,7 @@ datasets::SliceSpec slice_spec(const Experiment& e) {
   spec.gold_positions = e.dataset.gold_positions;
   spec.search_samples = static_cast<std::size_t>(e.dataset.search_samples);
   spec.heldout_samples = static_cast<std::size_t>(e.dataset.heldout_samples);
+  spec.heldout_per_position.assign(e.dataset.heldout_per_position.begin(), e.dataset.heldout_per_position.end());
   spec.seed = e.seed;
   spec.prime_answer = e.dataset.prime_answer;
   spec.distractors = datasets::distractor_source_from_string(e.dataset.distractors);

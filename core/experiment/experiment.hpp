@@ -66,6 +66,10 @@ struct DatasetConfig {
   std::vector<double> gold_positions = {0.0, 0.5, 1.0};  // in [0,1], strictly increasing
   int search_samples = 20;                    // per gold position
   int heldout_samples = 50;                   // per gold position, disjoint from search
+  // Held-out items per gold position where they differ (the YAML list form):
+  // one count per position, the largest equal to heldout_samples. Empty =
+  // heldout_samples everywhere.
+  std::vector<int> heldout_per_position;
   std::string metric = "teacher_forced";      // teacher_forced | generate
   int max_new_tokens = 100;
   // kv / babilong: write the start of the answer into the model's turn

@@ -56,6 +56,7 @@ json dataset_json(const DatasetConfig& dataset, bool fingerprint) {
             {"search_samples", dataset.search_samples},
             {"heldout_samples", dataset.heldout_samples},
             {"metric", dataset.metric}};
+  if (!dataset.heldout_per_position.empty()) j["heldout_samples"] = dataset.heldout_per_position;
   if (dataset.kind == "kv") j["pairs"] = dataset.pairs;
   // Absent when off, so fingerprints of files written before the key stay equal.
   if (dataset.prime_answer) j["prime_answer"] = true;

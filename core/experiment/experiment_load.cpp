@@ -1,5 +1,6 @@
 // load_experiment / parse_experiment and the backend, dataset and storage
 // sections. Objective and search live in objective_load.cpp / search_load.cpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -186,8 +187,26 @@ DatasetConfig parse_dataset(const MapReader& root, const std::filesystem::path& 
   }
   dataset.search_samples =
       static_cast<int>(section.integer_or("search_samples", dataset.search_samples, 1, 1000000));
-  dataset.heldout_samples =
-      static_cast<int>(section.integer_or("heldout_samples", dataset.heldout_samples, 1, 1000000));
+  if (section.has("heldout_samples") && section.field("heldout_samples").is_sequence()) {
+    // One count per gold position: many items where the verdict matters
+    // (the middle), fewer at the ends.
+    const auto counts = section.field("heldout_samples").list();
+    if (counts.size() != dataset.gold_positions.size()) {
+      section.field("heldout_samples")
+          .fail(std::to_string(counts.size()) + " counts for " + std::to_string(dataset.gold_positions.size()) +
+                " gold positions: give one count per position, or one number for all");
+    }
+    for (const auto& count : counts) dataset.heldout_per_position.push_back(static_cast<int>(count.integer_in(1, 1000000)));
+    dataset.heldout_samples = *std::max_element(dataset.heldout_per_position.begin(), dataset.heldout_per_position.end());
+    // Equal counts are the one-number form (the same slice and fingerprint).
+    if (std::all_of(dataset.heldout_per_position.begin(), dataset.heldout_per_position.end(),
+                    [&](int c) { return c == dataset.heldout_samples; })) {
+      dataset.heldout_per_position.clear();
+    }
+  } else {
+    dataset.heldout_samples =
+        static_cast<int>(section.integer_or("heldout_samples", dataset.heldout_samples, 1, 1000000));
+  }
   dataset.metric = section.choice_or("metric", dataset.metric, {"teacher_forced", "generate"});
   dataset.max_new_tokens =
       static_cast<int>(section.integer_or("max_new_tokens", dataset.max_new_tokens, 1, 4096));

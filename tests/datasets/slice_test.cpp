@@ -1,5 +1,6 @@
 #include "datasets/slice.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -228,6 +229,49 @@ TEST(Slice, BabilongBucketsByMeasuredDepth) {
     EXPECT_TRUE(sample.item.gold.starts_with(" The ")) << sample.item.gold;
     EXPECT_TRUE(is_correct(sample, sample.item.gold));
   }
+}
+
+// A verdict on the middle needs many held-out items there and fewer at the
+// ends: each position takes a prefix of the same base items, so the items
+// at the ends are also in the middle, and the split stays disjoint from search.
+TEST(Slice, HeldoutCountsPerPositionTakeAPrefixOfTheSameItems) {
+  SliceSpec spec = generated_kv();
+  const auto uniform = build_slice(spec, Split::heldout, PromptWrapper::identity());
+  spec.heldout_per_position = {2, 5, 3};
+  const auto uneven = build_slice(spec, Split::heldout, PromptWrapper::identity());
+  ASSERT_EQ(uneven.samples.size(), 10u);
+  std::vector<std::vector<std::string>> ids(3);
+  for (const auto& sample : uneven.samples) ids[sample.position_index].push_back(sample.item.id);
+  std::vector<std::vector<std::string>> uniform_ids(3);
+  for (const auto& sample : uniform.samples) uniform_ids[sample.position_index].push_back(sample.item.id);
+  for (std::size_t p = 0; p < 3; ++p) {
+    ASSERT_EQ(ids[p].size(), spec.heldout_per_position[p]);
+    EXPECT_TRUE(std::equal(ids[p].begin(), ids[p].end(), uniform_ids[p].begin())) << "position " << p;
+  }
+  EXPECT_NE(uneven.identity, uniform.identity);
+  EXPECT_NE(uneven.identity.find("samples=2/5/3"), std::string::npos) << uneven.identity;
+  // The search split ignores the held-out counts.
+  EXPECT_EQ(build_slice(spec, Split::search, PromptWrapper::identity()).identity,
+            build_slice(generated_kv(), Split::search, PromptWrapper::identity()).identity);
+
+  // From a file: the held-out split is the first max(counts) items, as with
+  // one count, and the search split follows them.
+  SliceSpec file = file_spec(TaskKind::kv, "kv-retrieval-6_keys-fixture.jsonl.gz", 0, 4, 5);
+  file.gold_positions = {0.0, 0.5, 1.0};
+  file.seed = 7;
+  const auto search = base_ids(build_slice(file, Split::search, PromptWrapper::identity()));
+  const auto heldout = base_ids(build_slice(file, Split::heldout, PromptWrapper::identity()));
+  file.heldout_per_position = {1, 5, 2};
+  const auto per_position = build_slice(file, Split::heldout, PromptWrapper::identity());
+  EXPECT_EQ(per_position.samples.size(), 8u);
+  EXPECT_EQ(base_ids(per_position), heldout);
+  EXPECT_EQ(base_ids(build_slice(file, Split::search, PromptWrapper::identity())), search);
+
+  // One count per position, the largest equal to heldout_samples.
+  spec.heldout_per_position = {2, 5};
+  EXPECT_THROW(spec.validate(), std::invalid_argument);
+  spec.heldout_per_position = {2, 4, 3};
+  EXPECT_THROW(spec.validate(), std::invalid_argument);
 }
 
 TEST(SliceSpec, ValidationMessages) {

@@ -686,6 +686,24 @@ TEST_F(ExperimentFile, UniqueChildrenIsStoredOnlyWhenOnAndOnlyForGa) {
                "search.unique_children", "true");
 }
 
+TEST_F(ExperimentFile, HeldoutSamplesTakeOneCountPerGoldPosition) {
+  const Experiment plain = load(kValid);
+  EXPECT_TRUE(plain.dataset.heldout_per_position.empty());
+  const Experiment uneven = load(edited("  heldout_samples: 50", "  heldout_samples: [40, 100, 40]"));
+  EXPECT_EQ(uneven.dataset.heldout_per_position, (std::vector<int>{40, 100, 40}));
+  EXPECT_EQ(uneven.dataset.heldout_samples, 100);
+  EXPECT_EQ(uneven.to_json()["dataset"]["heldout_samples"], nlohmann::json({40, 100, 40}));
+  EXPECT_EQ(load(uneven.to_json().dump(2)).dataset, uneven.dataset) << "the stored JSON loads back";
+  // Equal counts are the one-number form: the same experiment.
+  const Experiment equal = load(edited("  heldout_samples: 50", "  heldout_samples: [50, 50, 50]"));
+  EXPECT_EQ(equal.dataset, plain.dataset);
+  EXPECT_EQ(equal.to_json(), plain.to_json());
+  expect_error(edited("  heldout_samples: 50", "  heldout_samples: [40, 100]"), 13, 20, "dataset.heldout_samples",
+               "2 counts for 3 gold positions");
+  expect_error(edited("  heldout_samples: 50", "  heldout_samples: [40, 0, 40]"), 13, 25,
+               "dataset.heldout_samples[1]", "must be in [1, 1000000]");
+}
+
 TEST_F(ExperimentFile, PatienceIsStoredOnlyWhenSet) {
   const Experiment plain = load(kValid);
   EXPECT_EQ(plain.search.ga.patience, 0);
