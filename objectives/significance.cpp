@@ -115,6 +115,26 @@ std::optional<int> mcnemar_items_needed(const Discordance& observed, double powe
   return static_cast<int>(std::ceil(root * root / (difference * difference)));
 }
 
+std::optional<double> mcnemar_detectable_difference(int items, double discordant, double power) {
+  if (items <= 0 || !(discordant > 0.0) || discordant > 1.0) return std::nullopt;
+  if (!(power > 0.0 && power < 1.0)) throw std::invalid_argument("mcnemar_detectable_difference: power must be in (0, 1)");
+  const double z_alpha = normal_quantile(1.0 - 0.05 / 2.0);
+  const double z_beta = normal_quantile(power);
+  // Items needed at difference d; decreasing in d on (0, p_disc].
+  const auto needed = [&](double d) {
+    const double root = z_alpha * std::sqrt(discordant) + z_beta * std::sqrt(std::max(0.0, discordant - d * d));
+    return root * root / (d * d);
+  };
+  double high = std::min(discordant, std::sqrt(discordant));  // |d| <= p_disc
+  if (needed(high) > items) return std::nullopt;
+  double low = 0.0;
+  for (int i = 0; i < 100 && high - low > 1e-9; ++i) {
+    const double mid = 0.5 * (low + high);
+    (needed(mid) > items ? low : high) = mid;
+  }
+  return high;
+}
+
 std::optional<double> pearson(const std::vector<double>& x, const std::vector<double>& y) {
   if (x.size() != y.size())
     throw std::invalid_argument("pearson: " + std::to_string(x.size()) + " x values but " + std::to_string(y.size()) +

@@ -65,6 +65,13 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
 // nullopt when the observed difference is zero (nothing to detect).
 std::optional<int> mcnemar_items_needed(const Discordance& observed, double power = 0.8);
 
+// The inverse: the smallest difference |d| (a fraction) that `items` paired
+// items detect with probability `power` at alpha = 0.05, at the discordant
+// proportion p_disc (the same approximation solved for d by bisection).
+// nullopt when p_disc is 0 (no discordance to estimate from) or when even
+// d = p_disc (every discordant pair one way) needs more items.
+std::optional<double> mcnemar_detectable_difference(int items, double discordant, double power = 0.8);
+
 // Pearson correlation of paired values (with 0/1 on one side: the
 // point-biserial correlation); nullopt for fewer than two pairs or a
 // constant side. Throws std::invalid_argument on different lengths.

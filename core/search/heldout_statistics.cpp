@@ -182,6 +182,12 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   const std::size_t basis_positions = to - from;
   out["items_needed_per_position"] =
       needed ? json(static_cast<int>(std::ceil(static_cast<double>(*needed) / basis_positions))) : json(nullptr);
+  // What this many middle items can tell apart, at the discordance seen.
+  const int middle_items = basis.total;
+  const auto detectable = stats::mcnemar_detectable_difference(
+      middle_items, middle_items > 0 ? static_cast<double>(basis.a_only + basis.b_only) / middle_items : 0.0,
+      options.power);
+  out["detectable_points"] = detectable ? json(100.0 * *detectable) : json(nullptr);
   const double p = middle["mcnemar_p"].get<double>();
   const double low = middle["ci_points"][0].get<double>(), high = middle["ci_points"][1].get<double>();
   const bool detected = p < kAlpha && (low > 0.0 || high < 0.0);
@@ -200,6 +206,18 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
                  " items per position would detect a difference this size with " +
                  std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
     verdict += ")";
+  }
+  const std::string power = std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
+  if (detectable) {
+    char text[96];
+    std::snprintf(text, sizeof text, "; %d %s items detect a change of %.1f points with %s", middle_items,
+                  where.c_str(), 100.0 * *detectable, power.c_str());
+    verdict += text;
+  } else if (basis.a_only + basis.b_only == 0) {
+    verdict += "; " + std::to_string(middle_items) + " " + where + " items, no discordant pair to size a test from";
+  } else {
+    verdict += "; " + std::to_string(middle_items) + " " + where + " items are too few to detect any change at " +
+               "this discordance with " + power;
   }
   out["verdict"] = verdict;
   return out;

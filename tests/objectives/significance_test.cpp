@@ -93,6 +93,16 @@ TEST(Power, NormalQuantileAndItemsNeeded) {
   // (1.95996 sqrt(0.3) + 0.84162 sqrt(0.26))^2 / 0.04 = 56.45 -> 57 items.
   EXPECT_EQ(mcnemar_items_needed({2, 10, 40}), 57);
   EXPECT_FALSE(mcnemar_items_needed({3, 3, 40}).has_value());
+  // The inverse: 57 items at p_disc 0.3 detect just under 0.2, 56 just over.
+  const auto at57 = mcnemar_detectable_difference(57, 0.3), at56 = mcnemar_detectable_difference(56, 0.3);
+  ASSERT_TRUE(at57 && at56);
+  EXPECT_LT(*at57, 0.2);
+  EXPECT_GT(*at56, *at57);
+  EXPECT_NEAR(*at57, 0.2, 0.005);
+  // More items detect smaller changes; no discordance, or too few items, nothing.
+  EXPECT_LT(*mcnemar_detectable_difference(400, 0.3), *at57);
+  EXPECT_FALSE(mcnemar_detectable_difference(100, 0.0).has_value());
+  EXPECT_FALSE(mcnemar_detectable_difference(3, 0.3).has_value());
 }
 
 }  // namespace

@@ -64,6 +64,14 @@ TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
   EXPECT_FALSE(vs_paper["detected"].get<bool>());  // one item apart
   EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("no difference detected (middle +5.0 points"));
   EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("items per position would detect"));
+  // Beside each verdict, what that many middle items can tell apart: 20
+  // items with 9 discordant detect a change this size; with 1 discordant, none.
+  ASSERT_TRUE(vs_base["detectable_points"].is_number());
+  EXPECT_NEAR(vs_base["detectable_points"].get<double>(),
+              100.0 * *stats::mcnemar_detectable_difference(20, 9.0 / 20.0), 1e-9);
+  EXPECT_THAT(vs_base["verdict"].get<std::string>(), HasSubstr("; 20 middle items detect a change of "));
+  EXPECT_TRUE(vs_paper["detectable_points"].is_null());
+  EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("20 middle items are too few to detect any change"));
   EXPECT_EQ(heldout_verdicts(stats).size(), 2u);
 }
 
