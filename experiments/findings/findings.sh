@@ -4,7 +4,8 @@
 # there with its held-out comparison.
 #
 #   experiments/findings/findings.sh calibrate SET...      evaluate each SET's baseline files
-#   experiments/findings/findings.sh table SET...          pooled baseline accuracy by gold position, 95 % Wilson
+#   experiments/findings/findings.sh table [--svg F] SET... pooled baseline accuracy by gold position, 95 % Wilson
+#                                                           (--svg: every set's curve drawn in one plot)
 #   experiments/findings/findings.sh search SET [METHOD...]  search every method file of SET in turn
 #
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
@@ -36,7 +37,7 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo)
 
 usage() {
-  echo "usage: $0 calibrate|table SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate|table [--svg FILE] SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
@@ -127,13 +128,22 @@ if [ "$action" = search ]; then
   exit 0
 fi
 
+# table [--svg FILE] SET...: every set's pooled curve, optionally drawn.
+svg=()
+if [ "${1:-}" = --svg ]; then
+  [ $# -ge 3 ] || usage
+  svg=(--svg "$2")
+  shift 2
+fi
+groups=()
 for set in "$@"; do
   mapfile -t files < <(baseline_files "$set")
   [ ${#files[@]} -gt 0 ] || exit 2
-  python3 - "$set" "$(db_of "${files[0]}")" "${files[@]}" <<'PY'
+  groups+=("$set" "$(db_of "${files[0]}")" "${#files[@]}" "${files[@]}")
+done
+python3 - "${svg[@]}" "${groups[@]}" <<'PY'
 import json, math, os, re, sqlite3, sys
 
-set_name, db, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 def key(text, name):
     m = re.search(rf"^\s*{name}:\s*([^#\n]+)", text, re.M)
@@ -148,57 +158,109 @@ def wilson(k, n, z=1.959964):
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
 
-if not os.path.exists(db):
-    sys.exit(f"{set_name}: no results yet ({db} does not exist)")
-con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-by_pos, tokens, missing, used, models = {}, [], [], [], set()
-for path in files:
-    text = open(path).read()
-    pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
-    # One count for every position, or one per position ("[30, 100, 30]",
-    # stored in the slice identity as "30/100/30").
-    counts = [int(c) for c in n.strip("[]").split(",")]
-    positions = len(key(text, "gold_positions").strip("[]").split(","))
-    expected = sum(counts) if len(counts) > 1 else counts[0] * positions
-    n = "/".join(str(c) for c in counts)
-    # The slice identity ga-run stores with each evaluation; the baseline's
-    # intervention is the empty object. The model is told apart by its
-    # identity (name and content hash), which names no file: one database per
-    # model, and a file matched under two models is refused below.
-    rows = con.execute(
-        "SELECT id, model FROM evaluations WHERE intervention = '{}' AND status = 'ok' "
-        "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ?",
-        ("%datasets-v1;kind=kv;source=generated;%", f"%;chunks={pairs};%;primed=1;%",
-         f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
-    done = None
-    for eid, model in rows:
-        models.add(model)
-        samples = con.execute("SELECT gold_position, correct, prompt_tokens FROM sample_results "
-                              "WHERE evaluation_id = ?", (eid,)).fetchall()
-        if len(samples) == expected:  # complete: every item at every position
-            done = samples
-    if done is None:
-        missing.append(os.path.basename(path))
-        continue
-    used.append(os.path.basename(path))
-    for pos, correct, tok in done:
-        by_pos.setdefault(pos, []).append(correct)
-        if tok:
-            tokens.append(tok)
 
-if len(models) > 1:
-    sys.exit(f"{set_name}: {db} holds these files' items under {len(models)} models: {sorted(models)}")
-if models:
-    m = json.loads(next(iter(models)))
-    print(f"{set_name}: {m.get('name')} ({m.get('content_hash')})")
-print(f"{set_name}: {len(used)} of {len(files)} files evaluated"
-      + (f" (missing: {', '.join(missing)})" if missing else "")
-      + (f", prompt tokens {min(tokens)}-{max(tokens)} (mean {sum(tokens) / len(tokens):.0f})" if tokens else ""))
-if by_pos:
-    print(f"{'position':>8} {'correct':>9} {'accuracy':>9}  95 % Wilson")
-    for pos in sorted(by_pos):
-        k, n = sum(by_pos[pos]), len(by_pos[pos])
-        lo, hi = wilson(k, n)
-        print(f"{pos:>8g} {f'{k}/{n}':>9} {100 * k / n:>8.1f}%  [{100 * lo:.1f}, {100 * hi:.1f}]")
+def write_svg(path, curves):
+    """Accuracy by gold position, one line per set, 95 % Wilson bars."""
+    w, h, left, right, top, bottom = 560, 340, 60, 150, 20, 50
+    pw, ph = w - left - right, h - top - bottom
+    x = lambda p: left + p * pw
+    y = lambda a: top + (1 - a) * ph
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>']
+    for a in range(0, 101, 20):
+        out.append(f'<line x1="{left}" y1="{y(a / 100):.1f}" x2="{left + pw}" y2="{y(a / 100):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(a / 100) + 4:.1f}" text-anchor="end">{a}</text>')
+    for p in (0, 0.25, 0.5, 0.75, 1):
+        out.append(f'<text x="{x(p):.1f}" y="{top + ph + 18}" text-anchor="middle">{p:g}</text>')
+    out.append(f'<text x="{left + pw / 2}" y="{h - 8}" text-anchor="middle">gold position (fraction of the pairs)</text>')
+    out.append(f'<text transform="rotate(-90)" x="{-(top + ph / 2)}" y="16" text-anchor="middle">accuracy %</text>')
+    for i, (name, by_pos) in enumerate(curves):
+        c = colours[i % len(colours)]
+        pts = []
+        for pos in sorted(by_pos):
+            k, n = sum(by_pos[pos]), len(by_pos[pos])
+            lo, hi = wilson(k, n)
+            pts.append(f"{x(pos):.1f},{y(k / n):.1f}")
+            out.append(f'<line x1="{x(pos):.1f}" y1="{y(lo):.1f}" x2="{x(pos):.1f}" y2="{y(hi):.1f}" stroke="{c}"/>')
+            out.append(f'<circle cx="{x(pos):.1f}" cy="{y(k / n):.1f}" r="3" fill="{c}"><title>{name} {pos:g}: {k}/{n}</title></circle>')
+        out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{c}" stroke-width="2"/>')
+        n_items = min(len(v) for v in by_pos.values())
+        out.append(f'<text x="{left + pw + 10}" y="{top + 16 + 18 * i}" fill="{c}">{name} (n ≥ {n_items} a position)</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+def curve(set_name, db, files):
+    if not os.path.exists(db):
+        print(f"{set_name}: no results yet ({db} does not exist)")
+        return None
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    by_pos, tokens, missing, used, models = {}, [], [], [], set()
+    for path in files:
+        text = open(path).read()
+        pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
+        # One count for every position, or one per position ("[30, 100, 30]",
+        # stored in the slice identity as "30/100/30").
+        counts = [int(c) for c in n.strip("[]").split(",")]
+        positions = len(key(text, "gold_positions").strip("[]").split(","))
+        expected = sum(counts) if len(counts) > 1 else counts[0] * positions
+        n = "/".join(str(c) for c in counts)
+        # The slice identity ga-run stores with each evaluation; the baseline's
+        # intervention is the empty object. The model is told apart by its
+        # identity (name and content hash), which names no file: one database per
+        # model, and a file matched under two models is refused below.
+        rows = con.execute(
+            "SELECT id, model FROM evaluations WHERE intervention = '{}' AND status = 'ok' "
+            "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ?",
+            ("%datasets-v1;kind=kv;source=generated;%", f"%;chunks={pairs};%;primed=1;%",
+             f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
+        done = None
+        for eid, model in rows:
+            models.add(model)
+            samples = con.execute("SELECT gold_position, correct, prompt_tokens FROM sample_results "
+                                  "WHERE evaluation_id = ?", (eid,)).fetchall()
+            if len(samples) == expected:  # complete: every item at every position
+                done = samples
+        if done is None:
+            missing.append(os.path.basename(path))
+            continue
+        used.append(os.path.basename(path))
+        for pos, correct, tok in done:
+            by_pos.setdefault(pos, []).append(correct)
+            if tok:
+                tokens.append(tok)
+
+    if len(models) > 1:
+        sys.exit(f"{set_name}: {db} holds these files' items under {len(models)} models: {sorted(models)}")
+    if models:
+        m = json.loads(next(iter(models)))
+        print(f"{set_name}: {m.get('name')} ({m.get('content_hash')})")
+    print(f"{set_name}: {len(used)} of {len(files)} files evaluated"
+          + (f" (missing: {', '.join(missing)})" if missing else "")
+          + (f", prompt tokens {min(tokens)}-{max(tokens)} (mean {sum(tokens) / len(tokens):.0f})" if tokens else ""))
+    if by_pos:
+        print(f"{'position':>8} {'correct':>9} {'accuracy':>9}  95 % Wilson")
+        for pos in sorted(by_pos):
+            k, n = sum(by_pos[pos]), len(by_pos[pos])
+            lo, hi = wilson(k, n)
+            print(f"{pos:>8g} {f'{k}/{n}':>9} {100 * k / n:>8.1f}%  [{100 * lo:.1f}, {100 * hi:.1f}]")
+    return by_pos
+
+
+# argv: [--svg FILE] then, per set, "SET DB N FILE..." groups.
+args = sys.argv[1:]
+svg = None
+if args[:1] == ["--svg"]:
+    svg, args = args[1], args[2:]
+curves = []
+while args:
+    set_name, db, n = args[0], args[1], int(args[2])
+    files, args = args[3:3 + n], args[3 + n:]
+    by_pos = curve(set_name, db, files)
+    if by_pos:
+        curves.append((set_name, by_pos))
+if svg:
+    write_svg(svg, curves)
+    print(f"plot: {svg}")
 PY
-done
