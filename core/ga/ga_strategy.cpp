@@ -11,14 +11,7 @@
 namespace midtune {
 namespace {
 
-[[noreturn]] void fail(const std::string& field, const std::string& reason) {
-  throw std::invalid_argument("ga." + field + ": " + reason);
-}
-
-int int_field(const std::string& field, const nlohmann::json& value) {
-  if (!value.is_number_integer()) fail(field, "must be an integer");
-  return value.get<int>();
-}
+const ConfigFields kFields("ga");
 
 const char* to_string(InitKind kind) {
   return kind == InitKind::seed_mutants ? "seed_mutants" : "random";
@@ -27,25 +20,25 @@ const char* to_string(InitKind kind) {
 InitKind init_kind_from_string(const std::string& name) {
   if (name == "seed_mutants") return InitKind::seed_mutants;
   if (name == "random") return InitKind::random;
-  fail("init", "unknown '" + name + "' (expected seed_mutants or random)");
+  kFields.fail("init", "unknown '" + name + "' (expected seed_mutants or random)");
 }
 
 }  // namespace
 
 void GaStrategyConfig::validate() const {
-  if (population_size < 1) fail("population_size", "must be >= 1");
-  if (parents < 1 || parents > population_size) fail("parents", "must be in 1..population_size");
-  if (generations < 0) fail("generations", "must be >= 0");
-  if (mutants < 0) fail("mutants", "must be >= 0");
-  if (crossovers < 0) fail("crossovers", "must be >= 0");
+  if (population_size < 1) kFields.fail("population_size", "must be >= 1");
+  if (parents < 1 || parents > population_size) kFields.fail("parents", "must be in 1..population_size");
+  if (generations < 0) kFields.fail("generations", "must be >= 0");
+  if (mutants < 0) kFields.fail("mutants", "must be >= 0");
+  if (crossovers < 0) kFields.fail("crossovers", "must be >= 0");
   if (generations > 0 && mutants + crossovers < 1) {
-    fail("mutants", "mutants + crossovers must be >= 1 to make offspring");
+    kFields.fail("mutants", "mutants + crossovers must be >= 1 to make offspring");
   }
-  if (tournament_size < 1) fail("tournament_size", "must be >= 1");
-  if (elites < -1) fail("elites", "must be -1 (the parent pool) or >= 0");
-  if (patience < 0) fail("patience", "must be >= 0 (0: no early stop)");
+  if (tournament_size < 1) kFields.fail("tournament_size", "must be >= 1");
+  if (elites < -1) kFields.fail("elites", "must be -1 (the parent pool) or >= 0");
+  if (patience < 0) kFields.fail("patience", "must be >= 0 (0: no early stop)");
   if (initial_genome && !initial_genome->is_object()) {
-    fail("initial_genome", "must be an object keyed by gene name");
+    kFields.fail("initial_genome", "must be an object keyed by gene name");
   }
   mutation.validate();
   crossover.validate();
@@ -73,45 +66,45 @@ void from_json(const nlohmann::json& in, GaStrategyConfig& config) {
   if (!in.is_object()) throw std::invalid_argument("ga: expected an object");
   for (const auto& [key, value] : in.items()) {
     if (key == "kind") {
-      if (value != "ga") fail(key, "must be \"ga\"");
+      if (value != "ga") kFields.fail(key, "must be \"ga\"");
     } else if (key == "population_size" || key == "N_ps") {
-      config.population_size = int_field(key, value);
+      config.population_size = kFields.integer(key, value);
     } else if (key == "parents" || key == "N_pa") {
-      config.parents = int_field(key, value);
+      config.parents = kFields.integer(key, value);
     } else if (key == "generations" || key == "T") {
-      config.generations = int_field(key, value);
+      config.generations = kFields.integer(key, value);
     } else if (key == "mutants" || key == "N_mu") {
-      config.mutants = int_field(key, value);
+      config.mutants = kFields.integer(key, value);
     } else if (key == "crossovers" || key == "N_cr") {
-      config.crossovers = int_field(key, value);
+      config.crossovers = kFields.integer(key, value);
     } else if (key == "N_ct") {
-      config.crossover.max_tries = int_field(key, value);
+      config.crossover.max_tries = kFields.integer(key, value);
     } else if (key == "M_x" || key == "M_y") {
-      if (!value.is_number()) fail(key, "must be a number");
+      if (!value.is_number()) kFields.fail(key, "must be a number");
       (key == "M_x" ? config.mutation.max_dx : config.mutation.max_dy) = value.get<double>();
     } else if (key == "selection") {
-      if (!value.is_string()) fail(key, "must be a string");
+      if (!value.is_string()) kFields.fail(key, "must be a string");
       config.selection = selection_kind_from_string(value.get<std::string>());
     } else if (key == "tournament_size") {
-      config.tournament_size = int_field(key, value);
+      config.tournament_size = kFields.integer(key, value);
     } else if (key == "elites") {
-      config.elites = int_field(key, value);
+      config.elites = kFields.integer(key, value);
     } else if (key == "init") {
-      if (!value.is_string()) fail(key, "must be a string");
+      if (!value.is_string()) kFields.fail(key, "must be a string");
       config.init = init_kind_from_string(value.get<std::string>());
     } else if (key == "initial_genome") {
       config.initial_genome = value.is_null() ? std::nullopt : std::optional(value);
     } else if (key == "unique_children") {
-      if (!value.is_boolean()) fail(key, "must be true or false");
+      if (!value.is_boolean()) kFields.fail(key, "must be true or false");
       config.unique_children = value.get<bool>();
     } else if (key == "patience") {
-      config.patience = int_field(key, value);
+      config.patience = kFields.integer(key, value);
     } else if (key == "mutation") {
       value.get_to(config.mutation);
     } else if (key == "crossover") {
       value.get_to(config.crossover);
     } else {
-      fail(key, "is not a field (expected population_size|N_ps, parents|N_pa, generations|T, "
+      kFields.fail(key, "is not a field (expected population_size|N_ps, parents|N_pa, generations|T, "
                 "mutants|N_mu, crossovers|N_cr, N_ct, M_x, M_y, selection, tournament_size, "
                 "elites, init, initial_genome, unique_children, patience, mutation, crossover)");
     }
@@ -123,14 +116,14 @@ GaStrategy::GaStrategy(GenomeSpace space, GaStrategyConfig config, std::uint64_t
     : space_(std::move(space)), config_(std::move(config)), rng_(seed) {
   config_.validate();
   if (config_.mutation.kind == MutationKind::lpes && !space_.control_points()) {
-    fail("mutation.kind", "lpes mutation needs a control-point genome space (LPES); use "
+    kFields.fail("mutation.kind", "lpes mutation needs a control-point genome space (LPES); use "
                           "uniform, gaussian or polynomial for this space");
   }
   if (config_.init == InitKind::seed_mutants) {
     if (config_.initial_genome) {
       space_.set_seed(space_.from_json(*config_.initial_genome));
     } else if (!space_.seed()) {
-      fail("init", "seed_mutants needs a starting genome: the genome space has none; set "
+      kFields.fail("init", "seed_mutants needs a starting genome: the genome space has none; set "
                    "ga.initial_genome or use init: random");
     }
   }

@@ -12,14 +12,7 @@
 namespace midtune {
 namespace {
 
-[[noreturn]] void fail(const std::string& field, const std::string& reason) {
-  throw std::invalid_argument("nsga2." + field + ": " + reason);
-}
-
-int int_field(const std::string& field, const nlohmann::json& value) {
-  if (!value.is_number_integer()) fail(field, "must be an integer");
-  return value.get<int>();
-}
+const ConfigFields kFields("nsga2");
 
 // a dominates b: no worse in every objective, better in one (maximisation).
 bool dominates(const std::vector<double>& a, const std::vector<double>& b) {
@@ -40,12 +33,12 @@ nlohmann::json objectives_to_json(const std::vector<double>& values) {
 }  // namespace
 
 void Nsga2Config::validate() const {
-  if (population_size < 2) fail("population_size", "must be >= 2 (parents for a tournament)");
-  if (generations < 0) fail("generations", "must be >= 0");
-  if (objectives < 2 || objectives > 3) fail("objectives", "must be 2 or 3");
+  if (population_size < 2) kFields.fail("population_size", "must be >= 2 (parents for a tournament)");
+  if (generations < 0) kFields.fail("generations", "must be >= 0");
+  if (objectives < 2 || objectives > 3) kFields.fail("objectives", "must be 2 or 3");
   mutation.validate();
   crossover.validate();
-  if (mutation.kind == MutationKind::lpes) fail("mutation.kind", "lpes mutation is not offered (use polynomial, gaussian or uniform)");
+  if (mutation.kind == MutationKind::lpes) kFields.fail("mutation.kind", "lpes mutation is not offered (use polynomial, gaussian or uniform)");
 }
 
 void to_json(nlohmann::json& out, const Nsga2Config& config) {
@@ -58,20 +51,20 @@ void to_json(nlohmann::json& out, const Nsga2Config& config) {
 }
 
 void from_json(const nlohmann::json& in, Nsga2Config& config) {
-  if (!in.is_object()) fail("", "must be a mapping");
+  if (!in.is_object()) kFields.fail("", "must be a mapping");
   for (auto it = in.begin(); it != in.end(); ++it) {
     const std::string& key = it.key();
     if (key == "kind") continue;  // the factory's key
-    if (key == "population_size") config.population_size = int_field(key, it.value());
-    else if (key == "generations") config.generations = int_field(key, it.value());
-    else if (key == "objectives") config.objectives = int_field(key, it.value());
+    if (key == "population_size") config.population_size = kFields.integer(key, it.value());
+    else if (key == "generations") config.generations = kFields.integer(key, it.value());
+    else if (key == "objectives") config.objectives = kFields.integer(key, it.value());
     else if (key == "mutation") it.value().get_to(config.mutation);
     else if (key == "crossover") it.value().get_to(config.crossover);
     else if (key == "unique_children") {
-      if (!it.value().is_boolean()) fail(key, "must be true or false");
+      if (!it.value().is_boolean()) kFields.fail(key, "must be true or false");
       config.unique_children = it.value().get<bool>();
     } else
-      fail(key, "is not a field (expected population_size, generations, objectives, mutation, crossover, "
+      kFields.fail(key, "is not a field (expected population_size, generations, objectives, mutation, crossover, "
                 "unique_children)");
   }
   config.validate();

@@ -36,6 +36,15 @@ StateReader::StateReader(std::string kind, const nlohmann::json& state,
   }
 }
 
+void ConfigFields::fail(const std::string& field, const std::string& reason) const {
+  throw std::invalid_argument(strategy_ + "." + field + ": " + reason);
+}
+
+int ConfigFields::integer(const std::string& field, const nlohmann::json& value) const {
+  if (!value.is_number_integer()) fail(field, "must be an integer");
+  return value.get<int>();
+}
+
 void StateReader::fail(const std::string& reason) const {
   throw std::invalid_argument(kind_ + " state: " + reason);
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,19 @@ namespace midtune {
 nlohmann::json candidate_to_json(const Candidate& candidate);
 // Finite values as numbers; ±infinity as "inf" / "-inf".
 nlohmann::json fitness_to_json(double fitness);
+
+// A strategy's config errors name "<strategy>.<field>" (e.g. "ga.parents:
+// must be in 1..population_size"), as std::invalid_argument.
+class ConfigFields {
+ public:
+  explicit ConfigFields(std::string strategy) : strategy_(std::move(strategy)) {}
+  [[noreturn]] void fail(const std::string& field, const std::string& reason) const;
+  // The value as an int, or "must be an integer".
+  int integer(const std::string& field, const nlohmann::json& value) const;
+
+ private:
+  std::string strategy_;
+};
 
 class StateReader {
  public:
