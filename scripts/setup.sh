@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   libeigen3-dev libtbb-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libcli11-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcpp-httplib-dev zlib1g-dev libpcre2-dev libxxhash-dev
-  openmpi-bin libopenmpi-dev)
+  openmpi-bin libopenmpi-dev ccache)
 
 phase "system packages"
 missing=()
