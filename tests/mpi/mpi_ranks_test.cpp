@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -78,6 +80,12 @@ class MpiRanks : public testing::TempDirTest {
     unsetenv(parallel_test_hook());
 #endif
   }
+  void TearDown() override {
+    for (const std::string& dir : session_dirs_) fs::remove_all(dir);
+    TempDirTest::TearDown();
+  }
+  // Per-mpirun TMPDIRs of side-by-side runs, removed after the test.
+  std::vector<std::string> session_dirs_;
   static const char* parallel_test_hook() { return "MIDTUNE_TEST_MODEL_OVERRIDE_RANK"; }
 
   void write(const std::string& name, const std::string& text) const { std::ofstream(path(name)) << text; }
@@ -147,8 +155,18 @@ class MpiRanks : public testing::TempDirTest {
         {"plain", ga_run_argv(0, {path(plain_yaml), "--db", path("plain.db"), "--quiet"})}};
     for (const int n : rank_counts) {
       const std::string name = "ranks" + std::to_string(n);
-      jobs.push_back(
-          {name, ga_run_argv(n, {path("exp.yaml"), "--db", path(name + ".db"), "--unit-prompts", unit_prompts})});
+      // Each mpirun its own TMPDIR: Open MPI 4 creates its session
+      // directory tree under it, and two launchers starting at once race on
+      // the shared top folder ("orte_session_dir failed ... File exists").
+      // Short (/tmp/mtm-XXXXXX): PMIx puts Unix sockets there, whose paths
+      // must stay under 108 bytes.
+      char tmp_template[] = "/tmp/mtm-XXXXXX";
+      ASSERT_NE(::mkdtemp(tmp_template), nullptr) << "mkdtemp: " << std::strerror(errno);
+      session_dirs_.push_back(tmp_template);
+      std::vector<std::string> argv = {"/usr/bin/env", std::string("TMPDIR=") + tmp_template};
+      for (std::string& a : ga_run_argv(n, {path("exp.yaml"), "--db", path(name + ".db"), "--unit-prompts", unit_prompts}))
+        argv.push_back(std::move(a));
+      jobs.push_back({name, std::move(argv)});
     }
     std::vector<pid_t> pids;
     for (const auto& [name, argv] : jobs)
