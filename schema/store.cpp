@@ -69,7 +69,25 @@ void check_identity(sql::Database& db) {
   std::int64_t application_id = 0;
   int version = 0;
   std::vector<std::string> tables;
+  // The three reads in one snapshot: another ga-run may commit a new
+  // file's schema between them, and a mixed view (tables without their
+  // version) reads as a foreign file. A savepoint, as migrate() calls this
+  // inside its own transaction; outside one it is a read transaction.
+  struct Snapshot {
+    sql::Database& db;
+    bool open = false;
+    ~Snapshot() {
+      if (!open) return;
+      try {
+        db.exec("RELEASE midtune_identity");
+      } catch (...) {
+        // A read-only snapshot: nothing to keep or undo.
+      }
+    }
+  } snapshot{db};
   try {
+    db.exec("SAVEPOINT midtune_identity");
+    snapshot.open = true;
     application_id = db.application_id();
     version = db.user_version();
     auto s = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
