@@ -125,7 +125,7 @@ std::optional<double> mcnemar_detectable_difference(int items, double discordant
     const double root = z_alpha * std::sqrt(discordant) + z_beta * std::sqrt(std::max(0.0, discordant - d * d));
     return root * root / (d * d);
   };
-  double high = std::min(discordant, std::sqrt(discordant));  // |d| <= p_disc
+  double high = discordant;  // |d| <= p_disc
   if (needed(high) > items) return std::nullopt;
   double low = 0.0;
   for (int i = 0; i < 100 && high - low > 1e-9; ++i) {

@@ -196,6 +196,7 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   const std::string figures = where + " " + signed_points(middle["difference_points"].get<double>()) +
                               " points, 95 % CI [" + signed_points(low) + ", " + signed_points(high) +
                               "], McNemar p = " + p_value(p);
+  const std::string power = std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
   std::string verdict = best.role + " vs " + other.role + ": ";
   if (detected) {
     verdict += figures;
@@ -203,11 +204,9 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
     verdict += "no difference detected (" + figures;
     if (needed)
       verdict += "; about " + std::to_string(out["items_needed_per_position"].get<int>()) +
-                 " items per position would detect a difference this size with " +
-                 std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
+                 " items per position would detect a difference this size with " + power;
     verdict += ")";
   }
-  const std::string power = std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
   if (detectable) {
     char text[96];
     std::snprintf(text, sizeof text, "; %d %s items detect a change of %.1f points with %s", middle_items,
