@@ -191,7 +191,10 @@ Reference run_reference(const fs::path& model, const json& cases, std::size_t vo
   const auto start = std::chrono::steady_clock::now();
   const Finished run = run_process(
       {python().string(), std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/interventions_reference.py", "--eval",
-       in.string(), "--model", model.string(), "--logits", logits.string(), "--decisions", decisions.string()},
+       in.string(), "--model", model.string(), "--logits", logits.string(), "--decisions", decisions.string(),
+       // Both cores: the test holds both ctest slots (label peer), so
+       // nothing else runs beside the reference's matmuls.
+       "--threads", "2"},
       dir.path().string());
   if (run.exit_code != 0) throw std::runtime_error("interventions_reference.py --eval failed: " + describe(run));
   Reference out;

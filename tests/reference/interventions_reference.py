@@ -48,7 +48,7 @@ large part of the cost.
 
 Usage: python3 tests/reference/interventions_reference.py [--model PATH]
        python3 tests/reference/interventions_reference.py --eval CASES.json --model PATH \
-           --logits OUT.f64 --decisions OUT.json
+           --logits OUT.f64 --decisions OUT.json [--threads N]
 """
 import argparse
 import json
@@ -56,11 +56,14 @@ import os
 import sys
 import time
 
-# One BLAS thread in the evaluation mode, as peer_reference.py: it runs
-# beside the waiting test process on 2 cores, where OpenBLAS's spinning
-# threads slowed the reference's forward passes many times over.
+# BLAS threads in the evaluation mode: --threads N (default 1, as
+# peer_reference.py: beside other busy processes OpenBLAS's spinning threads
+# slowed the forward passes many times over). A caller that holds the cores
+# to itself passes them all: the real models' matmuls then run ~1.7x faster
+# on 2 cores. Read here, as numpy reads the setting on import.
 if "--eval" in sys.argv:
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    threads = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", threads)
 import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -475,6 +478,8 @@ def eval_main(argv):
     ap.add_argument("--logits", required=True,
                     help="out: float64 logits, one vocab-long row per case (per scored row with prompt_tokens)")
     ap.add_argument("--decisions", required=True, help="out: JSON of what each method decided, and timings")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="BLAS threads (read before numpy loads, see the top of this file)")
     args = ap.parse_args(argv)
     with open(args.eval) as f:
         cases = json.load(f)["cases"]
