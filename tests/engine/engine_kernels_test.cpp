@@ -15,13 +15,13 @@
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/fp16.hpp"
-#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
-#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -551,7 +551,7 @@ TEST(Geglu, IsTanhGeluTimesUp) {
   const float gate[5] = {-3.0f, -1.0f, 0.0f, 0.5f, 2.5f};
   const float up[5] = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
   float out[5];
-  gelu_mul_for(Isa::scalar)(gate, up, out, 5);
+  gated_mul_for(FfnActivation::gelu_tanh, Isa::scalar)(gate, up, out, 5);
   for (int i = 0; i < 5; ++i) {
     const double g = gate[i];
     const double gelu = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
@@ -559,8 +559,37 @@ TEST(Geglu, IsTanhGeluTimesUp) {
   }
   // Differs from SwiGLU where it should (negative gates).
   float silu[5];
-  silu_mul(gate, up, silu, 5);
+  gated_mul_for(FfnActivation::silu, Isa::scalar)(gate, up, silu, 5);
   EXPECT_GT(std::fabs(out[1] - silu[1]), 0.1f);
+}
+
+// By rows, as a device calls it on a fused gate|up product: gate and up rows
+// ld_in apart, out rows ld_out apart, nothing outside `width` written; without
+// up (mpt's ungated block) the activation alone.
+TEST(GatedActivationRows, StridesAndTheUngatedForm) {
+  const int rows = 3, width = 5;
+  const std::size_t ld_in = 8, ld_out = 7;
+  std::vector<float> gate(rows * ld_in), up(rows * ld_in);
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    gate[i] = -2.0f + 0.17f * static_cast<float>(i);
+    up[i] = 0.5f + 0.03f * static_cast<float>(i);
+  }
+  for (FfnActivation activation : {FfnActivation::silu, FfnActivation::gelu_tanh}) {
+    for (bool gated : {true, false}) {
+      std::vector<float> out(rows * ld_out, -7.0f);
+      gated_activation_rows(activation, gate.data(), gated ? up.data() : nullptr, ld_in, rows, width, out.data(),
+                            ld_out, Isa::scalar);
+      for (int r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < ld_out; ++c) {
+          const float g = gate[r * ld_in + c], u = gated ? up[r * ld_in + c] : 1.0f;
+          const float want = c >= static_cast<std::size_t>(width) ? -7.0f
+                             : activation == FfnActivation::silu ? elementwise::silu_mul(g, u)
+                                                                  : elementwise::gelu_tanh_mul(g, u);
+          EXPECT_EQ(out[r * ld_out + c], want) << r << " " << c << (gated ? " gated" : " ungated");
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

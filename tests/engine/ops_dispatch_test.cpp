@@ -17,7 +17,7 @@
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
-#include "backends/engine/ops/swiglu.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -86,7 +86,7 @@ TEST(DispatchRule, EveryOpThrowsForAnIsaTheCpuLacksAndRunsOnEveryOtherOne) {
         [&] { quantize_rows(x.data(), 1, 64, 64, q, isa); },
         [&] { rms_norm_rows(x.data(), 64, w.data(), 1, 64, 1e-5f, y.data(), 64, isa); },
         [&] { rope_for(isa); },
-        [&] { silu_mul(x.data(), w.data(), y.data(), 64, isa); },
+        [&] { gated_activation_rows(FfnActivation::silu, x.data(), w.data(), 64, 1, 64, y.data(), 64, isa); },
     };
     for (std::size_t op = 0; op < ops.size(); ++op) {
       if (isa_available(isa)) {

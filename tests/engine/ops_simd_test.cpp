@@ -17,13 +17,12 @@
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/float_matmul.hpp"
 #include "backends/engine/ops/fp16.hpp"
-#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
-#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -365,8 +364,8 @@ TEST_P(OpsSimd, SwigluMatchesScalar) {
   std::vector<float> g = random(n), u = random(n), ref(n), got(n);
   g[0] = -100.0f;  // exp overflow side
   g[1] = 100.0f;
-  silu_mul(g.data(), u.data(), ref.data(), n, Isa::scalar);
-  silu_mul(g.data(), u.data(), got.data(), n, GetParam());
+  gated_mul_for(FfnActivation::silu, Isa::scalar)(g.data(), u.data(), ref.data(), n);
+  gated_mul_for(FfnActivation::silu, GetParam())(g.data(), u.data(), got.data(), n);
   // Polynomial exp: ~1e-7 relative.
   for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << i;
 }
@@ -382,8 +381,8 @@ TEST_P(OpsSimd, GegluMatchesScalar) {
   g[1] = 100.0f;
   g[2] = 0.0f;
   g[3] = 1e-6f;
-  gelu_mul_for(Isa::scalar)(g.data(), u.data(), ref.data(), n);
-  gelu_mul_for(GetParam())(g.data(), u.data(), got.data(), n);
+  gated_mul_for(FfnActivation::gelu_tanh, Isa::scalar)(g.data(), u.data(), ref.data(), n);
+  gated_mul_for(FfnActivation::gelu_tanh, GetParam())(g.data(), u.data(), got.data(), n);
   for (std::size_t i = 0; i < n; ++i) {
     ASSERT_NEAR(got[i], ref[i], 2e-6f * (1.0f + std::fabs(ref[i]))) << "gate " << g[i];
   }

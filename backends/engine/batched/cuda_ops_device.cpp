@@ -123,11 +123,7 @@ class CudaOps final : public DeviceOps {
   }
   void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                         int width, float* out, std::size_t ld_out) override {
-    if (activation == FfnActivation::gelu_tanh) {
-      cuda::gelu_tanh_mul_rows(gate, up, ld_in, rows, width, out, ld_out, stream_);
-    } else {
-      cuda::silu_mul_rows(gate, up, ld_in, rows, width, out, ld_out, stream_);
-    }
+    cuda::gated_activation_rows(activation, gate, up, ld_in, rows, width, out, ld_out, stream_);
   }
   void rope_tables(const double* positions, int tokens, const float* scales, int tables,
                    const double* inverse_frequencies, int pairs, float* cos_sin) override {

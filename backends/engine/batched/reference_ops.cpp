@@ -15,12 +15,11 @@
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
-#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
 #include "backends/engine/ops/scoring.hpp"
-#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine::batched {
 
@@ -93,16 +92,7 @@ void ReferenceOps::layer_norm_rows(const float* x, std::size_t ld_x, const float
 
 void ReferenceOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                     int rows, int width, float* out, std::size_t ld_out) {
-  // Without an up projection the activation multiplies a row of ones (exact).
-  const std::vector<float> ones(up == nullptr ? static_cast<std::size_t>(width) : 0, 1.0f);
-  for (int r = 0; r < rows; ++r) {
-    const float* up_row = up != nullptr ? up + r * ld_in : ones.data();
-    if (activation == FfnActivation::gelu_tanh) {
-      engine::gelu_tanh_mul(gate + r * ld_in, up_row, out + r * ld_out, width);
-    } else {
-      engine::silu_mul(gate + r * ld_in, up_row, out + r * ld_out, width, Isa::scalar);
-    }
-  }
+  engine::gated_activation_rows(activation, gate, up, ld_in, rows, width, out, ld_out, Isa::scalar);
 }
 
 std::uint16_t* ReferenceOps::bf16_scratch(std::size_t count) {

@@ -17,7 +17,7 @@
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
-#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
@@ -25,7 +25,6 @@
 #include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
 #include "backends/engine/ops/scoring.hpp"
-#include "backends/engine/ops/swiglu.hpp"
 #include "backends/engine/ops/weight_matrix.hpp"
 
 namespace midtune::engine {
@@ -224,19 +223,10 @@ void CpuDevice::cap_values(float* x, std::size_t count, float cap, bool soft) {
 
 void CpuDevice::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
                                  int rows, int width, float* out, std::size_t ld_out) {
-  const GeluMulFn gelu = gelu_mul_for(isa_);
-  // Without an up projection the activation multiplies a row of ones (exact),
-  // so the plain GELU runs the same SIMD body as GeGLU.
-  std::vector<float> ones(up == nullptr ? static_cast<std::size_t>(width) : 0, 1.0f);
   for_row_ranges(rows, 8, [&](const tbb::blocked_range<int>& r) {
-    for (int t = r.begin(); t < r.end(); ++t) {
-      const float* up_row = up != nullptr ? up + t * ld_in : ones.data();
-      if (activation == FfnActivation::gelu_tanh) {
-        gelu(gate + t * ld_in, up_row, out + t * ld_out, width);
-      } else {
-        silu_mul(gate + t * ld_in, up_row, out + t * ld_out, width, isa_);
-      }
-    }
+    const std::size_t first = static_cast<std::size_t>(r.begin());
+    engine::gated_activation_rows(activation, gate + first * ld_in, up != nullptr ? up + first * ld_in : nullptr, ld_in,
+                                  r.end() - r.begin(), width, out + first * ld_out, ld_out, isa_);
   });
 }
 

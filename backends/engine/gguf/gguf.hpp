@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/engine/gguf/ffn_activation.hpp"
 #include "backends/engine/gguf/rope_pairing.hpp"
 
 namespace midtune {
@@ -223,11 +224,6 @@ class GgufFile {
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
 };
 
-
-// The feed-forward block's gate activation: SwiGLU silu(gate) * up (llama,
-// qwen2) or GeGLU gelu(gate) * up with gelu's tanh approximation (gemma);
-// without a gate (mpt) the activation of the up projection alone.
-enum class FfnActivation : std::uint8_t { silu, gelu_tanh };
 
 // The architectures the engine runs, as `general.architecture` names them.
 inline constexpr const char* kSupportedArchitectures = "llama, qwen2, gemma, qwen3, gemma2, gemma3, mpt, phi3";

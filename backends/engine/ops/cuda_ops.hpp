@@ -1,5 +1,5 @@
 // The CUDA bodies of the element-wise ops, on device pointers: the same
-// contracts as the CPU ops (rmsnorm.hpp, rope.hpp, swiglu.hpp, geglu.hpp),
+// contracts as the CPU ops (rmsnorm.hpp, rope.hpp, gated_activation.hpp),
 // batched over whole token matrices as the GPU engine feeds them. Each kernel
 // evaluates the per-element functions of elementwise.hpp that the CPU
 // reference bodies evaluate, so the two differ only in summation order and in
@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/engine/gguf/ffn_activation.hpp"
 #include "backends/engine/gguf/rope_pairing.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
@@ -166,16 +167,11 @@ void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_
 void dequantize_bf16(std::uint32_t ggml_type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                      std::uint16_t* out, void* stream = nullptr);
 
-// SwiGLU and GeGLU over `count` elements: out = act(gate) * up.
-void silu_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
-void gelu_tanh_mul(const float* gate, const float* up, float* out, std::size_t count, void* stream = nullptr);
-// The same by rows: out[r][c] = act(gate[r][c]) * up[r][c] for r < rows,
-// c < width, gate and up rows ld_in apart, out rows ld_out apart (up
-// nullptr: act(gate[r][c]) alone).
-void silu_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,
-                   std::size_t ld_out, void* stream = nullptr);
-void gelu_tanh_mul_rows(const float* gate, const float* up, std::size_t ld_in, int rows, int width, float* out,
-                        std::size_t ld_out, void* stream = nullptr);
+// SwiGLU or GeGLU by rows (gated_activation.hpp): out[r][c] =
+// act(gate[r][c]) * up[r][c] for r < rows, c < width, gate and up rows ld_in
+// apart, out rows ld_out apart (up nullptr: act(gate[r][c]) alone).
+void gated_activation_rows(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
+                           int width, float* out, std::size_t ld_out, void* stream = nullptr);
 
 // The batched engine's remaining ops (contracts: batched/device_ops.hpp).
 // out[i] = elementwise::bf16_value(x[i]) (exact).

@@ -7,10 +7,9 @@
 
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/float_matmul.hpp"
-#include "backends/engine/ops/geglu.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
-#include "backends/engine/ops/swiglu.hpp"
 
 namespace midtune::engine::cpu {
 
@@ -27,9 +26,9 @@ const AttentionParts* attention_parts_avx2();
 const AttentionParts* attention_parts_avx512();
 QuantizeRowFn quantize_row_avx2();
 QuantizeRowFn quantize_row_avx512();
-SiluMulFn silu_mul_avx2();
-SiluMulFn silu_mul_avx512();
-GeluMulFn gelu_mul_avx2();
-GeluMulFn gelu_mul_avx512();
+GatedMulFn silu_mul_avx2();
+GatedMulFn silu_mul_avx512();
+GatedMulFn gelu_mul_avx2();
+GatedMulFn gelu_mul_avx512();
 
 }  // namespace midtune::engine::cpu

@@ -15,8 +15,8 @@ const AttentionParts* attention_parts_avx2() {
   return &parts;
 }
 FloatTileFn float_tile_avx2() { return &float_tile_body<VecAvx2>; }
-SiluMulFn silu_mul_avx2() { return &silu_mul_body<VecAvx2>; }
-GeluMulFn gelu_mul_avx2() { return &gelu_mul_body<VecAvx2>; }
+GatedMulFn silu_mul_avx2() { return &silu_mul_body<VecAvx2>; }
+GatedMulFn gelu_mul_avx2() { return &gelu_mul_body<VecAvx2>; }
 // The quantiser's AVX2 body is in quantize_rows_avx2.cpp.
 
 }  // namespace midtune::engine::cpu

@@ -15,8 +15,8 @@ const AttentionParts* attention_parts_avx512() {
   static const AttentionParts parts = AttentionBody<VecAvx512>::parts();
   return &parts;
 }
-SiluMulFn silu_mul_avx512() { return &silu_mul_body<VecAvx512>; }
-GeluMulFn gelu_mul_avx512() { return &gelu_mul_body<VecAvx512>; }
+GatedMulFn silu_mul_avx512() { return &silu_mul_body<VecAvx512>; }
+GatedMulFn gelu_mul_avx512() { return &gelu_mul_body<VecAvx512>; }
 FloatTileFn float_tile_avx512() { return &float_tile_body<VecAvx512>; }
 
 }  // namespace midtune::engine::cpu

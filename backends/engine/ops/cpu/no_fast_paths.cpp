@@ -14,8 +14,8 @@ const AttentionParts* attention_parts_avx2() { return nullptr; }
 const AttentionParts* attention_parts_avx512() { return nullptr; }
 QuantizeRowFn quantize_row_avx2() { return nullptr; }
 QuantizeRowFn quantize_row_avx512() { return nullptr; }
-SiluMulFn silu_mul_avx2() { return nullptr; }
-SiluMulFn silu_mul_avx512() { return nullptr; }
-GeluMulFn gelu_mul_avx2() { return nullptr; }
-GeluMulFn gelu_mul_avx512() { return nullptr; }
+GatedMulFn silu_mul_avx2() { return nullptr; }
+GatedMulFn silu_mul_avx512() { return nullptr; }
+GatedMulFn gelu_mul_avx2() { return nullptr; }
+GatedMulFn gelu_mul_avx512() { return nullptr; }
 }  // namespace midtune::engine::cpu
