@@ -14,30 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "datasets/batch_item.hpp"
 #include "methods/intervention.hpp"
 
 namespace midtune {
-
-// A chunk of the prompt (a KV pair, a document) as a half-open byte range
-// [begin, end) of BatchItem::prompt_text. Backends with a tokenizer turn these
-// into token spans (CALIOPE, SIW need them).
-struct ByteSpan {
-  std::size_t begin = 0;
-  std::size_t end = 0;
-  bool operator==(const ByteSpan&) const = default;
-};
-
-struct BatchItem {
-  std::string id;
-  // The full prompt, already wrapped in the model's chat template.
-  std::string prompt_text;
-  std::vector<ByteSpan> chunks;
-  // The gold answer as the model should emit it (teacher_forced mode).
-  std::string gold;
-  // Where the gold chunk sits, 0 = first chunk, 1 = last. Metadata: only test
-  // doubles and logs read it; real backends must not.
-  double gold_depth = 0.0;
-};
 
 enum class Mode { generate, teacher_forced };
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "datasets/batch_item.hpp"
 #include "datasets/mdqa.hpp"
 
 namespace midtune::datasets {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "datasets/batch_item.hpp"
 #include "datasets/prompts.hpp"
 
 namespace midtune::datasets {
