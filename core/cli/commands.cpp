@@ -9,11 +9,11 @@
 #include "core/cli/phs_search_command.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
-#include "core/cli/report_command.hpp"
+#include "core/report/experiment_report.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/cli/status_command.hpp"
 #include "core/cli/stop_signals.hpp"
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 #include "core/experiment/experiment.hpp"
 #include "core/experiment/experiment_name.hpp"
 #include "core/parallel/ranks.hpp"
@@ -74,7 +74,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
         << s.cache_hits << " from cache, "
         << (s.raced > 0 ? std::to_string(s.raced) + " dropped by racing, " : std::string())
         << s.resumed_individuals << " resumed; best fitness "
-        << format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
+        << report::format_number(s.best_fitness) << " (candidate " << s.best_candidate << ")\n"
         << "report: ga-run report " << db << " --experiment " << prepared->inputs.experiment_name << '\n';
     if (stop_request().load() != 0) throw RunStopped("before the held-out step");
     progress.message("held-out: best, baseline, PI at the mean scale / the paper default");
@@ -215,7 +215,7 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*validate) return validate_experiment(file, out, err);
   const Store::Check check = integrity_check ? Store::Check::full : Store::Check::quick;
   if (*status) return print_status(db, out, err, check);
-  if (*report) return print_report(db, experiment_name, format, out, err, {svg_path, check, report_out});
+  if (*report) return report::print_report(db, experiment_name, format, out, err, {svg_path, check, report_out});
   if (*query) return run_query(db, sql_text, out, err, query_limits);
   if ((*eval || *phs_search) && parallel::launcher_world_size() > 1) {
     // Every rank would run the whole command and write the same database.

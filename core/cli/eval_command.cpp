@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/cli/commands.hpp"
-#include "core/cli/heldout_report.hpp"
+#include "core/report/heldout_report.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/experiment/config_error.hpp"
 #include "core/search/heldout.hpp"
@@ -37,7 +37,7 @@ Intervention read_intervention(const std::string& path) {
 // completing a row a stopped run had stored in part.
 std::string how_computed(const SplitEvaluation& evaluation, std::size_t prompts) {
   if (evaluation.cache_hit) return "from the cache";
-  std::string text = format_number(evaluation.wall_seconds, 1) + " s";
+  std::string text = report::format_number(evaluation.wall_seconds, 1) + " s";
   if (evaluation.resumed_samples > 0)
     text += ", resumed: " + std::to_string(evaluation.resumed_samples) + " of " + std::to_string(prompts) +
             " prompts were stored";
@@ -101,7 +101,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
         << how_computed(evaluation, prepared->inputs.items.size())
         << "\nintervention: " << intervention.canonical() << "\n\n";
     if (request.against.empty()) {
-      print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
+      report::print_side_by_side(json::array({entry_json(label, intervention, evaluation)}), out);
       return kExitOk;
     }
     const bool against_baseline = request.against == "baseline";
@@ -112,7 +112,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
     out << "against: " << other.canonical() << " ("
         << how_computed(other_evaluation, prepared->inputs.items.size())
         << ")\n\n";
-    print_side_by_side(json::array({entry_json(other_label, other, other_evaluation),
+    report::print_side_by_side(json::array({entry_json(other_label, other, other_evaluation),
                                     entry_json(label, intervention, evaluation)}),
                        out);
     const auto row = [&](const std::string& role, const SplitEvaluation& e) {
@@ -122,7 +122,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
     options.weights = {experiment.objective.weights.beginning, experiment.objective.weights.middle,
                        experiment.objective.weights.end};
     options.subject_role = label;
-    print_heldout_statistics(heldout_statistics({row(other_label, other_evaluation), row(label, evaluation)}, options),
+    report::print_heldout_statistics(heldout_statistics({row(other_label, other_evaluation), row(label, evaluation)}, options),
                              out);
     return kExitOk;
   } catch (const ConfigError& e) {
@@ -146,7 +146,7 @@ void run_heldout_step(Store& store, const Experiment& experiment, PreparedSearch
   json rendered = json::array();
   for (const HeldoutEntry& e : entries) rendered.push_back(entry_json(e.role, e.intervention, e.evaluation));
   out << "held-out (" << heldout->inputs.items.size() << " prompts, " << heldout->inputs.metric << "):\n";
-  print_side_by_side(rendered, out);
+  report::print_side_by_side(rendered, out);
 }
 
 }  // namespace midtune::cli

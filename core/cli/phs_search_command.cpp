@@ -13,7 +13,7 @@
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/tools/phs_capture.hpp"
 #include "core/cli/commands.hpp"
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 #include "core/search/prompt_wrapper.hpp"
 #include "backends/engine/tools/phs_channel_search.hpp"
 #include "schema/store.hpp"
@@ -104,21 +104,21 @@ void store_candidates(const std::string& path, const ModelIdentity& model, const
 }
 
 void print_candidates(std::ostream& out, const std::vector<Candidate>& candidates, double baseline_loss) {
-  std::vector<Row> rows;
+  std::vector<report::Row> rows;
   for (const Candidate& c : candidates) {
     rows.push_back({std::to_string(c.rank), std::to_string(c.score.channel),
                     std::to_string(c.score.monotone_layers.size()), c.score.direction > 0 ? "up" : "down",
-                    format_number(c.score.smoothness, 6), format_number(c.loss, 4),
-                    format_number(c.loss - baseline_loss, 4)});
+                    report::format_number(c.score.smoothness, 6), report::format_number(c.loss, 4),
+                    report::format_number(c.loss - baseline_loss, 4)});
   }
-  print_table(out, {"rank", "channel", "monotone layers", "trend", "smoothness", "validation loss", "vs plain"}, rows);
-  out << "plain model (no intervention): validation loss " << format_number(baseline_loss, 4) << '\n';
+  report::print_table(out, {"rank", "channel", "monotone layers", "trend", "smoothness", "validation loss", "vs plain"}, rows);
+  out << "plain model (no intervention): validation loss " << report::format_number(baseline_loss, 4) << '\n';
 }
 
 int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
   const auto start = std::chrono::steady_clock::now();
   auto note = [&](const std::string& line) {
-    if (!a.quiet) err << "phs-search: " << line << " (" << format_number(seconds_since(start), 1) << " s)\n";
+    if (!a.quiet) err << "phs-search: " << line << " (" << report::format_number(seconds_since(start), 1) << " s)\n";
   };
   phs::SearchOptions options;
   try {
@@ -170,7 +170,7 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
     intervention.hidden_channel = h;
     candidates.push_back({s, engine::tools::validation_loss(*backend, intervention, items), 0});
     losses.push_back(candidates.back().loss);
-    note("channel " + std::to_string(s.channel) + ": loss " + format_number(losses.back(), 4));
+    note("channel " + std::to_string(s.channel) + ": loss " + report::format_number(losses.back(), 4));
   }
   const std::vector<int> ranks = phs::rank_by_loss(found, losses);
   for (std::size_t i = 0; i < candidates.size(); ++i) candidates[i].rank = ranks[i];
@@ -180,7 +180,7 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
       << options.skip_tokens << ", " << phs::to_string(options.smoothing) << " window " << options.smooth_window
       << ", smoothness " << phs::to_string(options.aggregate) << " over monotone layers, monotone in > " << layers
       << "/4 of layers " << options.first_layer << ".." << layers - 2 << "\n"
-      << "validation: " << items.size() << " KV prompts (" << a.val_pairs << " pairs), scale " << format_number(a.scale)
+      << "validation: " << items.size() << " KV prompts (" << a.val_pairs << " pairs), scale " << report::format_number(a.scale)
       << " in layers " << layer_range.first << ".." << layer_range.second << "; loss = mean -log p(gold answer) per prompt\n";
   if (candidates.empty()) {
     out << "no channel is monotone in more than " << layers << "/4 layers; nothing stored\n";
@@ -189,8 +189,8 @@ int search(const PhsSearchArgs& a, std::ostream& out, std::ostream& err) {
     store_candidates(a.db, identity, settings, candidates, baseline);
     out << candidates.size() << " candidates written to " << a.db << " (table phs_channels)\n";
   }
-  out << "wall time: " << format_number(seconds_since(start), 1) << " s (residual capture "
-      << format_number(capture_seconds, 1) << " s)\n";
+  out << "wall time: " << report::format_number(seconds_since(start), 1) << " s (residual capture "
+      << report::format_number(capture_seconds, 1) << " s)\n";
   return kExitOk;
 }
 

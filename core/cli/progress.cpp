@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 
 namespace midtune::cli {
 
@@ -40,8 +40,8 @@ void Progress::candidate_done(int done, bool cache_hit, double best_fitness) {
   const int width = 30;
   const int filled = std::min(width, done * width / total_);
   out_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total_
-       << "  " << format_number(rate, 2) << " eval/s  ETA " << (rate > 0 ? clock_text(remaining / rate) : "--")
-       << "  best " << format_number(best_fitness) << "   " << std::flush;
+       << "  " << report::format_number(rate, 2) << " eval/s  ETA " << (rate > 0 ? clock_text(remaining / rate) : "--")
+       << "  best " << report::format_number(best_fitness) << "   " << std::flush;
   bar_drawn_ = true;
 }
 
@@ -51,8 +51,8 @@ void Progress::generation_done(int generation, int generations, double best, dou
     if (bar_drawn_) out_ << '\n';
     bar_drawn_ = false;
   }
-  out_ << "generation " << generation + 1 << "/" << generations << ": best " << format_number(best) << " mean "
-       << format_number(mean) << " (" << evaluated << " evaluated, " << cached << " from cache)" << std::endl;
+  out_ << "generation " << generation + 1 << "/" << generations << ": best " << report::format_number(best) << " mean "
+       << report::format_number(mean) << " (" << evaluated << " evaluated, " << cached << " from cache)" << std::endl;
 }
 
 void Progress::message(const std::string& line) {

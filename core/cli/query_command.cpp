@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 
 namespace midtune::cli {
 
@@ -20,29 +20,29 @@ class StreamedTable {
   explicit StreamedTable(std::ostream& out) : out_(out) {}
   void columns(const std::vector<std::string>& names) { header_ = names; }
   void row(const std::vector<QueryCell>& cells) {
-    Row row;
+    report::Row row;
     for (const QueryCell& cell : cells) row.push_back(cell.value_or("NULL"));
     if (widths_.empty()) {
       first_.push_back(std::move(row));
       if (first_.size() == kWidthRows) flush();
     } else {
-      print_table_line(out_, widths_, row);
+      report::print_table_line(out_, widths_, row);
     }
   }
   // Prints what is held (the header at least, when there are columns).
   void flush() {
     if (header_.empty() || !widths_.empty()) return;
-    widths_ = table_widths(header_, first_);
-    print_table_line(out_, widths_, header_);
-    print_table_rule(out_, widths_);
-    for (const Row& row : first_) print_table_line(out_, widths_, row);
+    widths_ = report::table_widths(header_, first_);
+    report::print_table_line(out_, widths_, header_);
+    report::print_table_rule(out_, widths_);
+    for (const report::Row& row : first_) report::print_table_line(out_, widths_, row);
     first_.clear();
   }
 
  private:
   std::ostream& out_;
-  Row header_;
-  std::vector<Row> first_;
+  report::Row header_;
+  std::vector<report::Row> first_;
   std::vector<size_t> widths_;
 };
 

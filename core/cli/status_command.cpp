@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/cli/provenance.hpp"
-#include "core/cli/table.hpp"
+#include "core/report/provenance.hpp"
+#include "core/report/table.hpp"
 #include "schema/store.hpp"
 
 namespace midtune::cli {
@@ -29,8 +29,8 @@ void print_speculation(std::ostream& out, const nlohmann::json& s, double evalua
   const double wasted = s.value("discarded_seconds", 0.0);
   out << "  speculation: " << s.value("units", 0) << " units (" << s.value("prompts", 0)
       << " prompts) of racing's next steps run by otherwise idle evaluators: " << s.value("used_prompts", 0)
-      << " prompts used, " << discarded << " discarded (" << format_number(wasted, 1) << " s, "
-      << format_number(evaluator_seconds > 0 ? 100.0 * wasted / evaluator_seconds : 0.0, 1)
+      << " prompts used, " << discarded << " discarded (" << report::format_number(wasted, 1) << " s, "
+      << report::format_number(evaluator_seconds > 0 ? 100.0 * wasted / evaluator_seconds : 0.0, 1)
       << " % of evaluator time)\n";
 }
 
@@ -40,19 +40,19 @@ void print_speculation(std::ostream& out, const nlohmann::json& s, double evalua
 void print_workers(std::ostream& out, const nlohmann::json& workers) {
   const nlohmann::json ranks = workers.value("ranks", nlohmann::json::array());
   double busy = 0.0, seconds = workers.value("seconds", 0.0);
-  std::vector<Row> rows;
+  std::vector<report::Row> rows;
   for (const nlohmann::json& r : ranks) {
     busy += r.value("busy_seconds", 0.0);
     rows.push_back({std::to_string(r.value("rank", 0)), r.value("host", std::string("?")),
                     r.value("device", std::string("?")), std::to_string(r.value("units", 0)),
-                    std::to_string(r.value("prompts", 0)), format_number(r.value("busy_seconds", 0.0), 1),
-                    format_number(100.0 * r.value("idle_fraction", 0.0), 1) + " %"});
+                    std::to_string(r.value("prompts", 0)), report::format_number(r.value("busy_seconds", 0.0), 1),
+                    report::format_number(100.0 * r.value("idle_fraction", 0.0), 1) + " %"});
   }
   const double idle = ranks.empty() || seconds <= 0 ? 0.0 : 1.0 - busy / (seconds * static_cast<double>(ranks.size()));
   out << "  " << ranks.size() << " evaluator ranks, units of " << workers.value("unit_prompts", 0) << " prompts, over "
-      << format_number(seconds, 1) << " s: evaluators waited " << format_number(100.0 * std::max(0.0, idle), 1)
+      << report::format_number(seconds, 1) << " s: evaluators waited " << report::format_number(100.0 * std::max(0.0, idle), 1)
       << " % of the time\n";
-  print_table(out, {"rank", "host", "device", "units", "prompts", "busy s", "waited"}, rows);
+  report::print_table(out, {"rank", "host", "device", "units", "prompts", "busy s", "waited"}, rows);
   print_speculation(out, workers.value("speculative", nlohmann::json::object()), seconds * ranks.size());
 }
 
@@ -70,7 +70,7 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
         << " evaluations cached (" << totals.evaluations_failed << " failed"
         << (totals.evaluations_partial > 0 ? ", " + std::to_string(totals.evaluations_partial) + " partial (raced)" : "")
         << "), " << totals.sample_results << " sample results\n";
-    std::vector<Row> rows;
+    std::vector<report::Row> rows;
     for (const ExperimentStatus& e : store.experiment_statuses()) {
       std::string last_run = e.last_run.value_or("never run");
       if (e.lease && e.lease->alive())  // the owner's lease, not the run rows, says who runs it now
@@ -93,21 +93,21 @@ int print_status(const std::string& db_path, std::ostream& out, std::ostream& er
                       std::to_string(e.evaluated), std::to_string(e.from_cache), std::to_string(e.raced),
                       std::to_string(run), split_known ? std::to_string(saved_by_cache) : "-",
                       split_known ? std::to_string(e.saved_by_racing) : "-",
-                      e.best_fitness ? format_number(*e.best_fitness) : "-",
-                      e.backend_seconds > 0 ? format_number(e.prompts / e.backend_seconds, 1) : "-",
+                      e.best_fitness ? report::format_number(*e.best_fitness) : "-",
+                      e.backend_seconds > 0 ? report::format_number(e.prompts / e.backend_seconds, 1) : "-",
                       std::to_string(e.runs), last_run});
     }
-    print_table(out,
+    report::print_table(out,
                 {"experiment", "generations done", "individuals", "evaluated", "from cache", "raced", "passes run",
                  "passes saved by cache", "passes saved by racing", "best fitness", "prompts/s", "runs", "last run"},
                 rows);
     // What each experiment ran on, so that two results files (or two
     // experiments of one file) on different weights are told apart.
     for (const ExperimentRecord& e : store.experiments()) {
-      out << e.name << ": " << provenance_text(provenance_json(e.search_config)) << '\n';
+      out << e.name << ": " << report::provenance_text(report::provenance_json(e.search_config)) << '\n';
       const std::vector<RunProvenance> runs = store.run_provenances(e.id);
       if (runs.empty()) continue;
-      out << "  last run: " << run_text(runs.back().provenance) << '\n';
+      out << "  last run: " << report::run_text(runs.back().provenance) << '\n';
       if (runs.back().workers.is_object()) print_workers(out, runs.back().workers);
     }
     return 0;

@@ -16,7 +16,7 @@
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/progress.hpp"
 #include "core/cli/query_command.hpp"
-#include "core/cli/report_command.hpp"
+#include "core/report/experiment_report.hpp"
 #include "core/cli/status_command.hpp"
 #include "core/ga/factory.hpp"
 #include "core/search/heldout.hpp"
@@ -687,17 +687,17 @@ TEST_F(RunLoopTest, StatusReportAndQueryReadTheDatabase) {
   EXPECT_NE(out.str().find("| fixture-exp "), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("complete"), std::string::npos) << out.str();
 
-  const nlohmann::json report = cli::build_report(db(), "fixture-exp");
+  const nlohmann::json report = report::build_report(db(), "fixture-exp");
   EXPECT_EQ(report["generations"].size(), 3u);
   EXPECT_EQ(report["best"]["layer_scales"].size(), 1u) << "one uniform scale";
   EXPECT_EQ(report["best"]["position_scores"].size(), 3u);
   for (const char* format : {"md", "json", "csv"}) {
     std::ostringstream text;
-    EXPECT_EQ(cli::print_report(db(), "", format, text, err), 0) << format << err.str();
+    EXPECT_EQ(report::print_report(db(), "", format, text, err), 0) << format << err.str();
     EXPECT_FALSE(text.str().empty());
   }
-  EXPECT_EQ(cli::print_report(db(), "", "xml", out, err), 2);
-  EXPECT_EQ(cli::print_report(db(), "missing", "md", out, err), 1);
+  EXPECT_EQ(report::print_report(db(), "", "xml", out, err), 2);
+  EXPECT_EQ(report::print_report(db(), "missing", "md", out, err), 1);
 
   std::ostringstream rows;
   EXPECT_EQ(cli::run_query(db(), "SELECT count(*) AS n FROM individuals", rows, err), 0);

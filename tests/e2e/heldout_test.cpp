@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "backends/synthetic/synthetic_test_double.hpp"
-#include "core/cli/heldout_report.hpp"
-#include "core/cli/svg_plot.hpp"
+#include "core/report/heldout_report.hpp"
+#include "core/report/svg_plot.hpp"
 #include "core/experiment/experiment.hpp"
 #include "core/search/search_run.hpp"
 #include "objectives/objective.hpp"
@@ -131,10 +131,10 @@ TEST_F(HeldoutTest, StoresThreeRolesAndRendersThem) {
   EXPECT_EQ(stored[1]["position_scores"].size(), 3u);
 
   std::ostringstream table;
-  cli::print_side_by_side(stored, table);
+  report::print_side_by_side(stored, table);
   EXPECT_NE(table.str().find("pi-mean (x1.35)"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("Pearson r"), std::string::npos);
-  const std::string svg = cli::heldout_plot_svg(stored, "t");
+  const std::string svg = report::heldout_plot_svg(stored, "t");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   std::size_t lines = 0;
   for (std::size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
@@ -168,7 +168,7 @@ TEST_F(HeldoutTest, MethodsWithAPaperDefaultShowItInsteadOfPi) {
   EXPECT_EQ(stored[1]["role"], "paper-default");
   EXPECT_EQ(stored[2]["role"], "best");
   std::ostringstream table;
-  cli::print_side_by_side(stored, table);
+  report::print_side_by_side(stored, table);
   EXPECT_NE(table.str().find("paper-default"), std::string::npos) << table.str();
 }
 
@@ -180,7 +180,7 @@ TEST(ReportPlots, FrontPointsAndValueRanges) {
     {"candidate": 3, "objectives": {"a": 1.0, "b": -2.0}, "fitness": 0.1},
     {"candidate": 5, "objectives": {"a": 0.5, "b": -1.0}, "fitness": 0.2},
     {"candidate": 9, "objectives": {"a": 0.0, "b": -0.5}, "fitness": 0.3}])");
-  const std::string svg = cli::pareto_front_svg(front, {"a", "b"}, "t", {5});
+  const std::string svg = report::pareto_front_svg(front, {"a", "b"}, "t", {5});
   std::size_t points = 0, ringed = 0;
   for (auto at = svg.find("class=\"front-point"); at != std::string::npos; at = svg.find("class=\"front-point", at + 1))
     ++points;
@@ -190,7 +190,7 @@ TEST(ReportPlots, FrontPointsAndValueRanges) {
   EXPECT_EQ(ringed, 1u);
   EXPECT_NE(svg.find("data-candidate=\"5\""), std::string::npos);
 
-  const std::string bars = cli::value_bars_svg("layers [1,2]", {{"scale", 0.5, -1.0, 1.0}, {"sigma", 1.0, 1.0, 1.0}});
+  const std::string bars = report::value_bars_svg("layers [1,2]", {{"scale", 0.5, -1.0, 1.0}, {"sigma", 1.0, 1.0, 1.0}});
   ASSERT_NE(bars.find("class=\"value-bar\""), std::string::npos);
   EXPECT_EQ(bars.find("class=\"value-bar\""), bars.rfind("class=\"value-bar\"")) << "one searched value";
   EXPECT_NE(bars.find("0.5  (-1 to 1)"), std::string::npos) << bars;
@@ -204,7 +204,7 @@ TEST(ReportPlots, FrontMembersGetColoursOfTheirOwn) {
   json heldout = json::array();
   for (const char* role : {"best", "baseline", "front-3", "front-5", "front-9"})
     heldout.push_back({{"role", role}, {"position_scores", scores}});
-  const std::string svg = cli::heldout_bands_svg(heldout);
+  const std::string svg = report::heldout_bands_svg(heldout);
   auto line_colour = [&svg](const std::string& role) {
     const auto group = svg.find("class=\"role-line\" data-role=\"" + role + "\"");
     EXPECT_NE(group, std::string::npos) << role;

@@ -1,4 +1,4 @@
-#include "core/cli/svg_plot.hpp"
+#include "core/report/svg_plot.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using nlohmann::json;
 
@@ -432,4 +432,4 @@ std::string pareto_front_svg(const json& front, const std::vector<std::string>& 
   return svg.str();
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

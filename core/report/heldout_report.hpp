@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 // Columns: one per entry, named by its role (or `label`), accuracy in %.
 void print_side_by_side(const nlohmann::json& entries, std::ostream& out);
@@ -31,4 +31,4 @@ void write_heldout_svg(const std::string& path, const std::string& experiment, c
 void write_front_svg(const std::string& path, const std::string& experiment, const nlohmann::json& front,
                      const std::vector<std::string>& objective_names);
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -1,6 +1,6 @@
-#include "core/cli/provenance.hpp"
+#include "core/report/provenance.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using nlohmann::json;
 
@@ -47,4 +47,4 @@ std::string run_text(const json& run) {
   return text + ", " + run.value("cpu", std::string("?")) + ", host " + run.value("host", std::string("?"));
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 // {"model": <ModelIdentity JSON>, "data": "<file>#<hash>" | "generated"};
 // either is null for an experiment stored before they were recorded.
@@ -24,4 +24,4 @@ std::string run_path(const nlohmann::json& run_provenance);
 // One line about a run: "midtune 7dd37d8, kernel path avx2, 2 threads, AMD EPYC, host vm".
 std::string run_text(const nlohmann::json& run_provenance);
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using Row = std::vector<std::string>;
 
@@ -22,4 +22,4 @@ void print_csv(std::ostream& out, const Row& header, const std::vector<Row>& row
 // Fixed-precision number text, trailing zeros trimmed ("0.5", "1.25").
 std::string format_number(double value, int precision = 4);
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 // `text` with <, >, & and " as entities: safe in SVG/HTML text and attributes.
 std::string xml_escape(const std::string& text);
@@ -28,7 +28,7 @@ std::string heldout_plot_svg(const nlohmann::json& heldout, const std::string& t
 std::string pareto_front_svg(const nlohmann::json& front, const std::vector<std::string>& objective_names,
                              const std::string& title, const std::set<long long>& held_out = {});
 
-// --- the HTML report's plots (core/cli/html_report.hpp) ---
+// --- the HTML report's plots (core/report/html_report.hpp) ---
 
 // Best and mean fitness per generation (build_report()'s "generations"),
 // and below them how each generation's candidates were scored: evaluated,
@@ -58,4 +58,4 @@ struct NamedValue {
 };
 std::string value_bars_svg(const std::string& title, const std::vector<NamedValue>& values);
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

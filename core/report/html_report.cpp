@@ -1,4 +1,4 @@
-#include "core/cli/html_report.hpp"
+#include "core/report/html_report.hpp"
 
 #include <algorithm>
 #include <set>
@@ -6,12 +6,12 @@
 #include <tuple>
 #include <vector>
 
-#include "core/cli/provenance.hpp"
-#include "core/cli/svg_plot.hpp"
-#include "core/cli/table.hpp"
+#include "core/report/provenance.hpp"
+#include "core/report/svg_plot.hpp"
+#include "core/report/table.hpp"
 #include "core/search/heldout_statistics.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using nlohmann::json;
 
@@ -281,4 +281,4 @@ std::string html_report(const json& r) {
   return out.str();
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

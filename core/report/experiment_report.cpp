@@ -1,4 +1,4 @@
-#include "core/cli/report_command.hpp"
+#include "core/report/experiment_report.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -6,16 +6,16 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/cli/heldout_report.hpp"
-#include "core/cli/html_report.hpp"
-#include "core/cli/provenance.hpp"
-#include "core/cli/svg_plot.hpp"
-#include "core/cli/table.hpp"
+#include "core/report/heldout_report.hpp"
+#include "core/report/html_report.hpp"
+#include "core/report/provenance.hpp"
+#include "core/report/svg_plot.hpp"
+#include "core/report/table.hpp"
 #include "core/search/heldout.hpp"
 #include "core/search/heldout_statistics.hpp"
 #include "schema/store.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using nlohmann::json;
 
@@ -276,4 +276,4 @@ int print_report(const std::string& db_path, const std::string& experiment, cons
   }
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

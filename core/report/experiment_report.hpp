@@ -10,7 +10,7 @@
 
 #include "schema/store.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 // The report as JSON (the md and csv forms are printed from it). Throws
 // std::runtime_error when the experiment is missing or has no individuals.
@@ -29,4 +29,4 @@ struct ReportOptions {
 int print_report(const std::string& db_path, const std::string& experiment, const std::string& format,
                  std::ostream& out, std::ostream& err, const ReportOptions& options = {});
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -1,9 +1,9 @@
-#include "core/cli/table.hpp"
+#include "core/report/table.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 std::vector<size_t> table_widths(const Row& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size());
@@ -67,4 +67,4 @@ std::string format_number(double value, int precision) {
   return text == "-0" ? "0" : text;
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

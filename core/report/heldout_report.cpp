@@ -1,14 +1,14 @@
-#include "core/cli/heldout_report.hpp"
+#include "core/report/heldout_report.hpp"
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
 
-#include "core/cli/svg_plot.hpp"
+#include "core/report/svg_plot.hpp"
 #include "core/experiment/experiment_name.hpp"
 
-namespace midtune::cli {
+namespace midtune::report {
 
 using nlohmann::json;
 
@@ -214,4 +214,4 @@ void write_front_svg(const std::string& path, const std::string& experiment, con
   write_svg(path, pareto_front_svg(front, objective_names, "experiment " + experiment + ": final Pareto front"));
 }
 
-}  // namespace midtune::cli
+}  // namespace midtune::report

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-namespace midtune::cli {
+namespace midtune::report {
 
 // `report` is build_report()'s JSON. Every section has an id (experiment,
 // answer, fitness, best, heldout, comparisons, pareto) so tests and readers
 // can find it; a section without data says why instead of drawing.
 std::string html_report(const nlohmann::json& report);
 
-}  // namespace midtune::cli
+}  // namespace midtune::report
