@@ -22,6 +22,7 @@
 #include "schema/sqlite.hpp"
 #include "tests/cli/results_db.hpp"
 #include "tests/cli/subprocess.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
@@ -315,7 +316,7 @@ TEST_F(GaRunIntegration, ExitCodesStatusAndReport) {
   // MDQA's documents and distractors reach the dataset reader (a gold-only
   // file needs other questions' documents as distractors).
   write("mdqa.yaml", "name: m\nbackend: {kind: synthetic-test-double, layers: 4, heads: 2}\n"
-                     "dataset: {kind: mdqa, file: " + std::string(MIDTUNE_SOURCE_DIR) +
+                     "dataset: {kind: mdqa, file: " + midtune::testing::source_dir() +
                      "/tests/datasets/fixtures/nq-open-oracle-fixture.jsonl.gz, documents: 3, "
                      "distractors: other-questions, gold_positions: [0, 0.5, 1], search_samples: 2, "
                      "heldout_samples: 1}\nobjective: {kind: pi}\nsearch: {strategy: random}\n");

@@ -28,6 +28,7 @@
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
 #include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
@@ -39,7 +40,7 @@ using testing::run_ga_run;
 
 std::vector<std::string> shipped_experiments() {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(fs::path(MIDTUNE_SOURCE_DIR) / "experiments"))
+  for (const auto& entry : fs::directory_iterator(fs::path(midtune::testing::source_dir()) / "experiments"))
     if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
   std::sort(names.begin(), names.end());
   return names;
@@ -111,7 +112,7 @@ class ShippedReport : public testing::TempDirTest, public ::testing::WithParamIn
 };
 
 TEST_P(ShippedReport, RendersTheAnswerOfAShrunkRealRun) {
-  const fs::path file = fs::path(MIDTUNE_SOURCE_DIR) / "experiments" / (GetParam() + ".yaml");
+  const fs::path file = fs::path(midtune::testing::source_dir()) / "experiments" / (GetParam() + ".yaml");
   YAML::Node e = YAML::LoadFile(file.string());
   // Benchmark data the set-up does not fetch (experiments/README.md "Data
   // files"): where the user has not fetched it, the run reads the tests' own
@@ -122,7 +123,7 @@ TEST_P(ShippedReport, RendersTheAnswerOfAShrunkRealRun) {
     if (data.rfind("~/", 0) == 0) data = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + data.substr(1);
     if (!fs::exists(file.parent_path() / data)) {
       const std::string kind = e["dataset"]["kind"].as<std::string>();
-      const fs::path fixtures = fs::path(MIDTUNE_SOURCE_DIR) / "tests" / "datasets" / "fixtures";
+      const fs::path fixtures = fs::path(midtune::testing::source_dir()) / "tests" / "datasets" / "fixtures";
       const fs::path stand_in = kind == "kv"     ? fixtures / "kv-retrieval-6_keys-fixture.jsonl.gz"
                                 : kind == "mdqa" ? fixtures / "nq-open-oracle-fixture.jsonl.gz"
                                                  : fs::path();

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_paths.hpp"
+
 namespace midtune::testing {
 
-inline std::string ga_run_path() { return std::string(MIDTUNE_BINARY_DIR) + "/ga-run"; }
+inline std::string ga_run_path() { return midtune::testing::binary_dir() + "/ga-run"; }
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,6 +9,7 @@
 
 #include "core/bezier/control_grid.hpp"
 #include "core/bezier/curve.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::bezier {
 namespace {
@@ -161,7 +162,7 @@ TEST(Bezier, RejectsBadInputWithAReason) {
 // tests/core/fixtures/make_bezier_fixture.py solves x(t) = x_h with numpy's
 // polynomial roots instead of bisection.
 TEST(Bezier, MatchesTheNumpyOracle) {
-  std::ifstream file(MIDTUNE_SOURCE_DIR "/tests/core/fixtures/bezier_scales.json");
+  std::ifstream file(midtune::testing::source_dir() + "/tests/core/fixtures/bezier_scales.json");
   ASSERT_TRUE(file) << "missing fixture bezier_scales.json";
   const auto fixture = nlohmann::json::parse(file);
   ASSERT_EQ(fixture["cases"].size(), 18u);

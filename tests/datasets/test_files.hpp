@@ -13,11 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "datasets/dataset_error.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::datasets::testing {
 
 inline std::string fixture(const std::string& name) {
-  return std::string(MIDTUNE_SOURCE_DIR) + "/tests/datasets/fixtures/" + name;
+  return midtune::testing::source_dir() + "/tests/datasets/fixtures/" + name;
 }
 
 // A fresh directory per test, removed afterwards.

@@ -20,6 +20,7 @@
 
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::testing {
 namespace {
@@ -44,7 +45,7 @@ TEST_F(Gemma3Quickstart, SearchAndHeldoutRunEndToEnd) {
   }
   // The shipped file, its model line pointing at this machine's copy, with
   // fewer samples and genomes (each prompt is seconds of the 270M model).
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/experiments/quickstart-gemma3.yaml");
+  std::ifstream in(midtune::testing::source_dir() + "/experiments/quickstart-gemma3.yaml");
   ASSERT_TRUE(in);
   std::stringstream text;
   text << in.rdbuf();

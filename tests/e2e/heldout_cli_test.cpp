@@ -13,6 +13,7 @@
 
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::testing {
 namespace {
@@ -21,7 +22,7 @@ class HeldoutCliTest : public TempDirTest {
  protected:
   std::string experiment() const {
     const std::string copy = path("quickstart-synthetic.yaml");
-    std::filesystem::copy_file(std::string(MIDTUNE_SOURCE_DIR) + "/tests/e2e/experiments/quickstart-synthetic.yaml",
+    std::filesystem::copy_file(midtune::testing::source_dir() + "/tests/e2e/experiments/quickstart-synthetic.yaml",
                                copy);
     return copy;
   }

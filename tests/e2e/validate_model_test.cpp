@@ -12,6 +12,7 @@
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
 #include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::testing {
 namespace {
@@ -67,7 +68,7 @@ TEST_F(ValidateOnModel, MethodParametersAreCheckedAgainstTheModel) {
 // benchmark data the set-up does not fetch.
 TEST_F(ValidateOnModel, EveryShippedExperimentValidates) {
   int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(MIDTUNE_SOURCE_DIR) + "/experiments")) {
+  for (const auto& entry : std::filesystem::directory_iterator(midtune::testing::source_dir() + "/experiments")) {
     if (entry.path().extension() != ".yaml") continue;
     const Finished v = validate(entry.path().string());
     const bool missing_data = v.exit_code == 2 && v.err.find("dataset.file") != std::string::npos &&
@@ -103,7 +104,7 @@ TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
   };
   int ran = 0;
   for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(MIDTUNE_SOURCE_DIR) + "/experiments/findings")) {
+       std::filesystem::directory_iterator(midtune::testing::source_dir() + "/experiments/findings")) {
     if (entry.path().extension() != ".yaml") continue;
     std::ifstream in(entry.path());
     std::stringstream text;

@@ -39,6 +39,7 @@
 #include "tests/engine/model_path.hpp"
 #include "tests/engine/method_examples.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine::batched {
 namespace {
@@ -374,7 +375,7 @@ TEST_P(BatchedArchTest, BatchedDecodeStepsEqualThePerSequencePath) {
 // top-2 margin exceeds twice the device's own worst logit error (below that,
 // bf16 rounding may pick the other of two near-tied tokens).
 TEST_P(BatchedArchTest, TheFp64ReferenceAndItsGreedyContinuation) {
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/arch_logits_fp32.json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/arch_logits_fp32.json");
   ASSERT_TRUE(in) << "missing fixture arch_logits_fp32.json";
   const auto fixture = nlohmann::json::parse(in).at("models").at(std::get<1>(GetParam()));
   const ModelConfig& c = batched_->config();

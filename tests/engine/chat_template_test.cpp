@@ -12,6 +12,7 @@
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/gguf/gguf.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
@@ -73,7 +74,7 @@ TEST(ChatTemplate, Llama2) {
 // tests/reference/make_tokenizer_fixtures.py). Our Llama-2 text leaves the
 // BOS to the tokenizer, so the template's leading bos_token text is dropped.
 TEST(ChatTemplate, MatchesJinjaRenderings) {
-  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_templates.json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/chat_templates.json");
   ASSERT_TRUE(in) << "fixture missing";
   const auto fixture = nlohmann::json::parse(in);
   int checked = 0;
@@ -145,7 +146,7 @@ TEST(ChatTemplate, Llama3GemmaVicuna) {
 // (and an optional system one), no tools and thinking left on, it renders as
 // plain ChatML (the template's own text, read branch by branch).
 TEST(ChatTemplate, Qwen3IsChatMlWithoutADefaultSystem) {
-  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_qwen3.jinja");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/chat_template_qwen3.jinja");
   ASSERT_TRUE(in) << "fixture missing";
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto chat = ChatTemplate::from_template_text(text);
@@ -167,7 +168,7 @@ constexpr const char* kPhi3MiniTemplate =
     "%}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}";
 
 TEST(ChatTemplate, Phi3) {
-  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_phi3_5.jinja");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/chat_template_phi3_5.jinja");
   ASSERT_TRUE(in) << "fixture missing";
   const std::string phi35_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto mini = ChatTemplate::from_template_text(kPhi3MiniTemplate);
@@ -190,7 +191,7 @@ TEST(ChatTemplate, Phi3) {
 // jinja2's rendering (one user message, add_generation_prompt=True) less
 // the bos_token that the tokenizer adds.
 TEST(ChatTemplate, Gemma2TemplateIsGemma) {
-  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/chat_template_gemma2.jinja");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/chat_template_gemma2.jinja");
   ASSERT_TRUE(in) << "fixture missing";
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto chat = ChatTemplate::from_template_text(text);

@@ -43,6 +43,7 @@
 #include "methods/registry.hpp"
 #include "tests/engine/method_examples.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -62,7 +63,7 @@ fs::path vocab_dir() {
 
 const nlohmann::json& fixture() {
   static const nlohmann::json j = [] {
-    std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/arch_logits_fp32.json");
+    std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/arch_logits_fp32.json");
     if (!in) throw std::runtime_error("missing fixture arch_logits_fp32.json");
     return nlohmann::json::parse(in);
   }();

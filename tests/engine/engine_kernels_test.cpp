@@ -22,6 +22,7 @@
 #include "backends/engine/ops/quantize_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -47,7 +48,7 @@ TEST(Fp16, KnownValuesAndRoundTrip) {
 }
 
 TEST(Dequant, MatchesGgufPythonOnEveryType) {
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/dequant_blocks.json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/dequant_blocks.json");
   ASSERT_TRUE(in) << "missing fixture dequant_blocks.json";
   const auto fixture = nlohmann::json::parse(in);
   const std::vector<std::pair<std::string, GgmlType>> types = {

@@ -25,6 +25,7 @@
 
 #include "backends/engine/model.hpp"
 #include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -35,7 +36,7 @@ constexpr double kClearMargin = 1.0;
 constexpr double kNearTie = 0.5;  // top-2 logit margin accepted at a greedy divergence
 
 nlohmann::json load_fixture(const std::string& name) {
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/" + name);
+  std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/" + name);
   if (!in) throw std::runtime_error("missing fixture " + name);
   return nlohmann::json::parse(in);
 }

@@ -36,6 +36,7 @@
 #include "tests/cli/subprocess.hpp"
 #include "tests/engine/peer_support.hpp"
 #include "tests/engine/tiny_arch_gguf.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -84,7 +85,7 @@ fs::path vocab_dir() {
 
 const nlohmann::json& logits_fixture() {
   static const nlohmann::json j = [] {
-    std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/logits_fp32.json");
+    std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/logits_fp32.json");
     if (!in) throw std::runtime_error("missing fixture logits_fp32.json");
     return nlohmann::json::parse(in);
   }();
@@ -185,7 +186,7 @@ class ArchPeer : public ::testing::TestWithParam<std::string> {
 // The plain prompts of the architecture fixture (random ordinary tokens, 6,
 // 19 and 37 long), all logits against the fp64 reference run now.
 TEST_P(ArchPeer, LogitsWithinToleranceOfTheFp64Reference) {
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/fixtures/arch_logits_fp32.json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/reference/fixtures/arch_logits_fp32.json");
   ASSERT_TRUE(in) << "missing fixture arch_logits_fp32.json";
   const auto fixture = nlohmann::json::parse(in);
   std::vector<std::vector<std::int32_t>> prompts;

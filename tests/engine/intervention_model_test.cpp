@@ -32,6 +32,7 @@
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine::hooks {
 namespace {
@@ -45,7 +46,7 @@ constexpr double kDecisionAgreement = 0.6;  // share of layers with an identical
 constexpr double kCountAgreement = 0.95;    // share of heads whose Ms-PoE awareness count is within 1 key
 
 nlohmann::json fixture(const std::string& method) {
-  std::ifstream in(std::string(MIDTUNE_SOURCE_DIR) + "/tests/engine/fixtures/interventions/" + method + ".json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/interventions/" + method + ".json");
   if (!in) throw std::runtime_error("missing fixture " + method + ".json");
   return nlohmann::json::parse(in);
 }

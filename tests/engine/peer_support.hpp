@@ -25,6 +25,7 @@
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/cli/subprocess.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine::peer {
 
@@ -97,7 +98,7 @@ inline std::vector<std::vector<double>> reference_logits(const fs::path& model, 
       f << "\n";
     }
   }
-  const Finished run = run_process({python().string(), std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/peer_reference.py",
+  const Finished run = run_process({python().string(), midtune::testing::source_dir() + "/tests/reference/peer_reference.py",
                                     "--precision", precision, model.string(), in.string(), out.string()},
                                    dir.path().string());
   if (run.exit_code != 0) throw std::runtime_error("peer_reference.py failed: " + describe(run));

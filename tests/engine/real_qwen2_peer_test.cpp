@@ -57,6 +57,7 @@
 #include "datasets/prompts.hpp"
 #include "methods/intervention.hpp"
 #include "tests/engine/peer_support.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::engine {
 namespace {
@@ -190,7 +191,7 @@ Reference run_reference(const fs::path& model, const json& cases, std::size_t vo
   std::ofstream(in) << cases.dump();
   const auto start = std::chrono::steady_clock::now();
   const Finished run = run_process(
-      {python().string(), std::string(MIDTUNE_SOURCE_DIR) + "/tests/reference/interventions_reference.py", "--eval",
+      {python().string(), midtune::testing::source_dir() + "/tests/reference/interventions_reference.py", "--eval",
        in.string(), "--model", model.string(), "--logits", logits.string(), "--decisions", decisions.string(),
        // Both cores: the test holds both ctest slots (label peer), so
        // nothing else runs beside the reference's matmuls.

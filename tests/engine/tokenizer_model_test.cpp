@@ -10,12 +10,13 @@
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
 
 nlohmann::json load_fixture() {
-  const std::string path = MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/tokenizer_smollm2.json";
+  const std::string path = midtune::testing::source_dir() + "/tests/engine/fixtures/tokenizer_smollm2.json";
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
   return nlohmann::json::parse(in);

@@ -12,6 +12,7 @@
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "tests/engine/tiny_gguf_writer.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
@@ -121,7 +122,7 @@ TEST(SentencePieceTokenizer, ContinuationKeepsTheFirstPiecesSpace) {
 // llama.cpp's ids on a tiny SentencePiece vocabulary, with and without the
 // space prefix (fixture from tests/reference/make_tokenizer_fixtures.py).
 TEST(SentencePieceTokenizer, MatchesLlamaCppOnTinyVocabulary) {
-  std::ifstream in(MIDTUNE_SOURCE_DIR "/tests/engine/fixtures/tokenizer_tiny_spm.json");
+  std::ifstream in(midtune::testing::source_dir() + "/tests/engine/fixtures/tokenizer_tiny_spm.json");
   ASSERT_TRUE(in) << "fixture missing";
   const auto fixture = nlohmann::json::parse(in);
   int checked = 0;

@@ -10,6 +10,7 @@
 
 #include "core/experiment/experiment.hpp"
 #include "core/experiment/nearest_name.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune {
 namespace {
@@ -163,7 +164,7 @@ TEST_F(ExperimentFile, AQuoteLeftOpenIsNamedWhereItOpens) {
 }
 
 TEST_F(ExperimentFile, ReadmeExampleIsValid) {
-  const fs::path readme = fs::path(MIDTUNE_SOURCE_DIR) / "experiments" / "README.md";
+  const fs::path readme = fs::path(midtune::testing::source_dir()) / "experiments" / "README.md";
   std::ifstream in(readme);
   ASSERT_TRUE(in) << readme;
   std::string line;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/tools/phs_channel_search.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::phs {
 namespace {
@@ -37,7 +38,7 @@ double synthetic_value(int layer, int pos, int channel, int tokens) {
 }
 
 TEST(PhsOracle, CandidatesMatchTheNumpyReference) {
-  std::ifstream file(std::string(MIDTUNE_SOURCE_DIR) + "/tests/phs/fixtures/channel_search_oracle.json");
+  std::ifstream file(midtune::testing::source_dir() + "/tests/phs/fixtures/channel_search_oracle.json");
   ASSERT_TRUE(file) << "fixture missing";
   const auto fixture = nlohmann::json::parse(file);
   LayerCurves curves(fixture.at("layers"), fixture.at("tokens"), fixture.at("hidden"));

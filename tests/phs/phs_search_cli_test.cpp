@@ -9,13 +9,14 @@
 
 #include "core/cli/commands.hpp"
 #include "tests/cli/temp_dir.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::cli {
 namespace {
 
 // A file that exists wherever the tests are built (__FILE__ is relative under
 // compiler caches that rewrite paths): the argument checks run before it is read.
-const char* const kAnyExistingFile = MIDTUNE_SOURCE_DIR "/tests/phs/phs_search_cli_test.cpp";
+const std::string kAnyExistingFile = midtune::testing::source_dir() + "/tests/phs/phs_search_cli_test.cpp";
 
 struct Outcome {
   int code = -1;

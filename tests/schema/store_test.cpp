@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/cli/temp_dir.hpp"
+#include "tests/test_paths.hpp"
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -457,7 +458,7 @@ TEST_F(StoreTest, ExampleQueriesRun) {
   }
   // One `ga-run phs-search` candidate (schema v5) for the phs_channels example.
   store.insert_phs_channels({{"k", "m", nlohmann::json::object(), 3, 9, {2}, 1, 0.01, 1.5, 1.6, 1, ""}});
-  std::ifstream file(std::string(MIDTUNE_SOURCE_DIR) + "/schema/queries.sql");
+  std::ifstream file(midtune::testing::source_dir() + "/schema/queries.sql");
   ASSERT_TRUE(file) << "schema/queries.sql missing";
   std::string line, statement;
   int ran = 0;

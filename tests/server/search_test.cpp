@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/server/serve_process.hpp"
+#include "tests/test_paths.hpp"
 
 namespace midtune::server {
 namespace {
@@ -39,7 +40,7 @@ std::vector<std::string> served_double(double latency_ms) {
 
 // Runs ga-run to completion (at most 5 minutes); its exit code.
 int run_ga_run(const fs::path& yaml, const fs::path& db, const fs::path& log) {
-  const std::string command = std::string("timeout 300 '") + MIDTUNE_BINARY_DIR + "/ga-run' '" + yaml.string() +
+  const std::string command = std::string("timeout 300 '") + midtune::testing::binary_dir() + "/ga-run' '" + yaml.string() +
                               "' --db '" + db.string() + "' --quiet > '" + log.string() + "' 2>&1";
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

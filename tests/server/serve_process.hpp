@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_paths.hpp"
+
 extern char** environ;
 
 namespace midtune::server::testing {
@@ -28,7 +30,7 @@ class ServeProcess {
   // Starts `ga-serve --port 0 <args>` and waits (at most 20 s) for its
   // "listening on http://..." line.
   explicit ServeProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {std::string(MIDTUNE_BINARY_DIR) + "/ga-serve", "--port", "0"});
+    args.insert(args.begin(), {midtune::testing::binary_dir() + "/ga-serve", "--port", "0"});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -94,7 +96,7 @@ class ServeProcess {
 // Runs ga-serve with `args` to its exit (at most 20 s); exit code and stderr.
 inline std::pair<int, std::string> run_to_exit(const std::string& args) {
   const std::string err = ::testing::TempDir() + "ga-serve-stderr.txt";
-  const int status = std::system(("timeout 20 " + std::string(MIDTUNE_BINARY_DIR) + "/ga-serve " + args +
+  const int status = std::system(("timeout 20 " + midtune::testing::binary_dir() + "/ga-serve " + args +
                                   " > /dev/null 2> " + err).c_str());
   std::ifstream in(err);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string(std::istreambuf_iterator<char>(in), {})};
