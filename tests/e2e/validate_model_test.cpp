@@ -80,7 +80,8 @@ TEST_F(ValidateOnModel, EveryShippedExperimentValidates) {
 }
 
 // The findings' experiments (experiments/findings/) run for hours on real
-// models that CI does not fetch; here each runs cut to the smallest size on
+// models that CI does not fetch; here each validates, and each runs (a
+// calibration set's first file for the set) cut to the smallest size on
 // the test model (3 pairs, one prompt per position and split but two in the
 // held-out middle, one generation of a 2-genome GA, 2 random draws, no
 // racing), results in a scratch file, so a change to the format or the code
@@ -116,14 +117,18 @@ TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
     const Finished v = validate(file);
     EXPECT_EQ(v.exit_code, 0) << entry.path() << "\n" << v.err;
     // A baseline file is evaluated (ga-run eval, as findings.sh calibrate runs it);
-    // any other is a search, run to its held-out step.
-    const bool baseline = entry.path().filename().string().find("-baseline") != std::string::npos;
+    // any other is a search, run to its held-out step. The files of a
+    // calibration set (SET-baseline-N.yaml) differ only in name and seed:
+    // each validates above, the set's first runs for all of them.
+    const std::string name = entry.path().filename().string();
+    const bool baseline = name.find("-baseline") != std::string::npos;
+    if (baseline && std::regex_search(name, std::regex(R"(-baseline-([2-9]|\d\d+)\.yaml$)"))) continue;
     const Finished run = baseline ? run_ga_run({"eval", file, "--split", "heldout"}, dir_.string())
                                   : run_ga_run({file, "--quiet"}, dir_.string());
     EXPECT_EQ(run.exit_code, 0) << entry.path() << "\n" << run.err;
     ++ran;
   }
-  EXPECT_GE(ran, 14) << "the calibration sets and the method searches";
+  EXPECT_GE(ran, 8) << "a file of each calibration set and every method search";
 }
 
 }  // namespace
