@@ -122,10 +122,15 @@ void GaRunIntegration::kill_and_resume_matches_uninterrupted(const std::string& 
     double then_ms;
   };
   std::vector<KillPoint> points = {{0, uniform(0, first_ms)}};
-  std::vector<int> targets;
-  for (int i = 0; i < 4; ++i) targets.push_back(std::uniform_int_distribution<int>(1, reference_individuals - 1)(rng));
-  std::sort(targets.begin(), targets.end());
-  for (const int target : targets) points.push_back({target, uniform(0, per_individual_ms)});
+  // One target in each quarter of the search: four uniform draws may all
+  // fall near the end, where a racing run stores the last children in a
+  // burst and the kill lands after the search.
+  constexpr int kQuarters = 4;
+  for (int quarter = 0; quarter < kQuarters; ++quarter) {
+    const int low = 1 + quarter * (reference_individuals - 1) / kQuarters;
+    const int high = std::max(low, (quarter + 1) * (reference_individuals - 1) / kQuarters);
+    points.push_back({std::uniform_int_distribution<int>(low, high)(rng), uniform(0, per_individual_ms)});
+  }
   points.push_back({reference_individuals, uniform(0, std::max(1.0, reference_ms - last_ms))});
 
   int kills = 0, mid_search_kills = 0;
