@@ -65,19 +65,18 @@ namespace {
 using namespace ::midtune::engine::peer;  // NOLINT: the peer tests' shared helpers
 using json = nlohmann::json;
 
-// `env` names another copy; otherwise the cache scripts/fetch_real_model.sh
-// writes to.
+// The folder scripts/fetch_real_model.sh writes to.
+fs::path cache_dir() {
+  if (const char* c = std::getenv("MIDTUNE_CACHE"); c && *c) return c;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "midtune";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache/midtune";
+  return {};
+}
+
+// `env` names another copy; otherwise the cache.
 fs::path model_path(const char* env_name, const std::string& file_name) {
   if (const char* env = std::getenv(env_name); env && *env) return env;
-  fs::path cache;
-  if (const char* c = std::getenv("MIDTUNE_CACHE"); c && *c) {
-    cache = c;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    cache = fs::path(x) / "midtune";
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    cache = fs::path(home) / ".cache/midtune";
-  }
-  return cache / file_name;
+  return cache_dir() / file_name;
 }
 
 // Plain text, code (a coder model), and a ChatML turn (its markers are
@@ -177,12 +176,24 @@ json int_list(int first, int last) {
 }
 
 // interventions_reference.py --eval on every case: last-row logits (one
-// vocab-long row per case) and its decisions.
+// vocab-long row per case) and its decisions. The reference takes minutes
+// on 2 cores, so its results are kept in the cache folder
+// (reference-results/, one set per model file) and reused while the cases,
+// the model file, the reference's sources and numpy are unchanged (the
+// script's cache_entry); the engine side always runs. The tiny models'
+// intervention tests run the same reference code afresh every time.
+// MIDTUNE_REFERENCE_CACHE=off computes it afresh here too.
 struct Reference {
   std::vector<std::vector<std::vector<double>>> logits;  // per case, per scored row
   json decisions;
   double seconds = 0;
+  std::string cached;  // the cache entry it came from, if it did
 };
+
+bool reference_cache_on() {
+  const char* env = std::getenv("MIDTUNE_REFERENCE_CACHE");
+  return !(env && std::string(env) == "off") && !cache_dir().empty();
+}
 
 Reference run_reference(const fs::path& model, const json& cases, std::size_t vocab) {
   ScratchDir dir;
@@ -190,17 +201,22 @@ Reference run_reference(const fs::path& model, const json& cases, std::size_t vo
                  decisions = dir.path() / "decisions.json";
   std::ofstream(in) << cases.dump();
   const auto start = std::chrono::steady_clock::now();
-  const Finished run = run_process(
-      {python().string(), midtune::testing::source_dir() + "/tests/reference/interventions_reference.py", "--eval",
-       in.string(), "--model", model.string(), "--logits", logits.string(), "--decisions", decisions.string(),
-       // Both cores: the test holds both ctest slots (label peer), so
-       // nothing else runs beside the reference's matmuls.
-       "--threads", "2"},
-      dir.path().string());
+  std::vector<std::string> args = {
+      python().string(), midtune::testing::source_dir() + "/tests/reference/interventions_reference.py", "--eval",
+      in.string(), "--model", model.string(), "--logits", logits.string(), "--decisions", decisions.string(),
+      // Both cores: the test holds both ctest slots (label peer), so
+      // nothing else runs beside the reference's matmuls.
+      "--threads", "2"};
+  if (reference_cache_on()) {
+    args.push_back("--cache");
+    args.push_back((cache_dir() / "reference-results").string());
+  }
+  const Finished run = run_process(args, dir.path().string());
   if (run.exit_code != 0) throw std::runtime_error("interventions_reference.py --eval failed: " + describe(run));
   Reference out;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.decisions = json::parse(std::ifstream(decisions));
+  out.cached = out.decisions.value("cached", "");
   std::ifstream f(logits, std::ios::binary);
   for (const json& decided : out.decisions.at("cases")) {
     auto& rows = out.logits.emplace_back(decided.at("rows").get<std::size_t>(), std::vector<double>(vocab));
@@ -521,8 +537,13 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
     }
   }
   const Reference ref = run_reference(file, json{{"cases", cases}}, c.vocab);
-  std::printf("reference: %zu cases in %.1f s (loading %.1f s)\n", cases.size(), ref.seconds,
-              ref.decisions.at("load_seconds").get<double>());
+  if (ref.cached.empty())
+    std::printf("reference: %zu cases in %.1f s (loading %.1f s)\n", cases.size(), ref.seconds,
+                ref.decisions.at("load_seconds").get<double>());
+  else
+    std::printf("reference: %zu cases from %s in %.1f s, as computed before on these inputs "
+                "(MIDTUNE_REFERENCE_CACHE=off computes them again)\n",
+                cases.size(), ref.cached.c_str(), ref.seconds);
 
   // Greedy partings, and the plain greedy prompts' logits.
   const std::size_t greedy = greedy_prompts.size();

@@ -44,15 +44,20 @@ It writes the logits (float64, little-endian, vocab values a row): the last
 position's row of each case, or every gold row of a teacher-forced case
 (prompt_tokens, see forward()), and a JSON of what each method decided. One
 process computes every case, as loading and dequantising the model is a
-large part of the cost.
+large part of the cost. With --cache DIR, results computed before on the
+same inputs (cases, model bytes, reference sources, numpy) are answered
+from DIR in seconds: on 2 cores the real models' references take minutes
+and change only when one of those inputs does.
 
 Usage: python3 tests/reference/interventions_reference.py [--model PATH]
        python3 tests/reference/interventions_reference.py --eval CASES.json --model PATH \
-           --logits OUT.f64 --decisions OUT.json [--threads N]
+           --logits OUT.f64 --decisions OUT.json [--threads N] [--cache DIR]
 """
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -67,6 +72,7 @@ if "--eval" in sys.argv:
 import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from file_digest import sha256_of_file  # noqa: E402
 from make_logits_fixtures import Model  # noqa: E402  (GGUF loading, rmsnorm, rope)
 
 TOP_K = 20
@@ -480,9 +486,23 @@ def eval_main(argv):
     ap.add_argument("--decisions", required=True, help="out: JSON of what each method decided, and timings")
     ap.add_argument("--threads", type=int, default=1,
                     help="BLAS threads (read before numpy loads, see the top of this file)")
+    ap.add_argument("--cache",
+                    help="folder of earlier results: the same cases on the same model file with the same reference "
+                         "code and numpy are answered from it, and new results are stored there (see cache_key)")
     args = ap.parse_args(argv)
     with open(args.eval) as f:
         cases = json.load(f)["cases"]
+    entry = None
+    if args.cache:
+        entry = cache_entry(args.cache, args.eval, args.model, args.threads)
+        if os.path.exists(os.path.join(entry, "decisions.json")):
+            shutil.copyfile(os.path.join(entry, "logits.f64"), args.logits)
+            with open(os.path.join(entry, "decisions.json")) as f:
+                stored = json.load(f)
+            stored["cached"] = entry
+            with open(args.decisions, "w") as f:
+                json.dump(stored, f)
+            return
     start = time.time()
     model = load_model(args.model)
     loaded = time.time() - start
@@ -497,6 +517,49 @@ def eval_main(argv):
     with open(args.decisions, "w") as f:
         json.dump({"model": os.path.basename(args.model), "load_seconds": loaded,
                    "vocab": int(model.out.shape[0]), "cases": decisions}, f)
+    if entry:
+        store_in_cache(entry, args.logits, args.decisions)
+
+
+def cache_entry(cache, cases_path, model_path, threads):
+    """The cache folder of these results: <cache>/<model sha256[:16]>/<key>.
+    The key covers everything the numbers depend on: the cases file, the
+    model file's bytes, the sources of every module the evaluation runs
+    from this folder (the forward pass and every method) and from the gguf
+    package (dequantisation), numpy's version and the BLAS thread count
+    (summation order). So a result is reused only where computing it again
+    would give the same bytes."""
+    import gguf
+    import gguf_weights  # noqa: F401  (load_model's imports, loaded here so that their sources are in the key)
+    import make_arch_fixtures  # noqa: F401
+    folders = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(gguf.__file__)))
+    sources = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
+                      if getattr(m, "__file__", None) and os.path.abspath(m.__file__).startswith(folders)})
+    key = hashlib.sha256()
+    key.update(sha256_of_file(cases_path).encode())
+    model_sha = sha256_of_file(model_path)
+    key.update(model_sha.encode())
+    for source in sources:
+        key.update(os.path.basename(source).encode())
+        key.update(sha256_of_file(source).encode())
+    key.update(f"numpy {np.__version__} threads {threads}".encode())
+    return os.path.join(cache, model_sha[:16], key.hexdigest()[:32])
+
+
+def store_in_cache(entry, logits, decisions):
+    """Stores the results whole (written beside, then renamed) and drops the
+    model's older entries: the cache keeps one result set per model file,
+    as each is up to ~100 MB of logits."""
+    model_folder = os.path.dirname(entry)
+    os.makedirs(model_folder, exist_ok=True)
+    partial = f"{entry}.partial-{os.getpid()}"
+    os.makedirs(partial)
+    shutil.copyfile(logits, os.path.join(partial, "logits.f64"))
+    shutil.copyfile(decisions, os.path.join(partial, "decisions.json"))
+    for old in os.listdir(model_folder):
+        if os.path.join(model_folder, old) != partial:
+            shutil.rmtree(os.path.join(model_folder, old), ignore_errors=True)
+    os.rename(partial, entry)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,14 @@ them without Python.
 Usage: python3 tests/reference/make_tokenizer_fixtures.py [--model PATH] [--out PATH]
 """
 import argparse
-import hashlib
 import json
 import os
 import random
 import uuid
 
 import llama_cpp
+
+from file_digest import sha256_of_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "..", "engine", "fixtures", "tokenizer_smollm2.json")
@@ -235,14 +236,6 @@ def write_rows(path, out):
         f.write("}\n")
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=DEFAULT_MODEL)
@@ -279,7 +272,7 @@ def main():
         "generator": "tests/reference/make_tokenizer_fixtures.py",
         "llama_cpp_python": llama_cpp.__version__,
         "model_file": os.path.basename(args.model),
-        "model_sha256": sha256(args.model),
+        "model_sha256": sha256_of_file(args.model),
         "call": "Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False, special=True)",
         "bos": llm.token_bos(),
         "eos": llm.token_eos(),
