@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/browser.hpp"
+#include "tests/cli/experiment_cuts.hpp"
 #include "tests/cli/results_db.hpp"
 #include "tests/cli/subprocess.hpp"
 #include "tests/cli/temp_dir.hpp"
@@ -87,11 +88,7 @@ YAML::Node shrunk(YAML::Node e, const std::string& model) {
     nsga2["generations"] = 1;
   }
   if (s["random"]) s["random"]["samples"] = 2;
-  if (s["grid"])
-    for (auto axis : s["grid"]["values"]) {
-      YAML::Node values = axis.second;
-      while (values.size() > 2) values.remove(values.size() - 1);
-    }
+  testing::keep_first_grid_values(s, 2);
   return e;
 }
 
