@@ -434,10 +434,10 @@ void Model::forward(std::span<const SequenceCall> calls) {
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const std::size_t scales_at = i * scales_per_call + std::size_t{c.heads} * l;
       const ForwardHooks* hooks = calls[i].hooks;
-      const QkChannelScaling* phs =
+      const QkChannelScaling* channel_scaling =
           hooks != nullptr && hooks->qk_channel_scaling ? hooks->qk_channel_scaling(l) : nullptr;
-      if (!joins_decode_batch(l, calls[i], phs)) {
-        attend_sequence(l, calls[i], offsets[i], ws.scales.data() + scales_at, phs);
+      if (!joins_decode_batch(l, calls[i], channel_scaling)) {
+        attend_sequence(l, calls[i], offsets[i], ws.scales.data() + scales_at, channel_scaling);
         continue;
       }
       Sequence& seq = *calls[i].sequence;
@@ -546,13 +546,13 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
 // step: a short call on which no hook acts between the ops in this layer
 // (Ms-PoE's scales are set in a prefill; the readouts, SIW's key-0 factors
 // and PHS's channel scaling read or change rows in the middle).
-bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* phs) const {
+bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* channel_scaling) const {
   const int T = static_cast<int>(call.tokens.size());
   if (T == 0 || T > decode_batch_tokens) return false;
   const ForwardHooks* hooks = call.hooks;
   if (hooks == nullptr) return true;
   return !sets_head_scales(layer, call) && !reads_last_row(layer, hooks) && !hooks->key0_weight_factors &&
-         phs == nullptr;
+         channel_scaling == nullptr;
 }
 
 // Ms-PoE sets this layer's per-head scales in this call (its prefill).
@@ -571,7 +571,7 @@ bool Model::reads_last_row(int layer, const ForwardHooks* hooks) {
 // Attention of one sequence's rows [offset, offset + T) in layer `layer`,
 // with its hooks in the order the methods need them.
 void Model::attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
-                            const QkChannelScaling* phs) {
+                            const QkChannelScaling* channel_scaling) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   Sequence& seq = *call.sequence;
@@ -589,6 +589,15 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
 
   if (sets_head_scales(layer, call)) {
     apply_head_rope_scales(layer, seq, qkv, T, device_scales, *hooks);
+  }
+  // A channel scaling acts on every row of a call after the prefill (each
+  // is a decode step's last token): scaled before the one attention. In the
+  // prefill it acts on the last row only, after the plain attention of the
+  // others (below), whose readouts the hooks above take.
+  const float* normed = ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden;
+  const bool scales_after_attention = channel_scaling != nullptr && start == 0;
+  if (channel_scaling != nullptr && !scales_after_attention) {
+    scale_qk_channel(layer, *channel_scaling, qkv, normed, T, 0);
   }
 
   // RoPE tables for this sequence's positions: one when every head of the
@@ -650,17 +659,17 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
     correct_key0(layer, seq, offset, T, 0);
   }
 
-  // PHS eq. 2-3: the channel scaled in the K rows and the last queries' Q
-  // rows; keys re-cached from the changed K rows, the last queries' rows
-  // recomputed with their changed Q rows (other rows keep the plain attention).
-  if (phs == nullptr) return;
-  // `first_query`: the prompt's last row in the prefill, every row in a later call.
-  const int first_query = start == 0 ? T - 1 : 0;
-  scale_qk_channel(layer, *phs, qkv, ws.xn.data() + static_cast<std::size_t>(offset) * c.hidden, T, first_query);
+  // The channel scaling of the prefill (PHS eq. 2-3): the K rows and the
+  // last query's Q row scaled; keys re-cached from the changed K rows and
+  // the last row attended again with its changed Q row, as every other row
+  // of the prompt keeps the plain attention above.
+  if (!scales_after_attention) return;
+  const int last = T - 1;
+  scale_qk_channel(layer, *channel_scaling, qkv, normed, T, last);
   cache_keys(layer, seq, qkv, T, tables, key_stride);
-  rotate_queries(offset, T, first_query, qkv, tables, query_stride);
-  attend(layer, seq, offset, T, first_query, !ws.host_factors.empty(), false);
-  if (!ws.host_factors.empty()) correct_key0(layer, seq, offset, T, first_query);
+  rotate_queries(offset, T, last, qkv, tables, query_stride);
+  attend(layer, seq, offset, T, last, !ws.host_factors.empty(), false);
+  if (!ws.host_factors.empty()) correct_key0(layer, seq, offset, T, last);
 }
 
 // The RoPE table of `scale` (device_scale: that scale on the device) and the
@@ -755,27 +764,27 @@ void Model::norm_qk(int layer, float* qkv, int T) {
 // K row and to the Q rows from `first_query` on. Where a clamp or a Q/K norm
 // follows the projection the rows are not linear in x_c: the projection is
 // recomputed, the column added to it, and the clamp and norm applied again.
-void Model::scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int T,
+void Model::scale_qk_channel(int layer, const QkChannelScaling& scaling, float* qkv, const float* normed, int T,
                              int first_query) {
   const ModelConfig& c = config_;
   Workspace& ws = *ws_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t k_width = std::size_t{c.kv_heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * k_width;
-  if (phs.q_column.size() != q_width || phs.k_column.size() != k_width || phs.channel < 0 ||
-      static_cast<std::uint32_t>(phs.channel) >= c.hidden) {
+  if (scaling.q_column.size() != q_width || scaling.k_column.size() != k_width || scaling.channel < 0 ||
+      static_cast<std::uint32_t>(scaling.channel) >= c.hidden) {
     throw std::invalid_argument("forward: qk_channel_scaling does not fit the model");
   }
   const bool linear = !c.qk_norm && c.clamp_kqv == 0.0f;
   if (!linear) project_qkv(layer, normed, T, qkv);
   ws.columns.ensure(device_, q_width + k_width);
-  DEVICE_OP(upload, ws.columns.data(), phs.q_column.data(), sizeof(float) * q_width);
-  DEVICE_OP(upload, ws.columns.data() + q_width, phs.k_column.data(), sizeof(float) * k_width);
-  DEVICE_OP(add_channel_column, qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, phs.channel,
-            phs.scale, ws.columns.data() + q_width);
+  DEVICE_OP(upload, ws.columns.data(), scaling.q_column.data(), sizeof(float) * q_width);
+  DEVICE_OP(upload, ws.columns.data() + q_width, scaling.k_column.data(), sizeof(float) * k_width);
+  DEVICE_OP(add_channel_column, qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, scaling.channel,
+            scaling.scale, ws.columns.data() + q_width);
   DEVICE_OP(add_channel_column, qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
-            static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden, phs.channel,
-            phs.scale, ws.columns.data());
+            static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden, scaling.channel,
+            scaling.scale, ws.columns.data());
   if (!linear) finish_qkv(layer, qkv, T);
 }
 

@@ -121,18 +121,21 @@ struct ForwardHooks {
   // (SIW). Empty = none in this layer.
   std::function<std::vector<float>(int layer, int start, int tokens)> key0_weight_factors;
 
-  // Stage: after the layer's attention. Where it returns a scaling for the
+  // Stage: the layer's Q and K rows. Where it returns a scaling for the
   // layer, channel c of the normed input to Q and K is scaled by s: every
   // K row and the Q rows from `first_query` on get (s - 1) x_c times the
   // weight column (linear, so the scaled rows are K + (s - 1) x_c W_K[:, c]
-  // and Q + (s - 1) x_c W_Q[:, c]); the call's keys are re-cached from the
-  // changed rows and the rows from `first_query` on recomputed (PHS eq. 2-3).
-  // `first_query` is the prompt's last row in the prefill (the first call)
-  // and 0 in every later call: each later token is a decode step's last
-  // token, so a call feeding teacher-forced gold tokens equals one decode
-  // step per token. Data rather than a callback, so that every device
-  // applies it where the rows live; asked once per layer and call, before
-  // the layer's attention (a layer it scales runs its attention per sequence).
+  // and Q + (s - 1) x_c W_Q[:, c]) (PHS eq. 2-3). `first_query` is the
+  // prompt's last row in the prefill (the first call): there the plain
+  // attention runs first (every other row keeps it, and the readouts above
+  // read it), then the keys are re-cached from the changed rows and the
+  // last row attended again. In every later call `first_query` is 0 (each
+  // later token is a decode step's last token, so a call feeding
+  // teacher-forced gold tokens equals one decode step per token) and the
+  // rows are scaled before the layer's one attention. Data rather than a
+  // callback, so that every device applies it where the rows live; asked
+  // once per layer and call (a layer it scales runs its attention per
+  // sequence).
   std::function<const QkChannelScaling*(int layer)> qk_channel_scaling;
 
   // Stage: layer output. The residual stream rows of the call (tokens x
@@ -259,10 +262,10 @@ class Model {
   struct Workspace;
   void load();
   // device_scales: the sequence's RoPE scales of this layer on the device (heads floats).
-  // phs: the sequence's PHS scaling in this layer (null: none).
+  // channel_scaling: the sequence's qk_channel_scaling in this layer (null: none).
   void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
-                       const QkChannelScaling* phs);
-  bool joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* phs) const;
+                       const QkChannelScaling* channel_scaling);
+  bool joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* channel_scaling) const;
   static bool sets_head_scales(int layer, const SequenceCall& call);
   static bool reads_last_row(int layer, const ForwardHooks* hooks);
   const float* rope_table(int offset, int tokens, float scale, const float* device_scale, const double* inv_freq);
@@ -278,7 +281,7 @@ class Model {
   // What follows the projection and is not linear in it: the clamp, the per-head Q/K norm.
   void finish_qkv(int layer, float* qkv, int tokens);
   void norm_qk(int layer, float* qkv, int tokens);
-  void scale_qk_channel(int layer, const QkChannelScaling& phs, float* qkv, const float* normed, int tokens,
+  void scale_qk_channel(int layer, const QkChannelScaling& scaling, float* qkv, const float* normed, int tokens,
                         int first_query);
   void cache_keys(int layer, Sequence& seq, const float* qkv, int tokens, const float* tables,
                   std::size_t table_stride);
