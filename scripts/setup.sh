@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One-step set-up on a fresh Debian machine: system packages, the test model,
-# and a release build in build/. Safe to run again (everything is cached).
+# and a release build in build/ (the tools, benchmarks and every test but the
+# unit tests, which scripts/test.sh runs from its sanitizer tree). Safe to
+# run again (everything is cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/phases.sh
@@ -29,5 +31,8 @@ scripts/fetch_model.sh >/dev/null
 scripts/fetch_vocabs.sh >/dev/null  # llama.cpp's tokenizer test vectors
 
 phase "release build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Without the unit tests: scripts/test.sh builds and runs them in the
+# sanitizer tree (build-asan/); the release tree holds the tools, the
+# benchmarks and the integration, model and peer tests.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIDTUNE_UNIT_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)"
