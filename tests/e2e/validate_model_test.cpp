@@ -85,8 +85,9 @@ TEST_F(ValidateOnModel, EveryShippedExperimentValidates) {
 // calibration set's first file for the set) cut to the smallest size on
 // the test model (3 pairs, one prompt per position and split but two in the
 // held-out middle, one generation of a 2-genome GA, 2 random draws, two
-// values a grid gene, no racing), results in a scratch file, so a change to the format or the code
-// that would break one is caught before anyone starts it.
+// values a grid gene, no racing), results in a scratch file, so a change to
+// the format or the code that would break one is caught before anyone
+// starts it.
 TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
   const std::vector<std::pair<std::regex, std::string>> cuts = {
       {std::regex(R"(\bmodel: \S+)"), "model: " + test_model_path().string()},
