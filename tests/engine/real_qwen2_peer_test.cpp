@@ -178,16 +178,18 @@ json int_list(int first, int last) {
 // interventions_reference.py --eval on every case: last-row logits (one
 // vocab-long row per case) and its decisions. The reference takes minutes
 // on 2 cores, so its results are kept in the cache folder
-// (reference-results/, one set per model file) and reused while the cases,
-// the model file, the reference's sources and numpy are unchanged (the
-// script's cache_entry); the engine side always runs. The tiny models'
+// (reference-results/, per model file and case) and a case's are reused
+// while it, the model file, the reference's sources and numpy are
+// unchanged (the script's cache_folder and case_key); the engine side
+// always runs. The tiny models'
 // intervention tests run the same reference code afresh every time.
 // MIDTUNE_REFERENCE_CACHE=off computes it afresh here too.
 struct Reference {
   std::vector<std::vector<std::vector<double>>> logits;  // per case, per scored row
   json decisions;
   double seconds = 0;
-  std::string cached;  // the cache entry it came from, if it did
+  std::string cache;        // the cache folder, if one was used
+  std::size_t cached_cases = 0;  // the cases answered from it
 };
 
 bool reference_cache_on() {
@@ -216,7 +218,8 @@ Reference run_reference(const fs::path& model, const json& cases, std::size_t vo
   Reference out;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.decisions = json::parse(std::ifstream(decisions));
-  out.cached = out.decisions.value("cached", "");
+  out.cache = out.decisions.value("cache", "");
+  out.cached_cases = out.decisions.value("cached_cases", std::size_t{0});
   std::ifstream f(logits, std::ios::binary);
   for (const json& decided : out.decisions.at("cases")) {
     auto& rows = out.logits.emplace_back(decided.at("rows").get<std::size_t>(), std::vector<double>(vocab));
@@ -537,13 +540,13 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
     }
   }
   const Reference ref = run_reference(file, json{{"cases", cases}}, c.vocab);
-  if (ref.cached.empty())
-    std::printf("reference: %zu cases in %.1f s (loading %.1f s)\n", cases.size(), ref.seconds,
-                ref.decisions.at("load_seconds").get<double>());
-  else
-    std::printf("reference: %zu cases from %s in %.1f s, as computed before on these inputs "
-                "(MIDTUNE_REFERENCE_CACHE=off computes them again)\n",
-                cases.size(), ref.cached.c_str(), ref.seconds);
+  std::printf("reference: %zu cases in %.1f s (loading %.1f s)", cases.size(), ref.seconds,
+              ref.decisions.at("load_seconds").get<double>());
+  if (!ref.cache.empty())
+    std::printf(", %zu of them from %s, as computed before on the same inputs "
+                "(MIDTUNE_REFERENCE_CACHE=off computes every case again)",
+                ref.cached_cases, ref.cache.c_str());
+  std::printf("\n");
 
   // Greedy partings, and the plain greedy prompts' logits.
   const std::size_t greedy = greedy_prompts.size();

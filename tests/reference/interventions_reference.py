@@ -44,10 +44,10 @@ It writes the logits (float64, little-endian, vocab values a row): the last
 position's row of each case, or every gold row of a teacher-forced case
 (prompt_tokens, see forward()), and a JSON of what each method decided. One
 process computes every case, as loading and dequantising the model is a
-large part of the cost. With --cache DIR, results computed before on the
-same inputs (cases, model bytes, reference sources, numpy) are answered
-from DIR in seconds: on 2 cores the real models' references take minutes
-and change only when one of those inputs does.
+large part of the cost. With --cache DIR, each case computed before on the
+same inputs (the case, model bytes, reference sources, numpy) is answered
+from DIR, and the model is loaded only if a case is not: on 2 cores the
+real models' references take minutes and change only when an input does.
 
 Usage: python3 tests/reference/interventions_reference.py [--model PATH]
        python3 tests/reference/interventions_reference.py --eval CASES.json --model PATH \
@@ -488,78 +488,119 @@ def eval_main(argv):
                     help="BLAS threads (read before numpy loads, see the top of this file)")
     ap.add_argument("--cache",
                     help="folder of earlier results: the same cases on the same model file with the same reference "
-                         "code and numpy are answered from it, and new results are stored there (see cache_key)")
+                         "code and numpy are answered from it case by case, and new results are stored there "
+                         "(see cache_folder)")
     args = ap.parse_args(argv)
     with open(args.eval) as f:
         cases = json.load(f)["cases"]
-    entry = None
-    if args.cache:
-        entry = cache_entry(args.cache, args.eval, args.model, args.threads)
-        if os.path.exists(os.path.join(entry, "decisions.json")):
-            shutil.copyfile(os.path.join(entry, "logits.f64"), args.logits)
-            with open(os.path.join(entry, "decisions.json")) as f:
-                stored = json.load(f)
-            stored["cached"] = entry
-            with open(args.decisions, "w") as f:
-                json.dump(stored, f)
-            return
-    start = time.time()
-    model = load_model(args.model)
-    loaded = time.time() - start
-    decisions = []
+    folder = cache_folder(args.cache, args.model, args.threads) if args.cache else None
+    results = [read_cached(folder, case_key(case)) if folder else None for case in cases]
+    model, loaded = None, 0.0
+    for i, case in enumerate(cases):
+        if results[i] is not None:
+            logits, decided = results[i]
+            decided["name"] = case.get("name", "")
+            decided["cached"] = True
+            continue
+        if model is None:
+            start = time.time()
+            model = load_model(args.model)
+            loaded = time.time() - start
+        t0 = time.time()
+        logits, decided = evaluate(model, case)
+        decided["seconds"] = time.time() - t0
+        results[i] = (logits, decided)
+        if folder:
+            store_case(folder, case_key(case), logits, decided)
     with open(args.logits, "wb") as out:
-        for case in cases:
-            t0 = time.time()
-            logits, decided = evaluate(model, case)
-            decided["seconds"] = time.time() - t0
+        for logits, _ in results:
             out.write(np.asarray(logits, dtype="<f8").tobytes())
-            decisions.append(decided)
     with open(args.decisions, "w") as f:
         json.dump({"model": os.path.basename(args.model), "load_seconds": loaded,
-                   "vocab": int(model.out.shape[0]), "cases": decisions}, f)
-    if entry:
-        store_in_cache(entry, args.logits, args.decisions)
+                   "cache": folder or "", "cached_cases": sum(1 for _, d in results if d.get("cached")),
+                   "cases": [d for _, d in results]}, f)
 
 
-def cache_entry(cache, cases_path, model_path, threads):
-    """The cache folder of these results: <cache>/<model sha256[:16]>/<key>.
-    The key covers everything the numbers depend on: the cases file, the
-    model file's bytes, the sources of every module the evaluation runs
-    from this folder (the forward pass and every method) and from the gguf
-    package (dequantisation), numpy's version and the BLAS thread count
-    (summation order). So a result is reused only where computing it again
-    would give the same bytes."""
+def cache_folder(cache, model_path, threads):
+    """The cache folder of this reference code on this model file:
+    <cache>/<model sha256[:16]>/<code key>. The code key covers everything a
+    case's numbers depend on besides the case itself: the model file's
+    bytes, the sources of every module the evaluation runs from this folder
+    (the forward pass and every method) and from the gguf package
+    (dequantisation), numpy's version and the BLAS thread count (summation
+    order). Each case is then stored under its own key (case_key), so a case
+    is reused only where computing it again would give the same bytes, and
+    one changed case (a greedy parting that moved) costs only itself.
+    Every new code key is appended to <model folder>/keys.log with what it
+    covers, so that two runs that did not share their results can be told
+    apart afterwards."""
     import gguf
     import gguf_weights  # noqa: F401  (load_model's imports, loaded here so that their sources are in the key)
     import make_arch_fixtures  # noqa: F401
     folders = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(gguf.__file__)))
     sources = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
                       if getattr(m, "__file__", None) and os.path.abspath(m.__file__).startswith(folders)})
-    key = hashlib.sha256()
-    key.update(sha256_of_file(cases_path).encode())
-    model_sha = sha256_of_file(model_path)
-    key.update(model_sha.encode())
-    for source in sources:
-        key.update(os.path.basename(source).encode())
-        key.update(sha256_of_file(source).encode())
-    key.update(f"numpy {np.__version__} threads {threads}".encode())
-    return os.path.join(cache, model_sha[:16], key.hexdigest()[:32])
+    covered = [f"model {sha256_of_file(model_path)}"]
+    covered += [f"{os.path.basename(source)} {sha256_of_file(source)}" for source in sources]
+    covered.append(f"numpy {np.__version__} threads {threads}")
+    code_key = hashlib.sha256("\n".join(covered).encode()).hexdigest()[:32]
+    model_folder = os.path.join(cache, covered[0].split()[1][:16])
+    folder = os.path.join(model_folder, code_key)
+    if not os.path.isdir(folder):
+        os.makedirs(model_folder, exist_ok=True)
+        with open(os.path.join(model_folder, "keys.log"), "a") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {code_key} pid {os.getpid()}\n")
+            log.writelines(f"  {line}\n" for line in covered)
+    return folder
 
 
-def store_in_cache(entry, logits, decisions):
-    """Stores the results whole (written beside, then renamed) and drops the
-    model's older entries: the cache keeps one result set per model file,
-    as each is up to ~100 MB of logits."""
-    model_folder = os.path.dirname(entry)
-    os.makedirs(model_folder, exist_ok=True)
-    partial = f"{entry}.partial-{os.getpid()}"
-    os.makedirs(partial)
-    shutil.copyfile(logits, os.path.join(partial, "logits.f64"))
-    shutil.copyfile(decisions, os.path.join(partial, "decisions.json"))
-    for old in os.listdir(model_folder):
-        if os.path.join(model_folder, old) != partial:
-            shutil.rmtree(os.path.join(model_folder, old), ignore_errors=True)
-    os.rename(partial, entry)
+def case_key(case):
+    """A case's own key: everything in it but its name (names are labels)."""
+    content = {k: v for k, v in case.items() if k != "name"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+# A case result not used for this long is dropped when another is stored:
+# the folder keeps what the runs of this code on this machine still ask for
+# (a developer's and CI's greedy partings can differ at near-ties).
+CACHE_UNUSED_DAYS = 14
+
+
+def read_cached(folder, key):
+    """(logits, decided) of a stored case, or None. A use refreshes its age."""
+    path = os.path.join(folder, key)
+    try:
+        with open(path + ".json") as f:
+            decided = json.load(f)
+        logits = np.fromfile(path + ".f64", dtype="<f8").reshape(decided["rows"], -1)
+    except (OSError, ValueError, KeyError):
+        return None
+    for suffix in (".json", ".f64"):
+        os.utime(path + suffix)
+    return logits, decided
+
+
+def store_case(folder, key, logits, decided):
+    """Stores one case whole (written beside, then renamed: the .json last,
+    as read_cached reads it first), drops older code keys' folders of this
+    model (each up to ~100 MB of logits) and case results long unused."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, key)
+    for suffix, write in ((".f64", lambda f: f.write(np.asarray(logits, dtype="<f8").tobytes())),
+                          (".json", lambda f: f.write(json.dumps(decided).encode()))):
+        partial = f"{path}{suffix}.partial-{os.getpid()}"
+        with open(partial, "wb") as f:
+            write(f)
+        os.rename(partial, path + suffix)
+    model_folder = os.path.dirname(folder)
+    for other in os.listdir(model_folder):
+        if other != os.path.basename(folder) and os.path.isdir(os.path.join(model_folder, other)):
+            shutil.rmtree(os.path.join(model_folder, other), ignore_errors=True)
+    too_old = time.time() - CACHE_UNUSED_DAYS * 86400
+    for name in os.listdir(folder):
+        entry = os.path.join(folder, name)
+        if ".partial-" not in name and os.path.getmtime(entry) < too_old:
+            os.remove(entry)
 
 
 if __name__ == "__main__":
