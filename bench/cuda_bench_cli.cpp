@@ -76,7 +76,6 @@
 
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model.hpp"
-#include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
@@ -387,7 +386,7 @@ int main(int argc, char** argv) {
       }
     }
     // As the batched backend picks it, right after its model is loaded.
-    const std::size_t backend_batch_tokens = batched::default_batch_tokens(model, *device);
+    const std::size_t backend_batch_tokens = default_batch_tokens(model, *device);
     emit({{"measure", "load"}, {"seconds", seconds_since(load_start)}, {"weight_bytes", model.weight_bytes()},
           {"layers", c.layers}, {"hidden", c.hidden}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"ffn", c.ffn},
           {"vocab", c.vocab}});
@@ -480,7 +479,7 @@ int main(int argc, char** argv) {
       std::vector<std::vector<std::int32_t>> inputs;
       for (int i = 0; i < prompts; ++i) inputs.push_back(tokens_for(item_tokens, static_cast<int>(c.vocab), 1000 + i));
       const std::vector<std::size_t> sizes(inputs.size(), static_cast<std::size_t>(item_tokens));
-      const auto groups = batched::pass_groups(sizes, pass_tokens);
+      const auto groups = pass_groups(sizes, pass_tokens);
       double seconds = 0.0;
       for (int k = 0; k < candidates; ++k) {
         for (const auto& [begin, end] : groups) {

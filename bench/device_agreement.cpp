@@ -32,8 +32,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/batched/engine_factory.hpp"
 #include "backends/engine/batched/reference_ops.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "core/cli/run_setup.hpp"
@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
     ops->set_weight_form(precision == "file" ? engine::batched::WeightForm::file : engine::batched::WeightForm::bf16);
     ops->set_kv_form(engine::parse_kv_form(kv_cache, "--kv-cache"));
     const std::string device_name = ops->name() + ", " + ops->precision();
-    engine::batched::BatchedBackend batched(experiment.backend.model, std::move(ops));
+    const std::unique_ptr<engine::EngineBackend> batched_engine =
+        engine::make_device_ops_backend(experiment.backend.model, std::move(ops));
+    engine::EngineBackend& batched = *batched_engine;
     const auto prepared =
         prepare_split(experiment, cpu, split == "search" ? datasets::Split::search : datasets::Split::heldout);
     const std::vector<BatchItem>& items = prepared->inputs.items;

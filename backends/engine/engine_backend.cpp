@@ -2,12 +2,10 @@
 
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/engine/engine_hooks.hpp"
-#include "backends/engine/ops/scoring.hpp"
+#include "backends/engine/engine_schedule.hpp"
 #include "methods/registry.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -18,9 +16,12 @@ namespace {
 const std::string kBf16KvCache = ", bf16 KV cache";
 }  // namespace
 
-EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
+EngineBackend::EngineBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
+                             EngineOptions options)
     : options_(options),
-      model_(std::make_unique<Model>(model_path, options.isa, options.fp32, options.kv_cache)),
+      device_(std::move(device)),
+      model_(device_ ? std::make_unique<Model>(model_path, *device_)
+                     : std::make_unique<Model>(model_path, options.isa, options.fp32, options.kv_cache)),
       tokenizer_(Tokenizer::from_gguf(model_->file())),
       arena_(options.threads > 0 ? std::make_unique<tbb::task_arena>(options.threads)
                                  : std::make_unique<tbb::task_arena>()) {
@@ -29,11 +30,34 @@ EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOpti
                                 " tokens but the output matrix only " + std::to_string(model_->vocab()));
   }
   identity_ = engine_identity(*model_, tokenizer_);
+  if (options_.schedule == Schedule::packed) {
+    batch_tokens_ = options_.batch_tokens != 0 ? options_.batch_tokens : default_batch_tokens(*model_, model_->device());
+  }
+}
+
+EngineBackend::EngineBackend(const std::filesystem::path& model_path, EngineOptions options)
+    : EngineBackend(model_path, nullptr, options) {
   // Absent for the default (native products, fp32 cache), so that its
   // results keep their keys; every other choice computes other numbers.
   if (options_.fp32) identity_.precision = "fp32";
   if (options_.kv_cache == KvForm::bf16) identity_.precision = (options_.fp32 ? "fp32" : "native") + kBf16KvCache;
+  execution_ = {{"device", "cpu"},
+                {"kernel_path", to_string(options_.isa)},
+                {"threads", arena_->max_concurrency()},
+                {"precision", std::string(options_.fp32 ? "fp32" : "int8 activations (float types at their own precision)") +
+                                  (options_.kv_cache == KvForm::bf16 ? kBf16KvCache : "")}};
 }
+
+EngineBackend::EngineBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device,
+                             std::string precision, EngineOptions options)
+    : EngineBackend(model_path, std::move(device), options) {
+  // Another device's products give other answers than the CPU engine's:
+  // their evaluations never share cache entries or a population.
+  identity_.precision = precision;
+  execution_ = {{"device", device_->name()}, {"precision", precision}};
+}
+
+EngineBackend::~EngineBackend() = default;
 
 ModelIdentity engine_identity(const Model& model, const Tokenizer& tokenizer) {
   const GgufFile& file = model.file();
@@ -52,13 +76,7 @@ ModelIdentity engine_identity(const Model& model, const Tokenizer& tokenizer) {
 
 ModelIdentity EngineBackend::identity() const { return identity_; }
 
-nlohmann::json EngineBackend::execution() const {
-  return {{"device", "cpu"},
-          {"kernel_path", to_string(options_.isa)},
-          {"threads", arena_->max_concurrency()},
-          {"precision", std::string(options_.fp32 ? "fp32" : "int8 activations (float types at their own precision)") +
-                            (options_.kv_cache == KvForm::bf16 ? kBf16KvCache : "")}};
-}
+nlohmann::json EngineBackend::execution() const { return execution_; }
 
 void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
@@ -93,198 +111,76 @@ PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item)
 
 PreparedPrompt EngineBackend::prepare(const BatchItem& item) const { return prepare_prompt(tokenizer_, item); }
 
-std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::int32_t>& prompt,
-                                                         const RopeScales& scales, int max_new_tokens,
-                                                         std::span<const double> positions,
-                                                         const ForwardHooks* hooks) const {
-  if (prompt.empty() || max_new_tokens <= 0) return {};
-  Sequence seq(*model_, static_cast<int>(prompt.size()) + max_new_tokens, scales);
-  return generate_on(seq, prompt, max_new_tokens, positions, hooks);
-}
-
-std::vector<std::int32_t> EngineBackend::generate_on(Sequence& seq, std::span<const std::int32_t> rest,
-                                                     int max_new_tokens, std::span<const double> positions,
-                                                     const ForwardHooks* hooks) const {
-  std::vector<std::int32_t> out;
-  if (rest.empty() || max_new_tokens <= 0) return out;
-  const int last = static_cast<int>(rest.size()) - 1;
-  std::vector<float> logits = model_->forward(seq, rest, positions, std::span<const int>(&last, 1), hooks);
-  const int zero = 0;
-  for (int i = 0; i < max_new_tokens; ++i) {
-    const std::int32_t next = argmax_row(logits.data(), model_->vocab());
-    if (tokenizer_.is_end_of_generation(next)) break;
-    out.push_back(next);
-    if (i + 1 == max_new_tokens) break;
-    logits = model_->forward(seq, std::span<const std::int32_t>(&next, 1), {}, std::span<const int>(&zero, 1), hooks);
-  }
-  return out;
-}
-
-// The prompt prefix every item of a batch shares (chat-template header and
-// instruction), prefilled once into `seq`; each item truncates back to it and
-// runs only its own tail. Only for interventions whose keys do not depend on
-// the rest of the prompt (plain and RoPE scales: Ms-PoE, CALIOPE, SIW and PHS
-// all read the whole prompt first).
-struct EngineBackend::SharedPrefix {
-  Sequence seq;
-  int length = 0;
-};
-
-namespace {
-
-// Shared leading tokens, kept one short of the shortest prompt so every item
-// still computes the logits of its own last prompt token.
-int shared_prefix_length(const std::vector<PreparedPrompt>& prompts) {
-  if (prompts.size() < 2) return 0;
-  std::size_t length = prompts.front().tokens.size();
-  for (const PreparedPrompt& p : prompts) {
-    const auto& a = prompts.front().tokens;
-    std::size_t i = 0;
-    while (i < length && i < p.tokens.size() && a[i] == p.tokens[i]) ++i;
-    length = std::min({length, i, p.tokens.size() == 0 ? 0 : p.tokens.size() - 1});
-  }
-  return static_cast<int>(length);
-}
-
-}  // namespace
-
-SampleOutput EngineBackend::run_one(const BatchItem& item, const PreparedPrompt& prompt,
-                                    std::span<const std::int32_t> gold, const Intervention& intervention,
-                                    const RopeScales& plain_scales, const RunOptions& options, SharedPrefix* shared) {
-  const auto started = std::chrono::steady_clock::now();
-  SampleOutput out;
-  out.id = item.id;
-  if (prompt.tokens.empty()) throw InvalidInputError("item '" + item.id + "': empty prompt");
-  out.prompt_tokens = static_cast<int>(prompt.tokens.size());
-  // Interventions that read the whole prompt (its chunks, its last query).
-  std::unique_ptr<hooks::EngineIntervention> hooked;
-  if (reads_whole_prompt(intervention)) {
-    hooked = std::make_unique<hooks::EngineIntervention>(*model_, intervention, out.prompt_tokens, hook_spans(prompt));
-  }
-  const RopeScales& scales = hooked ? hooked->sequence_scales() : plain_scales;
-  const std::span<const double> positions = hooked ? std::span<const double>(hooked->prompt_positions()) : std::span<const double>();
-  const ForwardHooks* forward_hooks = hooked ? hooked->hooks() : nullptr;
-  const std::size_t context = model_->config().context_length;
-  if (options.mode == Mode::generate) {
-    if (context > 0 && prompt.tokens.size() + options.max_new_tokens > context) {
-      throw InvalidInputError("item '" + item.id + "': " + std::to_string(prompt.tokens.size()) + " prompt tokens + " +
-                         std::to_string(options.max_new_tokens) + " new exceed the model context " + std::to_string(context));
-    }
-    std::vector<std::int32_t> generated;
-    if (shared != nullptr) {
-      shared->seq.truncate(shared->length);
-      const auto rest = std::span<const std::int32_t>(prompt.tokens).subspan(shared->length);
-      generated = generate_on(shared->seq, rest, options.max_new_tokens, {}, nullptr);
-      last_stats_.forward_tokens += rest.size() + (generated.empty() ? 0 : generated.size() - 1);
-    } else {
-      generated = generate_tokens(prompt.tokens, scales, options.max_new_tokens, positions, forward_hooks);
-      last_stats_.forward_tokens += prompt.tokens.size() + (generated.empty() ? 0 : generated.size() - 1);
-    }
-    out.output_text = tokenizer_.decode_continuation(prompt.tokens.back(), generated, false);
-  } else {
-    if (gold.empty()) throw BackendError("item '" + item.id + "': teacher_forced needs a non-empty gold answer");
-    std::vector<std::int32_t> input = prompt.tokens;
-    input.insert(input.end(), gold.begin(), gold.end() - 1);  // the last gold token is never an input
-    if (context > 0 && input.size() > context) {
-      throw InvalidInputError("item '" + item.id + "': " + std::to_string(input.size()) + " tokens exceed the model context " +
-                         std::to_string(context));
-    }
-    std::vector<int> rows(gold.size());
-    for (std::size_t i = 0; i < gold.size(); ++i) rows[i] = static_cast<int>(prompt.tokens.size() - 1 + i);
-    std::vector<float> logits;
-    if (shared != nullptr) {
-      shared->seq.truncate(shared->length);
-      for (int& r : rows) r -= shared->length;
-      const auto rest = std::span<const std::int32_t>(input).subspan(shared->length);
-      logits = model_->forward(shared->seq, rest, {}, rows);
-      last_stats_.forward_tokens += rest.size();
-    } else if (!hooked) {
-      Sequence seq(*model_, static_cast<int>(input.size()), scales);
-      logits = model_->forward(seq, input, {}, rows);
-      last_stats_.forward_tokens += input.size();
-    } else {
-      Sequence seq(*model_, static_cast<int>(input.size()), scales);
-      // Prompt alone (the hooks read its last query), then the gold tokens.
-      const int last = static_cast<int>(prompt.tokens.size()) - 1;
-      logits = model_->forward(seq, prompt.tokens, positions, std::span<const int>(&last, 1), forward_hooks);
-      // Then all gold tokens in one call, exactly as one decode step per
-      // token: Ms-PoE scales, CALIOPE positions and SIW factors are fixed by
-      // the prefill, and PHS rescales every row's query, each row being its
-      // own step's last token (test HookedTeacherForcedEqualsStepByStepDecoding).
-      const std::span<const std::int32_t> gold_inputs(gold.data(), gold.size() - 1);
-      if (!gold_inputs.empty()) {
-        std::vector<int> gold_rows(gold_inputs.size());
-        for (std::size_t i = 0; i < gold_rows.size(); ++i) gold_rows[i] = static_cast<int>(i);
-        const auto steps = model_->forward(seq, gold_inputs, {}, gold_rows, forward_hooks);
-        logits.insert(logits.end(), steps.begin(), steps.end());
-      }
-      last_stats_.forward_tokens += input.size();
-    }
-    const int vocab = model_->vocab();
-    out.gold_emitted_first = true;
-    out.gold_logprob = 0.0;
-    for (std::size_t i = 0; i < gold.size(); ++i) {
-      const float* row = logits.data() + i * vocab;
-      out.gold_emitted_first = out.gold_emitted_first && argmax_row(row, vocab) == gold[i];
-      out.gold_logprob += log_softmax_at(row, vocab, gold[i]);
-    }
-  }
-  out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  return out;
-}
-
 std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                              const RunOptions& options) {
-  RopeScales scales;
+  RopeScales plain;
   try {
-    scales = rope_scales(intervention);
+    plain = rope_scales(intervention);
   } catch (const std::invalid_argument& e) {
     throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
   }
   last_stats_ = {};
-  std::vector<PreparedPrompt> prompts;
-  prompts.reserve(batch.size());
-  std::vector<std::vector<std::int32_t>> golds(batch.size());
-  std::size_t longest = 0;
+  // Every item prepared and checked before any is computed.
+  const std::size_t context = model_->config().context_length;
+  std::vector<Item> items(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    const BatchItem& item = batch[i];
+    Item& it = items[i];
+    it.item = &batch[i];
+    const std::string& id = batch[i].id;
     try {
-      prompts.push_back(prepare(item));
+      it.prompt = prepare(batch[i]);
     } catch (const BackendError&) {
       throw;
     } catch (const std::exception& e) {
-      throw BackendError("engine: item '" + item.id + "': " + e.what());
+      throw BackendError("engine: item '" + id + "': " + e.what());
     }
-    if (options.mode == Mode::teacher_forced) golds[i] = tokenizer_.encode(item.gold, false, false);
-    const std::size_t tail = options.mode == Mode::generate ? static_cast<std::size_t>(std::max(options.max_new_tokens, 0))
-                                                            : golds[i].size();
-    longest = std::max(longest, prompts.back().tokens.size() + tail);
-    last_stats_.prompt_tokens += prompts.back().tokens.size();
-  }
-  std::vector<SampleOutput> outputs;
-  outputs.reserve(batch.size());
-  arena_->execute([&] {
-    std::unique_ptr<SharedPrefix> shared;
-    const int prefix = options_.reuse_prefix && !reads_whole_prompt(intervention) ? shared_prefix_length(prompts) : 0;
-    const std::size_t context = model_->config().context_length;
-    if (prefix > 0 && (context == 0 || longest <= context)) {
-      shared.reset(new SharedPrefix{Sequence(*model_, static_cast<int>(longest), scales), prefix});
-      model_->forward(shared->seq, std::span<const std::int32_t>(prompts.front().tokens).first(prefix), {}, {});
-      last_stats_.prefix_tokens = static_cast<std::size_t>(prefix);
-      last_stats_.forward_tokens += static_cast<std::size_t>(prefix);
-    }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      try {
-        outputs.push_back(run_one(batch[i], prompts[i], golds[i], intervention, scales, options, shared.get()));
-      } catch (const BackendError&) {
-        throw;
-      } catch (const std::domain_error& e) {  // NaN / infinity in the forward pass: the input overflows
-        throw InvalidInputError("engine: item '" + batch[i].id + "': " + e.what());
-      } catch (const std::exception& e) {
-        throw BackendError("engine: item '" + batch[i].id + "': " + e.what());
+    if (it.prompt.tokens.empty()) throw InvalidInputError("item '" + id + "': empty prompt");
+    const std::size_t P = it.prompt.tokens.size();
+    if (options.mode == Mode::teacher_forced) {
+      it.gold = tokenizer_.encode(batch[i].gold, false, false);
+      if (it.gold.empty()) throw BackendError("item '" + id + "': teacher_forced needs a non-empty gold answer");
+      it.tokens = P + it.gold.size() - 1;  // the last gold token is never an input
+      if (context > 0 && it.tokens > context) {
+        throw InvalidInputError("item '" + id + "': " + std::to_string(it.tokens) +
+                                " tokens exceed the model context " + std::to_string(context));
+      }
+    } else {
+      const std::size_t new_tokens = static_cast<std::size_t>(std::max(options.max_new_tokens, 0));
+      it.tokens = P + new_tokens;
+      if (context > 0 && it.tokens > context) {
+        throw InvalidInputError("item '" + id + "': " + std::to_string(P) + " prompt tokens + " +
+                                std::to_string(new_tokens) + " new exceed the model context " +
+                                std::to_string(context));
       }
     }
+    // Interventions that read the whole prompt (its chunks, its last query).
+    if (reads_whole_prompt(intervention)) {
+      try {
+        it.hooked = std::make_unique<hooks::EngineIntervention>(*model_, intervention, static_cast<int>(P),
+                                                                hook_spans(it.prompt));
+      } catch (const std::invalid_argument& e) {
+        throw BackendError("engine: item '" + id + "': " + e.what());
+      }
+    }
+    it.scales = it.hooked ? &it.hooked->sequence_scales() : &plain;
+    it.out.id = id;
+    it.out.prompt_tokens = static_cast<int>(P);
+    last_stats_.prompt_tokens += P;
+  }
+  arena_->execute([&] {
+    if (options_.schedule == Schedule::packed) {
+      run_packed(items, options);
+    } else {
+      run_per_sequence(items, intervention, plain, options);
+    }
   });
+  std::vector<SampleOutput> outputs;
+  outputs.reserve(items.size());
+  for (Item& it : items) {
+    if (options.mode == Mode::generate)
+      it.out.output_text = tokenizer_.decode_continuation(it.prompt.tokens.back(), it.generated, false);
+    outputs.push_back(std::move(it.out));
+  }
   return outputs;
 }
 

@@ -26,7 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/model.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/batched/engine_factory.hpp"
@@ -443,18 +442,20 @@ TEST_P(BatchedArchTest, SmallPassesAnswerAsOnePass) {
     items.push_back(item);
   }
   const std::string model = std::get<1>(GetParam());
-  BatchedOptions small;
-  small.batch_tokens = 40;  // about two items a pass
-  BatchedBackend one(models_->file->path(), make_device(std::get<0>(GetParam())));
-  BatchedBackend several(models_->file->path(), make_device(std::get<0>(GetParam())), small);
+  EngineOptions small{.schedule = Schedule::packed, .batch_tokens = 40};  // about two items a pass
+  const auto one_engine = make_device_ops_backend(models_->file->path(), make_device(std::get<0>(GetParam())));
+  const auto several_engine =
+      make_device_ops_backend(models_->file->path(), make_device(std::get<0>(GetParam())), small);
+  EngineBackend& one = *one_engine;
+  EngineBackend& several = *several_engine;
   for (const Mode mode : {Mode::teacher_forced, Mode::generate}) {
     const RunOptions options{mode, 4};
     for (const std::string name : {"plain", "siw"}) {
       const Intervention iv = Intervention::from_json(methods().at(name));
       const auto a = one.run(iv, items, options);
-      const int one_passes = one.last_run_passes();
+      const int one_passes = one.last_run_stats().passes;
       const auto b = several.run(iv, items, options);
-      EXPECT_GT(several.last_run_passes(), one_passes) << name;
+      EXPECT_GT(several.last_run_stats().passes, one_passes) << name;
       ASSERT_EQ(a.size(), items.size());
       ASSERT_EQ(b.size(), items.size());
       for (std::size_t i = 0; i < items.size(); ++i) {
@@ -585,11 +586,11 @@ class BatchedSmolLm2Test : public ::testing::TestWithParam<std::string> {
     if (path_.empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
     auto device = make_device(GetParam());
     if (device == nullptr) GTEST_SKIP() << "no CUDA device";
-    batched_ = std::make_unique<BatchedBackend>(path_, std::move(device));
+    batched_ = make_device_ops_backend(path_, std::move(device));
     if (!cpu_) cpu_ = std::make_unique<EngineBackend>(path_);
   }
   fs::path path_;
-  std::unique_ptr<BatchedBackend> batched_;
+  std::unique_ptr<EngineBackend> batched_;
   static std::unique_ptr<EngineBackend> cpu_;
 };
 std::unique_ptr<EngineBackend> BatchedSmolLm2Test::cpu_;
@@ -656,7 +657,7 @@ TEST_P(BatchedSmolLm2Test, GenerateDecodesTheBatchTogetherAsTheCpuEngine) {
   // Measured 4 of 4 on the host reference device; bf16 may part at a near-tie.
   EXPECT_GE(same, static_cast<int>(items.size()) - 1);
   // The whole batch in one prefill pass, then one pass per step at most.
-  EXPECT_LE(batched_->last_run_passes(), gen.max_new_tokens);
+  EXPECT_LE(batched_->last_run_stats().passes, gen.max_new_tokens);
 }
 
 TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
@@ -673,23 +674,23 @@ TEST_P(BatchedSmolLm2Test, IdentityMarksTheBf16Engine) {
   EXPECT_NE(id.key(), cpu_->identity().key());
   EXPECT_EQ(id.tokenizer_hash, cpu_->identity().tokenizer_hash);
   // The other weight form on the same file is another model to the caches.
-  BatchedBackend other(path_, make_device(file ? "reference" : "reference-file"));
-  EXPECT_NE(id.key(), other.identity().key());
-  EXPECT_EQ(id.content_hash, other.identity().content_hash);
+  const auto other = make_device_ops_backend(path_, make_device(file ? "reference" : "reference-file"));
+  EXPECT_NE(id.key(), other->identity().key());
+  EXPECT_EQ(id.content_hash, other->identity().content_hash);
   // The bf16 KV cache is another model to the caches too; the fp32 cache's
   // identity is the one stored before the choice existed (no mark).
   if (GetParam() != "reference") return;
-  BatchedBackend fp32_cache(path_, make_device("reference"));
-  BatchedBackend bf16_cache(path_, make_device("reference-kvbf16"));
-  EXPECT_EQ(fp32_cache.identity().precision, "bf16");
-  EXPECT_EQ(fp32_cache.identity().to_json().dump(),
+  const auto fp32_cache = make_device_ops_backend(path_, make_device("reference"));
+  const auto bf16_cache = make_device_ops_backend(path_, make_device("reference-kvbf16"));
+  EXPECT_EQ(fp32_cache->identity().precision, "bf16");
+  EXPECT_EQ(fp32_cache->identity().to_json().dump(),
             nlohmann::json({{"name", id.name}, {"architecture", id.architecture}, {"layers", id.layers},
                             {"heads", id.heads}, {"kv_heads", id.kv_heads}, {"hidden", id.hidden},
                             {"tokenizer_hash", id.tokenizer_hash}, {"content_hash", id.content_hash},
                             {"precision", "bf16"}})
                 .dump());
-  EXPECT_EQ(bf16_cache.identity().precision, "bf16, bf16 KV cache");
-  EXPECT_NE(bf16_cache.identity().key(), fp32_cache.identity().key());
+  EXPECT_EQ(bf16_cache->identity().precision, "bf16, bf16 KV cache");
+  EXPECT_NE(bf16_cache->identity().key(), fp32_cache->identity().key());
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BatchedSmolLm2Test,

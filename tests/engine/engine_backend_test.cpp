@@ -1,5 +1,6 @@
 // The engine as a Backend on the real model: both modes, their agreement
-// with an empty intervention, RoPE-scale handling and validation.
+// with an empty intervention, both schedules, RoPE-scale handling and
+// validation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -200,19 +201,62 @@ TEST_F(EngineBackendTest, SharedPrefixReuseChangesNothingButTheWork) {
   EXPECT_EQ(backend_->last_run_stats().prefix_tokens, 0u);
 }
 
+// Each "The key ... ." sentence of the KV items is a chunk.
+std::vector<BatchItem> chunked_kv_items() {
+  auto items = kv_items();
+  for (auto& item : items) {
+    for (std::size_t at = item.prompt_text.find("The key"); at != std::string::npos;
+         at = item.prompt_text.find("The key", at + 1)) {
+      item.chunks.push_back({at, item.prompt_text.find('.', at) + 1});
+    }
+  }
+  return items;
+}
+
+// The schedule is how items go through the model, not what they answer: on
+// the same device, packed passes (about two items a pass here) give the
+// per-sequence schedule's decisions and texts, for the plain model (which
+// the per-sequence schedule runs from a shared prefix), a RoPE scale and
+// every mechanism that reads the whole prompt.
+TEST_F(EngineBackendTest, ASchedulesAnswersAreTheOthers) {
+  EngineBackend packed(testing::test_model_path(), {.schedule = Schedule::packed, .batch_tokens = 160});
+  EXPECT_EQ(packed.batch_tokens(), 160u);
+  EXPECT_EQ(packed.identity().key(), backend_->identity().key()) << "the same numbers, the same cache entries";
+  EXPECT_EQ(packed.execution(), backend_->execution());
+  const auto items = chunked_kv_items();
+  Intervention pi, mspoe, caliope, siw, phs;
+  pi.rope_scale = {{1.1}};
+  mspoe.mspoe = MsPoe{};
+  caliope.position_map = PositionMap{"decay", 10000, 5, 1000, 20, 0.5};
+  siw.siw = Siw{0.5, 1.5, 1.0, {5, 6, 7, 8, 9, 10}};
+  phs.hidden_channel = HiddenChannel{17, 4.0, {5, 6, 7, 8, 9, 10}};
+  for (const Intervention& iv : {Intervention{}, pi, mspoe, caliope, siw, phs}) {
+    const std::string name = iv.to_json().dump();
+    for (const RunOptions& options : {RunOptions{Mode::teacher_forced, 0}, RunOptions{Mode::generate, 8}}) {
+      // Generation: the plain model and PHS (a hook on every decode step).
+      if (options.mode == Mode::generate && !iv.to_json().empty() && !iv.hidden_channel) continue;
+      const auto expected = backend_->run(iv, items, options);
+      const auto got = packed.run(iv, items, options);
+      EXPECT_GT(packed.last_run_stats().passes, 1) << name;
+      ASSERT_EQ(got.size(), items.size());
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        EXPECT_EQ(got[i].id, items[i].id);
+        EXPECT_EQ(got[i].prompt_tokens, expected[i].prompt_tokens);
+        EXPECT_EQ(got[i].output_text, expected[i].output_text) << name << " " << items[i].id;
+        EXPECT_EQ(got[i].gold_emitted_first, expected[i].gold_emitted_first) << name << " " << items[i].id;
+        EXPECT_NEAR(got[i].gold_logprob, expected[i].gold_logprob, 1e-3) << name << " " << items[i].id;
+      }
+    }
+  }
+}
+
 // teacher_forced under Ms-PoE, CALIOPE, SIW and PHS feeds all gold tokens
 // in one call after the prompt; it must give what one decode step per gold
 // token (the generate path) gives. PHS is the strong setting of the
 // cross-check fixture (logits move by 3.6-6.6), so scaling only the call's
 // last query, not every gold row, would fail here.
 TEST_F(EngineBackendTest, HookedTeacherForcedEqualsStepByStepDecoding) {
-  auto items = kv_items();
-  for (auto& item : items) {  // each "The key ... ." sentence is a chunk
-    for (std::size_t at = item.prompt_text.find("The key"); at != std::string::npos;
-         at = item.prompt_text.find("The key", at + 1)) {
-      item.chunks.push_back({at, item.prompt_text.find('.', at) + 1});
-    }
-  }
+  const auto items = chunked_kv_items();
   Intervention mspoe, caliope, siw, phs, phs_siw;
   mspoe.mspoe = MsPoe{};
   caliope.position_map = PositionMap{"decay", 10000, 5, 1000, 20, 0.5};

@@ -2,7 +2,6 @@
 
 #include <optional>
 
-#include "backends/engine/batched/batched_backend.hpp"
 #include "backends/engine/batched/cuda_ops_device.hpp"
 #include "backends/engine/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
@@ -27,13 +26,14 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     if (options.precision == "fp32") {
       throw std::invalid_argument("backend.precision: 'fp32' is a device: cpu setting; the GPU engine runs bf16");
     }
-    batched::BatchedOptions batched_options;
-    batched_options.batch_tokens = options.batch_tokens;
+    EngineOptions gpu_options;
+    gpu_options.schedule = Schedule::packed;
+    gpu_options.batch_tokens = options.batch_tokens;
     auto device = batched::make_cuda_ops(options.gpu);
     device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
     device->set_kv_form(kv_form);
     if (attention) device->set_prefill_attention(*attention);
-    return std::make_unique<batched::BatchedBackend>(model, std::move(device), batched_options);
+    return make_device_ops_backend(model, std::move(device), gpu_options);
   }
   if (options.precision == "file") {
     throw std::invalid_argument(
@@ -41,15 +41,27 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
         "blocks (precision: native)");
   }
   EngineOptions cpu_options;
+  cpu_options.schedule = Schedule::per_sequence;
   cpu_options.threads = options.threads;
   cpu_options.fp32 = options.precision == "fp32";
   cpu_options.kv_cache = kv_form;
   return std::make_unique<EngineBackend>(model, cpu_options);
 }
 
+std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
+                                                       std::unique_ptr<batched::DeviceOps> device) {
+  return make_device_ops_backend(model, std::move(device), EngineOptions{.schedule = Schedule::packed});
+}
+
+std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
+                                                       std::unique_ptr<batched::DeviceOps> device,
+                                                       const EngineOptions& options) {
+  const std::string precision = device->precision();
+  return std::make_unique<EngineBackend>(model, std::move(device), precision, options);
+}
+
 const GgufFile* engine_model_file(const Backend& backend) {
-  if (const auto* cpu = dynamic_cast<const EngineBackend*>(&backend)) return &cpu->model().file();
-  if (const auto* gpu = dynamic_cast<const batched::BatchedBackend*>(&backend)) return &gpu->model().file();
+  if (const auto* engine = dynamic_cast<const EngineBackend*>(&backend)) return &engine->model().file();
   return nullptr;
 }
 

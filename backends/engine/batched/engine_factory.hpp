@@ -1,7 +1,9 @@
-// The in-tree engine on the device a user names: `cpu` is EngineBackend,
-// `cuda` the batched engine on GPU `gpu`. Checks the device first
-// (std::invalid_argument saying why a GPU cannot be used), then loads the
-// model. One place for ga-run's experiments, `ga-run generate` and ga-serve.
+// The in-tree engine (EngineBackend) on the device a user names, with the
+// schedule that device needs: `cpu` the CPU device per sequence, `cuda` GPU
+// `gpu` in packed passes (engine_backend.hpp "Schedule"). Checks the device
+// first (std::invalid_argument saying why a GPU cannot be used), then loads
+// the model. One place for ga-run's experiments, `ga-run generate` and
+// ga-serve.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,12 @@
 #include "backends/engine/gguf/gguf.hpp"
 
 namespace midtune::engine {
+
+class EngineBackend;  // engine_backend.hpp
+struct EngineOptions;
+namespace batched {
+class DeviceOps;  // device_ops.hpp
+}
 
 struct EngineDeviceOptions {
   std::string device = "cpu";    // cpu | cuda
@@ -34,6 +42,16 @@ struct EngineDeviceOptions {
 };
 
 std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model, const EngineDeviceOptions& options);
+
+// The engine on a device of the GPU family (a GPU, the host reference), set
+// up before (weight and KV forms); its precision() names the identity. In
+// packed passes (batch_tokens from the device's free memory), or as
+// `options` say.
+std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
+                                                       std::unique_ptr<batched::DeviceOps> device);
+std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
+                                                       std::unique_ptr<batched::DeviceOps> device,
+                                                       const EngineOptions& options);
 
 // The GGUF an engine backend runs (either device); nullptr for other backends.
 const GgufFile* engine_model_file(const Backend& backend);

@@ -1,14 +1,24 @@
-#include "backends/engine/batched/batched_backend.hpp"
-
+// EngineBackend's packed schedule (engine_backend.hpp): consecutive items
+// packed into passes of at most batch_tokens tokens through
+// Model::forward(calls), the argmax and gold log-probability reduced on the
+// device:
+//   teacher_forced  one pass over every item's prompt + gold tokens (items
+//                   whose intervention reads the whole prompt: their prompts
+//                   in that pass, their gold tokens in a second, as the
+//                   per_sequence schedule does);
+//   generate        the prompts in one pass, then greedy decode steps for
+//                   every unfinished item at once; an item leaves the pass
+//                   at its end-of-generation token or max_new_tokens.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "backends/engine/engine_hooks.hpp"
+#include "backends/engine/engine_backend.hpp"
+#include "backends/engine/engine_schedule.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine {
 
 std::size_t default_batch_tokens(const Model& model, const Device& device) {
   const std::size_t per_token = model.activation_bytes_per_token() + Sequence::cache_bytes(model.config(), device, 1);
@@ -30,108 +40,7 @@ std::vector<std::pair<std::size_t, std::size_t>> pass_groups(std::span<const std
   return groups;
 }
 
-// One BatchItem on its way through the passes.
-struct BatchedBackend::Item {
-  const BatchItem* item = nullptr;
-  PreparedPrompt prompt;
-  std::vector<std::int32_t> gold;             // teacher_forced
-  std::unique_ptr<hooks::EngineIntervention> hooked;  // interventions that read the whole prompt
-  const RopeScales* scales = nullptr;
-  std::size_t tokens = 0;                     // prompt + answer: the cache it needs
-  std::unique_ptr<Sequence> sequence;
-  std::vector<std::int32_t> generated;
-  bool finished = false;
-  SampleOutput out;
-
-  const ForwardHooks* hooks() const { return hooked ? hooked->hooks() : nullptr; }
-  std::span<const double> positions() const {
-    return hooked ? std::span<const double>(hooked->prompt_positions()) : std::span<const double>();
-  }
-};
-
-BatchedBackend::BatchedBackend(const std::filesystem::path& model_path, std::unique_ptr<DeviceOps> device,
-                               BatchedOptions options)
-    : device_(std::move(device)), model_(std::make_unique<Model>(model_path, *device_)),
-      tokenizer_(Tokenizer::from_gguf(model_->file())) {
-  if (tokenizer_.vocab_size() > static_cast<std::size_t>(model_->vocab())) {
-    throw std::invalid_argument(model_path.string() + ": tokenizer has " + std::to_string(tokenizer_.vocab_size()) +
-                                " tokens but the output matrix only " + std::to_string(model_->vocab()));
-  }
-  identity_ = engine_identity(*model_, tokenizer_);
-  // bf16 products give other answers than the CPU engine's: their
-  // evaluations must not share cache entries or a population; nor, until
-  // measured equal, do the two weight forms.
-  identity_.precision = device_->precision();
-  batch_tokens_ = options.batch_tokens != 0 ? options.batch_tokens : default_batch_tokens(*model_, *device_);
-}
-
-ModelIdentity BatchedBackend::identity() const { return identity_; }
-
-nlohmann::json BatchedBackend::execution() const { return {{"device", device_->name()}, {"precision", device_->precision()}}; }
-
-void BatchedBackend::validate(const Intervention& intervention) const {
-  validate_intervention(intervention, hooks::shape_of(model_->config()));
-}
-
-std::optional<ChatWrapper> BatchedBackend::chat_wrapper() const {
-  return engine_chat_wrapper(model_->file(), identity());
-}
-
-std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
-                                              const RunOptions& options) {
-  const ModelConfig& c = model_->config();
-  RopeScales plain;
-  try {
-    plain = intervention_rope_scales(c, intervention);
-  } catch (const std::invalid_argument& e) {
-    throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
-  }
-  const std::size_t context = c.context_length;
-  std::vector<Item> items(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    Item& it = items[i];
-    it.item = &batch[i];
-    const std::string& id = batch[i].id;
-    try {
-      it.prompt = prepare_prompt(tokenizer_, batch[i]);
-    } catch (const BackendError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw BackendError("engine: item '" + id + "': " + e.what());
-    }
-    if (it.prompt.tokens.empty()) throw InvalidInputError("item '" + id + "': empty prompt");
-    const std::size_t P = it.prompt.tokens.size();
-    if (options.mode == Mode::teacher_forced) {
-      it.gold = tokenizer_.encode(batch[i].gold, false, false);
-      if (it.gold.empty()) throw BackendError("item '" + id + "': teacher_forced needs a non-empty gold answer");
-      it.tokens = P + it.gold.size() - 1;
-      if (context > 0 && it.tokens > context) {
-        throw InvalidInputError("item '" + id + "': " + std::to_string(it.tokens) +
-                                " tokens exceed the model context " + std::to_string(context));
-      }
-    } else {
-      const std::size_t new_tokens = static_cast<std::size_t>(std::max(options.max_new_tokens, 0));
-      it.tokens = P + new_tokens;
-      if (context > 0 && it.tokens > context) {
-        throw InvalidInputError("item '" + id + "': " + std::to_string(P) + " prompt tokens + " +
-                                std::to_string(new_tokens) + " new exceed the model context " + std::to_string(context));
-      }
-    }
-    if (reads_whole_prompt(intervention)) {
-      try {
-        it.hooked = std::make_unique<hooks::EngineIntervention>(c, model_->file(), intervention, static_cast<int>(P),
-                                                                hook_spans(it.prompt));
-      } catch (const std::invalid_argument& e) {
-        throw BackendError("engine: item '" + id + "': " + e.what());
-      }
-    }
-    it.scales = it.hooked ? &it.hooked->sequence_scales() : &plain;
-    it.out.id = id;
-    it.out.prompt_tokens = static_cast<int>(P);
-  }
-
-  // Groups of consecutive items that fit one pass.
-  last_passes_ = 0;
+void EngineBackend::run_packed(std::vector<Item>& items, const RunOptions& options) {
   std::vector<std::size_t> item_tokens;
   for (const Item& it : items) item_tokens.push_back(it.tokens);
   for (const auto& [begin, end] : pass_groups(item_tokens, batch_tokens_)) {
@@ -141,19 +50,19 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
     try {
       for (Item& it : group) {
         it.sequence = std::make_unique<Sequence>(*model_, static_cast<int>(std::max<std::size_t>(it.tokens, 1)),
-                                                        *it.scales);
+                                                 *it.scales);
       }
       if (options.mode == Mode::teacher_forced) {
-        run_teacher_forced(group);
+        run_packed_teacher_forced(group);
       } else if (options.max_new_tokens > 0) {
-        run_generate(group, options.max_new_tokens);
+        run_packed_generate(group, options.max_new_tokens);
       }
     } catch (const BackendError&) {
       throw;
     } catch (const std::domain_error& e) {  // NaN / infinity in the forward pass: the input overflows
       throw InvalidInputError(std::string("engine: ") + e.what());
     } catch (const std::exception& e) {
-      throw BackendError(std::string("engine (") + device_->name() + "): " + e.what());
+      throw BackendError(std::string("engine (") + model_->device().name() + "): " + e.what());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     for (std::size_t k = 0; k < group.size(); ++k) {
@@ -162,20 +71,12 @@ std::vector<SampleOutput> BatchedBackend::run(const Intervention& intervention, 
       items[begin + k] = std::move(group[k]);
     }
   }
-  std::vector<SampleOutput> outputs;
-  outputs.reserve(items.size());
-  for (Item& it : items) {
-    if (options.mode == Mode::generate)
-      it.out.output_text = tokenizer_.decode_continuation(it.prompt.tokens.back(), it.generated, false);
-    outputs.push_back(std::move(it.out));
-  }
-  return outputs;
 }
 
 // Plain items: prompt + gold inputs in one call, logits at the last prompt
 // token and every gold input. Hooked items: the prompt alone first (the hooks
 // read its last query), then the gold inputs, as one decode step per token.
-void BatchedBackend::run_teacher_forced(std::vector<Item>& group) {
+void EngineBackend::run_packed_teacher_forced(std::vector<Item>& group) {
   std::vector<std::vector<std::int32_t>> inputs(group.size());
   std::vector<std::vector<int>> rows(group.size());
   std::vector<SequenceCall> calls;
@@ -216,7 +117,7 @@ void BatchedBackend::run_teacher_forced(std::vector<Item>& group) {
     }
   };
   model_->forward(calls);
-  ++last_passes_;
+  ++last_stats_.passes;
   score_pass();
 
   // The hooked items' gold inputs, every row its own decode step.
@@ -237,11 +138,11 @@ void BatchedBackend::run_teacher_forced(std::vector<Item>& group) {
   }
   if (calls.empty()) return;
   model_->forward(calls);
-  ++last_passes_;
+  ++last_stats_.passes;
   score_pass();
 }
 
-void BatchedBackend::run_generate(std::vector<Item>& group, int max_new_tokens) {
+void EngineBackend::run_packed_generate(std::vector<Item>& group, int max_new_tokens) {
   std::vector<std::vector<std::int32_t>> inputs(group.size());
   std::vector<int> last_row(group.size());
   std::vector<SequenceCall> calls;
@@ -256,7 +157,7 @@ void BatchedBackend::run_generate(std::vector<Item>& group, int max_new_tokens) 
   const int zero = 0;
   for (int step = 0; !active.empty(); ++step) {
     model_->forward(calls);
-    ++last_passes_;
+    ++last_stats_.passes;
     std::vector<std::int32_t> argmax;
     std::vector<double> unused;
     model_->score({}, argmax, unused);
@@ -279,4 +180,4 @@ void BatchedBackend::run_generate(std::vector<Item>& group, int max_new_tokens) 
   }
 }
 
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine
