@@ -76,8 +76,8 @@
 
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model.hpp"
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/experiment/experiment.hpp"
@@ -92,7 +92,7 @@ using midtune::GgmlType;
 using midtune::ggml_type_info;
 using midtune::engine::RopeScales;
 using namespace midtune::engine;
-using namespace midtune::engine::batched;
+using namespace midtune::engine::devices;
 using Clock = std::chrono::steady_clock;
 
 struct Shape {

@@ -32,9 +32,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/batched/engine_factory.hpp"
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
+#include "backends/engine/engine_factory.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "core/cli/run_setup.hpp"
 #include "core/experiment/experiment.hpp"
@@ -75,10 +75,10 @@ int main(int argc, char** argv) {
     } else if (!arbiter_path.empty()) {
       arbiter = std::make_unique<engine::EngineBackend>(arbiter_path, cpu_options);
     }
-    std::unique_ptr<engine::batched::DeviceOps> ops =
-        device == "reference" ? std::unique_ptr<engine::batched::DeviceOps>(std::make_unique<engine::batched::ReferenceOps>())
-                              : engine::batched::make_cuda_ops(gpu);
-    ops->set_weight_form(precision == "file" ? engine::batched::WeightForm::file : engine::batched::WeightForm::bf16);
+    std::unique_ptr<engine::devices::DeviceOps> ops =
+        device == "reference" ? std::unique_ptr<engine::devices::DeviceOps>(std::make_unique<engine::devices::ReferenceOps>())
+                              : engine::devices::make_cuda_ops(gpu);
+    ops->set_weight_form(precision == "file" ? engine::devices::WeightForm::file : engine::devices::WeightForm::bf16);
     ops->set_kv_form(engine::parse_kv_form(kv_cache, "--kv-cache"));
     const std::string device_name = ops->name() + ", " + ops->precision();
     const std::unique_ptr<engine::EngineBackend> batched_engine =

@@ -115,13 +115,13 @@ std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt);
 
 class EngineBackend : public Backend {
  public:
-  // On the CPU device (cpu/cpu_device.hpp) with options' isa, fp32 and
+  // On the CPU device (devices/cpu/cpu_device.hpp) with options' isa, fp32 and
   // kv_cache; its identity's precision is absent for the default (native
   // products, fp32 cache), so that its results keep their keys.
   explicit EngineBackend(const std::filesystem::path& model_path, EngineOptions options = {});
   // On `device` (a GPU, the host reference; set up before: the model loads
   // in its forms). `precision` names its arithmetic in the identity and the
-  // execution record (batched::DeviceOps::precision()).
+  // execution record (devices::DeviceOps::precision()).
   EngineBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device, std::string precision,
                 EngineOptions options);
   ~EngineBackend() override;

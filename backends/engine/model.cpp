@@ -12,7 +12,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "backends/engine/cpu/cpu_device.hpp"
+#include "backends/engine/devices/cpu/cpu_device.hpp"
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/model_loading.hpp"

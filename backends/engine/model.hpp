@@ -48,7 +48,7 @@
 #include <span>
 #include <vector>
 
-#include "backends/engine/device.hpp"
+#include "backends/engine/devices/device.hpp"
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/op_profile.hpp"
 #include "backends/engine/ops/dispatch.hpp"
@@ -189,7 +189,7 @@ class Model {
   // naming the file and tensor on anything unsupported. The device outlives
   // the model.
   Model(const std::filesystem::path& path, Device& device);
-  // On the CPU engine (cpu/cpu_device.hpp). fp32_weights: every matrix
+  // On the CPU engine (devices/cpu/cpu_device.hpp). fp32_weights: every matrix
   // dequantised to F32 (backend.precision: fp32; ops/weight_matrix.hpp);
   // kv_form: the KV caches' element (backend.kv_cache).
   explicit Model(const std::filesystem::path& path, Isa isa = best_isa(), bool fp32_weights = false,

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/device.hpp"
+#include "backends/engine/devices/device.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {

@@ -13,7 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/engine/batched/engine_factory.hpp"
+#include "backends/engine/engine_factory.hpp"
 #include "backends/engine/gguf/chat_template.hpp"
 #include "backends/server/endpoint_client.hpp"
 #include "backends/server/evaluation_server.hpp"

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "backends/engine/gguf/chat_template.hpp"
-#include "backends/engine/cuda/devices.hpp"
-#include "backends/engine/batched/engine_factory.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
+#include "backends/engine/engine_factory.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/model_bench.hpp"
 

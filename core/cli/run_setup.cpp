@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "backends/engine/batched/engine_factory.hpp"
+#include "backends/engine/engine_factory.hpp"
 #include "backends/server/server_backend.hpp"
 #include "backends/synthetic/synthetic_test_double.hpp"
 #include "core/cli/build_info.hpp"

@@ -43,7 +43,7 @@ struct BackendConfig {
   int gpu = 0;                   // engine, device cuda: which GPU (ga-run devices lists them)
   int batch_tokens = 0;          // engine, device cuda: tokens per pass, 0 = from the free GPU memory
   // engine: native | fp32 (device cpu: EngineOptions::fp32) | file (device
-  // cuda: weights kept in their GGUF blocks, batched::WeightForm::file)
+  // cuda: weights kept in their GGUF blocks, devices::WeightForm::file)
   std::string precision = "native";
   // engine, device cuda: fp32 | bf16 (keys and values stored in bf16: half
   // the cache memory, other numbers, so another model identity)

@@ -1,6 +1,7 @@
-// The batched engine (backends/engine/batched) against the CPU engine, on
-// every device this machine has: the host reference device everywhere (so
-// the batched model's own code — packing, KV cache, hooks, scoring, batched
+// The model on the GPU family of devices (backends/engine/devices/
+// device_ops.hpp), run in packed passes, against the CPU engine, on every
+// such device this machine has: the host reference device everywhere (so
+// the GPU form's own code — packing, KV cache, hooks, scoring, batched
 // decoding — is tested on machines without a GPU), and CUDA where there is a
 // GPU (reported as skipped where there is none: "no CUDA device").
 //
@@ -13,7 +14,8 @@
 //     give each sequence's logits alone; a prefill then decode steps give
 //     the rows of one pass;
 //   - the real SmolLM2 as a Backend: teacher-forced decisions and greedy text
-//     of the batched backend against EngineBackend, for every method.
+//     of EngineBackend on the device (packed) against it on the CPU, for
+//     every method.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,11 +29,11 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/engine/model.hpp"
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/batched/engine_factory.hpp"
-#include "backends/engine/batched/reference_ops.hpp"
-#include "backends/engine/cpu/cpu_device.hpp"
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
+#include "backends/engine/engine_factory.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
+#include "backends/engine/devices/cpu/cpu_device.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/model.hpp"
@@ -40,7 +42,7 @@
 #include "tests/engine/tiny_arch_gguf.hpp"
 #include "tests/test_paths.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 namespace {
 
 namespace fs = std::filesystem;
@@ -837,4 +839,4 @@ TEST(PassGroups, ConsecutiveItemsUpToTheBudgetAndAnOversizedOneAlone) {
 }
 
 }  // namespace
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

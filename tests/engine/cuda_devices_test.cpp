@@ -1,7 +1,7 @@
 // `ga-run devices` and `backend.device: cuda` on whatever machine runs the
 // tests: without a GPU (or without CUDA in the build) the report says why and
 // device: cuda is a clear configuration error; with one, it is listed.
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Every Device body (backends/engine/device.hpp) against the host reference
-// (batched/reference_ops.hpp), op by op on the same random inputs, as ggml's
+// Every Device body (backends/engine/devices/device.hpp) against the host reference
+// (devices/reference/reference_ops.hpp), op by op on the same random inputs, as ggml's
 // test-backend-ops checks each backend: the CPU engine on every ISA this
 // machine runs, and CUDA where there is a GPU (one harness: the CUDA kernels
 // are checked here, through their Device body). The ops are called through
@@ -31,10 +31,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/batched/reference_ops.hpp"
-#include "backends/engine/cpu/cpu_device.hpp"
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
+#include "backends/engine/devices/cpu/cpu_device.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 #include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/elementwise.hpp"
@@ -104,7 +104,7 @@ class AgainstReference {
     EXPECT_LE(worst, relative * std::max(scale, 1e-30)) << op;
   }
 
-  batched::ReferenceOps ref_;
+  devices::ReferenceOps ref_;
   std::unique_ptr<Device> device_;
 };
 
@@ -114,12 +114,12 @@ class DeviceBodies : public AgainstReference, public ::testing::TestWithParam<st
     const std::string body = GetParam();
     if (cuda()) {
       if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
-      auto cuda_ops = batched::make_cuda_ops(0);
+      auto cuda_ops = devices::make_cuda_ops(0);
       if (body == "cuda:kv_bf16") {
-        cuda_ops->set_kv_form(batched::KvForm::bf16);
-        ref_.set_kv_form(batched::KvForm::bf16);
+        cuda_ops->set_kv_form(devices::KvForm::bf16);
+        ref_.set_kv_form(devices::KvForm::bf16);
       }
-      if (body == "cuda:gemm") cuda_ops->set_prefill_attention(batched::PrefillAttention::gemm);
+      if (body == "cuda:gemm") cuda_ops->set_prefill_attention(devices::PrefillAttention::gemm);
       device_ = std::move(cuda_ops);
       return;
     }
@@ -256,7 +256,7 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   expect_close(normed, 1e-5, "add");
 }
 
-// The block types of the GPU's `file` weight form (batched::WeightForm),
+// The block types of the GPU's `file` weight form (devices::WeightForm),
 // those it widens at load (the float types; Q3_K for any other), each in a
 // fused matrix of two parts: the type above Q6_K, as a Q4_K_M file stores
 // Q|K|V.
@@ -284,15 +284,15 @@ TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
   for (const GgmlType type : kFileFormTypes) {
     const FusedBlocks w(type);
     for (const bool from_blocks : {false, true}) {
-      batched::ReferenceOps wide, file;
-      file.set_weight_form(batched::WeightForm::file);
+      devices::ReferenceOps wide, file;
+      file.set_weight_form(devices::WeightForm::file);
       file.set_weight_tile_elements(7 * FusedBlocks::kCols);
       file.set_block_gemv_rows(from_blocks ? rows : 0);
       const auto wide_w = wide.load_matrix(w.parts, FusedBlocks::kCols);
       const auto file_w = file.load_matrix(w.parts, FusedBlocks::kCols);
       const int outputs = FusedBlocks::kTop + FusedBlocks::kBottom;
       ASSERT_EQ(file_w->rows(), outputs);
-      const std::size_t top_bytes = batched::DeviceOps::keeps_blocks(type)
+      const std::size_t top_bytes = devices::DeviceOps::keeps_blocks(type)
                                         ? w.top.size()
                                         : std::size_t{FusedBlocks::kTop} * FusedBlocks::kCols * 2;
       EXPECT_EQ(file_w->bytes(), top_bytes + w.bottom.size()) << ggml_type_info(type).name;
@@ -309,9 +309,9 @@ TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
       EXPECT_GT(scale, 0.1) << ggml_type_info(type).name;  // weights of order 1, not zeros
     }
   }
-  batched::ReferenceOps ref;
+  devices::ReferenceOps ref;
   EXPECT_EQ(ref.precision(), "bf16");
-  ref.set_weight_form(batched::WeightForm::file);
+  ref.set_weight_form(devices::WeightForm::file);
   EXPECT_EQ(ref.precision(), "bf16 from file blocks");
 }
 
@@ -323,12 +323,12 @@ TEST(FileWeightForm, TheReferenceMultipliesTheBf16FormsWeightsFromTheBlocks) {
 // reading of every block layout).
 TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
   const bool cuda = this->cuda();
-  if (cuda) static_cast<batched::DeviceOps&>(*device_).set_weight_form(batched::WeightForm::file);
-  ref_.set_weight_form(batched::WeightForm::file);
+  if (cuda) static_cast<devices::DeviceOps&>(*device_).set_weight_form(devices::WeightForm::file);
+  ref_.set_weight_form(devices::WeightForm::file);
   for (const int rows : {6, 1, 3, 17, 32, 40}) {
     if (!cuda && rows != 6) continue;  // the CPU bodies' products are checked on their own elsewhere
     const bool few = rows != 6 && rows != 40;  // the block kernel up to 32 rows, whatever the default
-    if (cuda) static_cast<batched::DeviceOps&>(*device_).set_block_gemv_rows(few ? rows : 0);
+    if (cuda) static_cast<devices::DeviceOps&>(*device_).set_block_gemv_rows(few ? rows : 0);
     auto x = both(random_floats(static_cast<std::size_t>(rows) * FusedBlocks::kCols, 1.0f, 22 + rows));
     for (const GgmlType type : kFileFormTypes) {
       const FusedBlocks w(type);
@@ -354,7 +354,7 @@ TEST_P(DeviceBodies, ProductsOverTheFileFormsBlocks) {
 // the largest output (a misread weight is of the order of the outputs).
 TEST_P(DeviceBodies, FewRowsProductsStraightFromTheBlocks) {
   if (GetParam() != "cuda") GTEST_SKIP() << "the GPU family's kernel (the CPU bodies have their own products)";
-  auto& dev = static_cast<batched::DeviceOps&>(*device_);
+  auto& dev = static_cast<devices::DeviceOps&>(*device_);
   const std::vector<GgmlType> types(kFileFormTypes.begin(), kFileFormTypes.begin() + 8);  // the block types
   for (const GgmlType type : types) {
     for (const int cols : {256, 768}) {
@@ -730,20 +730,20 @@ INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
 // gemm or flash, anything else refused naming where it came from; the
 // choice is part of the precision results record (their sums differ).
 TEST(PrefillAttentionChoice, NamesParseAndThePrecisionRecordsTheBody) {
-  EXPECT_EQ(batched::parse_prefill_attention("gemm", "x"), batched::PrefillAttention::gemm);
-  EXPECT_EQ(batched::parse_prefill_attention("flash", "x"), batched::PrefillAttention::flash);
+  EXPECT_EQ(devices::parse_prefill_attention("gemm", "x"), devices::PrefillAttention::gemm);
+  EXPECT_EQ(devices::parse_prefill_attention("flash", "x"), devices::PrefillAttention::flash);
   try {
-    batched::parse_prefill_attention("cublas", "MIDTUNE_CUDA_ATTENTION");
+    devices::parse_prefill_attention("cublas", "MIDTUNE_CUDA_ATTENTION");
     ADD_FAILURE() << "accepted 'cublas'";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("MIDTUNE_CUDA_ATTENTION: 'cublas'"), std::string::npos) << e.what();
   }
-  batched::ReferenceOps ops;
-  EXPECT_EQ(ops.prefill_attention(), batched::PrefillAttention::gemm);
+  devices::ReferenceOps ops;
+  EXPECT_EQ(ops.prefill_attention(), devices::PrefillAttention::gemm);
   EXPECT_EQ(ops.precision(), "bf16");
-  ops.set_prefill_attention(batched::PrefillAttention::flash);
+  ops.set_prefill_attention(devices::PrefillAttention::flash);
   EXPECT_EQ(ops.precision(), "bf16, flash attention");
-  EXPECT_STREQ(batched::to_string(ops.prefill_attention()), "flash");
+  EXPECT_STREQ(devices::to_string(ops.prefill_attention()), "flash");
 }
 
 // A user's GPU runs the flash body unless MIDTUNE_CUDA_ATTENTION says gemm,
@@ -753,12 +753,12 @@ TEST(PrefillAttentionChoice, TheGpuDefaultsToTheFlashBodyAndTheEnvironmentOverri
   const char* set = std::getenv("MIDTUNE_CUDA_ATTENTION");
   const std::string saved = set != nullptr ? set : "";
   unsetenv("MIDTUNE_CUDA_ATTENTION");
-  const auto flash = batched::make_cuda_ops(0);
-  EXPECT_EQ(flash->prefill_attention(), batched::PrefillAttention::flash);
+  const auto flash = devices::make_cuda_ops(0);
+  EXPECT_EQ(flash->prefill_attention(), devices::PrefillAttention::flash);
   EXPECT_EQ(flash->precision(), "bf16, flash attention");
   setenv("MIDTUNE_CUDA_ATTENTION", "gemm", 1);
-  const auto gemm = batched::make_cuda_ops(0);
-  EXPECT_EQ(gemm->prefill_attention(), batched::PrefillAttention::gemm);
+  const auto gemm = devices::make_cuda_ops(0);
+  EXPECT_EQ(gemm->prefill_attention(), devices::PrefillAttention::gemm);
   EXPECT_EQ(gemm->precision(), "bf16");
   if (set != nullptr) setenv("MIDTUNE_CUDA_ATTENTION", saved.c_str(), 1);
   else unsetenv("MIDTUNE_CUDA_ATTENTION");
@@ -794,13 +794,13 @@ TEST(Bf16Rounding, NearestTiesToEvenAndSpecialValues) {
 // decode step. With RoPE the two caches differ by that one rounding
 // (measured: printed), within 1e-2 of the largest output.
 TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
-  batched::ReferenceOps wide, narrow;
-  narrow.set_kv_form(batched::KvForm::bf16);
+  devices::ReferenceOps wide, narrow;
+  narrow.set_kv_form(devices::KvForm::bf16);
   EXPECT_EQ(wide.kv_value_bytes(), 4u);
   EXPECT_EQ(narrow.kv_value_bytes(), 2u);
   EXPECT_EQ(wide.precision(), "bf16");
   EXPECT_EQ(narrow.precision(), "bf16, bf16 KV cache");
-  narrow.set_weight_form(batched::WeightForm::file);
+  narrow.set_weight_form(devices::WeightForm::file);
   EXPECT_EQ(narrow.precision(), "bf16 from file blocks, bf16 KV cache");
   const int heads = 4, kv_heads = 2, head_dim = 32, capacity = 40;
   const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
@@ -836,7 +836,7 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
                            inverse_frequencies.data(), pairs, cos_sin.data());
         }
         const std::size_t stride = scales.size() == 1 ? 0 : table_size;
-        batched::ReferenceOps* devices[2] = {&wide, &narrow};
+        devices::ReferenceOps* devices[2] = {&wide, &narrow};
         LayerKv* caches[2] = {wide_kv.get(), narrow_kv.get()};
         const std::vector<float>* inputs[2] = {&wide_qkv, &qkv};
         std::vector<float> out[2], key0[2], last[2], corrected[2];
@@ -885,7 +885,7 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
   const std::vector<float> rounded = to_bf16(qkv);
   const std::vector<double> positions = {0, 1, 2}, inverse_frequencies = {1.0};
   const std::vector<float> scales(heads, 1.0f);
-  batched::ReferenceOps* devices[2] = {&wide, &narrow};
+  devices::ReferenceOps* devices[2] = {&wide, &narrow};
   const std::vector<float>* inputs[2] = {&rounded, &qkv};
   std::vector<float> out[2];
   for (int d = 0; d < 2; ++d) {
@@ -911,7 +911,7 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
   EXPECT_EQ(out[1], out[0]);
 }
 
-// The GPU family's own kernels (batched/device_ops.hpp), below the Device
+// The GPU family's own kernels (devices/device_ops.hpp), below the Device
 // contract: bf16 rounding, the products, attention over row-major caches in
 // the shapes the CUDA body splits differently (the cuBLAS prefill body), the
 // rope pairings and scoring at vocabulary scale.
@@ -919,9 +919,9 @@ class GpuKernels : public AgainstReference, public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
-    device_ = batched::make_cuda_ops(0);
+    device_ = devices::make_cuda_ops(0);
   }
-  batched::DeviceOps& gpu() { return static_cast<batched::DeviceOps&>(*device_); }
+  devices::DeviceOps& gpu() { return static_cast<devices::DeviceOps&>(*device_); }
 };
 
 TEST_F(GpuKernels, Bf16RoundingIsIdenticalAndTheProductSumsInFp32) {
@@ -1040,12 +1040,12 @@ class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWi
   void SetUp() override {
     if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
     const std::string body = GetParam().substr(0, GetParam().find(':'));
-    auto ops = batched::make_cuda_ops(0);
-    ops->set_prefill_attention(batched::parse_prefill_attention(body, "test parameter"));
+    auto ops = devices::make_cuda_ops(0);
+    ops->set_prefill_attention(devices::parse_prefill_attention(body, "test parameter"));
     device_ = std::move(ops);
   }
   bool bf16_cache() const { return GetParam().ends_with(":kv_bf16"); }
-  batched::DeviceOps& gpu() { return static_cast<batched::DeviceOps&>(*device_); }
+  devices::DeviceOps& gpu() { return static_cast<devices::DeviceOps&>(*device_); }
 
   struct Case {
     int tokens, past, heads, kv_heads, head_dim, window;
@@ -1072,7 +1072,7 @@ class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWi
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     // The same call on both devices, over the cache form k and v hold.
     const auto attend = [&](auto& k, auto& v) {
-      const auto call = [&](batched::DeviceOps& ops, const float* q_rows, const auto* keys, const auto* values,
+      const auto call = [&](devices::DeviceOps& ops, const float* q_rows, const auto* keys, const auto* values,
                             float* o, float* k0, float* l) {
         if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(keys)>>, std::uint16_t>) {
           ops.attention_rows_bf16(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads,

@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 #include "backends/engine/engine_backend.hpp"
 #include "backends/engine/gguf/tokenizer.hpp"
 #include "backends/engine/model.hpp"
@@ -213,7 +213,7 @@ TEST_P(ArchPeer, GreedyOnTheCpuAndTheHostReferenceDeviceAndGenerateCommandMatchL
   ASSERT_GE(steps, 2) << "the prompt leaves too few steps inside the window";
   const std::string llama_text = llama_simple_text(file_, kArchPrompt, steps);
   const auto cpu = compare_greedy(file_, GetParam(), {kArchPrompt}, steps, {}, nullptr, {llama_text});
-  batched::ReferenceOps device;
+  devices::ReferenceOps device;
   const auto bf16 =
       compare_greedy(file_, GetParam() + " (reference device)", {kArchPrompt}, steps, {}, &device, {llama_text});
   std::vector<Parting> partings = cpu;

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 #include "backends/engine/ops/flash_attention_tiles.hpp"
 #include "backends/engine/ops/fp16.hpp"
 
@@ -187,7 +187,7 @@ std::vector<float> random_floats(std::size_t n, unsigned seed) {
 TEST(FlashAttentionTiles, TheTiledOnlineSoftmaxMatchesTheReference) {
   const int head_dim = 24;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  batched::ReferenceOps ref;
+  devices::ReferenceOps ref;
   struct Case {
     int tokens, past, window;
     elementwise::ScoreShaping shaping;
@@ -250,7 +250,7 @@ TEST(FlashAttentionTiles, Fp16InputsStayWithinTheGpuTolerance) {
   std::vector<float> k = random_floats(std::size_t(keys) * head_dim, 5);
   std::vector<float> v = random_floats(std::size_t(keys) * head_dim, 6);
   std::vector<float> want(q.size()), want_key0(tokens);
-  batched::ReferenceOps ref;
+  devices::ReferenceOps ref;
   ref.attention_rows(q.data(), head_dim, k.data(), v.data(), head_dim, tokens, past, 1, 1, head_dim, 0, scale, {},
                      want.data(), head_dim, want_key0.data(), nullptr);
   for (auto* x : {&q, &k, &v}) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 #include "backends/engine/model.hpp"
 #include "tests/engine/tiny_llama_gguf.hpp"
 
@@ -33,7 +33,7 @@ std::vector<float> run(Model& model, const std::vector<std::int32_t>& tokens) {
 TEST(OpProfile, TimesEveryOpOnEveryDeviceWithoutChangingTheLogits) {
   testing::MemoryFile file(TinyLlama{}.bytes());
   const std::vector<std::int32_t> tokens = {1, 5, 7, 39, 0, 12, 3, 3, 8};
-  batched::ReferenceOps reference;
+  devices::ReferenceOps reference;
   std::vector<std::unique_ptr<Model>> models;
   models.push_back(std::make_unique<Model>(file.path()));             // the CPU engine
   models.push_back(std::make_unique<Model>(file.path(), reference));  // the GPU family's host body

@@ -173,7 +173,7 @@ void dequantize_bf16(std::uint32_t ggml_type, const void* blocks, std::size_t ro
 void gated_activation_rows(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                            int width, float* out, std::size_t ld_out, void* stream = nullptr);
 
-// The batched engine's remaining ops (contracts: batched/device_ops.hpp).
+// The GPU family's remaining ops (contracts: devices/device_ops.hpp).
 // out[i] = elementwise::bf16_value(x[i]) (exact).
 void from_bf16(const std::uint16_t* x, std::size_t count, float* out, void* stream = nullptr);
 void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out,

@@ -1,5 +1,5 @@
 // CUDA body of the token embedding of the batched engine (contract:
-// batched/device_ops.hpp): one thread per output element, rows gathered from
+// devices/device_ops.hpp): one thread per output element, rows gathered from
 // the fp32 table and scaled as the CPU model scales them (gemma: sqrt(hidden)).
 #include <stdexcept>
 #include <string>

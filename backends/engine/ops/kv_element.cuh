@@ -2,7 +2,7 @@
 // bf16 bits): the attention kernels are templated over the element type and
 // compute in fp32 either way. A bf16 element is written as
 // elementwise::bf16_bits rounds it and read back exactly, as the host
-// reference device does (batched/reference_ops.cpp).
+// reference device does (devices/reference/reference_ops.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // CUDA bodies of the batched engine's in-place row updates (contracts:
-// batched/device_ops.hpp): biases, residuals, SIW's key-0 correction and
+// devices/device_ops.hpp): biases, residuals, SIW's key-0 correction and
 // PHS's channel column, and the soft-cap / clamp of values, one thread per updated element, with the
 // per-element arithmetic of elementwise.hpp where there is any; and bf16
 // widened to float (a bf16 KV cache's row that SIW's correction reads).

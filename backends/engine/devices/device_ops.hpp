@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine/device.hpp"
+#include "backends/engine/devices/device.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 
 enum class WeightForm { bf16, file };
 using engine::KvForm;
@@ -184,4 +184,4 @@ class DeviceOps : public Device {
   void copy_to_slots(const LayerKv& kv, float* cache, int start, const float* rows, std::size_t ld, int tokens);
 };
 
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

@@ -1,4 +1,4 @@
-#include "backends/engine/batched/reference_ops.hpp"
+#include "backends/engine/devices/reference/reference_ops.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -14,14 +14,9 @@
 
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
-#include "backends/engine/ops/last_query_rows.hpp"
-#include "backends/engine/ops/gated_activation.hpp"
-#include "backends/engine/ops/rmsnorm.hpp"
-#include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
-#include "backends/engine/ops/scoring.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 
 using elementwise::bf16_value;
 
@@ -34,21 +29,6 @@ void ReferenceOps::embed_rows(const float* table, int width, const std::int32_t*
       std::memcpy(o, row, sizeof(float) * width);
     } else {
       for (int k = 0; k < width; ++k) o[k] = row[k] * scale;
-    }
-  }
-}
-
-void ReferenceOps::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
-                                 float* y, std::size_t ld_y) {
-  engine::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, Isa::scalar);
-}
-
-void ReferenceOps::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
-                                  float eps) {
-  for (int t = 0; t < tokens; ++t) {
-    for (int h = 0; h < heads; ++h) {
-      float* head = x + t * ld + static_cast<std::size_t>(h) * head_dim;
-      engine::rms_norm_rows(head, head_dim, weight, 1, head_dim, eps, head, head_dim, Isa::scalar);
     }
   }
 }
@@ -69,30 +49,6 @@ void ReferenceOps::matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int row
   }
   Eigen::Map<Matrix, 0, Eigen::OuterStride<>> out(y, rows, outputs, Eigen::OuterStride<>(static_cast<Eigen::Index>(ld_y)));
   out.noalias() = xf * wf.transpose();
-}
-
-void ReferenceOps::add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) {
-  for (int r = 0; r < rows; ++r) {
-    for (int i = 0; i < width; ++i) x[r * ld_x + i] += v[i];
-  }
-}
-
-void ReferenceOps::add(float* x, const float* y, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
-}
-
-void ReferenceOps::cap_values(float* x, std::size_t count, float cap, bool soft) {
-  engine::cap_values(x, count, cap, soft);
-}
-
-void ReferenceOps::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
-                                   int width, float eps, float* y, std::size_t ld_y) {
-  engine::layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y);
-}
-
-void ReferenceOps::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
-                                    int rows, int width, float* out, std::size_t ld_out) {
-  engine::gated_activation_rows(activation, gate, up, ld_in, rows, width, out, ld_out, Isa::scalar);
 }
 
 std::uint16_t* ReferenceOps::bf16_scratch(std::size_t count) {
@@ -123,22 +79,6 @@ void ReferenceOps::matmul_blocks(GgmlType type, const void* blocks, std::size_t 
   std::uint16_t* w = weight_scratch(static_cast<std::size_t>(outputs) * cols);
   dequantize_bf16(type, blocks, row_bytes, outputs, cols, w);
   matmul_bf16(x, ld_x, rows, cols, w, outputs, y, ld_y);
-}
-
-void ReferenceOps::rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                               const double* inverse_frequencies, int pairs, float* cos_sin) {
-  engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);
-}
-
-void ReferenceOps::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
-                             RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
-  const RopeFn rope = rope_for(Isa::scalar, pairing);
-  for (int t = 0; t < tokens; ++t) {
-    for (int h = 0; h < heads; ++h) {
-      rope(x + t * ld_x + static_cast<std::size_t>(h) * head_dim,
-           cos_sin + h * head_table_stride + static_cast<std::size_t>(t) * rope_dims, rope_dims);
-    }
-  }
 }
 
 void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
@@ -213,24 +153,4 @@ void ReferenceOps::add_key0_correction_rows(float* out, std::size_t out_ld, int 
                               static_cast<std::size_t>(tokens), factors, values, static_cast<std::size_t>(head_dim));
 }
 
-void ReferenceOps::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
-                                      const float* normed, std::size_t normed_ld, int channel, double scale,
-                                      const float* column) {
-  engine::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
-}
-
-void ReferenceOps::last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads,
-                                   int head_dim, std::size_t k_offset, float* rows) {
-  last_query_rows_before_rope(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows);
-}
-
-void ReferenceOps::score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold,
-                              std::int32_t* argmax, double* gold_logprob) {
-  for (int r = 0; r < rows; ++r) {
-    const float* row = logits + static_cast<std::size_t>(r) * vocab;
-    argmax[r] = argmax_row(row, vocab);
-    if (gold != nullptr) gold_logprob[r] = log_softmax_at(row, vocab, gold[r]);
-  }
-}
-
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

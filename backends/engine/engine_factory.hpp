@@ -18,7 +18,7 @@ namespace midtune::engine {
 
 class EngineBackend;  // engine_backend.hpp
 struct EngineOptions;
-namespace batched {
+namespace devices {
 class DeviceOps;  // device_ops.hpp
 }
 
@@ -30,13 +30,13 @@ struct EngineDeviceOptions {
   // backend.precision: native (the device's own: int8 activations on the
   // CPU, bf16 on the GPU), fp32 (cpu: every matrix in fp32,
   // EngineOptions::fp32) or file (cuda: weights kept in their GGUF blocks,
-  // batched::WeightForm::file).
+  // devices::WeightForm::file).
   std::string precision = "native";
   // backend.kv_cache: fp32, or bf16 (cuda: keys and values stored in bf16,
-  // half the memory, batched::KvForm::bf16; another model identity).
+  // half the memory, devices::KvForm::bf16; another model identity).
   std::string kv_cache = "fp32";
   // backend.attention (cuda): the prefill attention body, flash or gemm
-  // (batched::PrefillAttention; another model identity); empty: the
+  // (devices::PrefillAttention; another model identity); empty: the
   // device's default (flash, or MIDTUNE_CUDA_ATTENTION).
   std::string attention;
 };
@@ -48,9 +48,9 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
 // packed passes (batch_tokens from the device's free memory), or as
 // `options` say.
 std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
-                                                       std::unique_ptr<batched::DeviceOps> device);
+                                                       std::unique_ptr<devices::DeviceOps> device);
 std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
-                                                       std::unique_ptr<batched::DeviceOps> device,
+                                                       std::unique_ptr<devices::DeviceOps> device,
                                                        const EngineOptions& options);
 
 // The GGUF an engine backend runs (either device); nullptr for other backends.

@@ -12,13 +12,13 @@
 #include <memory>
 #include <string>
 
-#include "backends/engine/device.hpp"
-#include "backends/engine/host_memory.hpp"
+#include "backends/engine/devices/device.hpp"
+#include "backends/engine/devices/host_bodies.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
-class CpuDevice final : public HostMemoryDevice<Device> {
+class CpuDevice final : public HostBodies<Device> {
  public:
   // Throws std::invalid_argument when `isa` is not available on this CPU.
   // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32);
@@ -32,28 +32,14 @@ class CpuDevice final : public HostMemoryDevice<Device> {
   bool loads_in_parallel() const override { return true; }
   std::size_t kv_value_bytes() const override { return kv_form_ == KvForm::bf16 ? 2 : sizeof(float); }
 
-
+  // The row-wise ops: HostBodies (host_bodies.hpp), with this ISA's SIMD
+  // bodies, in parallel for prefill-sized calls.
   std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) override;
   std::unique_ptr<DeviceEmbedding> load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) override;
 
   void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) override;
-  void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
-                     std::size_t ld_y) override;
-  void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
-                       float eps, float* y, std::size_t ld_y) override;
-  void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
-                      float eps) override;
   void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
               std::size_t ld_y) override;
-  void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override;
-  void add(float* x, const float* y, std::size_t count) override;
-  void cap_values(float* x, std::size_t count, float cap, bool soft) override;
-  void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
-                        int width, float* out, std::size_t ld_out) override;
-  void rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                   const double* inverse_frequencies, int pairs, float* cos_sin) override;
-  void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
-                 const float* cos_sin, std::size_t head_table_stride) override;
 
   std::unique_ptr<LayerKv> make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) override;
   void cache_keys(LayerKv& kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
@@ -64,14 +50,6 @@ class CpuDevice final : public HostMemoryDevice<Device> {
                  float* last_row) override;
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                            const float* key0_weight, const float* factors) override;
-
-  void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
-                          const float* normed, std::size_t normed_ld, int channel, double scale,
-                          const float* column) override;
-  void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
-                       std::size_t k_offset, float* rows) override;
-  void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
-                  double* gold_logprob) override;
 
  private:
   struct Scratch;

@@ -1,4 +1,4 @@
-#include "backends/engine/batched/device_ops.hpp"
+#include "backends/engine/devices/device_ops.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 
 namespace {
 
@@ -339,4 +339,4 @@ void DeviceOps::add_key0_correction(float* out, std::size_t out_ld, int tokens, 
   add_key0_correction_rows(out, out_ld, tokens, heads, kv.slots, kv.head_dim, key0_weight, factors, values, kv.ld());
 }
 
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

@@ -1,13 +1,14 @@
 // What the model (model.hpp) runs on: one Device body per kind of hardware,
 // one forward pass for all of them, as CTranslate2 runs one layer code on
 // every device. The bodies:
-//   CpuDevice (cpu_device.hpp)      the CPU engine: the packed int8 / float
+//   CpuDevice (cpu/)                the CPU engine: the packed int8 / float
 //                                   matrices per ISA, the tiled attention
 //                                   over transposed keys, TBB threads;
-//   ReferenceOps (batched/)         the host reference the GPU is tested
+//   ReferenceOps (reference/)       the host reference the GPU is tested
 //                                   against: bf16 weights, row-major KV;
-//   CudaOps (batched/)              an NVIDIA GPU, the same layout as the
+//   CudaOps (cuda/)                 an NVIDIA GPU, the same layout as the
 //                                   reference.
+// The last two share DeviceOps (device_ops.hpp), the GPU family's form.
 // A device owns the form of its weights (DeviceMatrix, DeviceEmbedding) and
 // of a sequence's KV cache (LayerKv): the model never reads either, it only
 // hands them back to the device's ops.

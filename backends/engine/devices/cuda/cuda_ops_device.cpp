@@ -1,4 +1,4 @@
-#include "backends/engine/batched/cuda_ops_device.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 
 #if defined(MIDTUNE_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -17,7 +17,7 @@
 #include "backends/engine/ops/flash_attention_cuda.hpp"
 #endif
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 
 #if defined(MIDTUNE_WITH_CUDA)
 
@@ -290,4 +290,4 @@ std::unique_ptr<DeviceOps> make_cuda_ops(int index) {
 
 #endif
 
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

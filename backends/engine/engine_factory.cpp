@@ -1,9 +1,9 @@
-#include "backends/engine/batched/engine_factory.hpp"
+#include "backends/engine/engine_factory.hpp"
 
 #include <optional>
 
-#include "backends/engine/batched/cuda_ops_device.hpp"
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/cuda_ops_device.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 #include "backends/engine/engine_backend.hpp"
 
 namespace midtune::engine {
@@ -13,9 +13,9 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     throw std::invalid_argument("backend.precision: '" + options.precision + "' is not one of native, fp32, file");
   }
   const KvForm kv_form = parse_kv_form(options.kv_cache, "backend.kv_cache");
-  std::optional<batched::PrefillAttention> attention;
+  std::optional<devices::PrefillAttention> attention;
   if (!options.attention.empty()) {
-    attention = batched::parse_prefill_attention(options.attention, "backend.attention");
+    attention = devices::parse_prefill_attention(options.attention, "backend.attention");
     if (options.device != "cuda") {
       throw std::invalid_argument("backend.attention: '" + options.attention +
                                   "' is a device: cuda setting (the GPU's prefill attention body)");
@@ -29,8 +29,8 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
     EngineOptions gpu_options;
     gpu_options.schedule = Schedule::packed;
     gpu_options.batch_tokens = options.batch_tokens;
-    auto device = batched::make_cuda_ops(options.gpu);
-    device->set_weight_form(options.precision == "file" ? batched::WeightForm::file : batched::WeightForm::bf16);
+    auto device = devices::make_cuda_ops(options.gpu);
+    device->set_weight_form(options.precision == "file" ? devices::WeightForm::file : devices::WeightForm::bf16);
     device->set_kv_form(kv_form);
     if (attention) device->set_prefill_attention(*attention);
     return make_device_ops_backend(model, std::move(device), gpu_options);
@@ -49,12 +49,12 @@ std::unique_ptr<Backend> make_engine_backend(const std::filesystem::path& model,
 }
 
 std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
-                                                       std::unique_ptr<batched::DeviceOps> device) {
+                                                       std::unique_ptr<devices::DeviceOps> device) {
   return make_device_ops_backend(model, std::move(device), EngineOptions{.schedule = Schedule::packed});
 }
 
 std::unique_ptr<EngineBackend> make_device_ops_backend(const std::filesystem::path& model,
-                                                       std::unique_ptr<batched::DeviceOps> device,
+                                                       std::unique_ptr<devices::DeviceOps> device,
                                                        const EngineOptions& options) {
   const std::string precision = device->precision();
   return std::make_unique<EngineBackend>(model, std::move(device), precision, options);

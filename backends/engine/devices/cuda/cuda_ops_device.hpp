@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 
-#include "backends/engine/batched/device_ops.hpp"
+#include "backends/engine/devices/device_ops.hpp"
 
-namespace midtune::engine::batched {
+namespace midtune::engine::devices {
 
 // The ops on GPU `index`; throws std::invalid_argument when this build has no
 // CUDA or the machine has no such device (naming what there is).
 std::unique_ptr<DeviceOps> make_cuda_ops(int index);
 
-}  // namespace midtune::engine::batched
+}  // namespace midtune::engine::devices

@@ -1,4 +1,4 @@
-#include "backends/engine/device.hpp"
+#include "backends/engine/devices/device.hpp"
 
 #include <algorithm>
 #include <stdexcept>

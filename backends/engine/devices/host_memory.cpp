@@ -1,4 +1,4 @@
-#include "backends/engine/host_memory.hpp"
+#include "backends/engine/devices/host_memory.hpp"
 
 #include <unistd.h>
 

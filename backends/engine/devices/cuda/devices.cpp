@@ -1,4 +1,4 @@
-#include "backends/engine/cuda/devices.hpp"
+#include "backends/engine/devices/cuda/devices.hpp"
 
 #include <sstream>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "backends/engine/cpu/cpu_device.hpp"
+#include "backends/engine/devices/cpu/cpu_device.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,21 +13,20 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "backends/engine/devices/row_parallel.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
-#include "backends/engine/ops/gated_activation.hpp"
-#include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/matmul.hpp"
 #include "backends/engine/ops/quantize_rows.hpp"
-#include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
-#include "backends/engine/ops/scoring.hpp"
 #include "backends/engine/ops/weight_matrix.hpp"
 
 namespace midtune::engine {
+
+using row_parallel::for_each_index;
 
 namespace {
 
@@ -98,31 +97,6 @@ struct CpuKv final : LayerKv {
   }
 };
 
-// Row-wise ops go parallel only for prefill; a decode step is too small to
-// pay for the task overhead (not even an inline TBB loop's).
-constexpr int kParallelRows = 16;
-template <class F>
-void for_row_ranges(int rows, int grain, const F& f) {
-  if (rows < kParallelRows) {
-    f(tbb::blocked_range<int>(0, rows, std::max(rows, 1)));
-  } else {
-    tbb::parallel_for(tbb::blocked_range<int>(0, rows, grain), f);
-  }
-}
-
-// f(i) for i in [0, count): in parallel for a prefill's `tokens`, on the
-// calling thread for a decode step's few (per-head and per-slot loops there
-// are a few microseconds of work, less than the fork and join; 18 layers of
-// them were ~1 % of a Gemma 3 decode step).
-template <class F>
-void for_each_index(int count, int tokens, const F& f) {
-  if (tokens < kParallelRows) {
-    for (int i = 0; i < count; ++i) f(i);
-  } else {
-    tbb::parallel_for(0, count, f);
-  }
-}
-
 }  // namespace
 
 struct CpuDevice::Scratch {
@@ -132,7 +106,8 @@ struct CpuDevice::Scratch {
 };
 
 CpuDevice::CpuDevice(Isa isa, bool fp32_weights, KvForm kv_form)
-    : isa_(isa), fp32_weights_(fp32_weights), kv_form_(kv_form), scratch_(std::make_unique<Scratch>()) {
+    : HostBodies<Device>(isa, true),
+      isa_(isa), fp32_weights_(fp32_weights), kv_form_(kv_form), scratch_(std::make_unique<Scratch>()) {
   if (!isa_available(isa_)) {
     throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
   }
@@ -173,77 +148,9 @@ void CpuDevice::embed(const DeviceEmbedding& table, const std::int32_t* tokens, 
   }
 }
 
-void CpuDevice::rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
-                              float* y, std::size_t ld_y) {
-  for_row_ranges(rows, 16, [&](const tbb::blocked_range<int>& r) {
-    engine::rms_norm_rows(x + r.begin() * ld_x, ld_x, weight, static_cast<int>(r.size()), width, eps,
-                          y + r.begin() * ld_y, ld_y, isa_);
-  });
-}
-
-void CpuDevice::layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
-                                int width, float eps, float* y, std::size_t ld_y) {
-  for_row_ranges(rows, 16, [&](const tbb::blocked_range<int>& r) {
-    engine::layer_norm_rows(x + r.begin() * ld_x, ld_x, weight, bias, static_cast<int>(r.size()), width, eps,
-                            y + r.begin() * ld_y, ld_y);
-  });
-}
-
-// A token's heads are contiguous rows of head_dim: rms_norm_rows over them,
-// in place, so a head's result equals a row's.
-void CpuDevice::rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
-                               float eps) {
-  for_row_ranges(tokens, 16, [&](const tbb::blocked_range<int>& r) {
-    for (int t = r.begin(); t < r.end(); ++t) {
-      float* row = x + t * ld;
-      engine::rms_norm_rows(row, head_dim, weight, heads, head_dim, eps, row, head_dim, isa_);
-    }
-  });
-}
-
 void CpuDevice::matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
                        std::size_t ld_y) {
   static_cast<const CpuMatrix&>(w).weights.matmul(x, rows, ld_x, y, ld_y, scratch_->activations, isa_);
-}
-
-void CpuDevice::add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) {
-  for (int r = 0; r < rows; ++r) {
-    float* row = x + r * ld_x;
-    for (int i = 0; i < width; ++i) row[i] += v[i];
-  }
-}
-
-void CpuDevice::add(float* x, const float* y, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
-}
-
-void CpuDevice::cap_values(float* x, std::size_t count, float cap, bool soft) {
-  engine::cap_values(x, count, cap, soft);
-}
-
-void CpuDevice::gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
-                                 int rows, int width, float* out, std::size_t ld_out) {
-  for_row_ranges(rows, 8, [&](const tbb::blocked_range<int>& r) {
-    const std::size_t first = static_cast<std::size_t>(r.begin());
-    engine::gated_activation_rows(activation, gate + first * ld_in, up != nullptr ? up + first * ld_in : nullptr, ld_in,
-                                  r.end() - r.begin(), width, out + first * ld_out, ld_out, isa_);
-  });
-}
-
-void CpuDevice::rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                            const double* inverse_frequencies, int pairs, float* cos_sin) {
-  engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);
-}
-
-void CpuDevice::rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
-                          RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
-  const RopeFn rope = rope_for(isa_, pairing);
-  for_each_index(heads, tokens, [&](int h) {
-    for (int t = 0; t < tokens; ++t) {
-      rope(x + t * ld_x + static_cast<std::size_t>(h) * head_dim,
-           cos_sin + h * head_table_stride + static_cast<std::size_t>(t) * rope_dims, rope_dims);
-    }
-  });
 }
 
 // ---------------------------------------------------------------- KV cache
@@ -436,25 +343,5 @@ void CpuDevice::add_key0_correction(float* out, std::size_t out_ld, int tokens, 
 }
 
 // ---------------------------------------------------------------- methods' ops
-
-void CpuDevice::add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
-                                   const float* normed, std::size_t normed_ld, int channel, double scale,
-                                   const float* column) {
-  engine::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
-}
-
-void CpuDevice::last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
-                                std::size_t k_offset, float* rows) {
-  last_query_rows_before_rope(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows);
-}
-
-void CpuDevice::score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
-                           double* gold_logprob) {
-  for (int r = 0; r < rows; ++r) {
-    const float* row = logits + static_cast<std::size_t>(r) * vocab;
-    argmax[r] = argmax_row(row, vocab);
-    if (gold != nullptr) gold_logprob[r] = log_softmax_at(row, vocab, gold[r]);
-  }
-}
 
 }  // namespace midtune::engine
