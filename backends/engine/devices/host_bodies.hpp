@@ -46,8 +46,6 @@ class HostBodies : public HostMemoryDevice<Base> {
 
  protected:
   HostBodies(Isa isa, bool parallel_rows) : isa_(isa), parallel_rows_(parallel_rows) {}
-  Isa host_isa() const { return isa_; }
-  bool parallel_rows() const { return parallel_rows_; }
 
  private:
   Isa isa_;
