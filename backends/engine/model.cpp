@@ -16,6 +16,12 @@
 #include "backends/engine/engine_hooks.hpp"
 #include "backends/engine/gguf/content_hash.hpp"
 #include "backends/engine/model_loading.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/row_updates.hpp"
+#include "backends/engine/ops/scoring.hpp"
 
 namespace midtune::engine {
 
@@ -186,14 +192,15 @@ void Model::load() {
   file_->release_tensor_data([](const GgufTensorInfo& tensor) { return hooks::read_after_load(tensor.name); });
 }
 
-// Every device op of a forward pass goes through run_op, so that a profile
-// times any device op by op without a wrapper that restates the Device
-// interface. A product's row also names its matrix's shape (the projections
-// and the vocabulary product differ by far).
+// Every op of a forward pass goes through run_op, so that a profile times
+// any op by op without a wrapper that restates the Device interface: a
+// Device op (DEVICE_OP) or an op over rows (ROW_OP: ops::<op> on the
+// device's op_target). A product's row also names its matrix's shape (the
+// projections and the vocabulary product differ by far).
 template <typename Op, typename... Args>
 void Model::run_op(const char* name, Op op, Args&&... args) const {
   if (profile_ == nullptr) {
-    (device_.*op)(std::forward<Args>(args)...);
+    op(std::forward<Args>(args)...);
     return;
   }
   std::string key = name;
@@ -205,11 +212,14 @@ void Model::run_op(const char* name, Op op, Args&&... args) const {
   }
   device_.synchronize();
   const auto start = std::chrono::steady_clock::now();
-  (device_.*op)(std::forward<Args>(args)...);
+  op(std::forward<Args>(args)...);
   device_.synchronize();
   profile_->add(key, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
-#define DEVICE_OP(op, ...) run_op(#op, &Device::op, __VA_ARGS__)
+#define DEVICE_OP(op, ...) \
+  run_op(#op, [this](auto&&... a) { device_.op(std::forward<decltype(a)>(a)...); }, __VA_ARGS__)
+#define ROW_OP(op, ...) \
+  run_op(#op, [this](auto&&... a) { ops::op(device_.op_target(), std::forward<decltype(a)>(a)...); }, __VA_ARGS__)
 
 Model::~Model() = default;
 
@@ -481,7 +491,7 @@ void Model::forward(std::span<const SequenceCall> calls) {
   DEVICE_OP(matmul, *lm_head_, ws.xn.data(), hidden, R, ws.logits.data(), c.vocab);
   // gemma2's final soft-cap (gemma3's where the file sets one).
   if (c.final_softcap != 0.0f) {
-    DEVICE_OP(cap_values, ws.logits.data(), static_cast<std::size_t>(R) * c.vocab, c.final_softcap, true);
+    ROW_OP(cap_values, ws.logits.data(), static_cast<std::size_t>(R) * c.vocab, c.final_softcap, true);
   }
 }
 
@@ -490,10 +500,10 @@ void Model::norm_rows(const float* x, const DeviceBuffer<float>& weight, const D
   const ModelConfig& c = config_;
   const int hidden = static_cast<int>(c.hidden);
   if (c.layer_norm) {
-    DEVICE_OP(layer_norm_rows, x, hidden, weight.data(), bias.size() > 0 ? bias.data() : nullptr, rows, hidden,
-              c.rms_eps, y, hidden);
+    ROW_OP(layer_norm_rows, x, hidden, weight.data(), bias.size() > 0 ? bias.data() : nullptr, rows, hidden, c.rms_eps,
+           y, hidden);
   } else {
-    DEVICE_OP(rms_norm_rows, x, hidden, weight.data(), rows, hidden, c.rms_eps, y, hidden);
+    ROW_OP(rms_norm_rows, x, hidden, weight.data(), rows, hidden, c.rms_eps, y, hidden);
   }
 }
 
@@ -509,13 +519,13 @@ void Model::feed_forward(int layer, int N) {
   norm_rows(ws.x.data(), w.ffn_norm, w.ffn_norm_bias, N, ws.xn.data());
   if (c.gated_ffn) {
     DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), 2 * ffn);
-    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
-              ws.act.data(), ffn);
+    ROW_OP(gated_activation, c.ffn_activation, ws.ffn.data(), ws.ffn.data() + ffn, 2 * ffn, N, static_cast<int>(ffn),
+           ws.act.data(), ffn);
   } else {
     DEVICE_OP(matmul, *w.gate_up, ws.xn.data(), hidden, N, ws.ffn.data(), ffn);
     add_bias(ws.ffn.data(), N, w.up_bias);
-    DEVICE_OP(gated_activation, c.ffn_activation, ws.ffn.data(), nullptr, ffn, N, static_cast<int>(ffn), ws.act.data(),
-              ffn);
+    ROW_OP(gated_activation, c.ffn_activation, ws.ffn.data(), nullptr, ffn, N, static_cast<int>(ffn), ws.act.data(),
+           ffn);
   }
   DEVICE_OP(matmul, *w.down, ws.act.data(), ffn, N, ws.proj.data(), hidden);
   add_bias(ws.proj.data(), N, w.down_bias);
@@ -525,7 +535,7 @@ void Model::feed_forward(int layer, int N) {
 // after the other); an empty bias adds nothing.
 void Model::add_bias(float* x, int rows, const DeviceBuffer<float>& bias) {
   if (bias.size() == 0) return;
-  DEVICE_OP(add_row_vector, x, bias.size(), rows, bias.data(), static_cast<int>(bias.size()));
+  ROW_OP(add_row_vector, x, bias.size(), rows, bias.data(), static_cast<int>(bias.size()));
 }
 
 // The residual add of a block's output, normed first where the architecture
@@ -535,11 +545,10 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
   Workspace& ws = *ws_;
   const std::size_t hidden = c.hidden;
   if (post_norm.size() > 0) {
-    DEVICE_OP(rms_norm_rows, out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(),
-              hidden);
+    ROW_OP(rms_norm_rows, out, hidden, post_norm.data(), N, static_cast<int>(hidden), c.rms_eps, ws.xn.data(), hidden);
     out = ws.xn.data();
   }
-  DEVICE_OP(add, ws.x.data(), out, N * hidden);
+  ROW_OP(add, ws.x.data(), out, N * hidden);
 }
 
 // Whether the sequence's attention in `layer` joins the layer's batched
@@ -625,7 +634,7 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
       }
     }
     if (!gathered) {
-      DEVICE_OP(rope_tables, ws.positions.data() + offset, T, device_scales, count, inv_freq, pairs, ws.tables.data());
+      ROW_OP(rope_tables, ws.positions.data() + offset, T, device_scales, count, inv_freq, pairs, ws.tables.data());
     }
     tables = ws.tables.data();
   }
@@ -696,7 +705,7 @@ const float* Model::rope_table(int offset, int T, float scale, const float* devi
   table.inv_freq = inv_freq;
   table.cos_sin.ensure(device_, size);
   ws.rope_table_bytes += size * sizeof(float);
-  DEVICE_OP(rope_tables, ws.positions.data() + offset, T, device_scale, 1, inv_freq, pairs, table.cos_sin.data());
+  ROW_OP(rope_tables, ws.positions.data() + offset, T, device_scale, 1, inv_freq, pairs, table.cos_sin.data());
   return table.cos_sin.data();
 }
 
@@ -711,7 +720,7 @@ void Model::apply_head_rope_scales(int layer, Sequence& seq, const float* qkv, i
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
   const std::size_t qkv_width = q_width + 2 * static_cast<std::size_t>(kv_heads) * hd;
   ws.rows.ensure(device_, static_cast<std::size_t>(heads) * T);
-  DEVICE_OP(last_query_rows, qkv, qkv_width, T, heads, kv_heads, hd, q_width, ws.rows.data());
+  ROW_OP(last_query_rows, qkv, qkv_width, T, heads, kv_heads, hd, q_width, ws.rows.data());
   ws.host_rows.resize(static_cast<std::size_t>(heads) * T);
   DEVICE_OP(download, ws.host_rows.data(), ws.rows.data(), ws.host_rows.size() * sizeof(float));
   const std::vector<float> scales = hooks.head_rope_scales(layer, ws.host_rows, T);
@@ -745,7 +754,7 @@ void Model::project_qkv(int layer, const float* normed, int T, float* qkv) {
 void Model::finish_qkv(int layer, float* qkv, int T) {
   const ModelConfig& c = config_;
   const std::size_t qkv_width = std::size_t{c.heads} * c.head_dim + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  if (c.clamp_kqv != 0.0f) DEVICE_OP(cap_values, qkv, static_cast<std::size_t>(T) * qkv_width, c.clamp_kqv, false);
+  if (c.clamp_kqv != 0.0f) ROW_OP(cap_values, qkv, static_cast<std::size_t>(T) * qkv_width, c.clamp_kqv, false);
   if (c.qk_norm) norm_qk(layer, qkv, T);
 }
 
@@ -756,8 +765,8 @@ void Model::norm_qk(int layer, float* qkv, int T) {
   const int hd = static_cast<int>(c.head_dim);
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  DEVICE_OP(rms_norm_heads, qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
-  DEVICE_OP(rms_norm_heads, qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
+  ROW_OP(rms_norm_heads, qkv, qkv_width, T, static_cast<int>(c.heads), hd, w.q_norm.data(), c.rms_eps);
+  ROW_OP(rms_norm_heads, qkv + q_width, qkv_width, T, static_cast<int>(c.kv_heads), hd, w.k_norm.data(), c.rms_eps);
 }
 
 // PHS eq. 2 by linearity: scaling x_c by s adds (s - 1) x_c W[:, c] to every
@@ -780,11 +789,11 @@ void Model::scale_qk_channel(int layer, const QkChannelScaling& scaling, float* 
   ws.columns.ensure(device_, q_width + k_width);
   DEVICE_OP(upload, ws.columns.data(), scaling.q_column.data(), sizeof(float) * q_width);
   DEVICE_OP(upload, ws.columns.data() + q_width, scaling.k_column.data(), sizeof(float) * k_width);
-  DEVICE_OP(add_channel_column, qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, scaling.channel,
-            scaling.scale, ws.columns.data() + q_width);
-  DEVICE_OP(add_channel_column, qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
-            static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden, scaling.channel,
-            scaling.scale, ws.columns.data());
+  ROW_OP(add_channel_column, qkv, qkv_width, T, q_width, static_cast<int>(k_width), normed, c.hidden, scaling.channel,
+         scaling.scale, ws.columns.data() + q_width);
+  ROW_OP(add_channel_column, qkv + static_cast<std::size_t>(first_query) * qkv_width, qkv_width, T - first_query, 0,
+         static_cast<int>(q_width), normed + static_cast<std::size_t>(first_query) * c.hidden, c.hidden,
+         scaling.channel, scaling.scale, ws.columns.data());
   if (!linear) finish_qkv(layer, qkv, T);
 }
 
@@ -807,9 +816,9 @@ void Model::rotate_queries(int offset, int T, int first, const float* qkv, const
   float* dst = ws_->q_rot.data() + static_cast<std::size_t>(offset + first) * q_width;
   DEVICE_OP(copy_rows, dst, q_width * sizeof(float), qkv + static_cast<std::size_t>(first) * qkv_width,
             qkv_width * sizeof(float), q_width * sizeof(float), T - first);
-  DEVICE_OP(rope_rows, dst, q_width, T - first, static_cast<int>(c.heads), static_cast<int>(c.head_dim),
-            static_cast<int>(c.rope_dims), c.rope_pairing, tables + static_cast<std::size_t>(first) * c.rope_dims,
-            table_stride);
+  ROW_OP(rope_rows, dst, q_width, T - first, static_cast<int>(c.heads), static_cast<int>(c.head_dim),
+         static_cast<int>(c.rope_dims), c.rope_pairing, tables + static_cast<std::size_t>(first) * c.rope_dims,
+         table_stride);
 }
 
 // Attention of the sequence's queries [first, T) over its cached keys; key
@@ -867,8 +876,8 @@ void Model::score(std::span<const std::int32_t> gold, std::vector<std::int32_t>&
     ws.gold.ensure(device_, R);
     DEVICE_OP(upload, ws.gold.data(), gold.data(), gold.size() * sizeof(std::int32_t));
   }
-  DEVICE_OP(score_rows, ws.logits.data(), R, vocab(), gold.empty() ? nullptr : ws.gold.data(), ws.argmax.data(),
-            ws.gold_logprob.data());
+  ROW_OP(score_rows, ws.logits.data(), R, vocab(), gold.empty() ? nullptr : ws.gold.data(), ws.argmax.data(),
+         ws.gold_logprob.data());
   DEVICE_OP(download, argmax.data(), ws.argmax.data(), argmax.size() * sizeof(std::int32_t));
   if (!gold.empty())
     DEVICE_OP(download, gold_logprob.data(), ws.gold_logprob.data(), gold_logprob.size() * sizeof(double));

@@ -289,7 +289,7 @@ class Model {
                       std::size_t table_stride);
   void attend(int layer, Sequence& seq, int offset, int tokens, int first, bool key0, bool last_row);
   void correct_key0(int layer, Sequence& seq, int offset, int tokens, int first);
-  // Runs one Device op, timed where a profile is set.
+  // Runs one op (a Device op or an op over rows), timed where a profile is set.
   template <typename Op, typename... Args>
   void run_op(const char* name, Op op, Args&&... args) const;
 

@@ -5,7 +5,8 @@
 // are checked here, through their Device body). The ops are called through
 // Device, so each body's own weight form and KV-cache layout are exercised
 // (the CPU's transposed 16-key blocks and per-KV-head values, the
-// reference's row-major cache). Tolerances by what differs: the same
+// reference's row-major cache); the ops over rows through ops::<op> on each
+// device's op_target, which reaches the same bodies the model runs. Tolerances by what differs: the same
 // elementwise.hpp expressions (SIMD bodies within a few ulp: 1e-5 of the
 // largest value); products in another precision (the reference rounds
 // inputs to bf16, the CPU keeps F32 weights: 1e-2 of the row's magnitude);
@@ -39,7 +40,12 @@
 #include "backends/engine/ops/dispatch.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 #include "backends/engine/ops/fp16.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
+#include "backends/engine/ops/rope.hpp"
+#include "backends/engine/ops/row_updates.hpp"
+#include "backends/engine/ops/scoring.hpp"
 #include "tests/engine/random_blocks.hpp"
 
 namespace midtune::engine {
@@ -150,8 +156,10 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
 
   auto weight = both(random_floats(width, 1.0f, 2));
   auto normed = both(std::vector<float>(std::size_t{rows} * width));
-  ref_.rms_norm_rows(x.ref.data(), width, weight.ref.data(), rows, width, 1e-5f, normed.ref.data(), width);
-  device_->rms_norm_rows(x.dev.data(), width, weight.dev.data(), rows, width, 1e-5f, normed.dev.data(), width);
+  ops::rms_norm_rows(ref_.op_target(), x.ref.data(), width, weight.ref.data(), rows, width, 1e-5f, normed.ref.data(),
+                     width);
+  ops::rms_norm_rows(device_->op_target(), x.dev.data(), width, weight.dev.data(), rows, width, 1e-5f,
+                     normed.dev.data(), width);
   expect_close(normed, 1e-5, "rms_norm_rows");
 
   // The per-head norm in place, on rows wider than their heads (as Q inside
@@ -165,8 +173,8 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
     const std::vector<float> head_weight = random_floats(head_dim, 1.0f, 8);
     auto rows_x = both(before);
     auto w = both(head_weight);
-    ref_.rms_norm_heads(rows_x.ref.data(), ld, rows, heads, head_dim, w.ref.data(), 1e-6f);
-    device_->rms_norm_heads(rows_x.dev.data(), ld, rows, heads, head_dim, w.dev.data(), 1e-6f);
+    ops::rms_norm_heads(ref_.op_target(), rows_x.ref.data(), ld, rows, heads, head_dim, w.ref.data(), 1e-6f);
+    ops::rms_norm_heads(device_->op_target(), rows_x.dev.data(), ld, rows, heads, head_dim, w.dev.data(), 1e-6f);
     expect_close(rows_x, 1e-5, "rms_norm_heads");
     const std::vector<float> after = down<float>(ref_, rows_x.ref);
     std::vector<float> one(head_dim);
@@ -195,19 +203,22 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   const int half = outputs / 2;
   for (FfnActivation activation : {FfnActivation::silu, FfnActivation::gelu_tanh}) {
     auto act = both(std::vector<float>(std::size_t{rows} * half));
-    ref_.gated_activation(activation, y.ref.data(), y.ref.data() + half, outputs, rows, half, act.ref.data(), half);
-    device_->gated_activation(activation, y.dev.data(), y.dev.data() + half, outputs, rows, half, act.dev.data(),
-                              half);
+    ops::gated_activation(ref_.op_target(), activation, y.ref.data(), y.ref.data() + half, outputs, rows, half,
+                          act.ref.data(), half);
+    ops::gated_activation(device_->op_target(), activation, y.dev.data(), y.dev.data() + half, outputs, rows, half,
+                          act.dev.data(), half);
     // Inputs differ by the products' precision: compare on the reference's inputs.
     auto same_in = both(down<float>(ref_, y.ref));
-    ref_.gated_activation(activation, same_in.ref.data(), same_in.ref.data() + half, outputs, rows, half,
-                          act.ref.data(), half);
-    device_->gated_activation(activation, same_in.dev.data(), same_in.dev.data() + half, outputs, rows, half,
-                              act.dev.data(), half);
+    ops::gated_activation(ref_.op_target(), activation, same_in.ref.data(), same_in.ref.data() + half, outputs, rows,
+                          half, act.ref.data(), half);
+    ops::gated_activation(device_->op_target(), activation, same_in.dev.data(), same_in.dev.data() + half, outputs,
+                          rows, half, act.dev.data(), half);
     expect_close(act, 1e-5, activation == FfnActivation::silu ? "gated_activation silu" : "gated_activation gelu");
     // Without an up projection (MPT's plain GELU): act(gate) alone.
-    ref_.gated_activation(activation, same_in.ref.data(), nullptr, outputs, rows, half, act.ref.data(), half);
-    device_->gated_activation(activation, same_in.dev.data(), nullptr, outputs, rows, half, act.dev.data(), half);
+    ops::gated_activation(ref_.op_target(), activation, same_in.ref.data(), nullptr, outputs, rows, half,
+                          act.ref.data(), half);
+    ops::gated_activation(device_->op_target(), activation, same_in.dev.data(), nullptr, outputs, rows, half,
+                          act.dev.data(), half);
     expect_close(act, 1e-5, "gated_activation without up");
     const std::vector<float> gate = down<float>(ref_, same_in.ref), plain = down<float>(ref_, act.ref);
     EXPECT_EQ(plain[half + 3], activation == FfnActivation::silu ? elementwise::silu_mul(gate[outputs + 3], 1.0f)
@@ -220,8 +231,10 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
     auto ln = both(std::vector<float>(std::size_t{rows} * width));
     const float* b_ref = with_bias ? layer_bias.ref.data() : nullptr;
     const float* b_dev = with_bias ? layer_bias.dev.data() : nullptr;
-    ref_.layer_norm_rows(x.ref.data(), width, weight.ref.data(), b_ref, rows, width, 1e-5f, ln.ref.data(), width);
-    device_->layer_norm_rows(x.dev.data(), width, weight.dev.data(), b_dev, rows, width, 1e-5f, ln.dev.data(), width);
+    ops::layer_norm_rows(ref_.op_target(), x.ref.data(), width, weight.ref.data(), b_ref, rows, width, 1e-5f,
+                         ln.ref.data(), width);
+    ops::layer_norm_rows(device_->op_target(), x.dev.data(), width, weight.dev.data(), b_dev, rows, width, 1e-5f,
+                         ln.dev.data(), width);
     expect_close(ln, 1e-6, with_bias ? "layer_norm_rows (bias)" : "layer_norm_rows");
     const std::vector<float> xs = down<float>(ref_, x.ref), ws = down<float>(ref_, weight.ref);
     const std::vector<float> bs = down<float>(ref_, layer_bias.ref), got = down<float>(ref_, ln.ref);
@@ -238,8 +251,8 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   // Bounds on values: a soft cap (gemma2's final logits) and a clamp (MPT's clamp_kqv).
   for (const bool soft : {true, false}) {
     auto capped = both(random_floats(std::size_t{rows} * width, 3.0f, 9));
-    ref_.cap_values(capped.ref.data(), capped.ref.size(), 1.5f, soft);
-    device_->cap_values(capped.dev.data(), capped.dev.size(), 1.5f, soft);
+    ops::cap_values(ref_.op_target(), capped.ref.data(), capped.ref.size(), 1.5f, soft);
+    ops::cap_values(device_->op_target(), capped.dev.data(), capped.dev.size(), 1.5f, soft);
     expect_close(capped, 1e-6, soft ? "cap_values (soft)" : "cap_values (clamp)");
     const std::vector<float> in = random_floats(std::size_t{rows} * width, 3.0f, 9), got = down<float>(ref_, capped.ref);
     for (std::size_t i = 0; i < in.size(); ++i) {
@@ -248,11 +261,11 @@ TEST_P(DeviceBodies, EmbeddingNormProductsAndActivations) {
   }
 
   auto bias = both(random_floats(outputs, 1.0f, 5));
-  ref_.add_row_vector(y.ref.data(), outputs, rows, bias.ref.data(), outputs);
-  device_->add_row_vector(y.dev.data(), outputs, rows, bias.dev.data(), outputs);
+  ops::add_row_vector(ref_.op_target(), y.ref.data(), outputs, rows, bias.ref.data(), outputs);
+  ops::add_row_vector(device_->op_target(), y.dev.data(), outputs, rows, bias.dev.data(), outputs);
   expect_close(y, 1e-2, "add_row_vector (on the products)");
-  ref_.add(normed.ref.data(), x.ref.data(), normed.ref.size());
-  device_->add(normed.dev.data(), x.dev.data(), normed.dev.size());
+  ops::add(ref_.op_target(), normed.ref.data(), x.ref.data(), normed.ref.size());
+  ops::add(device_->op_target(), normed.dev.data(), x.dev.data(), normed.dev.size());
   expect_close(normed, 1e-5, "add");
 }
 
@@ -415,9 +428,10 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
         auto scale = both(scales);
         const std::size_t table_size = static_cast<std::size_t>(tokens) * rope_dims;
         auto cos_sin = both(std::vector<float>(tables * table_size));
-        ref_.rope_tables(pos.ref.data(), tokens, scale.ref.data(), tables, inv.ref.data(), pairs, cos_sin.ref.data());
-        device_->rope_tables(pos.dev.data(), tokens, scale.dev.data(), tables, inv.dev.data(), pairs,
-                             cos_sin.dev.data());
+        ops::rope_tables(ref_.op_target(), pos.ref.data(), tokens, scale.ref.data(), tables, inv.ref.data(), pairs,
+                         cos_sin.ref.data());
+        ops::rope_tables(device_->op_target(), pos.dev.data(), tokens, scale.dev.data(), tables, inv.dev.data(), pairs,
+                         cos_sin.dev.data());
         expect_close(cos_sin, 0.0, "rope_tables" + shape);
         const std::size_t stride = tables == 1 ? 0 : table_size;
 
@@ -428,10 +442,10 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
         device_->cache_keys(*dev_kv, past, qkv.dev.data() + q_width, qkv_width, tokens, rope_dims,
                             RopePairing::adjacent, cos_sin.dev.data(), stride);
         // Queries rotated in place, as the model rotates its copy of them.
-        ref_.rope_rows(qkv.ref.data(), qkv_width, tokens, heads, head_dim, rope_dims, RopePairing::adjacent,
-                       cos_sin.ref.data(), stride);
-        device_->rope_rows(qkv.dev.data(), qkv_width, tokens, heads, head_dim, rope_dims, RopePairing::adjacent,
-                           cos_sin.dev.data(), stride);
+        ops::rope_rows(ref_.op_target(), qkv.ref.data(), qkv_width, tokens, heads, head_dim, rope_dims,
+                       RopePairing::adjacent, cos_sin.ref.data(), stride);
+        ops::rope_rows(device_->op_target(), qkv.dev.data(), qkv_width, tokens, heads, head_dim, rope_dims,
+                       RopePairing::adjacent, cos_sin.dev.data(), stride);
         expect_close(qkv, 1e-5, "rope_rows" + shape);
 
         auto out = both(std::vector<float>(tokens * q_width));
@@ -502,8 +516,10 @@ TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
     auto pos = both(positions);
     auto one = both(std::vector<float>{1.0f});
     auto cos_sin = both(std::vector<float>(std::size_t{keys} * head_dim));
-    ref_.rope_tables(pos.ref.data(), keys, one.ref.data(), 1, inv.ref.data(), pairs, cos_sin.ref.data());
-    device_->rope_tables(pos.dev.data(), keys, one.dev.data(), 1, inv.dev.data(), pairs, cos_sin.dev.data());
+    ops::rope_tables(ref_.op_target(), pos.ref.data(), keys, one.ref.data(), 1, inv.ref.data(), pairs,
+                     cos_sin.ref.data());
+    ops::rope_tables(device_->op_target(), pos.dev.data(), keys, one.dev.data(), 1, inv.dev.data(), pairs,
+                     cos_sin.dev.data());
     auto k = both(random_floats(keys * kv_width, 1.0f, 31 + head_dim));
     auto v = both(random_floats(keys * kv_width, 1.0f, 32 + head_dim));
     const auto ref_kv = ref_.make_layer_kv(keys, kv_heads, kv_heads, head_dim);
@@ -694,16 +710,18 @@ TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
   const std::size_t qkv_width = q_width + 2 * k_width;
   auto qkv = both(random_floats(tokens * qkv_width, 1.0f, 21));
   auto rows = both(std::vector<float>(std::size_t{heads} * tokens));
-  ref_.last_query_rows(qkv.ref.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width, rows.ref.data());
-  device_->last_query_rows(qkv.dev.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width, rows.dev.data());
+  ops::last_query_rows(ref_.op_target(), qkv.ref.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width,
+                       rows.ref.data());
+  ops::last_query_rows(device_->op_target(), qkv.dev.data(), qkv_width, tokens, heads, kv_heads, head_dim, q_width,
+                       rows.dev.data());
   expect_close(rows, 1e-5, "last_query_rows");
 
   auto normed = both(random_floats(std::size_t{tokens} * hidden, 1.0f, 22));
   auto column = both(random_floats(k_width, 1.0f, 23));
-  ref_.add_channel_column(qkv.ref.data(), qkv_width, tokens, q_width, static_cast<int>(k_width), normed.ref.data(),
-                          hidden, 5, 1.7, column.ref.data());
-  device_->add_channel_column(qkv.dev.data(), qkv_width, tokens, q_width, static_cast<int>(k_width),
-                              normed.dev.data(), hidden, 5, 1.7, column.dev.data());
+  ops::add_channel_column(ref_.op_target(), qkv.ref.data(), qkv_width, tokens, q_width, static_cast<int>(k_width),
+                          normed.ref.data(), hidden, 5, 1.7, column.ref.data());
+  ops::add_channel_column(device_->op_target(), qkv.dev.data(), qkv_width, tokens, q_width, static_cast<int>(k_width),
+                          normed.dev.data(), hidden, 5, 1.7, column.dev.data());
   expect_close(qkv, 1e-6, "add_channel_column");
 
   std::vector<float> logits = random_floats(std::size_t{3} * vocab, 4.0f, 24);
@@ -712,8 +730,8 @@ TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
   auto gold = both(std::vector<std::int32_t>{0, 30, 49});
   auto argmax = both(std::vector<std::int32_t>(3));
   auto logprob = both(std::vector<double>(3));
-  ref_.score_rows(l.ref.data(), 3, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
-  device_->score_rows(l.dev.data(), 3, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
+  ops::score_rows(ref_.op_target(), l.ref.data(), 3, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
+  ops::score_rows(device_->op_target(), l.dev.data(), 3, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
   EXPECT_EQ(down<std::int32_t>(*device_, argmax.dev), (std::vector<std::int32_t>{down<std::int32_t>(ref_, argmax.ref)}));
   EXPECT_EQ(down<std::int32_t>(*device_, argmax.dev)[1], 7);
   expect_close(logprob, 1e-6, "score_rows gold log-probability");
@@ -832,7 +850,7 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
         const std::size_t table_size = static_cast<std::size_t>(tokens) * rope_dims;
         std::vector<float> cos_sin(scales.size() * std::max<std::size_t>(table_size, 1));
         if (rope_dims > 0) {
-          wide.rope_tables(positions.data(), tokens, scales.data(), static_cast<int>(scales.size()),
+          ops::rope_tables(wide.op_target(), positions.data(), tokens, scales.data(), static_cast<int>(scales.size()),
                            inverse_frequencies.data(), pairs, cos_sin.data());
         }
         const std::size_t stride = scales.size() == 1 ? 0 : table_size;
@@ -846,8 +864,8 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
           devices[d]->cache_values(*caches[d], past, rows.data() + q_width + kv_width, qkv_width, tokens);
           devices[d]->cache_keys(*caches[d], past, rows.data() + q_width, qkv_width, tokens, rope_dims,
                                  RopePairing::adjacent, cos_sin.data(), stride);
-          devices[d]->rope_rows(rows.data(), qkv_width, tokens, heads, head_dim, rope_dims, RopePairing::adjacent,
-                                cos_sin.data(), stride);
+          ops::rope_rows(devices[d]->op_target(), rows.data(), qkv_width, tokens, heads, head_dim, rope_dims,
+                         RopePairing::adjacent, cos_sin.data(), stride);
           out[d].assign(tokens * q_width, 0.0f);
           key0[d].assign(std::size_t{heads} * tokens, 0.0f);
           last[d].assign(std::size_t{heads} * (past + tokens), 0.0f);
@@ -976,16 +994,18 @@ TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
   for (int i = 0; i < pairs; ++i) inv[i] = std::pow(10000.0, -2.0 * i / (2 * pairs));
   auto inverse = both(inv);
   auto tables = both(std::vector<float>(std::size_t{heads} * tokens * pairs * 2));
-  ref_.rope_tables(positions.ref.data(), tokens, scales.ref.data(), heads, inverse.ref.data(), pairs, tables.ref.data());
-  gpu().rope_tables(positions.dev.data(), tokens, scales.dev.data(), heads, inverse.dev.data(), pairs, tables.dev.data());
+  ops::rope_tables(ref_.op_target(), positions.ref.data(), tokens, scales.ref.data(), heads, inverse.ref.data(), pairs,
+                   tables.ref.data());
+  ops::rope_tables(gpu().op_target(), positions.dev.data(), tokens, scales.dev.data(), heads, inverse.dev.data(), pairs,
+                   tables.dev.data());
   expect_close(tables, 1e-5, "rope_tables");
 
   auto q = both(random_floats(tokens * q_width, 1.0f, 5));
   for (RopePairing pairing : {RopePairing::adjacent, RopePairing::halves}) {
-    ref_.rope_rows(q.ref.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing, tables.ref.data(),
-                   std::size_t{tokens} * pairs * 2);
-    gpu().rope_rows(q.dev.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing, tables.dev.data(),
-                    std::size_t{tokens} * pairs * 2);
+    ops::rope_rows(ref_.op_target(), q.ref.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing,
+                   tables.ref.data(), std::size_t{tokens} * pairs * 2);
+    ops::rope_rows(gpu().op_target(), q.dev.data(), q_width, tokens, heads, head_dim, 2 * pairs, pairing,
+                   tables.dev.data(), std::size_t{tokens} * pairs * 2);
     expect_close(q, 1e-5, "rope_rows");
   }
 
@@ -1014,17 +1034,19 @@ TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
   const std::size_t qkv_width = q_width + 2 * kv_width;
   auto qkv = both(random_floats(std::size_t{keys} * qkv_width, 1.0f, 8));
   auto rows = both(std::vector<float>(std::size_t{heads} * keys));
-  ref_.last_query_rows(qkv.ref.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width, rows.ref.data());
-  gpu().last_query_rows(qkv.dev.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width, rows.dev.data());
+  ops::last_query_rows(ref_.op_target(), qkv.ref.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width,
+                       rows.ref.data());
+  ops::last_query_rows(gpu().op_target(), qkv.dev.data(), qkv_width, keys, heads, kv_heads, head_dim, q_width,
+                       rows.dev.data());
   expect_close(rows, 1e-5, "last_query_rows");
 
   const int hidden = 48;
   auto normed = both(random_floats(std::size_t{keys} * hidden, 1.0f, 9));
   auto column = both(random_floats(kv_width, 1.0f, 10));
-  ref_.add_channel_column(qkv.ref.data(), qkv_width, keys, q_width, static_cast<int>(kv_width), normed.ref.data(),
-                          hidden, 5, 3.0, column.ref.data());
-  gpu().add_channel_column(qkv.dev.data(), qkv_width, keys, q_width, static_cast<int>(kv_width), normed.dev.data(),
-                           hidden, 5, 3.0, column.dev.data());
+  ops::add_channel_column(ref_.op_target(), qkv.ref.data(), qkv_width, keys, q_width, static_cast<int>(kv_width),
+                          normed.ref.data(), hidden, 5, 3.0, column.ref.data());
+  ops::add_channel_column(gpu().op_target(), qkv.dev.data(), qkv_width, keys, q_width, static_cast<int>(kv_width),
+                          normed.dev.data(), hidden, 5, 3.0, column.dev.data());
   expect_close(qkv, 1e-6, "add_channel_column");
 }
 
@@ -1197,8 +1219,8 @@ TEST_F(GpuKernels, ScoringFindsTheFirstMaximumAndTheGoldLogProbability) {
   auto gold = both(std::vector<std::int32_t>{0, 999, 700, 5, 123});
   auto argmax = both(std::vector<std::int32_t>(rows));
   auto logprob = both(std::vector<double>(rows));
-  ref_.score_rows(l.ref.data(), rows, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
-  gpu().score_rows(l.dev.data(), rows, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
+  ops::score_rows(ref_.op_target(), l.ref.data(), rows, vocab, gold.ref.data(), argmax.ref.data(), logprob.ref.data());
+  ops::score_rows(gpu().op_target(), l.dev.data(), rows, vocab, gold.dev.data(), argmax.dev.data(), logprob.dev.data());
   expect_close(argmax, 0.0, "score_rows argmax");
   expect_close(logprob, 1e-9, "score_rows logprob");
 }

@@ -540,8 +540,10 @@ def cache_folder(cache, model_path, threads):
     folders = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(gguf.__file__)))
     sources = sorted({os.path.abspath(m.__file__) for m in list(sys.modules.values())
                       if getattr(m, "__file__", None) and os.path.abspath(m.__file__).startswith(folders)})
+    # Sorted by name and digest, not by path: a clone elsewhere (CI's) lists
+    # the same files in another path order and must get the same key.
     covered = [f"model {sha256_of_file(model_path)}"]
-    covered += [f"{os.path.basename(source)} {sha256_of_file(source)}" for source in sources]
+    covered += sorted(f"{os.path.basename(source)} {sha256_of_file(source)}" for source in sources)
     covered.append(f"numpy {np.__version__} threads {threads}")
     code_key = hashlib.sha256("\n".join(covered).encode()).hexdigest()[:32]
     model_folder = os.path.join(cache, covered[0].split()[1][:16])

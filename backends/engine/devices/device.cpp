@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "backends/engine/ops/rope.hpp"
+
 namespace midtune::engine {
 
 KvForm parse_kv_form(const std::string& name, const std::string& where) {
@@ -43,15 +45,16 @@ void Device::decode_attention(const DecodeBatch& b) {
     const float* qkv = b.qkv + static_cast<std::size_t>(s.row) * b.qkv_ld;
     float* q_rot = b.q_rot + static_cast<std::size_t>(s.row) * b.q_rot_ld;
     if (pairs > 0) {
-      rope_tables(b.positions + s.row, T, s.scales, one_table ? 1 : heads, b.inverse_frequencies, pairs,
-                  tables.data());
+      ops::rope_tables(op_target(), b.positions + s.row, T, s.scales, one_table ? 1 : heads, b.inverse_frequencies,
+                       pairs, tables.data());
     }
     const std::size_t query_stride = one_table ? 0 : table_size;
     const std::size_t key_stride = one_table ? 0 : s.kv->slot_table_stride(heads, table_size);
     cache_values(*s.kv, s.past, qkv + q_width + kv_width, b.qkv_ld, T);
     cache_keys(*s.kv, s.past, qkv + q_width, b.qkv_ld, T, b.rope_dims, b.pairing, tables.data(), key_stride);
     copy_rows(q_rot, b.q_rot_ld * sizeof(float), qkv, b.qkv_ld * sizeof(float), q_width * sizeof(float), T);
-    rope_rows(q_rot, b.q_rot_ld, T, heads, b.head_dim, b.rope_dims, b.pairing, tables.data(), query_stride);
+    ops::rope_rows(op_target(), q_rot, b.q_rot_ld, T, heads, b.head_dim, b.rope_dims, b.pairing, tables.data(),
+                   query_stride);
     attention(q_rot, b.q_rot_ld, *s.kv, T, s.past, heads, b.window, b.scale, b.shaping,
               b.out + static_cast<std::size_t>(s.row) * b.out_ld, b.out_ld, nullptr, nullptr);
   }

@@ -27,6 +27,7 @@
 #include "backends/engine/gguf/gguf.hpp"
 #include "backends/engine/gguf/rope_pairing.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/op_target.hpp"
 #include "backends/engine/ops/packed_matrix.hpp"
 
 namespace midtune::engine {
@@ -144,46 +145,17 @@ class Device {
                                                           std::size_t row_bytes) = 0;
 
   // ---- ops
+  // Where the ops over plain rows run on this device (ops/op_target.hpp):
+  // the norms, RoPE, the activation, the row updates, the methods' readouts
+  // and scoring are ops::<op>(device.op_target(), ...), written once for
+  // every device in ops/. The ops below work on the device's own forms.
+  virtual OpTarget op_target() const = 0;
   // out[i] = table[tokens[i]] * scale.
-  virtual void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale,
-                     float* out) = 0;
-  // RMSNorm (ops/rmsnorm.hpp's contract).
-  virtual void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps,
-                             float* y, std::size_t ld_y) = 0;
-  // LayerNorm (MPT): y[r][i] = (x[r][i] - mean_r) / sqrt(var_r + eps) *
-  // weight[i] + bias[i] (bias nullptr: none), mean and variance over the
-  // row (elementwise::layer_norm_inverse / layer_norm_scale).
-  virtual void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows,
-                               int width, float eps, float* y, std::size_t ld_y) = 0;
-  // RMSNorm of every head, in place (Q/K norm): head h of token t, the
-  // head_dim values at x + t * ld + h * head_dim, becomes rms_norm_rows of
-  // that one row with `weight` (head_dim values), for t < tokens, h < heads.
-  virtual void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
-                              float eps) = 0;
+  virtual void embed(const DeviceEmbedding& table, const std::int32_t* tokens, int count, float scale, float* out) = 0;
   // y[r][o] = x[r][:] . w[o][:] for r < rows, o < w.rows() (the device's
   // precision: int8 or fp32 activations on the CPU, bf16 on the GPU).
   virtual void matmul(const DeviceMatrix& w, const float* x, std::size_t ld_x, int rows, float* y,
                       std::size_t ld_y) = 0;
-  // x[r][i] += v[i] for r < rows, i < width (biases).
-  virtual void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) = 0;
-  // x[i] += y[i] (residuals).
-  virtual void add(float* x, const float* y, std::size_t count) = 0;
-  // x[i] = elementwise::cap_value(x[i], cap, soft) for i < count: a soft cap
-  // (gemma2's final logits) or a clamp to [-cap, cap] (MPT's clamp_kqv).
-  virtual void cap_values(float* x, std::size_t count, float cap, bool soft) = 0;
-  // out[r][i] = act(gate[r][i]) * up[r][i] for r < rows, i < width, gate and
-  // up rows `ld_in` apart: SwiGLU (silu) or GeGLU (gelu, tanh form); up
-  // nullptr: act(gate[r][i]) alone (MPT's plain GELU feed-forward).
-  virtual void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in,
-                                int rows, int width, float* out, std::size_t ld_out) = 0;
-  // RoPE tables: table k, token t, pair i holds cos and sin of
-  // (positions[t] / scales[k]) * inverse_frequencies[i] (elementwise::rope_cos_sin).
-  virtual void rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                           const double* inverse_frequencies, int pairs, float* cos_sin) = 0;
-  // Rotates head h of row t with table entry cos_sin + h * head_table_stride + t * rope_dims.
-  // rope_dims 0 rotates nothing (a model without RoPE, MPT).
-  virtual void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
-                         RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) = 0;
 
   // ---- the KV cache
   virtual std::unique_ptr<LayerKv> make_layer_kv(int capacity, int slots, int kv_heads, int head_dim) = 0;
@@ -192,7 +164,7 @@ class Device {
   virtual std::size_t kv_value_bytes() const { return sizeof(float); }
   // Keys of `tokens` rows (kv_heads x head_dim each, rows `ld` apart) into
   // the cache rows [start, start + tokens) of every slot, slot s rotated with
-  // the table at cos_sin + s * slot_table_stride (rope_rows' table layout).
+  // the table at cos_sin + s * slot_table_stride (ops::rope_rows' table layout).
   virtual void cache_keys(LayerKv& kv, int start, const float* keys, std::size_t ld, int tokens, int rope_dims,
                           RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) = 0;
   virtual void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) = 0;
@@ -206,8 +178,8 @@ class Device {
   virtual void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads,
                          int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
                          float* key0_weight, float* last_row) = 0;
-  // Every sequence of `batch` as rope_tables, cache_values, cache_keys,
-  // rope_rows of a copy of its queries into q_rot and attention (no
+  // Every sequence of `batch` as ops::rope_tables, cache_values, cache_keys,
+  // ops::rope_rows of a copy of its queries into q_rot and attention (no
   // readouts) give it, one sequence after the other (device.cpp: the body
   // of every device that has no faster one). A GPU body does each op for
   // the whole batch in one launch: a decode step is dozens of sequences of
@@ -216,20 +188,6 @@ class Device {
   // SIW: out[t][h] += (factors[t] - 1) * key0_weight[h * tokens + t] * value 0 of head h's slot.
   virtual void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                                    const float* key0_weight, const float* factors) = 0;
-
-  // ---- the methods' own ops
-  // PHS eq. 2: rows[t][offset + i] += channel_delta(scale, normed[t][channel]) * column[i]
-  // for t < tokens, i < width.
-  virtual void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
-                                  const float* normed, std::size_t normed_ld, int channel, double scale,
-                                  const float* column) = 0;
-  // Ms-PoE: ops/last_query_rows.hpp's contract (rows: heads x tokens).
-  virtual void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
-                               std::size_t k_offset, float* rows) = 0;
-  // Per logit row: the first index of the largest value, and (gold != nullptr)
-  // log softmax at gold[r], in double.
-  virtual void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
-                          double* gold_logprob) = 0;
 };
 
 // A typed allocation on one device, released with it.

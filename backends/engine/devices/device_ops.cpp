@@ -10,6 +10,7 @@
 
 #include "backends/engine/ops/dequant.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/rope.hpp"
 
 namespace midtune::engine::devices {
 
@@ -290,14 +291,15 @@ void DeviceOps::cache_keys(LayerKv& layer_kv, int start, const float* keys, std:
   const std::size_t first = static_cast<std::size_t>(start) * kv.ld();
   if (kv.form == KvForm::fp32) {
     copy_to_slots(kv, kv.keys_as<float>(), start, keys, ld, tokens);
-    rope_rows(kv.keys_as<float>() + first, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin,
-              slot_table_stride);
+    ops::rope_rows(op_target(), kv.keys_as<float>() + first, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing,
+                   cos_sin, slot_table_stride);
     return;
   }
   const std::size_t count = static_cast<std::size_t>(tokens) * kv.ld();
   float* staged = float_scratch(count);
   copy_to_slots(kv, staged, 0, keys, ld, tokens);
-  rope_rows(staged, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin, slot_table_stride);
+  ops::rope_rows(op_target(), staged, kv.ld(), tokens, kv.slots, kv.head_dim, rope_dims, pairing, cos_sin,
+                 slot_table_stride);
   to_bf16(staged, count, kv.keys_as<std::uint16_t>() + first);
 }
 

@@ -1,11 +1,13 @@
-// The CUDA bodies of the element-wise ops, on device pointers: the same
-// contracts as the CPU ops (rmsnorm.hpp, rope.hpp, gated_activation.hpp),
-// batched over whole token matrices as the GPU engine feeds them. Each kernel
-// evaluates the per-element functions of elementwise.hpp that the CPU
-// reference bodies evaluate, so the two differ only in summation order and in
-// the device's math library; tests/engine/device_bodies_test.cpp checks every
-// one, through the CUDA Device body, against the host reference (and reports
-// itself skipped where there is no device).
+// The CUDA kernels of the GPU family's own forms, on device pointers: the
+// attention over its row-major KV cache, the bf16 products (cuBLAS) and
+// the dequantisation of file blocks, the embedding, SIW's correction over
+// the cache (the contracts of devices/device_ops.hpp). The CUDA bodies of
+// the ops over plain rows are declared in their ops' headers instead
+// (op_target.hpp). Each kernel evaluates the per-element functions of
+// elementwise.hpp that the host bodies evaluate, so the two differ only in
+// summation order and in the device's math library;
+// tests/engine/device_bodies_test.cpp checks every one against the host
+// reference (and reports itself skipped where there is no device).
 //
 // Declared only in builds with CUDA (MIDTUNE_WITH_CUDA). Arguments are checked
 // as the CPU ops check them (std::invalid_argument); a failed launch throws
@@ -18,45 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/engine/gguf/ffn_activation.hpp"
 #include "backends/engine/gguf/rope_pairing.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine::cuda {
-
-// RMSNorm of `rows` rows of `width`: y = x / sqrt(mean(x^2) + eps) * weight,
-// the sum of squares in double. One thread block per row.
-void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
-                   std::size_t ld_y, void* stream = nullptr);
-
-// LayerNorm (rmsnorm.hpp's layer_norm_rows; bias nullptr: none). One thread
-// block per row.
-void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
-                     float eps, float* y, std::size_t ld_y, void* stream = nullptr);
-
-// x[i] = elementwise::cap_value(x[i], cap, soft) for i < count (row_updates.hpp).
-void cap_values(float* x, std::size_t count, float cap, bool soft, void* stream = nullptr);
-
-// RMSNorm of every head in place (Q/K norm): head h of token t, the head_dim
-// values at x + t * ld + h * head_dim, normed as one rms_norm_rows row with
-// `weight`. One thread block per (token, head).
-void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight, float eps,
-                    void* stream = nullptr);
-
-// The RoPE tables of `tables` scales for `tokens` positions:
-// cos_sin[table][token][pair] = (cos, sin) of (position / scales[table]) *
-// inverse_frequencies[pair], `pairs` = rope_dims / 2 (positions, frequencies
-// in double as on the CPU).
-void rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                 const double* inverse_frequencies, int pairs, float* cos_sin, void* stream = nullptr);
-
-// RoPE in place on `tokens` rows of x (row stride ld_x), each holding `heads`
-// heads of `head_dim` values; dimensions from rope_dims on are left as they
-// are. Head h of token t reads the table cos_sin + h * head_table_stride
-// (0: one table for every head; per-head scales give each head its own) at
-// entry t * rope_dims / 2. Pairing as rope.hpp states it.
-void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
-               const float* cos_sin, std::size_t head_table_stride, void* stream = nullptr);
 
 // Causal attention (attention.hpp's contract, for a whole call at once):
 // `tokens` queries of `heads` heads over a cache of `past + tokens` keys of
@@ -167,29 +134,13 @@ void matmul_bf16(const CublasContext& cublas, const std::uint16_t* x, std::size_
 void dequantize_bf16(std::uint32_t ggml_type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                      std::uint16_t* out, void* stream = nullptr);
 
-// SwiGLU or GeGLU by rows (gated_activation.hpp): out[r][c] =
-// act(gate[r][c]) * up[r][c] for r < rows, c < width, gate and up rows ld_in
-// apart, out rows ld_out apart (up nullptr: act(gate[r][c]) alone).
-void gated_activation_rows(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
-                           int width, float* out, std::size_t ld_out, void* stream = nullptr);
-
 // The GPU family's remaining ops (contracts: devices/device_ops.hpp).
 // out[i] = elementwise::bf16_value(x[i]) (exact).
 void from_bf16(const std::uint16_t* x, std::size_t count, float* out, void* stream = nullptr);
 void embed(const float* table, int width, const std::int32_t* tokens, int count, float scale, float* out,
            void* stream = nullptr);
-void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width, void* stream = nullptr);
-void add(float* x, const float* y, std::size_t count, void* stream = nullptr);
 void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                          const float* key0_weight, const float* factors, const float* values, void* stream = nullptr);
-void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width, const float* normed,
-                        std::size_t normed_ld, int channel, double scale, const float* column, void* stream = nullptr);
-// last_query_rows.hpp's contract on the device.
-void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
-                     std::size_t k_offset, float* rows, void* stream = nullptr);
-// scoring.hpp's argmax and gold log-probability per row (gold nullptr: argmax only).
-void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
-                double* gold_logprob, void* stream = nullptr);
 
 }  // namespace midtune::engine::cuda
 

@@ -8,14 +8,14 @@
 // Bodies: the scalar reference (elementwise.hpp's silu_mul and gelu_tanh_mul,
 // which the CUDA body evaluates too), AVX2 and AVX-512 (one template,
 // ops/cpu/glu_body.hpp, polynomial exp, ~1e-7 relative to the scalar body);
-// dispatch as in ops/dispatch.hpp. CUDA body: gated_activation_cuda.cu
-// (cuda_ops.hpp).
+// dispatch as in ops/dispatch.hpp. CUDA body: gated_activation_cuda.cu.
 #pragma once
 
 #include <cstddef>
 
 #include "backends/engine/gguf/ffn_activation.hpp"
 #include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/op_target.hpp"
 
 namespace midtune::engine {
 
@@ -29,5 +29,17 @@ GatedMulFn gated_mul_for(FfnActivation activation, Isa isa);
 // is exact. One thread: a device splits the rows between its threads.
 void gated_activation_rows(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
                            int width, float* out, std::size_t ld_out, Isa isa);
+
+namespace cuda {
+void gated_activation_rows(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
+                           int width, float* out, std::size_t ld_out, void* stream = nullptr);
+}  // namespace cuda
+
+// The model's entry (op_target.hpp): gated_activation_rows; on the host, a
+// prefill's rows split across threads.
+namespace ops {
+void gated_activation(const OpTarget& at, FfnActivation activation, const float* gate, const float* up,
+                      std::size_t ld_in, int rows, int width, float* out, std::size_t ld_out);
+}  // namespace ops
 
 }  // namespace midtune::engine

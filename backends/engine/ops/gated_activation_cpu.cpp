@@ -4,6 +4,7 @@
 
 #include "backends/engine/ops/cpu/bodies.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/row_parallel.hpp"
 
 namespace midtune::engine {
 
@@ -37,5 +38,24 @@ void gated_activation_rows(FfnActivation activation, const float* gate, const fl
          static_cast<std::size_t>(width));
   }
 }
+
+namespace ops {
+
+void gated_activation(const OpTarget& at, FfnActivation activation, const float* gate, const float* up,
+                      std::size_t ld_in, int rows, int width, float* out, std::size_t ld_out) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(cuda::gated_activation_rows(activation, gate, up, ld_in, rows, width, out, ld_out, at.stream));
+  }
+  row_parallel::for_row_ranges(
+      rows, 8,
+      [&](const tbb::blocked_range<int>& r) {
+        const std::size_t first = static_cast<std::size_t>(r.begin());
+        gated_activation_rows(activation, gate + first * ld_in, up != nullptr ? up + first * ld_in : nullptr, ld_in,
+                              r.end() - r.begin(), width, out + first * ld_out, ld_out, at.isa);
+      },
+      at.parallel_rows);
+}
+
+}  // namespace ops
 
 }  // namespace midtune::engine

@@ -1,8 +1,8 @@
-// CUDA body of gated_activation.hpp (contract: cuda_ops.hpp): one thread per
+// CUDA body of gated_activation.hpp (declared there): one thread per
 // element, elementwise.hpp's silu_mul / gelu_tanh_mul as the CPU reference
 // uses them.
 #include "backends/engine/ops/cuda_launch.hpp"
-#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine::cuda {

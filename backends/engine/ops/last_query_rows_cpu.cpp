@@ -36,4 +36,16 @@ void last_query_rows_before_rope(const float* qkv, std::size_t ld, int T, int he
   }
 }
 
+namespace ops {
+
+void last_query_rows(const OpTarget& at, const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads,
+                     int head_dim, std::size_t k_offset, float* rows) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(cuda::last_query_rows(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows, at.stream));
+  }
+  last_query_rows_before_rope(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows);
+}
+
+}  // namespace ops
+
 }  // namespace midtune::engine

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backends/engine/ops/cuda_launch.hpp"
-#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/last_query_rows.hpp"
 #include "backends/engine/ops/cuda_reduce.cuh"
 
 namespace midtune::engine::cuda {

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "backends/engine/ops/dispatch.hpp"
+#include "backends/engine/ops/op_target.hpp"
 
 namespace midtune::engine {
 
@@ -20,5 +21,30 @@ void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int ro
 // CPU engine and the host reference device; the same argument checks.
 void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
                      float eps, float* y, std::size_t ld_y);
+
+// The CUDA bodies (rmsnorm_cuda.cu), on device pointers: one thread block
+// per row, or per (token, head) for rms_norm_heads.
+namespace cuda {
+void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
+                   std::size_t ld_y, void* stream = nullptr);
+void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
+                     float eps, float* y, std::size_t ld_y, void* stream = nullptr);
+void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight, float eps,
+                    void* stream = nullptr);
+}  // namespace cuda
+
+// The model's entries (op_target.hpp); on the host, a prefill's rows split
+// across threads.
+namespace ops {
+void rms_norm_rows(const OpTarget& at, const float* x, std::size_t ld_x, const float* weight, int rows, int width,
+                   float eps, float* y, std::size_t ld_y);
+void layer_norm_rows(const OpTarget& at, const float* x, std::size_t ld_x, const float* weight, const float* bias,
+                     int rows, int width, float eps, float* y, std::size_t ld_y);
+// RMSNorm of every head, in place (Q/K norm): head h of token t, the
+// head_dim values at x + t * ld + h * head_dim, becomes rms_norm_rows of
+// that one row with `weight` (head_dim values), for t < tokens, h < heads.
+void rms_norm_heads(const OpTarget& at, float* x, std::size_t ld, int tokens, int heads, int head_dim,
+                    const float* weight, float eps);
+}  // namespace ops
 
 }  // namespace midtune::engine

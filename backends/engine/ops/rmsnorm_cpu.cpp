@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/row_parallel.hpp"
 
 namespace midtune::engine {
 
@@ -65,5 +66,53 @@ void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int ro
   const RmsNormFn body = select_body<RmsNormFn>("rmsnorm", isa, {&rms_norm_reference, nullptr, nullptr});
   body(x, ld_x, weight, rows, width, eps, y, ld_y);
 }
+
+namespace ops {
+
+using row_parallel::for_row_ranges;
+
+void rms_norm_rows(const OpTarget& at, const float* x, std::size_t ld_x, const float* weight, int rows, int width,
+                   float eps, float* y, std::size_t ld_y) {
+  if (at.on_cuda()) MIDTUNE_CUDA_BODY(cuda::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, at.stream));
+  for_row_ranges(
+      rows, 16,
+      [&](const tbb::blocked_range<int>& r) {
+        engine::rms_norm_rows(x + r.begin() * ld_x, ld_x, weight, static_cast<int>(r.size()), width, eps,
+                              y + r.begin() * ld_y, ld_y, at.isa);
+      },
+      at.parallel_rows);
+}
+
+void layer_norm_rows(const OpTarget& at, const float* x, std::size_t ld_x, const float* weight, const float* bias,
+                     int rows, int width, float eps, float* y, std::size_t ld_y) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(cuda::layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y, at.stream));
+  }
+  for_row_ranges(
+      rows, 16,
+      [&](const tbb::blocked_range<int>& r) {
+        engine::layer_norm_rows(x + r.begin() * ld_x, ld_x, weight, bias, static_cast<int>(r.size()), width, eps,
+                                y + r.begin() * ld_y, ld_y);
+      },
+      at.parallel_rows);
+}
+
+// A token's heads are contiguous rows of head_dim: rms_norm_rows over them,
+// in place, so a head's result equals a row's.
+void rms_norm_heads(const OpTarget& at, float* x, std::size_t ld, int tokens, int heads, int head_dim,
+                    const float* weight, float eps) {
+  if (at.on_cuda()) MIDTUNE_CUDA_BODY(cuda::rms_norm_heads(x, ld, tokens, heads, head_dim, weight, eps, at.stream));
+  for_row_ranges(
+      tokens, 16,
+      [&](const tbb::blocked_range<int>& r) {
+        for (int t = r.begin(); t < r.end(); ++t) {
+          float* row = x + t * ld;
+          engine::rms_norm_rows(row, head_dim, weight, heads, head_dim, eps, row, head_dim, at.isa);
+        }
+      },
+      at.parallel_rows);
+}
+
+}  // namespace ops
 
 }  // namespace midtune::engine

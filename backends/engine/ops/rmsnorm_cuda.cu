@@ -1,4 +1,4 @@
-// CUDA bodies of rmsnorm.hpp (contracts: cuda_ops.hpp). One block per row:
+// CUDA bodies of rmsnorm.hpp (declared there). One block per row:
 // each thread sums a strided part of the squares in double, the block
 // reduces them in shared memory, then every thread scales its part with
 // elementwise.hpp's functions, as the CPU reference does. A thread writes
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backends/engine/ops/cuda_launch.hpp"
-#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine::cuda {

@@ -1,6 +1,7 @@
 #include "backends/engine/ops/rope.hpp"
 
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/row_parallel.hpp"
 
 namespace midtune::engine {
 
@@ -37,5 +38,36 @@ void rope_tables(const double* positions, int tokens, const float* scales, int t
     }
   }
 }
+
+namespace ops {
+
+void rope_tables(const OpTarget& at, const double* positions, int tokens, const float* scales, int tables,
+                 const double* inverse_frequencies, int pairs, float* cos_sin) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(
+        cuda::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin, at.stream));
+  }
+  engine::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin);
+}
+
+void rope_rows(const OpTarget& at, float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims,
+               RopePairing pairing, const float* cos_sin, std::size_t head_table_stride) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(
+        cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, at.stream));
+  }
+  const RopeFn rope = rope_for(at.isa, pairing);
+  row_parallel::for_each_index(
+      heads, tokens,
+      [&](int h) {
+        for (int t = 0; t < tokens; ++t) {
+          rope(x + t * ld_x + static_cast<std::size_t>(h) * head_dim,
+               cos_sin + h * head_table_stride + static_cast<std::size_t>(t) * rope_dims, rope_dims);
+        }
+      },
+      at.parallel_rows);
+}
+
+}  // namespace ops
 
 }  // namespace midtune::engine

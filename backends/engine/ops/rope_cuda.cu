@@ -1,11 +1,11 @@
-// CUDA body of rope.hpp (contract: cuda_ops.hpp): the tables and the rotation,
+// CUDA body of rope.hpp (declared there): the tables and the rotation,
 // one thread per (table, token, pair) and per (token, head, pair), with
 // elementwise.hpp's functions as the CPU reference and model.cpp's tables use.
 #include <stdexcept>
 #include <string>
 
 #include "backends/engine/ops/cuda_launch.hpp"
-#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/elementwise.hpp"
 
 namespace midtune::engine::cuda {

@@ -8,10 +8,14 @@
 // and of two architectures' bounds on values (elementwise::cap_value):
 //   x[i] = cap * tanh(x[i] / cap) (soft, gemma2's final logits) or x[i]
 //         clamped to [-cap, cap] (MPT's clamp_kqv), i < count.
-// Used by the CPU model and the batched engine's host reference device.
+// and the plain sums: a bias on every row, a residual.
+// SIW's correction reads the KV cache, so each device applies it
+// (Device::add_key0_correction); the others are ops over rows (ops:: below).
 #pragma once
 
 #include <cstddef>
+
+#include "backends/engine/ops/op_target.hpp"
 
 namespace midtune::engine {
 
@@ -23,5 +27,26 @@ void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t off
                         std::size_t normed_ld, int channel, double scale, const float* column);
 
 void cap_values(float* x, std::size_t count, float cap, bool soft);
+
+// The CUDA bodies (row_updates_cuda.cu); SIW's is in cuda_ops.hpp with the
+// GPU family's other kernels over its cache.
+namespace cuda {
+void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width, void* stream = nullptr);
+void add(float* x, const float* y, std::size_t count, void* stream = nullptr);
+void cap_values(float* x, std::size_t count, float cap, bool soft, void* stream = nullptr);
+void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width, const float* normed,
+                        std::size_t normed_ld, int channel, double scale, const float* column, void* stream = nullptr);
+}  // namespace cuda
+
+// The model's entries (op_target.hpp).
+namespace ops {
+// x[r][i] += v[i] for r < rows, i < width (biases).
+void add_row_vector(const OpTarget& at, float* x, std::size_t ld_x, int rows, const float* v, int width);
+// x[i] += y[i] (residuals).
+void add(const OpTarget& at, float* x, const float* y, std::size_t count);
+void cap_values(const OpTarget& at, float* x, std::size_t count, float cap, bool soft);
+void add_channel_column(const OpTarget& at, float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                        const float* normed, std::size_t normed_ld, int channel, double scale, const float* column);
+}  // namespace ops
 
 }  // namespace midtune::engine

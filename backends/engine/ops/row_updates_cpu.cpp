@@ -36,4 +36,35 @@ void cap_values(float* x, std::size_t count, float cap, bool soft) {
   for (std::size_t i = 0; i < count; ++i) x[i] = elementwise::cap_value(x[i], cap, soft);
 }
 
+namespace ops {
+
+void add_row_vector(const OpTarget& at, float* x, std::size_t ld_x, int rows, const float* v, int width) {
+  if (at.on_cuda()) MIDTUNE_CUDA_BODY(cuda::add_row_vector(x, ld_x, rows, v, width, at.stream));
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + r * ld_x;
+    for (int i = 0; i < width; ++i) row[i] += v[i];
+  }
+}
+
+void add(const OpTarget& at, float* x, const float* y, std::size_t count) {
+  if (at.on_cuda()) MIDTUNE_CUDA_BODY(cuda::add(x, y, count, at.stream));
+  for (std::size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void cap_values(const OpTarget& at, float* x, std::size_t count, float cap, bool soft) {
+  if (at.on_cuda()) MIDTUNE_CUDA_BODY(cuda::cap_values(x, count, cap, soft, at.stream));
+  engine::cap_values(x, count, cap, soft);
+}
+
+void add_channel_column(const OpTarget& at, float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
+                        const float* normed, std::size_t normed_ld, int channel, double scale, const float* column) {
+  if (at.on_cuda()) {
+    MIDTUNE_CUDA_BODY(cuda::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale,
+                                               column, at.stream));
+  }
+  engine::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column);
+}
+
+}  // namespace ops
+
 }  // namespace midtune::engine

@@ -1,5 +1,5 @@
-// CUDA bodies of the batched engine's in-place row updates (contracts:
-// devices/device_ops.hpp): biases, residuals, SIW's key-0 correction and
+// CUDA bodies of the in-place row updates (row_updates.hpp; SIW's key-0
+// correction: cuda_ops.hpp): biases, residuals, SIW's correction and
 // PHS's channel column, and the soft-cap / clamp of values, one thread per updated element, with the
 // per-element arithmetic of elementwise.hpp where there is any; and bf16
 // widened to float (a bf16 KV cache's row that SIW's correction reads).
@@ -9,6 +9,7 @@
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/elementwise.hpp"
+#include "backends/engine/ops/row_updates.hpp"
 
 namespace midtune::engine::cuda {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backends/engine/ops/cuda_launch.hpp"
-#include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/scoring.hpp"
 
 namespace midtune::engine::cuda {
 

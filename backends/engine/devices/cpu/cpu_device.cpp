@@ -13,7 +13,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "backends/engine/devices/row_parallel.hpp"
+#include "backends/engine/ops/row_parallel.hpp"
 #include "backends/engine/ops/aligned_buffer.hpp"
 #include "backends/engine/ops/attention.hpp"
 #include "backends/engine/ops/dequant.hpp"
@@ -106,8 +106,7 @@ struct CpuDevice::Scratch {
 };
 
 CpuDevice::CpuDevice(Isa isa, bool fp32_weights, KvForm kv_form)
-    : HostBodies<Device>(isa, true),
-      isa_(isa), fp32_weights_(fp32_weights), kv_form_(kv_form), scratch_(std::make_unique<Scratch>()) {
+    : isa_(isa), fp32_weights_(fp32_weights), kv_form_(kv_form), scratch_(std::make_unique<Scratch>()) {
   if (!isa_available(isa_)) {
     throw std::invalid_argument(std::string("engine: ISA ") + to_string(isa_) + " not available on this CPU");
   }

@@ -13,12 +13,12 @@
 #include <string>
 
 #include "backends/engine/devices/device.hpp"
-#include "backends/engine/devices/host_bodies.hpp"
+#include "backends/engine/devices/host_memory.hpp"
 #include "backends/engine/ops/dispatch.hpp"
 
 namespace midtune::engine {
 
-class CpuDevice final : public HostBodies<Device> {
+class CpuDevice final : public HostMemoryDevice<Device> {
  public:
   // Throws std::invalid_argument when `isa` is not available on this CPU.
   // fp32_weights: every matrix dequantised to F32 (backend.precision: fp32);
@@ -32,8 +32,10 @@ class CpuDevice final : public HostBodies<Device> {
   bool loads_in_parallel() const override { return true; }
   std::size_t kv_value_bytes() const override { return kv_form_ == KvForm::bf16 ? 2 : sizeof(float); }
 
-  // The row-wise ops: HostBodies (host_bodies.hpp), with this ISA's SIMD
-  // bodies, in parallel for prefill-sized calls.
+  // The ops over rows: ops/'s host bodies with this ISA's SIMD bodies, a
+  // prefill's rows across the threads.
+  OpTarget op_target() const override { return OpTarget::host(isa_, true); }
+
   std::unique_ptr<DeviceMatrix> load_matrix(const std::vector<MatrixPart>& parts, int cols) override;
   std::unique_ptr<DeviceEmbedding> load_embedding(const MatrixPart& table, int width, std::size_t row_bytes) override;
 

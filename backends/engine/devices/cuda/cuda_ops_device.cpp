@@ -58,6 +58,7 @@ class CudaOps final : public DeviceOps {
   }
 
   std::string name() const override { return name_; }
+  OpTarget op_target() const override { return OpTarget::cuda(stream_); }
 
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
@@ -97,41 +98,10 @@ class CudaOps final : public DeviceOps {
                   float* out) override {
     cuda::embed(table, width, tokens, count, scale, out, stream_);
   }
-  void rms_norm_rows(const float* x, std::size_t ld_x, const float* weight, int rows, int width, float eps, float* y,
-                     std::size_t ld_y) override {
-    cuda::rms_norm_rows(x, ld_x, weight, rows, width, eps, y, ld_y, stream_);
-  }
-  void layer_norm_rows(const float* x, std::size_t ld_x, const float* weight, const float* bias, int rows, int width,
-                       float eps, float* y, std::size_t ld_y) override {
-    cuda::layer_norm_rows(x, ld_x, weight, bias, rows, width, eps, y, ld_y, stream_);
-  }
-  void rms_norm_heads(float* x, std::size_t ld, int tokens, int heads, int head_dim, const float* weight,
-                      float eps) override {
-    cuda::rms_norm_heads(x, ld, tokens, heads, head_dim, weight, eps, stream_);
-  }
   void to_bf16(const float* x, std::size_t count, std::uint16_t* out) override { cuda::to_bf16(x, count, out, stream_); }
   void matmul_bf16(const std::uint16_t* x, std::size_t ld_x, int rows, int inputs, const std::uint16_t* w,
                    int outputs, float* y, std::size_t ld_y) override {
     cuda::matmul_bf16(*cublas_, x, ld_x, rows, inputs, w, outputs, y, ld_y, stream_);
-  }
-  void add_row_vector(float* x, std::size_t ld_x, int rows, const float* v, int width) override {
-    cuda::add_row_vector(x, ld_x, rows, v, width, stream_);
-  }
-  void add(float* x, const float* y, std::size_t count) override { cuda::add(x, y, count, stream_); }
-  void cap_values(float* x, std::size_t count, float cap, bool soft) override {
-    cuda::cap_values(x, count, cap, soft, stream_);
-  }
-  void gated_activation(FfnActivation activation, const float* gate, const float* up, std::size_t ld_in, int rows,
-                        int width, float* out, std::size_t ld_out) override {
-    cuda::gated_activation_rows(activation, gate, up, ld_in, rows, width, out, ld_out, stream_);
-  }
-  void rope_tables(const double* positions, int tokens, const float* scales, int tables,
-                   const double* inverse_frequencies, int pairs, float* cos_sin) override {
-    cuda::rope_tables(positions, tokens, scales, tables, inverse_frequencies, pairs, cos_sin, stream_);
-  }
-  void rope_rows(float* x, std::size_t ld_x, int tokens, int heads, int head_dim, int rope_dims, RopePairing pairing,
-                 const float* cos_sin, std::size_t head_table_stride) override {
-    cuda::rope_rows(x, ld_x, tokens, heads, head_dim, rope_dims, pairing, cos_sin, head_table_stride, stream_);
   }
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
@@ -201,19 +171,6 @@ class CudaOps final : public DeviceOps {
                                 std::size_t kv_ld) override {
     (void)kv_ld;  // only row 0 of the values is read
     cuda::add_key0_correction(out, out_ld, tokens, heads, kv_heads, head_dim, key0_weight, factors, values, stream_);
-  }
-  void add_channel_column(float* rows, std::size_t ld, int tokens, std::size_t offset, int width,
-                          const float* normed, std::size_t normed_ld, int channel, double scale,
-                          const float* column) override {
-    cuda::add_channel_column(rows, ld, tokens, offset, width, normed, normed_ld, channel, scale, column, stream_);
-  }
-  void last_query_rows(const float* qkv, std::size_t ld, int tokens, int heads, int kv_heads, int head_dim,
-                       std::size_t k_offset, float* rows) override {
-    cuda::last_query_rows(qkv, ld, tokens, heads, kv_heads, head_dim, k_offset, rows, stream_);
-  }
-  void score_rows(const float* logits, int rows, int vocab, const std::int32_t* gold, std::int32_t* argmax,
-                  double* gold_logprob) override {
-    cuda::score_rows(logits, rows, vocab, gold, argmax, gold_logprob, stream_);
   }
   void dequantize_bf16(GgmlType type, const void* blocks, std::size_t row_bytes, int rows, int cols,
                        std::uint16_t* out) override {

@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "backends/engine/devices/device_ops.hpp"
-#include "backends/engine/devices/host_bodies.hpp"
+#include "backends/engine/devices/host_memory.hpp"
 
 namespace midtune::engine::devices {
 
-class ReferenceOps final : public HostBodies<DeviceOps> {
+class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
  public:
-  // The row-wise ops: HostBodies (host_bodies.hpp), scalar and serial.
-  ReferenceOps() : HostBodies<DeviceOps>(Isa::scalar, false) {}
+  // The ops over rows: ops/'s scalar host bodies, on the calling thread.
+  OpTarget op_target() const override { return OpTarget::host(Isa::scalar, false); }
   std::string name() const override { return "host reference"; }
 
   void embed_rows(const float* table, int width, const std::int32_t* tokens, int count, float scale,

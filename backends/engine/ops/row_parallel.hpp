@@ -1,4 +1,4 @@
-// How the host devices split row-wise work across oneTBB's threads: only
+// How the host bodies split row-wise work across oneTBB's threads: only
 // prefill-sized calls go parallel; a decode step is too small to pay for
 // the task overhead (not even an inline TBB loop's).
 #pragma once
