@@ -19,6 +19,7 @@
 #include "methods/mspoe.hpp"    // MsPoe
 #include "methods/phs.hpp"      // HiddenChannel
 #include "methods/siw.hpp"      // Siw
+#include "methods/temperature.hpp"  // AttentionTemperature
 
 namespace midtune {
 
@@ -30,9 +31,10 @@ struct Intervention {
   std::optional<PositionMap> position_map;
   std::optional<Siw> siw;
   std::optional<HiddenChannel> hidden_channel;
+  std::optional<AttentionTemperature> attention_temperature;
 
   bool empty() const {
-    return rope_scale.empty() && !mspoe && !position_map && !siw && !hidden_channel;
+    return rope_scale.empty() && !mspoe && !position_map && !siw && !hidden_channel && !attention_temperature;
   }
   // RoPE scale for (layer, head), resolving the broadcast rules.
   double scale_for(int layer, int head) const { return rope_scale_at(rope_scale, layer, head); }

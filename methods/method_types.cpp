@@ -46,6 +46,7 @@ const char* to_string(Mechanism mechanism) {
     case Mechanism::prompt_positions: return "prompt_positions";
     case Mechanism::key0_weight: return "key0_weight";
     case Mechanism::qk_channel_scaling: return "qk_channel_scaling";
+    case Mechanism::layer_score_scales: return "layer_score_scales";
   }
   return "?";
 }
@@ -68,6 +69,9 @@ MechanismNeeds mechanism_needs(Mechanism mechanism) {
     // PHS recomputes the prompt's last row in the prefill; its scaling is data
     // a device applies where the rows live.
     case Mechanism::qk_channel_scaling: return {.prompt_alone = true, .one_call_prefill = true};
+    // A factor per layer fixed before the pass, as RoPE scales are; it
+    // scales q . k whatever the positions, so ALiBi models take it too.
+    case Mechanism::layer_score_scales: return {};
   }
   return {};
 }

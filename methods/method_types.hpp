@@ -73,6 +73,7 @@ enum class Mechanism {
   prompt_positions,         // the prompt's positions remapped from its chunks (CALIOPE)
   key0_weight,              // key 0's attention weight rescaled per query, from the prefill's last row (SIW)
   qk_channel_scaling,       // one Q/K input channel scaled, keys re-cached, last rows recomputed (PHS)
+  layer_score_scales,       // the attention logits of some layers scaled, fixed per sequence (temperature)
 };
 const char* to_string(Mechanism mechanism);
 

@@ -9,6 +9,7 @@
 #include "methods/phs.hpp"
 #include "methods/pi.hpp"
 #include "methods/siw.hpp"
+#include "methods/temperature.hpp"
 
 namespace midtune {
 namespace {
@@ -48,7 +49,8 @@ Registry& registry() {
   static Registry r = [] {
     Registry out;
     // THE list of methods: a new method adds its module's line here.
-    out.modules = {&lpes_method(), &pi_method(), &mspoe_method(), &caliope_method(), &siw_method(), &phs_method()};
+    out.modules = {&lpes_method(), &pi_method(), &mspoe_method(), &caliope_method(), &siw_method(), &phs_method(),
+                   &temperature_method()};
     out.derive();
     return out;
   }();

@@ -1,5 +1,6 @@
-// The method registry: every method (LPES, PI, Ms-PoE, SIW, CALIOPE, PHS) is
-// listed once, in methods/registry.cpp, and everyone who needs a fact about
+// The method registry: every method (LPES, PI, Ms-PoE, SIW, CALIOPE, PHS,
+// attention temperature) is listed once, in methods/registry.cpp, and
+// everyone who needs a fact about
 // a method asks here: the Intervention's JSON (methods/intervention.cpp), the
 // experiment loader (core/experiment), the server protocol, the backends'
 // validation against the model and the gene-table objectives. A method's facts
@@ -104,11 +105,11 @@ const MethodModule* find_method(const std::string& name);
 const MethodModule& method_named(const std::string& name);
 // Every method name, in registry order.
 const std::vector<std::string>& method_names();
-// Names of the gene-table methods (mspoe, siw, caliope, phs).
+// Names of the gene-table methods (mspoe, siw, caliope, phs, temperature).
 const std::vector<std::string>& gene_table_methods();
 
 // The distinct Intervention fields (rope_scale, mspoe, position_map, siw,
-// hidden_channel), each with the method that owns it.
+// hidden_channel, attention_temperature), each with the method that owns it.
 const std::vector<const MethodModule*>& field_owners();
 const std::vector<std::string>& intervention_fields();
 // The fields `intervention` sets, in intervention_fields() order.

@@ -84,9 +84,7 @@ void EngineBackend::validate(const Intervention& intervention) const {
 
 RopeScales intervention_rope_scales(const ModelConfig& c, const Intervention& intervention) {
   validate_intervention(intervention, hooks::shape_of(c));
-  RopeScales s = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
-  s.scale = rope_scales_per_head(intervention.rope_scale, s.layers, s.heads);
-  return s;
+  return hooks::sequence_scales(c, intervention);
 }
 
 RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {

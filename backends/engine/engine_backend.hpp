@@ -108,8 +108,8 @@ ModelIdentity engine_identity(const Model& model, const Tokenizer& tokenizer);
 PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item);
 ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& identity);
 bool reads_whole_prompt(const Intervention& intervention);
-// Intervention::rope_scale resolved to every (layer, head); validates first
-// (std::invalid_argument).
+// What a sequence of `intervention` fixes for its life (hooks::sequence_scales);
+// validates first (std::invalid_argument).
 RopeScales intervention_rope_scales(const ModelConfig& config, const Intervention& intervention);
 std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt);
 

@@ -50,6 +50,18 @@ ModelShape shape_of(const ModelConfig& c) {
                     .rope = c.has_rope(), .architecture = c.arch};
 }
 
+RopeScales sequence_scales(const ModelConfig& c, const Intervention& intervention) {
+  RopeScales s = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+  s.scale = rope_scales_per_head(intervention.rope_scale, s.layers, s.heads);
+  if (intervention.attention_temperature) {  // logits / t: the factor 1 / t on the attention scale
+    s.score_factor.assign(c.layers, 1.0f);
+    for (int l : intervention.attention_temperature->layers) {
+      s.score_factor[static_cast<std::size_t>(l)] = static_cast<float>(1.0 / intervention.attention_temperature->temperature);
+    }
+  }
+  return s;
+}
+
 EngineIntervention::EngineIntervention(const Model& model, const Intervention& intervention, int prompt_tokens,
                                        std::vector<TokenSpan> chunks)
     : EngineIntervention(model.config(), model.file(), intervention, prompt_tokens, std::move(chunks)) {}
@@ -59,13 +71,12 @@ EngineIntervention::EngineIntervention(const ModelConfig& config, const GgufFile
                                        std::vector<TokenSpan> chunks)
     : config_(config), intervention_(intervention), prompt_tokens_(prompt_tokens), chunks_(std::move(chunks)) {
   const ModelConfig& c = config_;
-  const int layers = static_cast<int>(c.layers), heads = static_cast<int>(c.heads);
+  const int layers = static_cast<int>(c.layers);
   validate_intervention(intervention_, shape_of(c));
   if (prompt_tokens <= 0) throw std::invalid_argument("intervention: the prompt has no tokens");
   check_token_spans(chunks_, prompt_tokens, "intervention chunks");
 
-  scales_ = RopeScales::ones(layers, heads);
-  scales_.scale = rope_scales_per_head(intervention_.rope_scale, layers, heads);
+  scales_ = hooks::sequence_scales(c, intervention_);
   if (intervention_.mspoe) {
     // Each head of a GQA group gets its own ratio in the prefill, so its keys
     // need their own slot from the start.

@@ -52,6 +52,15 @@ void RopeScales::check(const ModelConfig& c, const char* who) const {
       throw std::invalid_argument(w + ": RoPE scale " + std::to_string(s) + " must be finite and > 0");
     }
   }
+  if (!score_factor.empty() && score_factor.size() != c.layers) {
+    throw std::invalid_argument(w + ": score_factor has " + std::to_string(score_factor.size()) +
+                                " entries, the model has " + std::to_string(c.layers) + " layers");
+  }
+  for (float f : score_factor) {
+    if (!std::isfinite(f) || f <= 0.0f) {
+      throw std::invalid_argument(w + ": attention score factor " + std::to_string(f) + " must be finite and > 0");
+    }
+  }
   if (!per_head_key_slots.empty() && per_head_key_slots.size() != c.layers) {
     throw std::invalid_argument(w + ": per_head_key_slots has " + std::to_string(per_head_key_slots.size()) +
                                 " entries, the model has " + std::to_string(c.layers) + " layers");
@@ -558,6 +567,8 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
 bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* channel_scaling) const {
   const int T = static_cast<int>(call.tokens.size());
   if (T == 0 || T > decode_batch_tokens) return false;
+  // A temperature's scale differs from the batch's one attention scale.
+  if (call.sequence->scales_.score_factor_at(layer) != 1.0f) return false;
   const ForwardHooks* hooks = call.hooks;
   if (hooks == nullptr) return true;
   return !sets_head_scales(layer, call) && !reads_last_row(layer, hooks) && !hooks->key0_weight_factors &&
@@ -833,7 +844,8 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   DEVICE_OP(attention, ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
-            static_cast<int>(c.layer_window(layer)), c.attention_scale, ScoreShaping{c.attn_softcap, c.max_alibi_bias},
+            static_cast<int>(c.layer_window(layer)), c.attention_scale * seq.scales_.score_factor_at(layer),
+            ScoreShaping{c.attn_softcap, c.max_alibi_bias},
             ws.attn.data() + row, q_width, key0 ? ws.key0_weight.data() : nullptr,
             last_row ? ws.last_row.data() : nullptr);
 }

@@ -56,11 +56,20 @@
 namespace midtune::engine {
 
 // How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
-// head], every entry finite and > 0.
+// head], every entry finite and > 0; and how it scales each layer's
+// attention logits (score_factor).
 struct RopeScales {
   int layers = 0;
   int heads = 0;
   std::vector<float> scale;
+  // A factor on each layer's attention logits, q . k times the model's
+  // attention scale times this (size = layers; empty = 1 everywhere): an
+  // attention temperature t is the factor 1 / t. A layer whose factor is
+  // not 1 runs its attention per sequence, not in a decode batch.
+  std::vector<float> score_factor;
+  float score_factor_at(int layer) const {
+    return score_factor.empty() ? 1.0f : score_factor[static_cast<std::size_t>(layer)];
+  }
   // Layers (1 = on, size = layers; empty = none) whose keys are rotated and
   // cached per query head rather than per KV head, so that a hook may give
   // the heads of one GQA group different scales in the prefill

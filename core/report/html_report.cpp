@@ -143,6 +143,21 @@ void best_section(std::ostringstream& out, const json& r) {
         << "</div>\n";
     drawn = true;
   }
+  if (intervention.contains("attention_temperature")) {
+    // t on its layers, 1 (the plain model) on the others.
+    const json& t = intervention.at("attention_temperature");
+    const int layers = model.is_object() ? model.value("layers", 0) : 0;
+    std::vector<double> per_layer(static_cast<std::size_t>(std::max(layers, 1)), 1.0);
+    for (const json& l : t.value("layers", json::array())) {
+      const int at = l.is_number_integer() ? l.get<int>() : -1;
+      if (at >= static_cast<int>(per_layer.size())) per_layer.resize(static_cast<std::size_t>(at) + 1, 1.0);
+      if (at >= 0) per_layer[static_cast<std::size_t>(at)] = t.value("temperature", 1.0);
+    }
+    out << "<div class=\"best-drawing\" data-method=\"attention_temperature\"><h3>Attention temperature per layer "
+           "(logits divided by t)</h3>\n"
+        << layer_scales_svg(per_layer, 0.0, "temperature t") << "</div>\n";
+    drawn = true;
+  }
   // SIW, CALIOPE and PHS are a handful of numbers each: one row per number,
   // placed in the range the file searched for that gene.
   const json objective = r.at("search_config").value("objective", json::object());

@@ -247,7 +247,7 @@ std::string heldout_bands_svg(const json& heldout) {
   return svg.str();
 }
 
-std::string layer_scales_svg(const std::vector<double>& scales, double pi) {
+std::string layer_scales_svg(const std::vector<double>& scales, double pi, const std::string& value_name) {
   std::ostringstream svg;
   svg << open_svg(620, 330);
   double high = std::max(1.2, pi);
@@ -256,7 +256,7 @@ std::string layer_scales_svg(const std::vector<double>& scales, double pi) {
   for (double s : scales) low = std::min(low, s);
   const double layers = static_cast<double>(std::max<std::size_t>(scales.size(), 2));
   const Panel curve{80, 20, 380, 240, 0.0, layers - 1, low, high + 0.05 * (high - low)};
-  axes(svg, curve, ticks(0, layers - 1), ticks(curve.y_min, curve.y_max), "layer", "RoPE scale");
+  axes(svg, curve, ticks(0, layers - 1), ticks(curve.y_min, curve.y_max), "layer", value_name);
   std::vector<std::pair<double, double>> points;
   for (std::size_t l = 0; l < scales.size(); ++l) points.emplace_back(static_cast<double>(l), scales[l]);
   if (points.size() == 1) points.emplace_back(layers - 1, scales[0]);  // one scale for every layer

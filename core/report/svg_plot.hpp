@@ -41,9 +41,10 @@ std::string fitness_plot_svg(const nlohmann::json& generations);
 // Each role's line carries class="role-line" and data-role.
 std::string heldout_bands_svg(const nlohmann::json& heldout);
 
-// A per-layer RoPE scale curve beside a constant (PI's scale); `pi` <= 0:
-// none drawn.
-std::string layer_scales_svg(const std::vector<double>& scales, double pi);
+// A per-layer curve (RoPE scales; an attention temperature's t) beside a
+// constant (PI's scale); `pi` <= 0: none drawn. `value_name` labels the axis.
+std::string layer_scales_svg(const std::vector<double>& scales, double pi,
+                             const std::string& value_name = "RoPE scale");
 
 // Ms-PoE's per-head ratios from min to max over `heads` heads (the order in
 // which heads receive them is decided per prompt by the engine).

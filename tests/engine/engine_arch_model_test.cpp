@@ -109,6 +109,15 @@ std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& to
   return model.forward(seq, tokens, positions, std::span<const int>(&last, 1), hooks);
 }
 
+// The largest |logit - reference| over a fixture case's top ids.
+double worst_top_error(const std::vector<float>& logits, const nlohmann::json& cs) {
+  const auto ids = cs.at("top_ids").get<std::vector<int>>();
+  const auto ref = cs.at("top_logits").get<std::vector<double>>();
+  double err = 0.0;
+  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  return err;
+}
+
 int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
 // (model name, ISA path): every architecture on the machine's best path;
@@ -254,10 +263,7 @@ TEST_P(ArchModel, EachFeatureMovesTheReferenceBeyondTheEnginesError) {
   const auto& cs = longest();
   const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
   const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
-  const auto ids = cs.at("top_ids").get<std::vector<int>>();
-  const auto ref = cs.at("top_logits").get<std::vector<double>>();
-  double err = 0.0;
-  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  const double err = worst_top_error(logits, cs);
   const auto& effects = fixture().at("models").at(name()).at("feature_effect");
   ASSERT_FALSE(effects.empty());
   for (const auto& [feature, effect] : effects.items()) {
@@ -362,11 +368,24 @@ TEST_P(ArchModel, PhsMatchesTheFp64Reference) {
   const hooks::EngineIntervention ei(*model_, Intervention::from_json({{"hidden_channel", cs.at("hidden_channel")}}),
                                      static_cast<int>(tokens.size()), ::midtune::testing::kExampleChunks);
   const auto logits = last_logits(*model_, tokens, ei.sequence_scales(), ei.prompt_positions(), ei.hooks());
-  const auto ids = cs.at("top_ids").get<std::vector<int>>();
-  const auto ref = cs.at("top_logits").get<std::vector<double>>();
-  double err = 0.0;
-  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  const double err = worst_top_error(logits, cs);
   std::printf("%s: PHS worst |logit - fp64 reference| %.1e (the channel moves the reference by %.3f)\n",
+              name().c_str(), err, cs.at("effect").get<double>());
+  EXPECT_LT(err, kLogitTolerance);
+  EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
+}
+
+// The attention temperature's example (t = 0.5 in layer 1: the logits of its
+// attention doubled, before the soft-cap and ALiBi's bias) against the
+// reference's own (make_arch_fixtures.py), on every architecture: a factor
+// on q . k needs no RoPE, so MPT takes it too.
+TEST_P(ArchModel, AttentionTemperatureMatchesTheFp64Reference) {
+  const auto& cs = fixture().at("models").at(name()).at("temperature");
+  const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+  const Intervention iv = Intervention::from_json({{"attention_temperature", cs.at("attention_temperature")}});
+  const auto logits = last_logits(*model_, tokens, hooks::sequence_scales(model_->config(), iv));
+  const double err = worst_top_error(logits, cs);
+  std::printf("%s: temperature worst |logit - fp64 reference| %.1e (it moves the reference by %.3f)\n",
               name().c_str(), err, cs.at("effect").get<double>());
   EXPECT_LT(err, kLogitTolerance);
   EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
@@ -384,10 +403,7 @@ TEST_P(ArchModel, Key0WeightFactorMatchesTheFp64Reference) {
   ForwardHooks hooks;
   hooks.key0_weight_factors = [factor](int, int, int count) { return std::vector<float>(count, factor); };
   const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads), {}, &hooks);
-  const auto ids = cs.at("top_ids").get<std::vector<int>>();
-  const auto ref = cs.at("top_logits").get<std::vector<double>>();
-  double err = 0.0;
-  for (std::size_t i = 0; i < ids.size(); ++i) err = std::max(err, std::fabs(logits[ids[i]] - ref[i]));
+  const double err = worst_top_error(logits, cs);
   std::printf("%s: key-0 weight x %.1f worst |logit - fp64 reference| %.1e (it moves the reference by %.3f)\n",
               name().c_str(), factor, err, cs.at("effect").get<double>());
   EXPECT_LT(err, kLogitTolerance);

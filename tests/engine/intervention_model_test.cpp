@@ -211,6 +211,11 @@ TEST_F(InterventionModel, SiwDenseChunksAndLogitsMatch) {
 // logits by 3.6-6.6, so a PHS hook that did nothing fails the effect check.
 TEST_F(InterventionModel, PhsLogitsMatch) { EXPECT_EQ(run("phs").cases, 15); }
 
+// t = 0.7 on the last 15 layers and t = 1.5 on all 30: the logits move by up
+// to ~15 against the plain model's, so a temperature the engine dropped, or
+// applied to other layers or with 1 / t for t, fails the check.
+TEST_F(InterventionModel, TemperatureLogitsMatch) { EXPECT_EQ(run("temperature").cases, 10); }
+
 TEST_F(InterventionModel, AllFourTogetherMatch) { EXPECT_EQ(run("combo", {}, kMsPoeLogitTolerance).cases, 2); }
 
 TEST_F(InterventionModel, NoHookForThePlainIntervention) {

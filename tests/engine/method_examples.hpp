@@ -28,6 +28,7 @@ inline const std::map<std::string, nlohmann::json>& method_examples() {
       {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 20.0}, {"lambda", 0.9}}}}},
       {"siw", {{"siw", {{"alpha_dense", 0.5}, {"alpha_sparse", 1.5}, {"sigma", 1.0}, {"layers", {0, 1}}}}}},
       {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
+      {"temperature", {{"attention_temperature", {{"temperature", 0.5}, {"layers", {1}}}}}},
   };
   return m;
 }

@@ -508,6 +508,11 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
        {{"hidden_channel",
          {{"channel", spec.phs_channel}, {"scale", spec.phs_scale}, {"layers", int_list(phs_first, phs_last)}}}},
        spec.logit_tolerance},
+      // Logits / 0.8 in the second half of the layers: every query's
+      // attention sharper there, on prompt and answer rows alike.
+      {"attention temperature 0.8, layers " + range(layers / 2, layers - 1), &methods_kv,
+       {{"attention_temperature", {{"temperature", 0.8}, {"layers", int_list(layers / 2, layers - 1)}}}},
+       spec.logit_tolerance},
   };
   methods.insert(methods.end(), more.begin(), more.end());
 

@@ -27,12 +27,16 @@ std::string validation_error(const Intervention& iv) {
 }
 
 TEST(MethodRegistry, ListsEveryMethodOnce) {
-  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs"}));
+  EXPECT_EQ(method_names(),
+            (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature"}));
   const std::set<std::string> unique(method_names().begin(), method_names().end());
   EXPECT_EQ(unique.size(), method_names().size());
-  EXPECT_EQ(gene_table_methods(), (std::vector<std::string>{"mspoe", "caliope", "siw", "phs"}));
-  EXPECT_EQ(intervention_fields(),
-            (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw", "hidden_channel"}));
+  EXPECT_EQ(gene_table_methods(), (std::vector<std::string>{"mspoe", "caliope", "siw", "phs", "temperature"}));
+  EXPECT_EQ(intervention_fields(), (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw",
+                                                             "hidden_channel", "attention_temperature"}));
+  EXPECT_EQ(method_named("temperature").mechanism, Mechanism::layer_score_scales);
+  EXPECT_EQ(mechanism_needs(Mechanism::layer_score_scales), MechanismNeeds{})
+      << "a factor fixed before the pass: prefixes shareable, no RoPE needed";
   EXPECT_EQ(method_named("pi").field, "rope_scale") << "PI writes LPES's field";
   EXPECT_EQ(find_method("spiral"), nullptr);
   EXPECT_THROW(method_named("spiral"), std::invalid_argument);
@@ -147,7 +151,8 @@ TEST(MethodRegistry, RegisterMethodRefusesWhatWouldBreakTheContract) {
   incomplete.name = "toy";
   incomplete.apply_genes = nullptr;
   EXPECT_NE(refusal(incomplete).find("a function of its module is missing"), std::string::npos);
-  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs"}));
+  EXPECT_EQ(method_names(),
+            (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature"}));
 }
 
 TEST(MethodRegistry, PaperDefaultsAreTheParameterDefaults) {
@@ -210,6 +215,9 @@ std::vector<Pinned> pinned() {
   Intervention phs;
   phs.hidden_channel = HiddenChannel{17, -0.5, {10, 11}};
   out.push_back({"phs", phs, R"({"hidden_channel":{"channel":17,"layers":[10,11],"scale":-0.5}})"});
+  Intervention temperature;
+  temperature.attention_temperature = AttentionTemperature{0.8, {15, 16}};
+  out.push_back({"temperature", temperature, R"({"attention_temperature":{"layers":[15,16],"temperature":0.8}})"});
   return out;
 }
 
@@ -283,6 +291,16 @@ TEST(MethodRegistry, EachMethodsValidationNamesFieldAndReason) {
   phs.hidden_channel = HiddenChannel{3, 0.0, {30}};
   EXPECT_NE(validation_error(phs).find("intervention.hidden_channel.layers: layer 30 is outside the model's layers 0..29"),
             std::string::npos) << validation_error(phs);
+  Intervention temperature;
+  temperature.attention_temperature = AttentionTemperature{0.0, {3}};
+  EXPECT_NE(validation_error(temperature).find("intervention.attention_temperature.temperature: 0 is not a finite"),
+            std::string::npos) << validation_error(temperature);
+  EXPECT_THROW(validate_intervention(temperature, kSmol), method_checks::InvalidValue);
+  temperature.attention_temperature = AttentionTemperature{1.2, {}};
+  EXPECT_NE(validation_error(temperature).find("intervention.attention_temperature.layers: must name at least one layer"),
+            std::string::npos) << validation_error(temperature);
+  EXPECT_THROW(Intervention::from_json(nlohmann::json::parse(R"({"attention_temperature": {"t": 2}})")),
+               std::invalid_argument) << "an unknown key is refused";
 }
 
 TEST(MethodRegistry, GeneValuesDecodeThroughTheModule) {
@@ -297,6 +315,13 @@ TEST(MethodRegistry, GeneValuesDecodeThroughTheModule) {
   ASSERT_TRUE(out.siw);
   EXPECT_EQ(*out.siw, (Siw{0.5, 1.5, 2.0, {3, 4, 5}}));
   EXPECT_EQ(intervention_fields_set(out), std::vector<std::string>{"siw"});
+  GeneValues temperature("temperature");
+  temperature.set("temperature", 0.9);
+  temperature.set("first_layer", 15.0);
+  temperature.set("last_layer", 17.0);
+  method_named("temperature").apply_genes(temperature, out);
+  ASSERT_TRUE(out.attention_temperature);
+  EXPECT_EQ(*out.attention_temperature, (AttentionTemperature{0.9, {15, 16, 17}}));
 }
 
 TEST(MethodRegistry, RopeScaleExpandsPerLayerAndHead) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for the four engine interventions.
+"""Independent reference for the engine's interventions.
 
 Each method is written here a second time, from the papers' text and
 docs/methods.md, on the fp32 numpy forward pass of
@@ -33,6 +33,9 @@ Semantics fixed here (and documented in backends/engine/hooks/*.hpp):
     c multiplied by s; every row but the last is plain; the last query's row
     is softmax(W_Q xs_last . (W_K xs)^T / sqrt(d)) (RoPE at the same
     positions) applied to the plain V.
+  Attention temperature (YaRN, Peng et al. 2023): in the chosen layers every
+    query's attention is softmax(q . k^T / (t sqrt(d))) over its causal keys
+    (the rows Ms-PoE ranks heads by are not tempered: its own readout).
 
 Evaluation mode (--eval), for the peer tests on real models
 (tests/engine/real_qwen2_peer_test.cpp): the same forward pass and method
@@ -131,6 +134,11 @@ CALIOPE_SETTINGS = [
 SIW_SETTINGS = [
     {"alpha_dense": 0.5, "alpha_sparse": 1.5, "sigma": 1.0, "layers": list(range(5, 21))},
     {"alpha_dense": 0.8, "alpha_sparse": 2.0, "sigma": 0.5, "layers": list(range(10, 26))},
+]
+# t < 1 on the last half of SmolLM2's 30 layers, t > 1 on every layer.
+TEMPERATURE_SETTINGS = [
+    {"temperature": 0.7, "layers": list(range(15, 30))},
+    {"temperature": 1.5, "layers": list(range(0, 30))},
 ]
 PHS_SETTINGS = [
     {"channel": 17, "scale": 0.0, "layers": list(range(8, 21))},
@@ -247,7 +255,7 @@ def project(model, x, p, name):
 
 
 def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None, rope_scale=None,
-            prompt_tokens=None):
+            prompt_tokens=None, temperature=None):
     """Last-position logits with any combination of the four interventions.
     rope_scale: [layer][head] RoPE scales (LPES, PI: the position is divided
     by the layer's scale); not combined with mspoe here.
@@ -260,7 +268,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
     T = len(tokens)
     n = T if prompt_tokens is None else prompt_tokens
     if n != T and (caliope or siw or phs):
-        raise ValueError("a continuation after the prompt is modelled for rope_scale and mspoe only")
+        raise ValueError("a continuation after the prompt is modelled for rope_scale, mspoe and temperature only")
     hd, H, KV = model.head_dim, model.heads, model.kv_heads
     group = H // KV
     pos = caliope_positions(T, chunks, caliope) if caliope else np.arange(T, dtype=np.float64)
@@ -286,12 +294,13 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
             xs = x.copy()
             xs[:, phs["channel"]] *= phs["scale"]
             qs, ks = project(model, xs[T - 1:], p, "q"), project(model, xs, p, "k")
+        t = temperature["temperature"] if temperature is not None and l in temperature["layers"] else 1.0
         probs = np.empty((H, T, T), dtype=np.float32)
         for hh in range(H):
             g = hh // group
             qh = model.rope(q[:, hh * hd:(hh + 1) * hd], pos / scale[hh])
             kh = model.rope(k[:, g * hd:(g + 1) * hd], pos / scale[hh])
-            probs[hh] = softmax(qh @ kh.T / np.sqrt(hd) + mask)
+            probs[hh] = softmax(qh @ kh.T / (t * np.sqrt(hd)) + mask)
         if siw is not None and l in siw["layers"]:
             alphas, dense, counts = siw_alphas(probs[:, T - 1, :].mean(axis=0), chunks, siw)
             info["siw_dense"].append(dense)
@@ -302,7 +311,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
                 g = hh // group
                 qh = model.rope(qs[:, hh * hd:(hh + 1) * hd], pos[T - 1:] / scale[hh])
                 kh = model.rope(ks[:, g * hd:(g + 1) * hd], pos / scale[hh])
-                probs[hh, T - 1] = softmax(qh @ kh.T / np.sqrt(hd))[0]
+                probs[hh, T - 1] = softmax(qh @ kh.T / (t * np.sqrt(hd)))[0]
         att = np.empty((T, H * hd), dtype=np.float32)
         for hh in range(H):
             g = hh // group
@@ -343,13 +352,20 @@ def main():
         "MIDTUNE_MODEL", os.path.expanduser("~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf")))
     ap.add_argument("--out", default=OUT_DIR)
     ap.add_argument("--only", nargs="*", help="write only these fixture files (e.g. phs); others are kept")
+    ap.add_argument("--tokens-from", help="an existing fixture file (e.g. mspoe.json) whose first cases give each "
+                    "prompt's text, tokens and chunks, instead of tokenising with llama-cpp-python")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    import llamacpp_loader
-    llm = llamacpp_loader.load(args.model, n_ctx=512, n_threads=1)
-    prompts = [tokenise(llm, segs) for segs in PROMPTS]
-    del llm
+    if args.tokens_from:
+        with open(args.tokens_from) as f:
+            stored = json.load(f)["cases"][:len(PROMPTS)]
+        prompts = [(c["prompt"], c["tokens"], c["chunks"], c["chunk_bytes"]) for c in stored]
+    else:
+        import llamacpp_loader
+        llm = llamacpp_loader.load(args.model, n_ctx=512, n_threads=1)
+        prompts = [tokenise(llm, segs) for segs in PROMPTS]
+        del llm
     model = Model(args.model)
 
     plain = []
@@ -397,6 +413,8 @@ def main():
                         for s in SIW_SETTINGS for i in range(len(prompts))],
         "phs": lambda: [case(i, "phs", {"hidden_channel": s}, phs=s)
                         for s in PHS_SETTINGS for i in range(len(prompts))],
+        "temperature": lambda: [case(i, "temperature", {"attention_temperature": s}, temperature=s)
+                                for s in TEMPERATURE_SETTINGS for i in range(len(prompts))],
         "combo": combo_cases,
         "plain": lambda: [{"prompt": text, "tokens": tokens, "chunks": chunks, "intervention": {},
                            **top(plain[i])} for i, (text, tokens, chunks, _) in enumerate(prompts)],
@@ -454,7 +472,7 @@ def load_model(path):
 
 def evaluate(model, case):
     iv = case.get("intervention", {})
-    known = {"rope_scale", "mspoe", "position_map", "siw", "hidden_channel"}
+    known = {"rope_scale", "mspoe", "position_map", "siw", "hidden_channel", "attention_temperature"}
     if set(iv) - known:
         raise ValueError(f"case {case.get('name')}: unknown intervention fields {sorted(set(iv) - known)}")
     if iv.get("rope_scale") and iv.get("mspoe"):
@@ -463,7 +481,7 @@ def evaluate(model, case):
     chunks = [tuple(c) for c in case.get("chunks", [])]
     logits, info = forward(model, case["tokens"], chunks, mspoe=iv.get("mspoe"), caliope=iv.get("position_map"),
                            siw=iv.get("siw"), phs=iv.get("hidden_channel"), rope_scale=rope_scale,
-                           prompt_tokens=case.get("prompt_tokens"))
+                           prompt_tokens=case.get("prompt_tokens"), temperature=iv.get("attention_temperature"))
     logits = np.atleast_2d(logits)
     decided = {"name": case.get("name", ""), "rows": int(logits.shape[0])}
     if iv.get("mspoe"):

@@ -191,7 +191,7 @@ class Model:
             k = self.head_norm(k, self.w[p + "attn_k_norm.weight"])
         return q, k, v
 
-    def attention(self, q, k, v, l, pos, mask, scale, key0_factor=None):
+    def attention(self, q, k, v, l, pos, mask, scale, key0_factor=None, temperature=None):
         T, hd, H, KV = q.shape[0], self.head_dim, self.heads, self.kv_heads
         att = np.empty((T, H * hd), dtype=self.dtype)
         for head in range(H):
@@ -200,6 +200,8 @@ class Model:
             qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc, self.local[l])
             kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc, self.local[l])  # keys at this head's scale
             s = qh @ kh.T / self.dtype(self.scale_root)
+            if temperature is not None and l in temperature["layers"]:  # before the soft-cap and ALiBi's bias
+                s = s / self.dtype(temperature["temperature"])
             if self.attn_softcap:  # gemma2
                 s = self.attn_softcap * np.tanh(s / self.attn_softcap)
             if self.slopes.any():  # ALiBi (mpt): -slope x (query index - key index)
@@ -213,7 +215,7 @@ class Model:
                 att[:, head * hd:(head + 1) * hd] += (key0_factor - 1.0) * s[:, :1] * v[:1, g * hd:(g + 1) * hd]
         return att
 
-    def forward(self, tokens, scale=None, positions=None, phs=None, key0_factor=None):
+    def forward(self, tokens, scale=None, positions=None, phs=None, key0_factor=None, temperature=None):
         """phs: {"channel", "scale", "layers"}: PHS in the prefill, channel c
         of the normed input to Q and K scaled in those layers for every key
         and the last query (the earlier rows keep the plain attention)."""
@@ -228,12 +230,12 @@ class Model:
             mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf).astype(self.dtype)
             x = self.norm(h, p + "attn_norm")
             q, k, v = self.qkv(x, p)
-            att = self.attention(q, k, v, l, pos, mask, scale, key0_factor)
+            att = self.attention(q, k, v, l, pos, mask, scale, key0_factor, temperature)
             if phs is not None and l in phs["layers"]:
                 xs = x.copy()
                 xs[:, phs["channel"]] *= phs["scale"]
                 qs, ks, _ = self.qkv(xs, p)
-                att[-1] = self.attention(qs, ks, v, l, pos, mask, scale)[-1]
+                att[-1] = self.attention(qs, ks, v, l, pos, mask, scale, temperature=temperature)[-1]
             out = att @ self.w[p + "attn_output.weight"].T + self.bias(p + "attn_output.bias")
             if self.post_norms:  # gemma3's norms after each block
                 out = self.rmsnorm(out, self.w[p + "post_attention_norm.weight"])
@@ -424,7 +426,13 @@ def main():
         siw_logits = model.forward(longest, key0_factor=1.8)
         siw_case = {"tokens": longest, "key0_factor": 1.8, **summarise(siw_logits),
                     "effect": float(np.max(np.abs(siw_logits[top] - ref)))}
+        # The attention temperature as tests/engine/method_examples.hpp's example.
+        temperature = {"temperature": 0.5, "layers": [1]}
+        temperature_logits = model.forward(longest, temperature=temperature)
+        temperature_case = {"tokens": longest, "attention_temperature": temperature, **summarise(temperature_logits),
+                            "effect": float(np.max(np.abs(temperature_logits[top] - ref)))}
         models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect, "phs": phs_case, "siw": siw_case,
+                        "temperature": temperature_case,
                         "greedy": greedy(model, os.path.join(args.dir, name + ".gguf"), name)}
         print(name, "feature effects", effect)
         print(name, model.arch, "top logits", [round(c["top_logits"][0], 3) for c in cases])
