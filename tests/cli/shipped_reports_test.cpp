@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "methods/registry.hpp"
 #include "tests/cli/browser.hpp"
 #include "tests/cli/experiment_cuts.hpp"
 #include "tests/cli/results_db.hpp"
@@ -94,12 +95,8 @@ YAML::Node shrunk(YAML::Node e, const std::string& model) {
 
 // The intervention fields a best of this objective kind sets (the
 // data-method of each drawing in the report's "best" section).
-std::set<std::string> fields_of(const std::string& method) {
-  if (method == "lpes" || method == "pi") return {"rope_scale"};
-  if (method == "caliope") return {"position_map"};
-  if (method == "phs") return {"hidden_channel"};
-  return {method};  // mspoe, siw
-}
+// The Intervention field a method sets, as the registry says.
+std::set<std::string> fields_of(const std::string& method) { return {method_named(method).field}; }
 
 class ShippedReport : public testing::TempDirTest, public ::testing::WithParamInterface<std::string> {
  protected:
