@@ -49,4 +49,8 @@ void check_layer_list(const std::vector<int>& layers, const std::string& field, 
 // finite and >= lowest
 void check_at_least(double value, double lowest, const std::string& field);
 
+// Gene decoding: the layers first_layer..last_layer (both included) of a
+// method whose genes name its layer range (SIW, PHS, the temperature).
+std::vector<int> gene_layer_range(const GeneValues& genes);
+
 }  // namespace midtune::method_checks

@@ -182,6 +182,12 @@ void check_scale(double value, const std::string& field) {
   throw InvalidValue(text.str());
 }
 
+std::vector<int> gene_layer_range(const GeneValues& genes) {
+  std::vector<int> layers;
+  for (int l = genes.integer("first_layer"); l <= genes.integer("last_layer"); ++l) layers.push_back(l);
+  return layers;
+}
+
 void check_at_least(double value, double lowest, const std::string& field) {
   if (!std::isfinite(value) || value < lowest) {
     std::ostringstream text;

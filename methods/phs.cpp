@@ -66,7 +66,7 @@ HiddenChannel hidden_channel_from_genes(const GeneValues& genes) {
   HiddenChannel h;
   h.channel = genes.integer("channel");
   h.scale = genes.number("scale");
-  for (int l = genes.integer("first_layer"); l <= genes.integer("last_layer"); ++l) h.layers.push_back(l);
+  h.layers = check::gene_layer_range(genes);
   return h;
 }
 

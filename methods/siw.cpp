@@ -53,7 +53,7 @@ Siw siw_from_genes(const GeneValues& genes) {
   s.alpha_dense = genes.number("alpha_dense");
   s.alpha_sparse = genes.number("alpha_sparse");
   s.sigma = genes.number("sigma");
-  for (int l = genes.integer("first_layer"); l <= genes.integer("last_layer"); ++l) s.layers.push_back(l);
+  s.layers = check::gene_layer_range(genes);
   return s;
 }
 

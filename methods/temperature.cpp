@@ -44,7 +44,7 @@ void validate_temperature(const AttentionTemperature& t, const ModelShape& model
 AttentionTemperature temperature_from_genes(const GeneValues& genes) {
   AttentionTemperature t;
   t.temperature = genes.number("temperature");
-  for (int l = genes.integer("first_layer"); l <= genes.integer("last_layer"); ++l) t.layers.push_back(l);
+  t.layers = check::gene_layer_range(genes);
   return t;
 }
 
