@@ -19,7 +19,9 @@
 #include "methods/mspoe.hpp"    // MsPoe
 #include "methods/phs.hpp"      // HiddenChannel
 #include "methods/siw.hpp"      // Siw
-#include "methods/temperature.hpp"  // AttentionTemperature
+#include "methods/self_extend.hpp"   // SelfExtend
+#include "methods/string_shift.hpp"  // StringShift
+#include "methods/temperature.hpp"   // AttentionTemperature
 
 namespace midtune {
 
@@ -32,9 +34,12 @@ struct Intervention {
   std::optional<Siw> siw;
   std::optional<HiddenChannel> hidden_channel;
   std::optional<AttentionTemperature> attention_temperature;
+  std::optional<SelfExtend> self_extend;
+  std::optional<StringShift> string_shift;
 
   bool empty() const {
-    return rope_scale.empty() && !mspoe && !position_map && !siw && !hidden_channel && !attention_temperature;
+    return rope_scale.empty() && !mspoe && !position_map && !siw && !hidden_channel && !attention_temperature &&
+           !self_extend && !string_shift;
   }
   // RoPE scale for (layer, head), resolving the broadcast rules.
   double scale_for(int layer, int head) const { return rope_scale_at(rope_scale, layer, head); }

@@ -39,6 +39,10 @@ void reject_unknown(const nlohmann::json& j, const std::string& where, std::init
 double number(const nlohmann::json& section, const std::string& field, double fallback);
 // A layer index (integer in [0, 1000000]) at `field`, or fallback when absent.
 int layer_index(const nlohmann::json& section, const std::string& field, int fallback);
+// A count of tokens (an integer in [1, kMaxTokenCount]) at `field`, or
+// fallback when absent.
+inline constexpr long long kMaxTokenCount = 1 << 24;
+int token_count(const nlohmann::json& section, const std::string& field, int fallback);
 // A list of layer indices at `field`, empty when absent.
 std::vector<int> layer_list(const nlohmann::json& section, const std::string& field);
 

@@ -47,6 +47,8 @@ const char* to_string(Mechanism mechanism) {
     case Mechanism::key0_weight: return "key0_weight";
     case Mechanism::qk_channel_scaling: return "qk_channel_scaling";
     case Mechanism::layer_score_scales: return "layer_score_scales";
+    case Mechanism::distance_remap:
+      return "distance_remap";
   }
   return "?";
 }
@@ -72,8 +74,23 @@ MechanismNeeds mechanism_needs(Mechanism mechanism) {
     // A factor per layer fixed before the pass, as RoPE scales are; it
     // scales q . k whatever the positions, so ALiBi models take it too.
     case Mechanism::layer_score_scales: return {};
+    // Positions fixed per sequence as RoPE scales are (prefixes shareable);
+    // it moves RoPE positions, so a model without RoPE refuses it.
+    case Mechanism::distance_remap:
+      return {.rope_positions = true};
   }
   return {};
+}
+
+const char* mechanism_conflict(Mechanism a, Mechanism b) {
+  const auto either = [&](Mechanism m) { return a == m || b == m; };
+  if (a == Mechanism::distance_remap && b == Mechanism::distance_remap) {
+    return "each remaps the attention's distances, and a layer takes one remap";
+  }
+  if (either(Mechanism::distance_remap) && either(Mechanism::key0_weight)) {
+    return "a remapped attention is two attentions merged, which read out no weight on key 0 to rescale";
+  }
+  return nullptr;
 }
 
 MechanismNeeds& MechanismNeeds::operator|=(const MechanismNeeds& other) {
@@ -142,6 +159,14 @@ int layer_index(const json& section, const std::string& field, int fallback) {
   const json& v = section.at(key_of(field));
   if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > kMaxLayerIndex)
     bad(field, "must be an integer layer index >= 0");
+  return v.get<int>();
+}
+
+int token_count(const json& section, const std::string& field, int fallback) {
+  if (!section.contains(key_of(field))) return fallback;
+  const json& v = section.at(key_of(field));
+  if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > kMaxTokenCount)
+    bad(field, "must be an integer count of tokens in [1, " + std::to_string(kMaxTokenCount) + "]");
   return v.get<int>();
 }
 

@@ -74,6 +74,7 @@ enum class Mechanism {
   key0_weight,              // key 0's attention weight rescaled per query, from the prefill's last row (SIW)
   qk_channel_scaling,       // one Q/K input channel scaled, keys re-cached, last rows recomputed (PHS)
   layer_score_scales,       // the attention logits of some layers scaled, fixed per sequence (temperature)
+  distance_remap,           // far keys seen at remapped relative positions, near ones at their own (SelfExtend, STRING)
 };
 const char* to_string(Mechanism mechanism);
 
@@ -99,6 +100,9 @@ struct MechanismNeeds {
   bool operator==(const MechanismNeeds&) const = default;
 };
 MechanismNeeds mechanism_needs(Mechanism mechanism);
+// Why two mechanisms cannot act in one forward pass, or nullptr where they
+// can (symmetric).
+const char* mechanism_conflict(Mechanism a, Mechanism b);
 
 // What validation needs to know of a model.
 struct ModelShape {

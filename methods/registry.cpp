@@ -9,6 +9,8 @@
 #include "methods/phs.hpp"
 #include "methods/pi.hpp"
 #include "methods/siw.hpp"
+#include "methods/self_extend.hpp"
+#include "methods/string_shift.hpp"
 #include "methods/temperature.hpp"
 
 namespace midtune {
@@ -49,8 +51,8 @@ Registry& registry() {
   static Registry r = [] {
     Registry out;
     // THE list of methods: a new method adds its module's line here.
-    out.modules = {&lpes_method(), &pi_method(), &mspoe_method(), &caliope_method(), &siw_method(), &phs_method(),
-                   &temperature_method()};
+    out.modules = {&lpes_method(), &pi_method(),          &mspoe_method(),       &caliope_method(),     &siw_method(),
+                   &phs_method(),  &temperature_method(), &self_extend_method(), &string_shift_method()};
     out.derive();
     return out;
   }();
@@ -132,6 +134,18 @@ MechanismNeeds intervention_needs(const Intervention& intervention) {
 }
 
 void validate_intervention(const Intervention& intervention, const ModelShape& model) {
+  std::vector<const MethodModule*> set;
+  for (const MethodModule* m : field_owners()) {
+    if (m->is_set(intervention) && m->mechanism) set.push_back(m);
+  }
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    for (std::size_t j = i + 1; j < set.size(); ++j) {
+      if (const char* why = mechanism_conflict(*set[i]->mechanism, *set[j]->mechanism)) {
+        throw std::invalid_argument("intervention." + set[i]->field + " (" + set[i]->name + ") and intervention." +
+                                    set[j]->field + " (" + set[j]->name + ") cannot combine: " + why);
+      }
+    }
+  }
   for (const MethodModule* m : field_owners()) {
     if (!m->is_set(intervention)) continue;
     if (!model.rope && m->mechanism && mechanism_needs(*m->mechanism).rope_positions) {

@@ -59,6 +59,20 @@ RopeScales sequence_scales(const ModelConfig& c, const Intervention& interventio
       s.score_factor[static_cast<std::size_t>(l)] = static_cast<float>(1.0 / intervention.attention_temperature->temperature);
     }
   }
+  // SelfExtend (LongLM Alg. 1): far query floor(i / G) + W - floor(W / G),
+  // far key floor(j / G). STRING (An et al. sec. 4): far distance d - S + W.
+  const std::vector<int>* remapped = nullptr;
+  if (const auto& se = intervention.self_extend) {
+    s.distance_remap = {se->window, se->group, static_cast<double>(se->window - se->window / se->group)};
+    remapped = &se->layers;
+  } else if (const auto& st = intervention.string_shift) {
+    s.distance_remap = {st->shift, 1, static_cast<double>(st->window - st->shift)};
+    remapped = &st->layers;
+  }
+  if (remapped != nullptr) {
+    s.remapped_layers.assign(c.layers, 0);
+    for (int l : *remapped) s.remapped_layers[static_cast<std::size_t>(l)] = 1;
+  }
   return s;
 }
 

@@ -36,9 +36,10 @@ ModelShape shape_of(const Model& model);
 ModelShape shape_of(const ModelConfig& config);
 
 // What a sequence of `intervention` fixes for its life, before any pass:
-// the RoPE scale of every (layer, head) (LPES, PI) and the attention
-// logits' factor of every layer (an attention temperature t: 1 / t).
-// Assumes a validated intervention.
+// the RoPE scale of every (layer, head) (LPES, PI), the attention
+// logits' factor of every layer (an attention temperature t: 1 / t) and
+// the distance remap of SelfExtend or STRING. Assumes a validated
+// intervention.
 RopeScales sequence_scales(const ModelConfig& config, const Intervention& intervention);
 
 // True for the tensors an intervention reads from the model file after the

@@ -18,6 +18,7 @@
 #include "backends/engine/model_loading.hpp"
 #include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/merge_attention.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
@@ -64,6 +65,16 @@ void RopeScales::check(const ModelConfig& c, const char* who) const {
   if (!per_head_key_slots.empty() && per_head_key_slots.size() != c.layers) {
     throw std::invalid_argument(w + ": per_head_key_slots has " + std::to_string(per_head_key_slots.size()) +
                                 " entries, the model has " + std::to_string(c.layers) + " layers");
+  }
+  if (distance_remap.near_window < 0 || distance_remap.group < 1 || !std::isfinite(distance_remap.query_shift)) {
+    throw std::invalid_argument(w + ": distance remap needs near_window >= 0, group >= 1 and a finite query shift");
+  }
+  if (!remapped_layers.empty() && remapped_layers.size() != c.layers) {
+    throw std::invalid_argument(w + ": remapped_layers has " + std::to_string(remapped_layers.size()) +
+                                " entries, the model has " + std::to_string(c.layers) + " layers");
+  }
+  if (distance_remap.on() && !c.has_rope()) {
+    throw std::invalid_argument(w + ": a distance remap moves RoPE positions; this model has no RoPE");
   }
 }
 
@@ -246,9 +257,13 @@ Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
   if (capacity <= 0) throw std::invalid_argument("Sequence: capacity must be positive");
   scales_.check(c, "Sequence");
   layers_.resize(c.layers);
+  far_layers_.resize(c.layers);
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
-    layers_[l] = model.device().make_layer_kv(capacity, scales_.key_slots(l, kv_heads), kv_heads,
-                                              static_cast<int>(c.head_dim));
+    const int slots = scales_.key_slots(l, kv_heads);
+    layers_[l] = model.device().make_layer_kv(capacity, slots, kv_heads, static_cast<int>(c.head_dim));
+    if (scales_.remaps(l) && scales_.distance_remap.moves_keys()) {
+      far_layers_[l] = model.device().make_layer_kv(capacity, slots, kv_heads, static_cast<int>(c.head_dim));
+    }
   }
   positions_.reserve(static_cast<std::size_t>(capacity));
 }
@@ -269,6 +284,13 @@ struct Model::Workspace {
   DeviceBuffer<double> positions;
   DeviceBuffer<float> x, xn, qkv, q_rot, attn, proj, ffn, act, logits;
   DeviceBuffer<float> tables, scales, rows, last_row, key0_weight, factors, columns;
+  // A remapped attention's far half: each row's far query and key positions
+  // (the packed rows' query positions, then their key positions), their
+  // tables, the far-rotated queries, the far attention's output rows and
+  // both halves' log-sum-exps.
+  DeviceBuffer<double> far_positions;
+  DeviceBuffer<float> far_tables, q_far, attn_far, log_sum_exp;
+  int far_key_positions_at = 0;  // where the key positions start (0: no sequence remaps in this call)
   DeviceBuffer<std::int32_t> gold, argmax;
   DeviceBuffer<double> gold_logprob;
   std::vector<float> host_factors;  // this layer's SIW factors of the sequence in hand (empty = none)
@@ -401,6 +423,7 @@ void Model::forward(std::span<const SequenceCall> calls) {
   ws.positions.ensure(device_, N);
   DEVICE_OP(upload, ws.tokens.data(), tokens.data(), tokens.size() * sizeof(std::int32_t));
   DEVICE_OP(upload, ws.positions.data(), positions.data(), positions.size() * sizeof(double));
+  upload_far_positions(calls, offsets, positions);
   // Every sequence's RoPE scales in one upload (a row is uploaded again only
   // where an Ms-PoE prefill sets it): no transfer per layer and sequence.
   const std::size_t scales_per_call = std::size_t{c.layers} * c.heads;
@@ -417,6 +440,10 @@ void Model::forward(std::span<const SequenceCall> calls) {
   ws.qkv.ensure(device_, N * qkv_width);
   ws.q_rot.ensure(device_, N * q_width);
   ws.attn.ensure(device_, N * q_width);
+  if (ws.far_key_positions_at > 0) {
+    ws.q_far.ensure(device_, N * q_width);
+    ws.attn_far.ensure(device_, N * q_width);
+  }
   ws.proj.ensure(device_, rows * hidden);
   ws.ffn.ensure(device_, N * 2 * ffn);
   ws.act.ensure(device_, N * ffn);
@@ -567,8 +594,9 @@ void Model::add_block_output(const DeviceBuffer<float>& post_norm, const float* 
 bool Model::joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* channel_scaling) const {
   const int T = static_cast<int>(call.tokens.size());
   if (T == 0 || T > decode_batch_tokens) return false;
-  // A temperature's scale differs from the batch's one attention scale.
-  if (call.sequence->scales_.score_factor_at(layer) != 1.0f) return false;
+  // A temperature's scale differs from the batch's one attention scale; a
+  // remapped attention is two attentions and a merge.
+  if (call.sequence->scales_.score_factor_at(layer) != 1.0f || call.sequence->scales_.remaps(layer)) return false;
   const ForwardHooks* hooks = call.hooks;
   if (hooks == nullptr) return true;
   return !sets_head_scales(layer, call) && !reads_last_row(layer, hooks) && !hooks->key0_weight_factors &&
@@ -655,7 +683,9 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   // Cache values and rotated keys; rotate the queries.
   DEVICE_OP(cache_values, *seq.layers_[layer], start, qkv + q_width + kv_width, qkv_width, T);
   cache_keys(layer, seq, qkv, T, tables, key_stride);
-  rotate_queries(offset, T, 0, qkv, tables, query_stride);
+  rotate_queries(ws.q_rot.data(), offset, T, 0, qkv, tables, query_stride);
+  const bool remapped = seq.scales_.remaps(layer);
+  if (remapped) prepare_far_half(layer, seq, offset, T, 0, qkv, device_scales, one_table ? 1 : heads, inv_freq);
 
   // Attention, the last query's row read out, then key 0's weight corrected
   // outside the kernel (SIW reads the row to find its factors).
@@ -687,7 +717,8 @@ void Model::attend_sequence(int layer, const SequenceCall& call, int offset, flo
   const int last = T - 1;
   scale_qk_channel(layer, *channel_scaling, qkv, normed, T, last);
   cache_keys(layer, seq, qkv, T, tables, key_stride);
-  rotate_queries(offset, T, last, qkv, tables, query_stride);
+  rotate_queries(ws.q_rot.data(), offset, T, last, qkv, tables, query_stride);
+  if (remapped) prepare_far_half(layer, seq, offset, T, last, qkv, device_scales, one_table ? 1 : heads, inv_freq);
   attend(layer, seq, offset, T, last, !ws.host_factors.empty(), false);
   if (!ws.host_factors.empty()) correct_key0(layer, seq, offset, T, last);
 }
@@ -818,13 +849,14 @@ void Model::cache_keys(int layer, Sequence& seq, const float* qkv, int T, const 
             c.rope_pairing, tables, table_stride);
 }
 
-// Rows [first, T) of the sequence's Q, rotated into q_rot.
-void Model::rotate_queries(int offset, int T, int first, const float* qkv, const float* tables,
+// Rows [first, T) of the sequence's Q, rotated into `rotated` (q_rot or
+// q_far: packed rows of the call).
+void Model::rotate_queries(float* rotated, int offset, int T, int first, const float* qkv, const float* tables,
                            std::size_t table_stride) {
   const ModelConfig& c = config_;
   const std::size_t q_width = std::size_t{c.heads} * c.head_dim;
   const std::size_t qkv_width = q_width + 2 * std::size_t{c.kv_heads} * c.head_dim;
-  float* dst = ws_->q_rot.data() + static_cast<std::size_t>(offset + first) * q_width;
+  float* dst = rotated + static_cast<std::size_t>(offset + first) * q_width;
   DEVICE_OP(copy_rows, dst, q_width * sizeof(float), qkv + static_cast<std::size_t>(first) * qkv_width,
             qkv_width * sizeof(float), q_width * sizeof(float), T - first);
   ROW_OP(rope_rows, dst, q_width, T - first, static_cast<int>(c.heads), static_cast<int>(c.head_dim),
@@ -839,15 +871,112 @@ void Model::attend(int layer, Sequence& seq, int offset, int T, int first, bool 
   Workspace& ws = *ws_;
   const int heads = static_cast<int>(c.heads), hd = static_cast<int>(c.head_dim);
   const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  if (seq.scales_.remaps(layer)) {
+    if (key0 || last_row) {
+      throw std::logic_error("forward: layer " + std::to_string(layer) +
+                             " remaps its attention's distances, which reads out no attention weights");
+    }
+    attend_remapped(layer, seq, offset, T, first);
+    return;
+  }
   const int count = T - first;
   if (key0) ws.key0_weight.ensure(device_, static_cast<std::size_t>(heads) * count);
   if (last_row) ws.last_row.ensure(device_, static_cast<std::size_t>(heads) * (seq.length_ + T));
   const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
   DEVICE_OP(attention, ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, seq.length_ + first, heads,
             static_cast<int>(c.layer_window(layer)), c.attention_scale * seq.scales_.score_factor_at(layer),
-            ScoreShaping{c.attn_softcap, c.max_alibi_bias},
-            ws.attn.data() + row, q_width, key0 ? ws.key0_weight.data() : nullptr,
-            last_row ? ws.last_row.data() : nullptr);
+            ScoreShaping{c.attn_softcap, c.max_alibi_bias}, ws.attn.data() + row, q_width,
+            AttentionReadouts{key0 ? ws.key0_weight.data() : nullptr, last_row ? ws.last_row.data() : nullptr});
+}
+
+// A remapped attention (DistanceRemap) of the sequence's queries [first, T):
+// the near keys (distance < W) with the rotated queries, the far keys with
+// the far-rotated ones, each part's log-sum-exp read out, the two merged.
+// Query a (its index in the sequence) sees the far keys [.., a - W]: the
+// far part is an attention whose queries sit W keys earlier in the cache,
+// and whose sliding window (if the layer has one) is W shorter.
+void Model::attend_remapped(int layer, Sequence& seq, int offset, int T, int first) {
+  const ModelConfig& c = config_;
+  Workspace& ws = *ws_;
+  const DistanceRemap& remap = seq.scales_.distance_remap;
+  const int heads = static_cast<int>(c.heads), hd = static_cast<int>(c.head_dim);
+  const std::size_t q_width = static_cast<std::size_t>(heads) * hd;
+  const int near = remap.near_window, window = static_cast<int>(c.layer_window(layer));
+  const int count = T - first, past = seq.length_ + first;
+  const float scale = c.attention_scale * seq.scales_.score_factor_at(layer);
+  const ScoreShaping shaping{c.attn_softcap, c.max_alibi_bias};
+  ws.log_sum_exp.ensure(device_, 2 * static_cast<std::size_t>(heads) * count);
+  float* near_lse = ws.log_sum_exp.data();
+  float* far_lse = near_lse + static_cast<std::size_t>(heads) * count;
+  const std::size_t row = static_cast<std::size_t>(offset + first) * q_width;
+  DEVICE_OP(attention, ws.q_rot.data() + row, q_width, *seq.layers_[layer], count, past, heads,
+            window > 0 ? std::min(window, near) : near, scale, shaping, ws.attn.data() + row, q_width,
+            AttentionReadouts{nullptr, nullptr, near_lse});
+  if (window > 0 && window <= near) return;   // the layer's own window holds no far key
+  const int skip = std::max(0, near - past);  // the first rows have no key that far back
+  const int far_count = count - skip;
+  if (far_count <= 0) return;
+  const LayerKv& far_kv = remap.moves_keys() ? *seq.far_layers_[layer] : *seq.layers_[layer];
+  const std::size_t far_row = row + static_cast<std::size_t>(skip) * q_width;
+  DEVICE_OP(attention, ws.q_far.data() + far_row, q_width, far_kv, far_count, past + skip - near, heads,
+            window > 0 ? window - near : 0, scale, shaping, ws.attn_far.data() + far_row, q_width,
+            AttentionReadouts{nullptr, nullptr, far_lse});
+  ROW_OP(merge_attention, ws.attn.data() + far_row, q_width, near_lse + skip, static_cast<std::size_t>(count),
+         ws.attn_far.data() + far_row, q_width, far_lse, static_cast<std::size_t>(far_count), far_count, heads, hd);
+}
+
+// A remapped attention's far half of the call's rows: its queries [first,
+// T) rotated at their far positions into q_far and, where the remap moves
+// the keys, the keys and values into the far cache, the keys rotated at
+// theirs. `tables` RoPE tables a row: 1, or one per query head.
+void Model::prepare_far_half(int layer, Sequence& seq, int offset, int T, int first, const float* qkv,
+                             const float* device_scales, int tables, const double* inv_freq) {
+  const ModelConfig& c = config_;
+  Workspace& ws = *ws_;
+  const int heads = static_cast<int>(c.heads), pairs = static_cast<int>(c.rope_dims / 2);
+  const std::size_t q_width = std::size_t{c.heads} * c.head_dim, kv_width = std::size_t{c.kv_heads} * c.head_dim;
+  const std::size_t qkv_width = q_width + 2 * kv_width;
+  const std::size_t table_size = static_cast<std::size_t>(T) * pairs * 2;
+  const bool moves_keys = seq.scales_.distance_remap.moves_keys();
+  ws.far_tables.ensure(device_, (moves_keys ? 2 : 1) * tables * table_size);
+  float* query_tables = ws.far_tables.data();
+  ROW_OP(rope_tables, ws.far_positions.data() + offset, T, device_scales, tables, inv_freq, pairs, query_tables);
+  rotate_queries(ws.q_far.data(), offset, T, first, qkv, query_tables, tables == 1 ? 0 : table_size);
+  if (!moves_keys) return;
+  LayerKv& far_kv = *seq.far_layers_[layer];
+  float* key_tables = query_tables + tables * table_size;
+  ROW_OP(rope_tables, ws.far_positions.data() + ws.far_key_positions_at + offset, T, device_scales, tables, inv_freq,
+         pairs, key_tables);
+  DEVICE_OP(cache_values, far_kv, seq.length_, qkv + q_width + kv_width, qkv_width, T);
+  DEVICE_OP(cache_keys, far_kv, seq.length_, qkv + q_width, qkv_width, T, static_cast<int>(c.rope_dims), c.rope_pairing,
+            key_tables, tables == 1 ? 0 : far_kv.slot_table_stride(heads, table_size));
+}
+
+// Every packed row's far query and key positions (DistanceRemap) where a
+// sequence of the call remaps its attention (a row of another sequence
+// keeps its own position, unread).
+void Model::upload_far_positions(std::span<const SequenceCall> calls, const std::vector<int>& offsets,
+                                 const std::vector<double>& positions) {
+  Workspace& ws = *ws_;
+  ws.far_key_positions_at = 0;
+  const bool any = std::any_of(calls.begin(), calls.end(),
+                               [](const SequenceCall& call) { return call.sequence->scales_.distance_remap.on(); });
+  if (!any) return;
+  const std::size_t N = positions.size();
+  std::vector<double> far(2 * N);
+  std::copy(positions.begin(), positions.end(), far.begin());
+  std::copy(positions.begin(), positions.end(), far.begin() + N);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const DistanceRemap& remap = calls[i].sequence->scales_.distance_remap;
+    if (!remap.on()) continue;
+    for (std::size_t r = offsets[i]; r < offsets[i] + calls[i].tokens.size(); ++r) {
+      far[r] = remap.far_query_position(positions[r]);
+      far[N + r] = remap.far_key_position(positions[r]);
+    }
+  }
+  ws.far_positions.ensure(device_, far.size());
+  DEVICE_OP(upload, ws.far_positions.data(), far.data(), far.size() * sizeof(double));
+  ws.far_key_positions_at = static_cast<int>(N);
 }
 
 // SIW: out += (alpha - 1) p0 v0 for the sequence's queries [first, T).

@@ -41,6 +41,7 @@
 // heads x keys) and the few values they return copied back.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -58,6 +59,25 @@ namespace midtune::engine {
 // How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
 // head], every entry finite and > 0; and how it scales each layer's
 // attention logits (score_factor).
+// Attention whose relative positions are piecewise in the query-key
+// distance d (in tokens of the sequence): a key with d < near_window is seen
+// at its own position, a farther one at a remapped position, the query at
+// floor(p_q / group) + query_shift and the key at floor(p_k / group) (p: the
+// positions the call gives). SelfExtend (Jin et al. 2024) groups the far
+// keys (group G, query_shift W - floor(W / G)); STRING (An et al. 2024)
+// shifts the far distances down by S - W (group 1, query_shift W - S).
+// Computed as two attentions, near and far, merged (ops/merge_attention.hpp).
+struct DistanceRemap {
+  int near_window = 0;  // 0: off
+  int group = 1;
+  double query_shift = 0.0;
+  bool on() const { return near_window > 0; }
+  double far_query_position(double p) const { return std::floor(p / group) + query_shift; }
+  double far_key_position(double p) const { return std::floor(p / group); }
+  // Far keys at other positions than the cached ones (a second key cache).
+  bool moves_keys() const { return group != 1; }
+};
+
 struct RopeScales {
   int layers = 0;
   int heads = 0;
@@ -76,6 +96,15 @@ struct RopeScales {
   // (ForwardHooks::head_rope_scales, Ms-PoE). A layer whose scales already
   // differ inside a group gets per-head key slots anyway.
   std::vector<std::uint8_t> per_head_key_slots;
+  // The remapped attention (off: none) in the layers marked 1 in
+  // remapped_layers (size = layers; empty = every layer). Such a layer runs
+  // its attention per sequence and reads out no attention rows or key-0
+  // weights (Ms-PoE and SIW do not combine with it).
+  DistanceRemap distance_remap;
+  std::vector<std::uint8_t> remapped_layers;
+  bool remaps(int layer) const {
+    return distance_remap.on() && (remapped_layers.empty() || remapped_layers[static_cast<std::size_t>(layer)] != 0);
+  }
   static RopeScales ones(int layers, int heads);
   float at(int layer, int head) const { return scale[static_cast<std::size_t>(layer) * heads + head]; }
   bool all_ones() const;
@@ -180,6 +209,10 @@ class Sequence {
   RopeScales scales_;
   std::vector<double> positions_;
   std::vector<std::unique_ptr<LayerKv>> layers_;
+  // The far keys of a remapped attention that moves them (DistanceRemap::
+  // moves_keys), rotated at their far positions, with copies of the values
+  // (the attention op reads keys and values from one cache); null elsewhere.
+  std::vector<std::unique_ptr<LayerKv>> far_layers_;
 };
 
 // One sequence's part of a forward call.
@@ -274,6 +307,11 @@ class Model {
   // channel_scaling: the sequence's qk_channel_scaling in this layer (null: none).
   void attend_sequence(int layer, const SequenceCall& call, int offset, float* device_scales,
                        const QkChannelScaling* channel_scaling);
+  void attend_remapped(int layer, Sequence& seq, int offset, int tokens, int first);
+  void prepare_far_half(int layer, Sequence& seq, int offset, int tokens, int first, const float* qkv,
+                        const float* device_scales, int tables, const double* inv_freq);
+  void upload_far_positions(std::span<const SequenceCall> calls, const std::vector<int>& offsets,
+                            const std::vector<double>& positions);
   bool joins_decode_batch(int layer, const SequenceCall& call, const QkChannelScaling* channel_scaling) const;
   static bool sets_head_scales(int layer, const SequenceCall& call);
   static bool reads_last_row(int layer, const ForwardHooks* hooks);
@@ -294,7 +332,7 @@ class Model {
                         int first_query);
   void cache_keys(int layer, Sequence& seq, const float* qkv, int tokens, const float* tables,
                   std::size_t table_stride);
-  void rotate_queries(int offset, int tokens, int first, const float* qkv, const float* tables,
+  void rotate_queries(float* rotated, int offset, int tokens, int first, const float* qkv, const float* tables,
                       std::size_t table_stride);
   void attend(int layer, Sequence& seq, int offset, int tokens, int first, bool key0, bool last_row);
   void correct_key0(int layer, Sequence& seq, int offset, int tokens, int first);

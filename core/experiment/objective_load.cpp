@@ -101,6 +101,13 @@ std::vector<std::string> parse_combo(const MapReader& objective) {
       if (method_named(earlier).field == field) {
         item.fail(earlier + " and " + method + " both set intervention." + field + "; combine only one");
       }
+      // Mechanisms that cannot share a pass (methods/method_types.hpp).
+      const auto& a = method_named(earlier).mechanism;
+      const auto& b = method_named(method).mechanism;
+      if (a && b) {
+        if (const char* why = mechanism_conflict(*a, *b))
+          item.fail(earlier + " and " + method + " cannot combine: " + why);
+      }
     }
     methods.push_back(method);
   }

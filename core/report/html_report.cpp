@@ -106,6 +106,21 @@ void fitness_section(std::ostringstream& out, const json& r) {
 }
 
 // PI's constant scale, when the held-out step evaluated it.
+// A method's layer list as "first-last" (or the list where it has gaps).
+std::string layer_span(const json& method) {
+  std::vector<int> layers;
+  for (const json& l : method.value("layers", json::array()))
+    if (l.is_number_integer()) layers.push_back(l.get<int>());
+  if (layers.empty()) return "none";
+  std::sort(layers.begin(), layers.end());
+  if (layers.back() - layers.front() + 1 == static_cast<int>(layers.size())) {
+    return std::to_string(layers.front()) + "-" + std::to_string(layers.back());
+  }
+  std::string out;
+  for (int l : layers) out += (out.empty() ? "" : ",") + std::to_string(l);
+  return out;
+}
+
 double pi_scale(const json& heldout) {
   for (const json& entry : heldout)
     if (entry.value("role", "") == "pi-mean") {
@@ -156,6 +171,25 @@ void best_section(std::ostringstream& out, const json& r) {
     out << "<div class=\"best-drawing\" data-method=\"attention_temperature\"><h3>Attention temperature per layer "
            "(logits divided by t)</h3>\n"
         << layer_scales_svg(per_layer, 0.0, "temperature t") << "</div>\n";
+    drawn = true;
+  }
+  // SelfExtend and STRING on the distance axis (svg_plot.hpp): far keys at
+  // grouped or shifted distances, the window's keys at their own; drawn over
+  // a span that shows the window and a good stretch beyond it.
+  if (intervention.contains("self_extend")) {
+    const json& m = intervention.at("self_extend");
+    const int group = std::max(m.value("group", 1), 1), window = m.value("window", 1);
+    out << "<div class=\"best-drawing\" data-method=\"self_extend\"><h3>SelfExtend: group " << group
+        << ", neighbour window " << window << " (layers " << layer_span(m) << ")</h3>\n"
+        << distance_map_svg(window, group, window - window / group, 4 * window) << "</div>\n";
+    drawn = true;
+  }
+  if (intervention.contains("string_shift")) {
+    const json& m = intervention.at("string_shift");
+    const int shift = m.value("shift", 1), window = m.value("window", 1);
+    out << "<div class=\"best-drawing\" data-method=\"string_shift\"><h3>STRING: shift " << shift << ", local window "
+        << window << " (layers " << layer_span(m) << ")</h3>\n"
+        << distance_map_svg(shift, 1, window - shift, 2 * shift) << "</div>\n";
     drawn = true;
   }
   // SIW, CALIOPE and PHS are a handful of numbers each: one row per number,

@@ -274,6 +274,40 @@ std::string layer_scales_svg(const std::vector<double>& scales, double pi, const
   return svg.str();
 }
 
+std::string distance_map_svg(int near_window, int group, double query_shift, int span) {
+  std::ostringstream svg;
+  svg << open_svg(620, 330);
+  const int last = std::max(span - 1, 1), g = std::max(group, 1);
+  const Panel panel{80, 20, 380, 240, 0.0, static_cast<double>(last), 0.0, static_cast<double>(last)};
+  axes(svg, panel, ticks(0, last), ticks(0, last), "key's distance from the query (tokens)", "distance seen");
+  std::vector<std::pair<double, double>> seen, plain;
+  // One point per distance would be thousands: a few hundred steps, and the
+  // window's edge itself.
+  const int step = std::max(1, last / 400);
+  for (int d = 0; d <= last; d += step) {
+    const int j = last - d;
+    const double far = std::floor(static_cast<double>(last) / g) + query_shift - std::floor(static_cast<double>(j) / g);
+    seen.emplace_back(d, d < near_window ? d : far);
+    plain.emplace_back(d, d);
+  }
+  svg << "<g class=\"plain-distances\">\n";
+  polyline(svg, panel, plain, colour_of("baseline"));
+  svg << "</g>\n<g class=\"remapped-distances\">\n";
+  polyline(svg, panel, seen, colour_of("best"));
+  svg << "</g>\n";
+  legend_entry(svg, panel.left + panel.width + 20, panel.top + 10, "remapped", colour_of("best"));
+  legend_entry(svg, panel.left + panel.width + 20, panel.top + 28, "plain", colour_of("baseline"));
+  if (near_window > 0 && near_window <= last) {
+    svg << "<line class=\"near-window\" x1=\"" << number(panel.px(near_window)) << "\" x2=\""
+        << number(panel.px(near_window)) << "\" y1=\"" << number(panel.py(0)) << "\" y2=\"" << number(panel.py(last))
+        << "\" stroke=\"" << colour_of("pi-mean") << "\" stroke-dasharray=\"6 4\"/>\n";
+    legend_entry(svg, panel.left + panel.width + 20, panel.top + 46, "window " + std::to_string(near_window),
+                 colour_of("pi-mean"));
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
 std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool reference_spacing) {
   std::ostringstream svg;
   svg << open_svg(620, 330);

@@ -50,6 +50,14 @@ std::string layer_scales_svg(const std::vector<double>& scales, double pi,
 // which heads receive them is decided per prompt by the engine).
 std::string head_ratios_svg(double min_ratio, double max_ratio, int heads, bool reference_spacing);
 
+// A remapped attention (SelfExtend, STRING) on the distance axis: the
+// relative position the last query of a `span`-token prompt sees each key
+// at, against the key's true distance d: d itself below `near_window`, the
+// far query and key positions' difference from there, floor(i / group) +
+// query_shift - floor(j / group) with i = span - 1, j = i - d. The plain
+// model's identity drawn beside it.
+std::string distance_map_svg(int near_window, int group, double query_shift, int span);
+
 // One row per named value (SIW's alphas, CALIOPE's gaps, PHS's channel and
 // scale): where the value lies in the range the search drew it from
 // (low..high), or the bare value when the gene was fixed (low == high).

@@ -34,7 +34,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 GA_RUN=${GA_RUN:-$root/build/ga-run}
 me=findings.sh
-method_order=(mspoe lpes siw caliope phs combo temperature)
+method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
   echo "usage: $0 calibrate|table [--svg FILE] SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2

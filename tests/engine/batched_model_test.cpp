@@ -205,7 +205,7 @@ TEST_P(BatchedArchTest, PlainAndEveryMethodMatchTheCpuEngine) {
 // into one pass: each gets the logits it gets alone.
 TEST_P(BatchedArchTest, PackedSequencesEqualEachSequenceAlone) {
   std::vector<std::string> names;
-  for (const std::string name : {"plain", "mspoe", "siw", "phs", "caliope", "temperature"}) {
+  for (const std::string name : {"plain", "mspoe", "siw", "phs", "caliope", "temperature", "selfextend", "string"}) {
     if (::midtune::testing::method_applies(batched_->config(), name)) names.push_back(name);
   }
   std::vector<std::vector<std::int32_t>> prompts;

@@ -42,6 +42,7 @@
 #include "backends/engine/ops/fp16.hpp"
 #include "backends/engine/ops/gated_activation.hpp"
 #include "backends/engine/ops/last_query_rows.hpp"
+#include "backends/engine/ops/merge_attention.hpp"
 #include "backends/engine/ops/rmsnorm.hpp"
 #include "backends/engine/ops/rope.hpp"
 #include "backends/engine/ops/row_updates.hpp"
@@ -451,11 +452,12 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
         auto out = both(std::vector<float>(tokens * q_width));
         auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
         auto last = both(std::vector<float>(std::size_t{heads} * (past + tokens)));
+        auto lse = both(std::vector<float>(std::size_t{heads} * tokens));
         const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, {},
-                       out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+                       out.ref.data(), q_width, {key0.ref.data(), last.ref.data(), lse.ref.data()});
         device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, {},
-                           out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+                           out.dev.data(), q_width, {key0.dev.data(), last.dev.data(), lse.dev.data()});
         // The cuda bodies answer prefill-sized calls with 10 significant
         // bits in the products' inputs: cuBLAS in TF32 with P V in fp16, the
         // flash body all in fp16 (fp32 sums in both).
@@ -463,6 +465,7 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
         expect_close(out, tolerance, "attention" + shape);
         expect_close(key0, tolerance, "attention key-0 weights" + shape);
         expect_close(last, tolerance, "attention last row" + shape);
+        expect_close(lse, tolerance, "attention log-sum-exp" + shape);
         // Shaped scores (gemma2's soft-cap, MPT's ALiBi, both): the same
         // agreement, and a result measurably away from the unshaped one.
         const std::vector<float> unshaped = down<float>(ref_, out.ref);
@@ -472,9 +475,9 @@ TEST_P(DeviceBodies, KvCacheAttentionAndReadouts) {
           auto shaped = both(std::vector<float>(tokens * q_width));
           auto shaped_last = both(std::vector<float>(std::size_t{heads} * (past + tokens)));
           ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, tokens, past, heads, window, softmax_scale, shaping,
-                         shaped.ref.data(), q_width, nullptr, shaped_last.ref.data());
+                         shaped.ref.data(), q_width, {nullptr, shaped_last.ref.data()});
           device_->attention(qkv.dev.data(), qkv_width, *dev_kv, tokens, past, heads, window, softmax_scale, shaping,
-                             shaped.dev.data(), q_width, nullptr, shaped_last.dev.data());
+                             shaped.dev.data(), q_width, {nullptr, shaped_last.dev.data()});
           expect_close(shaped, 2e-5 + kv_slack(), "attention" + how);
           expect_close(shaped_last, 2e-5 + kv_slack(), "attention last row" + how);
           const std::vector<float> got = down<float>(ref_, shaped.ref);
@@ -538,10 +541,10 @@ TEST_P(DeviceBodies, LongCacheAttentionOverHeadSizes) {
         auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
         auto last = both(std::vector<float>(std::size_t{heads} * keys));
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-        ref_.attention(q.ref.data(), q_width, *ref_kv, tokens, past, heads, window, scale, ScoreShaping{}, out.ref.data(), q_width,
-                       key0.ref.data(), last.ref.data());
+        ref_.attention(q.ref.data(), q_width, *ref_kv, tokens, past, heads, window, scale, ScoreShaping{},
+                       out.ref.data(), q_width, {key0.ref.data(), last.ref.data()});
         device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, ScoreShaping{},
-                           out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+                           out.dev.data(), q_width, {key0.dev.data(), last.dev.data()});
         // The cuda bodies answer prefill-sized calls with 10 significant
         // bits in the products' inputs: cuBLAS in TF32 with P V in fp16, the
         // flash body all in fp16 (fp32 sums in both).
@@ -577,9 +580,9 @@ TEST_P(DeviceBodies, ShapedScoresInALongDecodeStep) {
         auto out = both(std::vector<float>(q_width));
         auto last = both(std::vector<float>(std::size_t{heads} * (past + 1)));
         ref_.attention(qkv.ref.data(), qkv_width, *ref_kv, 1, past, heads, 0, 0.18f, shaping, out.ref.data(), q_width,
-                       nullptr, last.ref.data());
+                       {nullptr, last.ref.data()});
         device_->attention(qkv.dev.data(), qkv_width, *dev_kv, 1, past, heads, 0, 0.18f, shaping, out.dev.data(),
-                           q_width, nullptr, last.dev.data());
+                           q_width, {nullptr, last.dev.data()});
         const std::string how = " softcap " + std::to_string(shaping.softcap) + " max_alibi_bias " +
                                 std::to_string(shaping.max_alibi_bias);
         expect_close(out, 2e-5 + kv_slack(), "decode attention" + how);
@@ -737,6 +740,71 @@ TEST_P(DeviceBodies, TheMethodsOpsAndScoring) {
   expect_close(logprob, 1e-6, "score_rows gold log-probability");
 }
 
+// A remapped attention (SelfExtend, STRING) is its near keys' attention and
+// its far keys' attention merged by their log-sum-exps (merge_attention):
+// with the same keys and queries in both halves the merge must give the
+// one attention over every key back, which checks the log-sum-exp readout,
+// the far half's shifted past and window, and the merge together; and the
+// merge op itself agrees with the reference.
+TEST_P(DeviceBodies, SplitAttentionMergesBackIntoTheWholeOne) {
+  // 3 KV heads: a decode step over 300 keys takes the CPU's split path on
+  // 2 threads (the readouts gathered from its jobs).
+  const int heads = 6, kv_heads = 3, head_dim = 64, keys = 300, near = 37;
+  const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
+  auto k = both(random_floats(keys * kv_width, 1.0f, 41));
+  auto v = both(random_floats(keys * kv_width, 1.0f, 42));
+  const auto ref_kv = ref_.make_layer_kv(keys, kv_heads, kv_heads, head_dim);
+  const auto dev_kv = device_->make_layer_kv(keys, kv_heads, kv_heads, head_dim);
+  ref_.cache_keys(*ref_kv, 0, k.ref.data(), kv_width, keys, 0, RopePairing::adjacent, nullptr, 0);
+  device_->cache_keys(*dev_kv, 0, k.dev.data(), kv_width, keys, 0, RopePairing::adjacent, nullptr, 0);
+  ref_.cache_values(*ref_kv, 0, v.ref.data(), kv_width, keys);
+  device_->cache_values(*dev_kv, 0, v.dev.data(), kv_width, keys);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  // A prefill (past 0: the first `near` rows have no far keys) and a decode
+  // step; a layer without a window and one whose window holds far keys.
+  for (const auto& [past, tokens] : {std::pair{0, keys}, std::pair{keys - 1, 1}}) {
+    for (const int window : {0, 120}) {
+      const std::string shape = " (past " + std::to_string(past) + ", window " + std::to_string(window) + ")";
+      auto q = both(random_floats(tokens * q_width, 1.0f, 43 + past + window));
+      auto whole = both(std::vector<float>(tokens * q_width));
+      device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads, window, scale, {}, whole.dev.data(),
+                         q_width, {});
+      auto split = both(std::vector<float>(tokens * q_width));
+      auto near_lse = both(std::vector<float>(std::size_t{heads} * tokens));
+      device_->attention(q.dev.data(), q_width, *dev_kv, tokens, past, heads,
+                         window > 0 ? std::min(window, near) : near, scale, {}, split.dev.data(), q_width,
+                         {nullptr, nullptr, near_lse.dev.data()});
+      const int skip = std::max(0, near - past), far_count = tokens - skip;
+      auto far = both(std::vector<float>(far_count * q_width));
+      auto far_lse = both(std::vector<float>(std::size_t{heads} * far_count));
+      device_->attention(q.dev.data() + skip * q_width, q_width, *dev_kv, far_count, past + skip - near, heads,
+                         window > 0 ? window - near : 0, scale, {}, far.dev.data(), q_width,
+                         {nullptr, nullptr, far_lse.dev.data()});
+      ops::merge_attention(device_->op_target(), split.dev.data() + skip * q_width, q_width, near_lse.dev.data() + skip,
+                           tokens, far.dev.data(), q_width, far_lse.dev.data(), far_count, far_count, heads, head_dim);
+      const std::vector<float> a = down<float>(*device_, whole.dev), b = down<float>(*device_, split.dev);
+      double worst = 0.0;
+      for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+      std::printf("  split attention%s: worst |merged - whole| %.3g\n", shape.c_str(), worst);
+      EXPECT_LE(worst, 1e-5 + kv_slack()) << shape;
+
+      // The merge op against the reference's, on the same halves.
+      auto merged = both(down<float>(*device_, far.dev));
+      auto near_rows = both(random_floats(far_count * q_width, 1.0f, 44));
+      auto lse_a = both(down<float>(*device_, far_lse.dev));
+      auto lse_b = both(random_floats(std::size_t{heads} * far_count, 3.0f, 45));
+      for (auto* d : {static_cast<Device*>(&ref_), device_.get()}) {
+        const bool is_ref = d == &ref_;
+        ops::merge_attention(d->op_target(), (is_ref ? merged.ref : merged.dev).data(), q_width,
+                             (is_ref ? lse_a.ref : lse_a.dev).data(), far_count,
+                             (is_ref ? near_rows.ref : near_rows.dev).data(), q_width,
+                             (is_ref ? lse_b.ref : lse_b.dev).data(), far_count, far_count, heads, head_dim);
+      }
+      expect_close(merged, 1e-6, "merge_attention" + shape);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
@@ -870,7 +938,7 @@ TEST(Bf16KvCache, TheReferenceHoldsEachElementRoundedOnce) {
           key0[d].assign(std::size_t{heads} * tokens, 0.0f);
           last[d].assign(std::size_t{heads} * (past + tokens), 0.0f);
           devices[d]->attention(rows.data(), qkv_width, *caches[d], tokens, past, heads, 0, 0.18f, {}, out[d].data(),
-                                q_width, key0[d].data(), last[d].data());
+                                q_width, {key0[d].data(), last[d].data()});
           corrected[d] = out[d];
           devices[d]->add_key0_correction(corrected[d].data(), q_width, tokens, heads, *caches[d], key0[d].data(),
                                           factors.data());
@@ -1017,9 +1085,9 @@ TEST_F(GpuKernels, RopeAttentionAndTheMethodsOps) {
     auto key0 = both(std::vector<float>(std::size_t{heads} * tokens));
     auto last = both(std::vector<float>(std::size_t{heads} * keys));
     ref_.attention_rows(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, tokens, past, heads, kv_heads,
-                   head_dim, window, 0.125f, {}, out.ref.data(), q_width, key0.ref.data(), last.ref.data());
+                        head_dim, window, 0.125f, {}, out.ref.data(), q_width, {key0.ref.data(), last.ref.data()});
     gpu().attention_rows(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, tokens, past, heads, kv_heads,
-                    head_dim, window, 0.125f, {}, out.dev.data(), q_width, key0.dev.data(), last.dev.data());
+                         head_dim, window, 0.125f, {}, out.dev.data(), q_width, {key0.dev.data(), last.dev.data()});
     expect_close(out, 1e-3, "attention");
     expect_close(key0, 1e-3, "attention key 0");
     expect_close(last, 1e-3, "attention last row");
@@ -1098,10 +1166,10 @@ class PrefillAttentionBodies : public AgainstReference, public ::testing::TestWi
                             float* o, float* k0, float* l) {
         if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(keys)>>, std::uint16_t>) {
           ops.attention_rows_bf16(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads,
-                                  c.head_dim, c.window, scale, c.shaping, o, q_width, k0, l);
+                                  c.head_dim, c.window, scale, c.shaping, o, q_width, {k0, l});
         } else {
-          ops.attention_rows(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads,
-                             c.head_dim, c.window, scale, c.shaping, o, q_width, k0, l);
+          ops.attention_rows(q_rows, q_ld, keys, values, kv_width, c.tokens, c.past, c.heads, c.kv_heads, c.head_dim,
+                             c.window, scale, c.shaping, o, q_width, {k0, l});
         }
       };
       call(ref_, q.ref.data(), k.ref.data(), v.ref.data(), out.ref.data(), key0.ref.data(), last.ref.data());
@@ -1200,10 +1268,10 @@ TEST_F(GpuKernels, AttentionOverABf16CacheMatchesTheReference) {
       auto last = both(std::vector<float>(heads * keys));
       ref_.attention_rows_bf16(q.ref.data(), q_width, k.ref.data(), v.ref.data(), kv_width, shape.tokens, shape.past,
                                shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.ref.data(), q_width,
-                               key0.ref.data(), last.ref.data());
-      gpu().attention_rows_bf16(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens,
-                                shape.past, shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.dev.data(),
-                                q_width, key0.dev.data(), last.dev.data());
+                               {key0.ref.data(), last.ref.data()});
+      gpu().attention_rows_bf16(q.dev.data(), q_width, k.dev.data(), v.dev.data(), kv_width, shape.tokens, shape.past,
+                                shape.heads, shape.kv_heads, head_dim, window, 0.088f, {}, out.dev.data(), q_width,
+                                {key0.dev.data(), last.dev.data()});
       expect_close(out, tolerance, "attention over a bf16 cache");
       expect_close(key0, tolerance, "attention over a bf16 cache, key 0");
       expect_close(last, tolerance, "attention over a bf16 cache, last row");

@@ -391,6 +391,31 @@ TEST_P(ArchModel, AttentionTemperatureMatchesTheFp64Reference) {
   EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance);
 }
 
+// SelfExtend's and STRING's examples (far keys at grouped or shifted
+// positions, windows shorter than llama_swa's) against the reference's own
+// (make_arch_fixtures.distance_remap), on every architecture with RoPE: the
+// remapped attention as two attentions merged, with each architecture's
+// RoPE pairing, local bases, windows and soft-cap. Without RoPE (MPT) the
+// methods are refused by name (MethodsChangeEveryArchitecture).
+TEST_P(ArchModel, DistanceRemapsMatchTheFp64Reference) {
+  const auto& entry = fixture().at("models").at(name());
+  if (!model_->config().has_rope()) {
+    EXPECT_FALSE(entry.contains("selfextend")) << "the reference remaps a model without RoPE";
+    GTEST_SKIP() << name() << " has no RoPE";
+  }
+  for (const auto& [method, field] : {std::pair{"selfextend", "self_extend"}, std::pair{"string", "string_shift"}}) {
+    const auto& cs = entry.at(method);
+    const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
+    const Intervention iv = Intervention::from_json({{field, cs.at(field)}});
+    const auto logits = last_logits(*model_, tokens, hooks::sequence_scales(model_->config(), iv));
+    const double err = worst_top_error(logits, cs);
+    std::printf("%s: %s worst |logit - fp64 reference| %.1e (it moves the reference by %.3f)\n", name().c_str(), method,
+                err, cs.at("effect").get<double>());
+    EXPECT_LT(err, kLogitTolerance) << method;
+    EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance) << method;
+  }
+}
+
 // SIW's mechanism (ForwardHooks::key0_weight_factors): key 0's weight times
 // 1.8 for every query of every layer, without renormalising, against the
 // reference's own (make_arch_fixtures.py); SIW's factors from the prefill's

@@ -217,28 +217,31 @@ std::vector<BatchItem> chunked_kv_items() {
 // the same device, packed passes (about two items a pass here) give the
 // per-sequence schedule's decisions and texts, for the plain model (which
 // the per-sequence schedule runs from a shared prefix), a RoPE scale, an
-// attention temperature (its layers attend per sequence in a packed pass)
-// and every mechanism that reads the whole prompt.
+// attention temperature and SelfExtend (their layers attend per sequence in
+// a packed pass; SelfExtend's far keys in a second cache, decode steps
+// included) and every mechanism that reads the whole prompt.
 TEST_F(EngineBackendTest, ASchedulesAnswersAreTheOthers) {
   EngineBackend packed(testing::test_model_path(), {.schedule = Schedule::packed, .batch_tokens = 160});
   EXPECT_EQ(packed.batch_tokens(), 160u);
   EXPECT_EQ(packed.identity().key(), backend_->identity().key()) << "the same numbers, the same cache entries";
   EXPECT_EQ(packed.execution(), backend_->execution());
   const auto items = chunked_kv_items();
-  Intervention pi, mspoe, caliope, siw, phs, temperature;
+  Intervention pi, mspoe, caliope, siw, phs, temperature, self_extend;
   pi.rope_scale = {{1.1}};
   temperature.attention_temperature = AttentionTemperature{0.8, {15, 16, 17, 18, 19, 20}};
+  self_extend.self_extend = SelfExtend{4, 16, {5, 6, 7, 8, 9, 10}};
   mspoe.mspoe = MsPoe{};
   caliope.position_map = PositionMap{"decay", 10000, 5, 1000, 20, 0.5};
   siw.siw = Siw{0.5, 1.5, 1.0, {5, 6, 7, 8, 9, 10}};
   phs.hidden_channel = HiddenChannel{17, 4.0, {5, 6, 7, 8, 9, 10}};
-  for (const Intervention& iv : {Intervention{}, pi, mspoe, caliope, siw, phs, temperature}) {
+  for (const Intervention& iv : {Intervention{}, pi, mspoe, caliope, siw, phs, temperature, self_extend}) {
     const std::string name = iv.to_json().dump();
     for (const RunOptions& options : {RunOptions{Mode::teacher_forced, 0}, RunOptions{Mode::generate, 8}}) {
       // Generation: the plain model, PHS (a hook on every decode step) and
-      // the temperature (its layers leave the batched decode steps).
-      if (options.mode == Mode::generate && !iv.to_json().empty() && !iv.hidden_channel &&
-          !iv.attention_temperature) {
+      // the temperature and SelfExtend (their layers leave the batched
+      // decode steps).
+      if (options.mode == Mode::generate && !iv.to_json().empty() && !iv.hidden_channel && !iv.attention_temperature &&
+          !iv.self_extend) {
         continue;
       }
       const auto expected = backend_->run(iv, items, options);

@@ -220,8 +220,7 @@ TEST(FlashAttentionTiles, TheTiledOnlineSoftmaxMatchesTheReference) {
       }
       std::vector<float> key0_4(std::size_t(c.tokens) * 4);
       ref.attention_rows(q4.data(), std::size_t(head_dim) * 4, k.data(), v.data(), head_dim, c.tokens, c.past, 4, 1,
-                         head_dim, c.window, scale, c.shaping, out4.data(), std::size_t(head_dim) * 4, key0_4.data(),
-                         nullptr);
+                         head_dim, c.window, scale, c.shaping, out4.data(), std::size_t(head_dim) * 4, {key0_4.data()});
       double worst = 0.0, worst_key0 = 0.0;
       for (int t = 0; t < c.tokens; ++t) {
         for (int d = 0; d < head_dim; ++d) {
@@ -252,7 +251,7 @@ TEST(FlashAttentionTiles, Fp16InputsStayWithinTheGpuTolerance) {
   std::vector<float> want(q.size()), want_key0(tokens);
   devices::ReferenceOps ref;
   ref.attention_rows(q.data(), head_dim, k.data(), v.data(), head_dim, tokens, past, 1, 1, head_dim, 0, scale, {},
-                     want.data(), head_dim, want_key0.data(), nullptr);
+                     want.data(), head_dim, {want_key0.data()});
   for (auto* x : {&q, &k, &v}) {
     for (float& e : *x) e = to_fp16(e);
   }

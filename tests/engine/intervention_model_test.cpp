@@ -216,6 +216,14 @@ TEST_F(InterventionModel, PhsLogitsMatch) { EXPECT_EQ(run("phs").cases, 15); }
 // applied to other layers or with 1 / t for t, fails the check.
 TEST_F(InterventionModel, TemperatureLogitsMatch) { EXPECT_EQ(run("temperature").cases, 10); }
 
+// SelfExtend (G 4, W 32 on every layer; G 8, W 64 on layers 10-29) and
+// STRING (S 48, W 8 on every layer; S 96, W 16 on layers 15-29) over
+// prompts of up to 160 tokens, against the numpy reference's one softmax
+// over near and far scores: the engine's two attentions and their merge,
+// the far positions and the layer list.
+TEST_F(InterventionModel, SelfExtendLogitsMatch) { EXPECT_EQ(run("selfextend").cases, 10); }
+TEST_F(InterventionModel, StringLogitsMatch) { EXPECT_EQ(run("string").cases, 10); }
+
 TEST_F(InterventionModel, AllFourTogetherMatch) { EXPECT_EQ(run("combo", {}, kMsPoeLogitTolerance).cases, 2); }
 
 TEST_F(InterventionModel, NoHookForThePlainIntervention) {

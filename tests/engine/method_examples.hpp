@@ -22,13 +22,20 @@ inline const std::map<std::string, nlohmann::json>& method_examples() {
       {"pi", {{"rope_scale", {{2.0}}}}},
       {"mspoe",
        {{"mspoe",
-         {{"min_ratio", 1.2}, {"max_ratio", 1.8}, {"first_layer", 0}, {"alpha", 3.0}, {"order", "awareness"},
+         {{"min_ratio", 1.2},
+          {"max_ratio", 1.8},
+          {"first_layer", 0},
+          {"alpha", 3.0},
+          {"order", "awareness"},
           {"reference_spacing", false}}}}},
       // decay: a gap at every chunk boundary, so llama_swa's window sees some.
       {"caliope", {{"position_map", {{"kind", "decay"}, {"delta0", 20.0}, {"lambda", 0.9}}}}},
       {"siw", {{"siw", {{"alpha_dense", 0.5}, {"alpha_sparse", 1.5}, {"sigma", 1.0}, {"layers", {0, 1}}}}}},
       {"phs", {{"hidden_channel", {{"channel", 3}, {"scale", 0.0}, {"layers", {0, 1}}}}}},
       {"temperature", {{"attention_temperature", {{"temperature", 0.5}, {"layers", {1}}}}}},
+      // Windows shorter than llama_swa's 8 keys (make_arch_fixtures.py REMAP_EXAMPLES).
+      {"selfextend", {{"self_extend", {{"group", 3}, {"window", 5}, {"layers", {0, 1}}}}}},
+      {"string", {{"string_shift", {{"shift", 6}, {"window", 2}, {"layers", {0, 1}}}}}},
   };
   return m;
 }

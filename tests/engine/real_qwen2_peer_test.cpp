@@ -484,12 +484,15 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
                            (one_prompt ? ", teacher-forced)" : ")"),
                        &methods_kv, json::object(), spec.logit_tolerance, one_prompt});
   const std::vector<MethodCase> more = {
-      {"PI " + num(spec.pi_scale) + " on every layer", &methods_kv,
-       {{"rope_scale", json::array({json::array({spec.pi_scale})})}}, spec.logit_tolerance},
+      {"PI " + num(spec.pi_scale) + " on every layer",
+       &methods_kv,
+       {{"rope_scale", json::array({json::array({spec.pi_scale})})}},
+       spec.logit_tolerance},
       {"LPES Bezier curve 1.0-1.9", &methods_kv, {{"rope_scale", lpes}}, spec.logit_tolerance},
       // Equal ratios: no ranking to swap, so the tighter bound.
       {"Ms-PoE every ratio 1.2", &methods_kv, {{"mspoe", mspoe(1.2, 1.2)}}, spec.logit_tolerance},
-      {"SIW dense " + num(spec.siw_dense) + " sparse " + num(spec.siw_sparse) + ", layers " + range(siw_first, siw_last),
+      {"SIW dense " + num(spec.siw_dense) + " sparse " + num(spec.siw_sparse) + ", layers " +
+           range(siw_first, siw_last),
        &methods_kv,
        {{"siw",
          {{"alpha_dense", spec.siw_dense},
@@ -497,9 +500,12 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
           {"sigma", 1.0},
           {"layers", int_list(siw_first, siw_last)}}}},
        spec.logit_tolerance},
-      {"CALIOPE Moses gap 10000", &methods_kv, {{"position_map", {{"kind", "moses"}, {"gap", 10000.0}}}},
+      {"CALIOPE Moses gap 10000",
+       &methods_kv,
+       {{"position_map", {{"kind", "moses"}, {"gap", 10000.0}}}},
        spec.logit_tolerance},
-      {"CALIOPE Hourglass 5-1000", &methods_kv,
+      {"CALIOPE Hourglass 5-1000",
+       &methods_kv,
        {{"position_map", {{"kind", "hourglass"}, {"delta_min", 5.0}, {"delta_max", 1000.0}}}},
        spec.logit_tolerance},
       {"PHS channel " + std::to_string(spec.phs_channel) + " x " + num(spec.phs_scale) + ", layers " +
@@ -510,8 +516,20 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
        spec.logit_tolerance},
       // Logits / 0.8 in the second half of the layers: every query's
       // attention sharper there, on prompt and answer rows alike.
-      {"attention temperature 0.8, layers " + range(layers / 2, layers - 1), &methods_kv,
+      {"attention temperature 0.8, layers " + range(layers / 2, layers - 1),
+       &methods_kv,
        {{"attention_temperature", {{"temperature", 0.8}, {"layers", int_list(layers / 2, layers - 1)}}}},
+       spec.logit_tolerance},
+      // The two distance remaps on every layer, with windows well inside
+      // the short prompt (3 or 6 pairs, 150-300 tokens): most keys of the
+      // later queries are far (grouped by 4, or moved down by 64 - 8).
+      {"SelfExtend group 4, window 32, every layer",
+       &methods_kv,
+       {{"self_extend", {{"group", 4}, {"window", 32}, {"layers", int_list(0, layers - 1)}}}},
+       spec.logit_tolerance},
+      {"STRING shift 64, window 8, every layer",
+       &methods_kv,
+       {{"string_shift", {{"shift", 64}, {"window", 8}, {"layers", int_list(0, layers - 1)}}}},
        spec.logit_tolerance},
   };
   methods.insert(methods.end(), more.begin(), more.end());

@@ -589,6 +589,8 @@ TEST_F(ExperimentFile, ComboNeedsTwoDistinctMethods) {
   expect_error(combo("[lpes]"), 17, 20, "objective.combo.methods", "at least 2 items");
   expect_error(combo("[lpes, pi]"), 17, 27, "objective.combo.methods[1]", "combine only one");
   expect_error(combo("[siw, siw]"), 17, 26, "objective.combo.methods[1]", "listed twice");
+  expect_error(combo("[selfextend, string]"), 17, 33, "objective.combo.methods[1]",
+               "cannot combine: each remaps the attention's distances");
   expect_error(edited("  kind: lpes\n", "  kind: lpes\n  combo: {methods: [lpes, siw]}\n"), 17, 10,
                "objective.combo", "applies only when objective.kind is combo");
 }

@@ -67,8 +67,9 @@ TEST(MethodPlugin, TheRegisteredMethodIsKnownWhereverTheRegistryIsAsked) {
   EXPECT_NE(std::find(gene_table_methods().begin(), gene_table_methods().end(), "moses"), gene_table_methods().end());
   // It adds no field: CALIOPE, listed first, still owns position_map (JSON,
   // validation, server probe).
-  EXPECT_EQ(intervention_fields(), (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw",
-                                                             "hidden_channel", "attention_temperature"}));
+  EXPECT_EQ(intervention_fields(),
+            (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw", "hidden_channel",
+                                      "attention_temperature", "self_extend", "string_shift"}));
   EXPECT_EQ(std::count(field_owners().begin(), field_owners().end(), &moses), 0);
 
   const Intervention iv = moses_with_gap(5000.0);

@@ -27,14 +27,19 @@ std::string validation_error(const Intervention& iv) {
 }
 
 TEST(MethodRegistry, ListsEveryMethodOnce) {
-  EXPECT_EQ(method_names(),
-            (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature"}));
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature",
+                                                      "selfextend", "string"}));
   const std::set<std::string> unique(method_names().begin(), method_names().end());
   EXPECT_EQ(unique.size(), method_names().size());
-  EXPECT_EQ(gene_table_methods(), (std::vector<std::string>{"mspoe", "caliope", "siw", "phs", "temperature"}));
-  EXPECT_EQ(intervention_fields(), (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw",
-                                                             "hidden_channel", "attention_temperature"}));
+  EXPECT_EQ(gene_table_methods(),
+            (std::vector<std::string>{"mspoe", "caliope", "siw", "phs", "temperature", "selfextend", "string"}));
+  EXPECT_EQ(intervention_fields(),
+            (std::vector<std::string>{"rope_scale", "mspoe", "position_map", "siw", "hidden_channel",
+                                      "attention_temperature", "self_extend", "string_shift"}));
   EXPECT_EQ(method_named("temperature").mechanism, Mechanism::layer_score_scales);
+  EXPECT_EQ(method_named("selfextend").mechanism, Mechanism::distance_remap);
+  EXPECT_EQ(method_named("string").mechanism, Mechanism::distance_remap);
+  EXPECT_TRUE(mechanism_needs(Mechanism::distance_remap).rope_positions);
   EXPECT_EQ(mechanism_needs(Mechanism::layer_score_scales), MechanismNeeds{})
       << "a factor fixed before the pass: prefixes shareable, no RoPE needed";
   EXPECT_EQ(method_named("pi").field, "rope_scale") << "PI writes LPES's field";
@@ -121,7 +126,7 @@ TEST(MethodRegistry, RopeMechanismsAreRefusedByNameWithoutRope) {
     }
     EXPECT_NO_THROW(validate_intervention(probe, ModelShape{.layers = 2, .heads = 4, .kv_heads = 4, .hidden = 64}));
   }
-  EXPECT_EQ(refused, 4);  // lpes, pi, mspoe, caliope
+  EXPECT_EQ(refused, 6);  // lpes, pi, mspoe, caliope, selfextend, string
 }
 
 // register_method() refuses, naming the method and the reason, a module that
@@ -151,8 +156,8 @@ TEST(MethodRegistry, RegisterMethodRefusesWhatWouldBreakTheContract) {
   incomplete.name = "toy";
   incomplete.apply_genes = nullptr;
   EXPECT_NE(refusal(incomplete).find("a function of its module is missing"), std::string::npos);
-  EXPECT_EQ(method_names(),
-            (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature"}));
+  EXPECT_EQ(method_names(), (std::vector<std::string>{"lpes", "pi", "mspoe", "caliope", "siw", "phs", "temperature",
+                                                      "selfextend", "string"}));
 }
 
 TEST(MethodRegistry, PaperDefaultsAreTheParameterDefaults) {
@@ -218,6 +223,12 @@ std::vector<Pinned> pinned() {
   Intervention temperature;
   temperature.attention_temperature = AttentionTemperature{0.8, {15, 16}};
   out.push_back({"temperature", temperature, R"({"attention_temperature":{"layers":[15,16],"temperature":0.8}})"});
+  Intervention self_extend;
+  self_extend.self_extend = SelfExtend{8, 1024, {0, 1}};
+  out.push_back({"selfextend", self_extend, R"({"self_extend":{"group":8,"layers":[0,1],"window":1024}})"});
+  Intervention string_shift;
+  string_shift.string_shift = StringShift{10922, 128, {3}};
+  out.push_back({"string", string_shift, R"({"string_shift":{"layers":[3],"shift":10922,"window":128}})"});
   return out;
 }
 
@@ -301,6 +312,43 @@ TEST(MethodRegistry, EachMethodsValidationNamesFieldAndReason) {
             std::string::npos) << validation_error(temperature);
   EXPECT_THROW(Intervention::from_json(nlohmann::json::parse(R"({"attention_temperature": {"t": 2}})")),
                std::invalid_argument) << "an unknown key is refused";
+  Intervention string_shift;
+  string_shift.string_shift = StringShift{100, 128, {3}};
+  EXPECT_NE(validation_error(string_shift).find("intervention.string_shift.shift: 100 is below the window 128"),
+            std::string::npos)
+      << validation_error(string_shift);
+  EXPECT_THROW(Intervention::from_json(nlohmann::json::parse(R"({"self_extend": {"group": 0}})")),
+               std::invalid_argument)
+      << "a group of 0 tokens is refused";
+  Intervention self_extend;
+  self_extend.self_extend = SelfExtend{4, 512, {31}};
+  EXPECT_NE(validation_error(self_extend).find("intervention.self_extend.layers: layer 31 is outside"),
+            std::string::npos)
+      << validation_error(self_extend);
+}
+
+// Two mechanisms that cannot act in one pass are refused together, named
+// by both fields and the reason, whichever order they are set in.
+TEST(MethodRegistry, MechanismsThatCannotCombineAreRefusedTogether) {
+  Intervention both_remaps;
+  both_remaps.self_extend = SelfExtend{4, 512, {0}};
+  both_remaps.string_shift = StringShift{4096, 128, {0}};
+  EXPECT_NE(validation_error(both_remaps)
+                .find("intervention.self_extend (selfextend) and intervention.string_shift "
+                      "(string) cannot combine: each remaps the attention's distances"),
+            std::string::npos)
+      << validation_error(both_remaps);
+  Intervention with_siw;
+  with_siw.string_shift = StringShift{4096, 128, {0}};
+  with_siw.siw = Siw{};
+  with_siw.siw->layers = {0};
+  EXPECT_NE(validation_error(with_siw).find("cannot combine: a remapped attention is two attentions merged"),
+            std::string::npos)
+      << validation_error(with_siw);
+  Intervention with_lpes;  // a remap and a RoPE scale compose
+  with_lpes.self_extend = SelfExtend{4, 512, {0}};
+  with_lpes.rope_scale = {{1.5}};
+  EXPECT_NO_THROW(validate_intervention(with_lpes, kSmol));
 }
 
 TEST(MethodRegistry, GeneValuesDecodeThroughTheModule) {

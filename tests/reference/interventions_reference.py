@@ -36,12 +36,17 @@ Semantics fixed here (and documented in backends/engine/hooks/*.hpp):
   Attention temperature (YaRN, Peng et al. 2023): in the chosen layers every
     query's attention is softmax(q . k^T / (t sqrt(d))) over its causal keys
     (the rows Ms-PoE ranks heads by are not tempered: its own readout).
+  SelfExtend (LongLM, Jin et al. 2024, Alg. 1) and STRING (An et al. 2024,
+    sec. 4): in the chosen layers, a key at token distance >= the near
+    window is scored with the query and key rotated at far positions
+    (make_arch_fixtures.distance_remap), one softmax over all keys.
 
 Evaluation mode (--eval), for the peer tests on real models
 (tests/engine/real_qwen2_peer_test.cpp): the same forward pass and method
 code on given token sequences, chunk spans and interventions (the
 Intervention JSON of methods/intervention.hpp: rope_scale, mspoe,
-position_map, siw, hidden_channel) over a llama or qwen2 GGUF (qwen2:
+position_map, siw, hidden_channel, attention_temperature, self_extend,
+string_shift) over a llama or qwen2 GGUF (qwen2:
 make_arch_fixtures.Model in fp32, with its Q/K/V biases and NEOX RoPE).
 It writes the logits (float64, little-endian, vocab values a row): the last
 position's row of each case, or every gold row of a teacher-forced case
@@ -139,6 +144,15 @@ SIW_SETTINGS = [
 TEMPERATURE_SETTINGS = [
     {"temperature": 0.7, "layers": list(range(15, 30))},
     {"temperature": 1.5, "layers": list(range(0, 30))},
+]
+# SmolLM2's prompts here are < 160 tokens: windows that leave far keys.
+SELFEXTEND_SETTINGS = [
+    {"group": 4, "window": 32, "layers": list(range(0, 30))},
+    {"group": 8, "window": 64, "layers": list(range(10, 30))},
+]
+STRING_SETTINGS = [
+    {"shift": 48, "window": 8, "layers": list(range(0, 30))},
+    {"shift": 96, "window": 16, "layers": list(range(15, 30))},
 ]
 PHS_SETTINGS = [
     {"channel": 17, "scale": 0.0, "layers": list(range(8, 21))},
@@ -255,7 +269,7 @@ def project(model, x, p, name):
 
 
 def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None, rope_scale=None,
-            prompt_tokens=None, temperature=None):
+            prompt_tokens=None, temperature=None, self_extend=None, string_shift=None):
     """Last-position logits with any combination of the four interventions.
     rope_scale: [layer][head] RoPE scales (LPES, PI: the position is divided
     by the layer's scale); not combined with mspoe here.
@@ -268,12 +282,31 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
     T = len(tokens)
     n = T if prompt_tokens is None else prompt_tokens
     if n != T and (caliope or siw or phs):
-        raise ValueError("a continuation after the prompt is modelled for rope_scale, mspoe and temperature only")
+        raise ValueError("a continuation after the prompt is modelled for rope_scale, mspoe, temperature, "
+                         "self_extend and string_shift only")
     hd, H, KV = model.head_dim, model.heads, model.kv_heads
     group = H // KV
     pos = caliope_positions(T, chunks, caliope) if caliope else np.arange(T, dtype=np.float64)
     info = {"positions": pos.tolist(), "mspoe_ratio": [], "mspoe_index": [], "mspoe_score": [], "siw_dense": [],
             "siw_counts": []}
+    remap = None
+    if self_extend or string_shift:
+        from make_arch_fixtures import distance_remap  # the papers' far positions, written once for both references
+        remap = distance_remap(pos, self_extend, string_shift)
+    far = (np.arange(T)[:, None] - np.arange(T)[None, :]) >= remap[0] if remap else None
+
+    def scores(l, qrows, krows, hh, g, qpos_at, t):
+        """Head hh's scaled scores of queries qrows (rows qpos_at of the
+        sequence) over every key; a remapped layer scores the far keys with
+        both rotated at their far positions."""
+        qh = model.rope(qrows[:, hh * hd:(hh + 1) * hd], pos[qpos_at] / scale[hh])
+        kh = model.rope(krows[:, g * hd:(g + 1) * hd], pos / scale[hh])
+        s = qh @ kh.T / (t * np.sqrt(hd))
+        if remap is not None and l in remap[3]:
+            qf = model.rope(qrows[:, hh * hd:(hh + 1) * hd], remap[1][qpos_at] / scale[hh])
+            kf = model.rope(krows[:, g * hd:(g + 1) * hd], remap[2] / scale[hh])
+            s = np.where(far[qpos_at], qf @ kf.T / (t * np.sqrt(hd)), s)
+        return s
     h = model.w["token_embd.weight"][tokens].copy()
     mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
     for l in range(model.layers):
@@ -297,10 +330,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
         t = temperature["temperature"] if temperature is not None and l in temperature["layers"] else 1.0
         probs = np.empty((H, T, T), dtype=np.float32)
         for hh in range(H):
-            g = hh // group
-            qh = model.rope(q[:, hh * hd:(hh + 1) * hd], pos / scale[hh])
-            kh = model.rope(k[:, g * hd:(g + 1) * hd], pos / scale[hh])
-            probs[hh] = softmax(qh @ kh.T / (t * np.sqrt(hd)) + mask)
+            probs[hh] = softmax(scores(l, q, k, hh, hh // group, slice(0, T), t) + mask)
         if siw is not None and l in siw["layers"]:
             alphas, dense, counts = siw_alphas(probs[:, T - 1, :].mean(axis=0), chunks, siw)
             info["siw_dense"].append(dense)
@@ -308,10 +338,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
             probs[:, 1:, 0] *= alphas[1:].astype(np.float32)[None, :]
         if phs_here:
             for hh in range(H):
-                g = hh // group
-                qh = model.rope(qs[:, hh * hd:(hh + 1) * hd], pos[T - 1:] / scale[hh])
-                kh = model.rope(ks[:, g * hd:(g + 1) * hd], pos / scale[hh])
-                probs[hh, T - 1] = softmax(qh @ kh.T / (t * np.sqrt(hd)))[0]
+                probs[hh, T - 1] = softmax(scores(l, qs, ks, hh, hh // group, slice(T - 1, T), t))[0]
         att = np.empty((T, H * hd), dtype=np.float32)
         for hh in range(H):
             g = hh // group
@@ -415,6 +442,10 @@ def main():
                         for s in PHS_SETTINGS for i in range(len(prompts))],
         "temperature": lambda: [case(i, "temperature", {"attention_temperature": s}, temperature=s)
                                 for s in TEMPERATURE_SETTINGS for i in range(len(prompts))],
+        "selfextend": lambda: [case(i, "selfextend", {"self_extend": s}, self_extend=s)
+                               for s in SELFEXTEND_SETTINGS for i in range(len(prompts))],
+        "string": lambda: [case(i, "string", {"string_shift": s}, string_shift=s)
+                           for s in STRING_SETTINGS for i in range(len(prompts))],
         "combo": combo_cases,
         "plain": lambda: [{"prompt": text, "tokens": tokens, "chunks": chunks, "intervention": {},
                            **top(plain[i])} for i, (text, tokens, chunks, _) in enumerate(prompts)],
@@ -472,7 +503,8 @@ def load_model(path):
 
 def evaluate(model, case):
     iv = case.get("intervention", {})
-    known = {"rope_scale", "mspoe", "position_map", "siw", "hidden_channel", "attention_temperature"}
+    known = {"rope_scale", "mspoe", "position_map", "siw", "hidden_channel", "attention_temperature", "self_extend",
+             "string_shift"}
     if set(iv) - known:
         raise ValueError(f"case {case.get('name')}: unknown intervention fields {sorted(set(iv) - known)}")
     if iv.get("rope_scale") and iv.get("mspoe"):
@@ -481,7 +513,8 @@ def evaluate(model, case):
     chunks = [tuple(c) for c in case.get("chunks", [])]
     logits, info = forward(model, case["tokens"], chunks, mspoe=iv.get("mspoe"), caliope=iv.get("position_map"),
                            siw=iv.get("siw"), phs=iv.get("hidden_channel"), rope_scale=rope_scale,
-                           prompt_tokens=case.get("prompt_tokens"), temperature=iv.get("attention_temperature"))
+                           prompt_tokens=case.get("prompt_tokens"), temperature=iv.get("attention_temperature"),
+                           self_extend=iv.get("self_extend"), string_shift=iv.get("string_shift"))
     logits = np.atleast_2d(logits)
     decided = {"name": case.get("name", ""), "rows": int(logits.shape[0])}
     if iv.get("mspoe"):

@@ -31,6 +31,10 @@ from gguf.quants import dequantize
 TOP_K = 20
 MODELS = ["qwen2", "llama3", "gemma", "llama_swa", "qwen3", "gemma3", "phi3", "gemma2", "mpt"]
 PROMPT_LENGTHS = [6, 19, 37]
+# tests/engine/method_examples.hpp's SelfExtend and STRING examples: windows
+# shorter than llama_swa's 8 keys, so its layers see far keys too.
+REMAP_EXAMPLES = [("selfextend", "self_extend", {"group": 3, "window": 5, "layers": [0, 1]}),
+                  ("string", "string_shift", {"shift": 6, "window": 2, "layers": [0, 1]})]
 HALVES_ARCHS = {"qwen2", "gemma", "qwen3", "gemma3", "phi3", "gemma2"}  # llama.cpp: LLAMA_ROPE_TYPE_NEOX
 
 
@@ -191,8 +195,12 @@ class Model:
             k = self.head_norm(k, self.w[p + "attn_k_norm.weight"])
         return q, k, v
 
-    def attention(self, q, k, v, l, pos, mask, scale, key0_factor=None, temperature=None):
+    def attention(self, q, k, v, l, pos, mask, scale, key0_factor=None, temperature=None, remap=None):
+        """remap: (near_window, far query positions, far key positions, layers)
+        of distance_remap(): a key at distance >= near_window from its query
+        is scored with both rotated at their far positions."""
         T, hd, H, KV = q.shape[0], self.head_dim, self.heads, self.kv_heads
+        idx = np.arange(T)
         att = np.empty((T, H * hd), dtype=self.dtype)
         for head in range(H):
             g = head // (H // KV)
@@ -200,12 +208,15 @@ class Model:
             qh = self.rope(q[:, head * hd:(head + 1) * hd], pos / sc, self.local[l])
             kh = self.rope(k[:, g * hd:(g + 1) * hd], pos / sc, self.local[l])  # keys at this head's scale
             s = qh @ kh.T / self.dtype(self.scale_root)
+            if remap is not None and l in remap[3]:
+                qf = self.rope(q[:, head * hd:(head + 1) * hd], remap[1] / sc, self.local[l])
+                kf = self.rope(k[:, g * hd:(g + 1) * hd], remap[2] / sc, self.local[l])
+                s = np.where((idx[:, None] - idx[None, :]) >= remap[0], qf @ kf.T / self.dtype(self.scale_root), s)
             if temperature is not None and l in temperature["layers"]:  # before the soft-cap and ALiBi's bias
                 s = s / self.dtype(temperature["temperature"])
             if self.attn_softcap:  # gemma2
                 s = self.attn_softcap * np.tanh(s / self.attn_softcap)
             if self.slopes.any():  # ALiBi (mpt): -slope x (query index - key index)
-                idx = np.arange(T)
                 s = s - self.slopes[head] * (idx[:, None] - idx[None, :])
             s = s + mask
             s = np.exp(s - s.max(axis=-1, keepdims=True))
@@ -215,7 +226,8 @@ class Model:
                 att[:, head * hd:(head + 1) * hd] += (key0_factor - 1.0) * s[:, :1] * v[:1, g * hd:(g + 1) * hd]
         return att
 
-    def forward(self, tokens, scale=None, positions=None, phs=None, key0_factor=None, temperature=None):
+    def forward(self, tokens, scale=None, positions=None, phs=None, key0_factor=None, temperature=None,
+                self_extend=None, string_shift=None):
         """phs: {"channel", "scale", "layers"}: PHS in the prefill, channel c
         of the normed input to Q and K scaled in those layers for every key
         and the last query (the earlier rows keep the plain attention)."""
@@ -225,17 +237,18 @@ class Model:
         idx = np.arange(T)
         causal = idx[None, :] <= idx[:, None]
         windowed = causal & ((idx[:, None] - idx[None, :]) < self.window)
+        remap = distance_remap(pos, self_extend, string_shift)
         for l in range(self.layers):
             p = f"blk.{l}."
             mask = np.where(windowed if self.window and self.local[l] else causal, 0.0, -np.inf).astype(self.dtype)
             x = self.norm(h, p + "attn_norm")
             q, k, v = self.qkv(x, p)
-            att = self.attention(q, k, v, l, pos, mask, scale, key0_factor, temperature)
+            att = self.attention(q, k, v, l, pos, mask, scale, key0_factor, temperature, remap)
             if phs is not None and l in phs["layers"]:
                 xs = x.copy()
                 xs[:, phs["channel"]] *= phs["scale"]
                 qs, ks, _ = self.qkv(xs, p)
-                att[-1] = self.attention(qs, ks, v, l, pos, mask, scale, temperature=temperature)[-1]
+                att[-1] = self.attention(qs, ks, v, l, pos, mask, scale, temperature=temperature, remap=remap)[-1]
             out = att @ self.w[p + "attn_output.weight"].T + self.bias(p + "attn_output.bias")
             if self.post_norms:  # gemma3's norms after each block
                 out = self.rmsnorm(out, self.w[p + "post_attention_norm.weight"])
@@ -255,6 +268,23 @@ class Model:
         if self.final_softcap:  # gemma2
             logits = self.final_softcap * np.tanh(logits / self.final_softcap)
         return logits
+
+
+def distance_remap(pos, self_extend=None, string_shift=None):
+    """The far positions of SelfExtend or STRING, from the papers:
+    SelfExtend (LongLM Alg. 1): keys at distance >= W seen with the query at
+    floor(i / G) + W - floor(W / G) and the key at floor(j / G).
+    STRING (An et al. sec. 4): distances d >= S seen as d - S + W (the query
+    moved back by S - W, the key where it is).
+    Returns (near window, far query positions, far key positions, layers),
+    or None."""
+    if self_extend is not None:
+        G, W = self_extend["group"], self_extend["window"]
+        return W, np.floor(pos / G) + (W - W // G), np.floor(pos / G), self_extend["layers"]
+    if string_shift is not None:
+        S, W = string_shift["shift"], string_shift["window"]
+        return S, pos - (S - W), pos.copy(), string_shift["layers"]
+    return None
 
 
 def summarise(logits):
@@ -431,8 +461,16 @@ def main():
         temperature_logits = model.forward(longest, temperature=temperature)
         temperature_case = {"tokens": longest, "attention_temperature": temperature, **summarise(temperature_logits),
                             "effect": float(np.max(np.abs(temperature_logits[top] - ref)))}
+        # SelfExtend and STRING as tests/engine/method_examples.hpp's examples
+        # (RoPE models only: refused without RoPE).
+        remap_cases = {}
+        if model.rope_on:
+            for method, field, setting in REMAP_EXAMPLES:
+                remap_logits = model.forward(longest, **{field: setting})
+                remap_cases[method] = {"tokens": longest, field: setting, **summarise(remap_logits),
+                                       "effect": float(np.max(np.abs(remap_logits[top] - ref)))}
         models[name] = {"arch": model.arch, "cases": cases, "feature_effect": effect, "phs": phs_case, "siw": siw_case,
-                        "temperature": temperature_case,
+                        "temperature": temperature_case, **remap_cases,
                         "greedy": greedy(model, os.path.join(args.dir, name + ".gguf"), name)}
         print(name, "feature effects", effect)
         print(name, model.arch, "top logits", [round(c["top_logits"][0], 3) for c in cases])

@@ -56,7 +56,7 @@ void Device::decode_attention(const DecodeBatch& b) {
     ops::rope_rows(op_target(), q_rot, b.q_rot_ld, T, heads, b.head_dim, b.rope_dims, b.pairing, tables.data(),
                    query_stride);
     attention(q_rot, b.q_rot_ld, *s.kv, T, s.past, heads, b.window, b.scale, b.shaping,
-              b.out + static_cast<std::size_t>(s.row) * b.out_ld, b.out_ld, nullptr, nullptr);
+              b.out + static_cast<std::size_t>(s.row) * b.out_ld, b.out_ld, {});
   }
 }
 

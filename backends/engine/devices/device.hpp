@@ -113,6 +113,20 @@ struct DecodeBatch {
   std::vector<DecodeSequence> sequences;
 };
 
+// What an attention call reads out besides its output rows, each where
+// its pointer is set.
+struct AttentionReadouts {
+  // Each query's weight on key 0, [h * tokens + t] (SIW corrects it).
+  float* key0_weight = nullptr;
+  // The last query's weights over every key, [h * (past + tokens) + k], 0
+  // outside the window (Ms-PoE's awareness, SIW's density).
+  float* last_row = nullptr;
+  // Each query's log of its softmax's denominator, log sum_k exp(score_k)
+  // over the keys it sees, [h * tokens + t]: two attentions over disjoint
+  // key sets merge into the attention over both with it (merge_attention.hpp).
+  float* log_sum_exp = nullptr;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -172,12 +186,10 @@ class Device {
   // (heads x head_dim per row) over the cached keys [0, past + tokens), within
   // the last `window` keys (0: all), the scaled scores shaped by `shaping`
   // (soft-cap, ALiBi with head h's slope among `heads`; off: untouched).
-  // Where asked: each query's weight on key 0 (key0_weight[h * tokens + t])
-  // and the last query's weights over every key (last_row[h * (past +
-  // tokens) + k], 0 outside the window).
+  // Where asked, the readouts (AttentionReadouts).
   virtual void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads,
                          int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                         float* key0_weight, float* last_row) = 0;
+                         const AttentionReadouts& readouts) = 0;
   // Every sequence of `batch` as ops::rope_tables, cache_values, cache_keys,
   // ops::rope_rows of a copy of its queries into q_rot and attention (no
   // readouts) give it, one sequence after the other (device.cpp: the body

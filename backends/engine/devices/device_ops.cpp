@@ -317,15 +317,15 @@ void DeviceOps::cache_values(LayerKv& layer_kv, int start, const float* values, 
 
 void DeviceOps::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
                           int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                          float* key0_weight, float* last_row) {
+                          const AttentionReadouts& readouts) {
   const auto& kv = static_cast<const RowMajorKv&>(layer_kv);
   if (kv.form == KvForm::bf16) {
     attention_rows_bf16(q, q_ld, kv.keys_as<std::uint16_t>(), kv.values_as<std::uint16_t>(), kv.ld(), tokens, past,
-                        heads, kv.slots, kv.head_dim, window, scale, shaping, out, out_ld, key0_weight, last_row);
+                        heads, kv.slots, kv.head_dim, window, scale, shaping, out, out_ld, readouts);
     return;
   }
   attention_rows(q, q_ld, kv.keys_as<float>(), kv.values_as<float>(), kv.ld(), tokens, past, heads, kv.slots,
-                 kv.head_dim, window, scale, shaping, out, out_ld, key0_weight, last_row);
+                 kv.head_dim, window, scale, shaping, out, out_ld, readouts);
 }
 
 // Only value row 0 is read: from a bf16 cache, widened first.

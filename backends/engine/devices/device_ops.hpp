@@ -108,8 +108,8 @@ class DeviceOps : public Device {
                   RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) override;
   void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) override;
   void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads, int window,
-                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                 float* last_row) override;
+                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                 const AttentionReadouts& readouts) override;
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                            const float* key0_weight, const float* factors) override;
 
@@ -126,15 +126,15 @@ class DeviceOps : public Device {
   // contract): query head h reads KV column h / (heads / kv_heads).
   virtual void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
                               std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
-                              int window, float scale, const ScoreShaping& shaping, float* out,
-                              std::size_t out_ld, float* key0_weight, float* last_row) = 0;
+                              int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                              const AttentionReadouts& readouts) = 0;
   // attention_rows over a bf16 cache: keys and values are bf16 bits, each
   // read as its exact fp32 value (elementwise::bf16_value), the rest as
   // attention_rows computes it.
   virtual void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys,
                                    const std::uint16_t* values, std::size_t kv_ld, int tokens, int past, int heads,
                                    int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
-                                   float* out, std::size_t out_ld, float* key0_weight, float* last_row) = 0;
+                                   float* out, std::size_t out_ld, const AttentionReadouts& readouts) = 0;
   // out[i] = elementwise::bf16_value(x[i]) for i < count (exact).
   virtual void from_bf16(const std::uint16_t* x, std::size_t count, float* out) = 0;
   // `count` floats of device memory for rows on their way into a bf16

@@ -32,11 +32,14 @@ struct AttentionTile {
   int limit[kAttentionTile] = {};               // key count visible to each query (causal)
   int first[kAttentionTile] = {};               // first key visible (sliding window; 0 = all)
   // Readouts, optional: where non-null, each query's softmax row (limit
-  // floats: the last query's row for Ms-PoE awareness and SIW density) and
-  // its weight on key 0 (count floats: SIW corrects the output with it
-  // outside the kernel, out += (alpha - 1) p0 v0).
+  // floats: the last query's row for Ms-PoE awareness and SIW density), its
+  // weight on key 0 (count floats: SIW corrects the output with it outside
+  // the kernel, out += (alpha - 1) p0 v0) and the log of its softmax's
+  // denominator, max + log sum exp(p - max) over its shaped scores (count
+  // floats: two attentions over disjoint keys merge with it).
   float* probs_out[kAttentionTile] = {};
   float* key0_weight = nullptr;
+  float* log_sum_exp = nullptr;
   // Score shaping (elementwise::shape_score; 0: off): the soft-cap of every
   // score, and each query's ALiBi slope (its head's).
   float softcap = 0.0f;

@@ -37,6 +37,7 @@ void attention_reference_over(const AttentionTile& tile, const CacheView<E>& kv,
     }
     for (int k = first; k < tile.limit[r]; ++k) p[k] /= sum;
     if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
+    if (tile.log_sum_exp != nullptr) tile.log_sum_exp[r] = best + std::log(sum);
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
     float* out = tile.out[r];
     std::fill(out, out + kv.head_dim, 0.0f);

@@ -46,7 +46,7 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
                                              const Kv* values, std::size_t kv_ld, int tokens, int past, int heads,
                                              int group, int head_dim, int window, float scale,
                                              const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
-                                             float* key0_weight, float* last_row) {
+                                             float* key0_weight, float* last_row, float* log_sum_exp) {
   __shared__ float query[kMaxHeadDim];
   __shared__ float weights[kKeyChunk];  // a chunk's scores, then its unnormalised weights
   __shared__ float reduce[kAttentionThreads];
@@ -119,6 +119,9 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   if (key0_weight != nullptr && threadIdx.x == 0) {
     key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? expf(score0 - running_max) * inverse : 0.0f;
   }
+  if (log_sum_exp != nullptr && threadIdx.x == 0) {
+    log_sum_exp[static_cast<std::size_t>(h) * tokens + t] = running_max + logf(running_sum);
+  }
   if (keep_row) {
     __syncthreads();  // every thread's raw scores are in last_row
     float* row = last_row + static_cast<std::size_t>(h) * limit;
@@ -127,12 +130,12 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
 }
 
 template <typename Kv>
-__global__ void attention_kernel(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values,
-                                 std::size_t kv_ld, int tokens, int past, int heads, int group, int head_dim,
-                                 int window, float scale, elementwise::ScoreShaping shaping, float* out,
-                                 std::size_t out_ld, float* key0_weight, float* last_row) {
+__global__ void attention_kernel(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld,
+                                 int tokens, int past, int heads, int group, int head_dim, int window, float scale,
+                                 elementwise::ScoreShaping shaping, float* out, std::size_t out_ld, float* key0_weight,
+                                 float* last_row, float* log_sum_exp) {
   attend_query(blockIdx.x, blockIdx.y, q, q_ld, keys, values, kv_ld, tokens, past, heads, group, head_dim, window,
-               scale, shaping, out, out_ld, key0_weight, last_row);
+               scale, shaping, out, out_ld, key0_weight, last_row, log_sum_exp);
 }
 
 // ---- decode_attention: the sequences of one launch, passed by value (a
@@ -226,15 +229,15 @@ __global__ void decode_attention_kernel(const __grid_constant__ DecodeTable tabl
   if (t >= e.tokens) return;
   attend_query(t, blockIdx.y, q_rot + static_cast<std::size_t>(e.row) * q_rot_ld, q_rot_ld,
                static_cast<const Kv*>(e.keys), static_cast<const Kv*>(e.values),
-               static_cast<std::size_t>(e.slots) * head_dim, e.tokens, e.past, heads, heads / e.slots, head_dim,
-               window, scale, shaping, out + static_cast<std::size_t>(e.row) * out_ld, out_ld, nullptr, nullptr);
+               static_cast<std::size_t>(e.slots) * head_dim, e.tokens, e.past, heads, heads / e.slots, head_dim, window,
+               scale, shaping, out + static_cast<std::size_t>(e.row) * out_ld, out_ld, nullptr, nullptr, nullptr);
 }
 
 template <typename Kv>
-void launch_attention(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld,
-                      int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+void launch_attention(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
+                      int past, int heads, int kv_heads, int head_dim, int window, float scale,
                       const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                      float* last_row, void* stream) {
+                      float* last_row, float* log_sum_exp, void* stream) {
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("attention (cuda): " + why + " (tokens " + std::to_string(tokens) + ", past " +
                                 std::to_string(past) + ", heads " + std::to_string(heads) + "/" +
@@ -249,9 +252,9 @@ void launch_attention(const float* q, std::size_t q_ld, const Kv* keys, const Kv
   }
   if (tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
-  attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(q, q_ld, keys, values, kv_ld, tokens, past,
-                                                                     heads, heads / kv_heads, head_dim, window, scale,
-                                                                     shaping, out, out_ld, key0_weight, last_row);
+  attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(
+      q, q_ld, keys, values, kv_ld, tokens, past, heads, heads / kv_heads, head_dim, window, scale, shaping, out,
+      out_ld, key0_weight, last_row, log_sum_exp);
   check_launch("attention");
 }
 
@@ -274,22 +277,21 @@ void launch_decode(const DecodeTable& table, int n, int longest, const float* qk
 
 }  // namespace
 
-void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld, int tokens,
+               int past, int heads, int kv_heads, int head_dim, int window, float scale,
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-               float* last_row, void* stream) {
+               float* last_row, float* log_sum_exp, void* stream) {
   launch_attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out,
-                   out_ld, key0_weight, last_row, stream);
+                   out_ld, key0_weight, last_row, log_sum_exp, stream);
 }
 
 void attention(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
                std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-               float* last_row, void* stream) {
+               float* last_row, float* log_sum_exp, void* stream) {
   launch_attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out,
-                   out_ld, key0_weight, last_row, stream);
+                   out_ld, key0_weight, last_row, log_sum_exp, stream);
 }
-
 
 void decode_attention(const DecodeEntry* entries, int count, const float* qkv, std::size_t qkv_ld,
                       const double* positions, const double* inverse_frequencies, int rope_dims,

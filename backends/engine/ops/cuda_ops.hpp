@@ -40,17 +40,19 @@ namespace midtune::engine::cuda {
 // key0_weight [heads][tokens] each query's weight on key 0 (SIW's correction
 // out += (alpha - 1) p0 v0 is applied by the caller), last_row
 // [heads][past + tokens] the last query's softmax row per head (zero before
-// `first`). One thread block per (query, head); head_dim at most 256.
-void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
-               int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
+// `first`), log_sum_exp [heads][tokens] each query's log sum_k exp(score_k)
+// (merge_attention.hpp). One thread block per (query, head); head_dim at
+// most 256.
+void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld, int tokens,
+               int past, int heads, int kv_heads, int head_dim, int window, float scale,
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
-               float* last_row = nullptr, void* stream = nullptr);
+               float* last_row = nullptr, float* log_sum_exp = nullptr, void* stream = nullptr);
 // The same over a bf16 cache (keys and values bf16 bits, each read as its
 // exact float: elementwise::bf16_value).
 void attention(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
                std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
                const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight = nullptr,
-               float* last_row = nullptr, void* stream = nullptr);
+               float* last_row = nullptr, float* log_sum_exp = nullptr, void* stream = nullptr);
 
 // One sequence of decode_attention: its cache (row-major, [capacity][slots
 // x head_dim], keys rotated; floats, or bf16 bits where `bf16`: written

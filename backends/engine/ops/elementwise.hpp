@@ -110,6 +110,17 @@ MIDTUNE_HOST_DEVICE inline float layer_norm_scale(float x, float mean, float inv
 // to float).
 MIDTUNE_HOST_DEVICE inline float channel_delta(double scale, float x) { return static_cast<float>((scale - 1.0) * x); }
 
+// Two attentions over disjoint keys merged (merge_attention.hpp): part a's
+// share of the union's softmax denominator from the parts' log-sum-exps, and
+// an output element from that share (exp in float; a part far behind gets
+// weight 0, never NaN, as exp overflows to infinity).
+MIDTUNE_HOST_DEVICE inline float merge_weight(float lse_a, float lse_b) {
+  return 1.0f / (1.0f + ::expf(lse_b - lse_a));
+}
+MIDTUNE_HOST_DEVICE inline float merged_value(float weight, float a, float b) {
+  return weight * a + (1.0f - weight) * b;
+}
+
 // float -> bf16 bits, rounded to nearest even (NaN stays a quiet NaN): how
 // weights and activations enter the GPU's bf16 matrix products.
 MIDTUNE_HOST_DEVICE inline std::uint16_t bf16_bits(float value) {

@@ -496,7 +496,7 @@ void flash(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, s
     // from the same computation.
     const std::size_t last = static_cast<std::size_t>(tokens) - 1;
     attention(q + last * q_ld, q_ld, keys, values, kv_ld, 1, past + tokens - 1, heads, kv_heads, head_dim, window,
-              scale, shaping, out + last * out_ld, out_ld, nullptr, last_row, stream);
+              scale, shaping, out + last * out_ld, out_ld, nullptr, last_row, nullptr, stream);
   }
 }
 

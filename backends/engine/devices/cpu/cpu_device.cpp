@@ -38,6 +38,25 @@ namespace {
 // at 128, faster from 512 on).
 constexpr int kSplitAttentionKeys = 256;
 
+// One tile's per-query readouts (key 0's weight, the log-sum-exp), kept
+// with the tile while it runs and then written to the call's arrays at
+// index[r] (h * tokens + t), as the tile's queries are not the call's order.
+struct TileReadouts {
+  float key0_weight[kAttentionTile];
+  float log_sum_exp[kAttentionTile];
+  std::size_t index[kAttentionTile];
+  void attach(AttentionTile& tile, const AttentionReadouts& call) {
+    tile.key0_weight = call.key0_weight != nullptr ? key0_weight : nullptr;
+    tile.log_sum_exp = call.log_sum_exp != nullptr ? log_sum_exp : nullptr;
+  }
+  void scatter(const AttentionTile& tile, const AttentionReadouts& call) const {
+    for (int r = 0; r < tile.count; ++r) {
+      if (call.key0_weight != nullptr) call.key0_weight[index[r]] = key0_weight[r];
+      if (call.log_sum_exp != nullptr) call.log_sum_exp[index[r]] = log_sum_exp[r];
+    }
+  }
+};
+
 struct CpuMatrix final : DeviceMatrix {
   WeightMatrix weights;
   int rows() const override { return weights.rows(); }
@@ -204,16 +223,18 @@ void CpuDevice::cache_values(LayerKv& layer_kv, int start, const float* values, 
 // value row loaded serves every query head that reads it.
 void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer_kv, int tokens, int past, int heads,
                           int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                          float* key0_weight, float* last_row) {
+                          const AttentionReadouts& readouts) {
   const auto& kv = static_cast<const CpuKv&>(layer_kv);
+  float* const last_row = readouts.last_row;
   const int hd = kv.head_dim;
   const int keys_total = past + tokens;
   const int group = heads / kv.slots;  // query heads per slot
   const int run = std::max(1, kAttentionTile / group);
   const int runs = (tokens + run - 1) / run;
   const AttentionFn attend_tile = attention_for(isa_);
-  // Job `job`'s tile: key slot job / runs, run job % runs of positions.
-  const auto make_tile = [&](int job, AttentionTile& tile, std::size_t* key0_index) {
+  // Job `job`'s tile: key slot job / runs, run job % runs of positions;
+  // readout_index[r]: where query r's per-query readouts go (h * tokens + t).
+  const auto make_tile = [&](int job, AttentionTile& tile, std::size_t* readout_index) {
     const int slot = job / runs;
     const int t0 = (job % runs) * run;
     const int t1 = std::min(tokens, t0 + run);
@@ -226,7 +247,7 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
         tile.limit[r] = past + t + 1;
         // A sliding window: the query sees its last `window` keys.
         tile.first[r] = window == 0 ? 0 : std::max(0, tile.limit[r] - window);
-        key0_index[r] = static_cast<std::size_t>(h) * tokens + t;
+        readout_index[r] = static_cast<std::size_t>(h) * tokens + t;
         tile.alibi_slope[r] = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
         if (last_row != nullptr && t == tokens - 1) {
           tile.probs_out[r] = last_row + static_cast<std::size_t>(h) * keys_total;
@@ -248,14 +269,13 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
       AttentionTile tile;
       KeyValueView kv;
       int max_limit = 0;
-      float key0_weight[kAttentionTile];
-      std::size_t key0_index[kAttentionTile];
+      TileReadouts readouts;
     };
     std::vector<Job> tiles(static_cast<std::size_t>(jobs));
     for (int j = 0; j < jobs; ++j) {
       Job& job = tiles[j];
-      job.kv = make_tile(j, job.tile, job.key0_index);
-      job.tile.key0_weight = key0_weight != nullptr ? job.key0_weight : nullptr;
+      job.kv = make_tile(j, job.tile, job.readouts.index);
+      job.readouts.attach(job.tile, readouts);
       check_attention_args(job.tile, job.kv);
       for (int r = 0; r < job.tile.count; ++r) job.max_limit = std::max(job.max_limit, job.tile.limit[r]);
     }
@@ -297,11 +317,7 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
       const int chunks = (job.max_limit + kValueKeyChunk - 1) / kValueKeyChunk;
       add_value_chunks(job.tile, job_partials(j), chunks, hd, partial_floats);
     }
-    if (key0_weight != nullptr) {
-      for (const Job& job : tiles) {
-        for (int r = 0; r < job.tile.count; ++r) key0_weight[job.key0_index[r]] = job.key0_weight[r];
-      }
-    }
+    for (const Job& job : tiles) job.readouts.scatter(job.tile, readouts);
     return;
   }
   tbb::parallel_for(tbb::blocked_range<int>(0, jobs), [&](const tbb::blocked_range<int>& range) {
@@ -309,14 +325,11 @@ void CpuDevice::attention(const float* q, std::size_t q_ld, const LayerKv& layer
     scores.ensure(static_cast<std::size_t>(kAttentionTile) * keys_total);
     for (int job = range.begin(); job < range.end(); ++job) {
       AttentionTile tile;
-      float tile_key0[kAttentionTile];
-      std::size_t key0_index[kAttentionTile];
-      const KeyValueView view = make_tile(job, tile, key0_index);
-      tile.key0_weight = key0_weight != nullptr ? tile_key0 : nullptr;
+      TileReadouts tile_readouts;
+      const KeyValueView view = make_tile(job, tile, tile_readouts.index);
+      tile_readouts.attach(tile, readouts);
       engine::attention(attend_tile, tile, view, scale, scores.data());
-      if (key0_weight != nullptr) {
-        for (int r = 0; r < tile.count; ++r) key0_weight[key0_index[r]] = tile_key0[r];
-      }
+      tile_readouts.scatter(tile, readouts);
     }
   });
 }

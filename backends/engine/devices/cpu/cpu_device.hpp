@@ -48,8 +48,8 @@ class CpuDevice final : public HostMemoryDevice<Device> {
                   RopePairing pairing, const float* cos_sin, std::size_t slot_table_stride) override;
   void cache_values(LayerKv& kv, int start, const float* values, std::size_t ld, int tokens) override;
   void attention(const float* q, std::size_t q_ld, const LayerKv& kv, int tokens, int past, int heads, int window,
-                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                 float* last_row) override;
+                 float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                 const AttentionReadouts& readouts) override;
   void add_key0_correction(float* out, std::size_t out_ld, int tokens, int heads, const LayerKv& kv,
                            const float* key0_weight, const float* factors) override;
 

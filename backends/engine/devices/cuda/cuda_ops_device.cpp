@@ -105,29 +105,34 @@ class CudaOps final : public DeviceOps {
   }
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                      const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                      float* last_row) override {
+                      const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                      const AttentionReadouts& readouts) override {
     attend(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
-           key0_weight, last_row);
+           readouts);
   }
   void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
                            std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
                            float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                           float* key0_weight, float* last_row) override {
+                           const AttentionReadouts& readouts) override {
     attend(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, out, out_ld,
-           key0_weight, last_row);
+           readouts);
   }
   // Decode steps and short calls take the one-block-per-query kernel; a
   // prefill the cuBLAS body or the flash body (prefill_attention()), whose
   // products use the tensor cores (the kernel would re-read every key once
-  // per query). Kv: the cache's element (float, or bf16 bits).
+  // per query). Kv: the cache's element (float, or bf16 bits). Only the
+  // kernel reads out each query's log-sum-exp (a remapped attention's two
+  // parts, merge_attention.hpp), so such calls take it at any length.
   template <typename Kv>
   void attend(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
               int past, int heads, int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
-              float* out, std::size_t out_ld, float* key0_weight, float* last_row) {
-    if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
+              float* out, std::size_t out_ld, const AttentionReadouts& readouts) {
+    float* const key0_weight = readouts.key0_weight;
+    float* const last_row = readouts.last_row;
+    if (tokens < kGemmAttentionTokens || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 ||
+        readouts.log_sum_exp != nullptr) {
       cuda::attention(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
-                      out, out_ld, key0_weight, last_row, stream_);
+                      out, out_ld, key0_weight, last_row, readouts.log_sum_exp, stream_);
       return;
     }
     if (prefill_attention() == PrefillAttention::flash) {

@@ -82,9 +82,9 @@ void ReferenceOps::matmul_blocks(GgmlType type, const void* blocks, std::size_t 
 }
 
 void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values,
-                             std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
-                             int window, float scale, const ScoreShaping& shaping, float* out,
-                             std::size_t out_ld, float* key0_weight, float* last_row) {
+                                  std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim,
+                                  int window, float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                                  const AttentionReadouts& readouts) {
   const int group = heads / kv_heads;
   std::vector<float> p(static_cast<std::size_t>(past + tokens));
   for (int t = 0; t < tokens; ++t) {
@@ -112,9 +112,11 @@ void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float*
         for (int j = first; j < limit; ++j) acc += p[j] * values[j * kv_ld + column + d];
         o[d] = acc * inverse;
       }
-      if (key0_weight != nullptr) key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? p[0] * inverse : 0.0f;
-      if (last_row != nullptr && t == tokens - 1) {
-        float* row = last_row + static_cast<std::size_t>(h) * limit;
+      const std::size_t at = static_cast<std::size_t>(h) * tokens + t;
+      if (readouts.key0_weight != nullptr) readouts.key0_weight[at] = first == 0 ? p[0] * inverse : 0.0f;
+      if (readouts.log_sum_exp != nullptr) readouts.log_sum_exp[at] = top + std::log(sum);
+      if (readouts.last_row != nullptr && t == tokens - 1) {
+        float* row = readouts.last_row + static_cast<std::size_t>(h) * limit;
         for (int j = 0; j < limit; ++j) row[j] = j < first ? 0.0f : p[j] * inverse;
       }
     }
@@ -124,16 +126,15 @@ void ReferenceOps::attention_rows(const float* q, std::size_t q_ld, const float*
 // The cache's rows widened (exactly), then attention_rows' arithmetic: the
 // CUDA kernels read each bf16 element as this float.
 void ReferenceOps::attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys,
-                                       const std::uint16_t* values, std::size_t kv_ld, int tokens, int past,
-                                       int heads, int kv_heads, int head_dim, int window, float scale,
-                                       const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                                       float* key0_weight, float* last_row) {
+                                       const std::uint16_t* values, std::size_t kv_ld, int tokens, int past, int heads,
+                                       int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
+                                       float* out, std::size_t out_ld, const AttentionReadouts& readouts) {
   const std::size_t count = static_cast<std::size_t>(past + tokens) * kv_ld;
   std::vector<float> wide_keys(count), wide_values(count);
   from_bf16(keys, count, wide_keys.data());
   from_bf16(values, count, wide_values.data());
   attention_rows(q, q_ld, wide_keys.data(), wide_values.data(), kv_ld, tokens, past, heads, kv_heads, head_dim, window,
-                 scale, shaping, out, out_ld, key0_weight, last_row);
+                 scale, shaping, out, out_ld, readouts);
 }
 
 void ReferenceOps::from_bf16(const std::uint16_t* x, std::size_t count, float* out) {

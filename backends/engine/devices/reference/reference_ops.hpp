@@ -26,12 +26,12 @@ class ReferenceOps final : public HostMemoryDevice<DeviceOps> {
                    int outputs, float* y, std::size_t ld_y) override;
   void attention_rows(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                       int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                      const ScoreShaping& shaping, float* out, std::size_t out_ld, float* key0_weight,
-                      float* last_row) override;
+                      const ScoreShaping& shaping, float* out, std::size_t out_ld,
+                      const AttentionReadouts& readouts) override;
   void attention_rows_bf16(const float* q, std::size_t q_ld, const std::uint16_t* keys, const std::uint16_t* values,
                            std::size_t kv_ld, int tokens, int past, int heads, int kv_heads, int head_dim, int window,
                            float scale, const ScoreShaping& shaping, float* out, std::size_t out_ld,
-                           float* key0_weight, float* last_row) override;
+                           const AttentionReadouts& readouts) override;
   void from_bf16(const std::uint16_t* x, std::size_t count, float* out) override;
   float* float_scratch(std::size_t count) override;
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,

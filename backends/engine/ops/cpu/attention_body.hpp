@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -67,10 +68,12 @@ struct AttentionBody {
   }
 
   // p = softmax(p) over `limit` scores, in place.
-  static void softmax_row(float* p, int limit) {
+  // Returns the log of the denominator, max + log(sum).
+  static float softmax_row(float* p, int limit) {
     reg best = V::set1(-3.0e38f);
     for (int k = 0; k < limit; k += L) best = V::max(best, V::load_first(p + k, std::min(L, limit - k), -3.0e38f));
-    const reg max_all = V::set1(V::reduce_max(best));
+    const float max_value = V::reduce_max(best);
+    const reg max_all = V::set1(max_value);
     reg sum = V::zero();
     int k = 0;
     for (; k + L <= limit; k += L) {
@@ -83,11 +86,13 @@ struct AttentionBody {
       tail = exp_ps<V>(V::sub(V::load_first(p + k, limit - k, 0.0f), max_all));
       V::store_first(p + k, tail, limit - k);
     }
-    const reg inv = V::set1(1.0f / V::sum_with_tail(sum, tail, limit - k));
+    const float total = V::sum_with_tail(sum, tail, limit - k);
+    const reg inv = V::set1(1.0f / total);
     for (k = 0; k < limit; k += L) {
       const int n = std::min(L, limit - k);
       V::store_first(p + k, V::mul(V::load_first(p + k, n, 0.0f), inv), n);
     }
+    return max_value + std::log(total);
   }
 
   // out = p V for queries [r0, r0 + R), 2 x kLanes dims per pass over each
@@ -156,10 +161,11 @@ struct AttentionBody {
     float* p = scratch + static_cast<std::size_t>(r) * max_limit;
     const int first = tile.first[r];
     shape_scores(tile, r, p);
-    softmax_row(p + first, tile.limit[r] - first);
+    const float log_sum_exp = softmax_row(p + first, tile.limit[r] - first);
     std::fill(p, p + first, 0.0f);  // before a sliding window
     std::fill(p + tile.limit[r], p + max_limit, 0.0f);
     if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
+    if (tile.log_sum_exp != nullptr) tile.log_sum_exp[r] = log_sum_exp;
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
   }
 
