@@ -281,10 +281,16 @@ std::string distance_map_svg(int near_window, int group, double query_shift, int
   const Panel panel{80, 20, 380, 240, 0.0, static_cast<double>(last), 0.0, static_cast<double>(last)};
   axes(svg, panel, ticks(0, last), ticks(0, last), "key's distance from the query (tokens)", "distance seen");
   std::vector<std::pair<double, double>> seen, plain;
-  // One point per distance would be thousands: a few hundred steps, and the
-  // window's edge itself.
-  const int step = std::max(1, last / 400);
-  for (int d = 0; d <= last; d += step) {
+  // One point (and marker) per distance would be thousands: about a
+  // hundred, and both sides of the window's edge, where the jump is.
+  const int step = std::max(1, last / 100);
+  std::vector<int> distances;
+  for (int d = 0; d <= last; d += step) distances.push_back(d);
+  for (const int d : {near_window - 1, near_window})
+    if (d >= 0 && d <= last) distances.push_back(d);
+  std::sort(distances.begin(), distances.end());
+  distances.erase(std::unique(distances.begin(), distances.end()), distances.end());
+  for (const int d : distances) {
     const int j = last - d;
     const double far = std::floor(static_cast<double>(last) / g) + query_shift - std::floor(static_cast<double>(j) / g);
     seen.emplace_back(d, d < near_window ? d : far);
