@@ -88,9 +88,9 @@
 
 namespace {
 
-using midtune::GgmlType;
 using midtune::ggml_type_info;
-using midtune::engine::RopeScales;
+using midtune::GgmlType;
+using midtune::engine::SequenceScales;
 using namespace midtune::engine;
 using namespace midtune::engine::devices;
 using Clock = std::chrono::steady_clock;
@@ -214,7 +214,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // What the generation measure takes from the experiment file.
 struct GenerationPlan {
   std::string experiment;
-  std::vector<RopeScales> candidates;  // the GA's first generation, decoded
+  std::vector<SequenceScales> candidates;  // the GA's first generation, decoded
   int prompts_per_evaluation = 0;      // search_samples x gold positions
   std::size_t batch_tokens = 0;        // the experiment's backend.batch_tokens; 0 = the backend's default
 };
@@ -393,14 +393,14 @@ int main(int argc, char** argv) {
     const double matrix_params = double(c.layers) *
                                      (double(c.hidden) * (c.heads + 2.0 * c.kv_heads) * c.head_dim +
                                       double(c.heads) * c.head_dim * c.hidden + 3.0 * c.hidden * c.ffn);
-    const RopeScales ones = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+    const SequenceScales ones = SequenceScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
 
     // One pass over the prompts (each its last `rows_per_prompt` rows
     // scored), with `scales`; seconds. With `time_sequences` the sequences
     // (their KV caches) are made inside the timing, as the batched backend
     // makes them per pass; the throughput measures leave them out.
     const auto timed_pass = [&](const std::vector<std::vector<std::int32_t>>& prompts, int rows_per_prompt, bool score,
-                                const RopeScales& scales, bool time_sequences) {
+                                const SequenceScales& scales, bool time_sequences) {
       const int count = static_cast<int>(prompts.size());
       std::vector<std::vector<int>> rows(prompts.size());
       for (int i = 0; i < count; ++i) {

@@ -11,9 +11,9 @@ using nlohmann::json;
 
 constexpr int kMaxGroup = 1024;
 
-// LongLM's examples group by 4 to 16 with neighbour windows of 512 to 2048
-// for models trained at 4k; the GA starts from G 4, W 512. The layer range
-// depends on the model (the paper applies it to every layer).
+// LongLM's README runs G 4, W 1024 (its advice for Llama-2: G 2 to 64, W
+// 512 to 1536). The layer range depends on the model (the paper applies it
+// to every layer).
 std::vector<GeneSchema> genes() {
   const SelfExtend paper;
   constexpr double kMaxLayer = 1023;  // validate() checks the model's real layer count

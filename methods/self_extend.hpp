@@ -22,7 +22,7 @@ struct MethodModule;
 // group 1 is the plain model (every distance kept).
 struct SelfExtend {
   int group = 4;     // G: far positions divided by G (floor)
-  int window = 512;  // W: the neighbour window, keys at distance < W keep theirs
+  int window = 1024;  // W: the neighbour window, keys at distance < W keep theirs
   std::vector<int> layers;
   bool operator==(const SelfExtend&) const = default;
 };

@@ -10,21 +10,15 @@ namespace check = method_checks;
 using nlohmann::json;
 
 // The paper's W is 128; its S, a third of the trained length, depends on
-// the model (Qwen2.5's 32k: about 10,900), so the GA starts from S 4096,
-// which acts on the findings' prompts of 5k tokens; the layer range
-// depends on the model too (the paper applies it to every layer).
+// the model (Qwen2.5's 32k: about 10,900) and does nothing on a shorter
+// prompt, so an experiment sets S for its prompts, as the layer range
+// (the paper applies it to every layer).
 std::vector<GeneSchema> genes() {
   const StringShift paper;
   constexpr double kMaxLayer = 1023;  // validate() checks the model's real layer count
   return {
       {"window", GeneType::integer, static_cast<double>(paper.window), 8, 2048, {}, "moved distances start at W"},
-      {"shift",
-       GeneType::integer,
-       static_cast<double>(paper.shift),
-       16,
-       65536,
-       {},
-       "distances from S on are moved down by S - W"},
+      {"shift", GeneType::integer, std::nullopt, 16, 65536, {}, "distances from S on are moved down by S - W"},
       {"first_layer", GeneType::integer, std::nullopt, 0, kMaxLayer, {}, "first layer with STRING"},
       {"last_layer", GeneType::integer, std::nullopt, 0, kMaxLayer, {}, "last layer with STRING"},
   };
@@ -39,6 +33,9 @@ json string_shift_to_json(const StringShift& s) {
 StringShift string_shift_from_json(const json& m) {
   check::reject_unknown(m, "string_shift", {"shift", "window", "layers"});
   StringShift s;
+  if (!m.contains("shift")) {
+    check::bad("string_shift.shift", "must be given (the paper: a third of the model's trained length)");
+  }
   s.shift = check::token_count(m, "string_shift.shift", s.shift);
   s.window = check::token_count(m, "string_shift.window", s.window);
   s.layers = check::layer_list(m, "string_shift.layers");

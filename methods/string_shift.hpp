@@ -21,14 +21,15 @@ struct MethodModule;
 
 // shift == window is the plain model (d - S + W = d).
 struct StringShift {
-  int shift = 4096;  // S: distances from S on are moved down
+  int shift = 0;     // S: distances from S on are moved down (required: no portable default)
   int window = 128;  // W: where the moved distances start
   std::vector<int> layers;
   bool operator==(const StringShift&) const = default;
 };
 
 nlohmann::json string_shift_to_json(const StringShift& setting);
-// Throws std::invalid_argument "intervention.string_shift.<field>: ...".
+// Throws std::invalid_argument "intervention.string_shift.<field>: ..."
+// (shift must be given).
 StringShift string_shift_from_json(const nlohmann::json& j);
 // 1 <= W <= S, a non-empty list of the model's layers.
 void validate_string_shift(const StringShift& setting, const ModelShape& model);

@@ -5,7 +5,7 @@
 // t > 1 flattens each query's attention over its keys, t < 1 sharpens it.
 // This module holds its parameters, genes, JSON and validation; the
 // engine applies it as a factor 1/t on the layer's attention scale, fixed
-// for the sequence's life (backends/engine/model.hpp, RopeScales).
+// for the sequence's life (backends/engine/model.hpp, SequenceScales).
 #pragma once
 
 #include <vector>

@@ -82,12 +82,12 @@ void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
 }
 
-RopeScales intervention_rope_scales(const ModelConfig& c, const Intervention& intervention) {
+SequenceScales intervention_rope_scales(const ModelConfig& c, const Intervention& intervention) {
   validate_intervention(intervention, hooks::shape_of(c));
   return hooks::sequence_scales(c, intervention);
 }
 
-RopeScales EngineBackend::rope_scales(const Intervention& intervention) const {
+SequenceScales EngineBackend::rope_scales(const Intervention& intervention) const {
   return intervention_rope_scales(model_->config(), intervention);
 }
 
@@ -111,7 +111,7 @@ PreparedPrompt EngineBackend::prepare(const BatchItem& item) const { return prep
 
 std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, const std::vector<BatchItem>& batch,
                                              const RunOptions& options) {
-  RopeScales plain;
+  SequenceScales plain;
   try {
     plain = rope_scales(intervention);
   } catch (const std::invalid_argument& e) {

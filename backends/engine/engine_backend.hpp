@@ -110,7 +110,7 @@ ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& ident
 bool reads_whole_prompt(const Intervention& intervention);
 // What a sequence of `intervention` fixes for its life (hooks::sequence_scales);
 // validates first (std::invalid_argument).
-RopeScales intervention_rope_scales(const ModelConfig& config, const Intervention& intervention);
+SequenceScales intervention_rope_scales(const ModelConfig& config, const Intervention& intervention);
 std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt);
 
 class EngineBackend : public Backend {
@@ -142,11 +142,11 @@ class EngineBackend : public Backend {
   // Special tokens parsed; BOS only when the model's metadata asks for it.
   PreparedPrompt prepare(const BatchItem& item) const;
   // Intervention::rope_scale resolved to every (layer, head); validates first.
-  RopeScales rope_scales(const Intervention& intervention) const;
+  SequenceScales rope_scales(const Intervention& intervention) const;
   // Greedy continuation token ids (stops after an end-of-generation token,
   // which is not returned).
   // positions/hooks: from hooks::EngineIntervention; empty/nullptr = plain.
-  std::vector<std::int32_t> generate_tokens(const std::vector<std::int32_t>& prompt, const RopeScales& scales,
+  std::vector<std::int32_t> generate_tokens(const std::vector<std::int32_t>& prompt, const SequenceScales& scales,
                                             int max_new_tokens, std::span<const double> positions = {},
                                             const ForwardHooks* hooks = nullptr) const;
 
@@ -156,7 +156,7 @@ class EngineBackend : public Backend {
   EngineBackend(const std::filesystem::path& model_path, std::unique_ptr<Device> device, EngineOptions options);
   // The schedules (schedule_per_sequence.cpp, schedule_packed.cpp); items
   // are prepared and checked, their outputs filled in place.
-  void run_per_sequence(std::vector<Item>& items, const Intervention& intervention, const RopeScales& plain,
+  void run_per_sequence(std::vector<Item>& items, const Intervention& intervention, const SequenceScales& plain,
                         const RunOptions& options);
   void run_one(Item& item, const RunOptions& options, SharedPrefix* shared);
   void run_packed(std::vector<Item>& items, const RunOptions& options);

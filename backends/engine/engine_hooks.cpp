@@ -50,8 +50,8 @@ ModelShape shape_of(const ModelConfig& c) {
                     .rope = c.has_rope(), .architecture = c.arch};
 }
 
-RopeScales sequence_scales(const ModelConfig& c, const Intervention& intervention) {
-  RopeScales s = RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
+SequenceScales sequence_scales(const ModelConfig& c, const Intervention& intervention) {
+  SequenceScales s = SequenceScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads));
   s.scale = rope_scales_per_head(intervention.rope_scale, s.layers, s.heads);
   if (intervention.attention_temperature) {  // logits / t: the factor 1 / t on the attention scale
     s.score_factor.assign(c.layers, 1.0f);

@@ -3,7 +3,7 @@
 //   Ms-PoE  per-head scales from first_layer on, assigned in the prefill call
 //           from the last query's Q.K before RoPE (ForwardHooks::
 //           head_rope_scales, mspoe_order.hpp); the Sequence keeps a key slot
-//           per query head there (RopeScales::per_head_key_slots), so GQA
+//           per query head there (SequenceScales::per_head_key_slots), so GQA
 //           keys are rotated per head.
 //   CALIOPE prompt positions Phi(t) (position_map.hpp); later calls continue
 //           from the last remapped position + 1 (Model::forward's default).
@@ -40,7 +40,7 @@ ModelShape shape_of(const ModelConfig& config);
 // logits' factor of every layer (an attention temperature t: 1 / t) and
 // the distance remap of SelfExtend or STRING. Assumes a validated
 // intervention.
-RopeScales sequence_scales(const ModelConfig& config, const Intervention& intervention);
+SequenceScales sequence_scales(const ModelConfig& config, const Intervention& intervention);
 
 // True for the tensors an intervention reads from the model file after the
 // model has loaded (PHS takes one column of each layer's Q and K matrices,
@@ -61,7 +61,7 @@ class EngineIntervention {
   EngineIntervention(const EngineIntervention&) = delete;  // the hooks point into this object
   EngineIntervention& operator=(const EngineIntervention&) = delete;
 
-  const RopeScales& sequence_scales() const { return scales_; }
+  const SequenceScales& sequence_scales() const { return scales_; }
   // Positions of the prompt's tokens; empty = plain 0..n-1.
   const std::vector<double>& prompt_positions() const { return positions_; }
   // nullptr when the Intervention needs no hook (plain path untouched).
@@ -82,7 +82,7 @@ class EngineIntervention {
   Intervention intervention_;
   int prompt_tokens_ = 0;
   std::vector<TokenSpan> chunks_;
-  RopeScales scales_;
+  SequenceScales scales_;
   std::vector<double> positions_;
   ForwardHooks hooks_;
   bool any_hook_ = false;

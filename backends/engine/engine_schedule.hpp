@@ -20,7 +20,7 @@ struct EngineBackend::Item {
   PreparedPrompt prompt;
   std::vector<std::int32_t> gold;                      // teacher_forced
   std::unique_ptr<hooks::EngineIntervention> hooked;   // interventions that read the whole prompt
-  const RopeScales* scales = nullptr;                  // the hooked sequence's, or the run's plain ones
+  const SequenceScales* scales = nullptr;              // the hooked sequence's, or the run's plain ones
   std::size_t tokens = 0;                              // prompt + answer: the cache it needs
   std::unique_ptr<Sequence> sequence;                  // packed: while its group runs
   std::vector<std::int32_t> generated;                 // generate

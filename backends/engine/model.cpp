@@ -28,19 +28,19 @@ namespace midtune::engine {
 
 // ---------------------------------------------------------------- scales
 
-RopeScales RopeScales::ones(int layers, int heads) {
-  RopeScales s;
+SequenceScales SequenceScales::ones(int layers, int heads) {
+  SequenceScales s;
   s.layers = layers;
   s.heads = heads;
   s.scale.assign(static_cast<std::size_t>(layers) * heads, 1.0f);
   return s;
 }
 
-bool RopeScales::all_ones() const {
+bool SequenceScales::all_ones() const {
   return std::all_of(scale.begin(), scale.end(), [](float v) { return v == 1.0f; });
 }
 
-void RopeScales::check(const ModelConfig& c, const char* who) const {
+void SequenceScales::check(const ModelConfig& c, const char* who) const {
   const std::string w = who;
   if (layers != static_cast<int>(c.layers) || heads != static_cast<int>(c.heads) ||
       scale.size() != static_cast<std::size_t>(c.layers) * c.heads) {
@@ -78,7 +78,7 @@ void RopeScales::check(const ModelConfig& c, const char* who) const {
   }
 }
 
-int RopeScales::key_slots(int layer, int kv_heads) const {
+int SequenceScales::key_slots(int layer, int kv_heads) const {
   const int group = heads / kv_heads;
   bool uniform_groups = per_head_key_slots.empty() || per_head_key_slots[static_cast<std::size_t>(layer)] == 0;
   for (int h = 0; h < heads; ++h) uniform_groups = uniform_groups && at(layer, h) == at(layer, h / group * group);
@@ -250,7 +250,7 @@ std::size_t Sequence::cache_bytes(const ModelConfig& c, const Device& device, in
          static_cast<std::size_t>(capacity);
 }
 
-Sequence::Sequence(const Model& model, int capacity, RopeScales scales)
+Sequence::Sequence(const Model& model, int capacity, SequenceScales scales)
     : model_(&model), capacity_(capacity), scales_(std::move(scales)) {
   const ModelConfig& c = model.config();
   const int kv_heads = static_cast<int>(c.kv_heads);

@@ -31,7 +31,7 @@
 // KV cache: keys are cached already rotated, per "key slot" (LayerKv). In a
 // layer where every head of a GQA group shares one scale (the plain model,
 // PI, LPES) there is one slot per KV head; where the scales differ inside a
-// group, or the Sequence asks for it (RopeScales::per_head_key_slots,
+// group, or the Sequence asks for it (SequenceScales::per_head_key_slots,
 // Ms-PoE), each query head gets its own slot, its keys rotated at that
 // head's scale. Scales are fixed for the life of a Sequence (Ms-PoE fixes
 // them at prefill), so cached keys never need re-rotation.
@@ -71,14 +71,21 @@ struct DistanceRemap {
   int near_window = 0;  // 0: off
   int group = 1;
   double query_shift = 0.0;
-  bool on() const { return near_window > 0; }
+  // Off also where it moves nothing (G 1, no shift: SelfExtend's G = 1,
+  // STRING's S = W), so such a setting is the plain model bit for bit,
+  // not the same attention split in two and merged.
+  bool on() const { return near_window > 0 && (group != 1 || query_shift != 0.0); }
   double far_query_position(double p) const { return std::floor(p / group) + query_shift; }
   double far_key_position(double p) const { return std::floor(p / group); }
   // Far keys at other positions than the cached ones (a second key cache).
   bool moves_keys() const { return group != 1; }
 };
 
-struct RopeScales {
+// What a sequence fixes for its life, before any pass, and every layer
+// reads: its RoPE scales per (layer, head), its attention logits' factor
+// per layer, the layers whose keys are cached per query head, and its
+// distance remap (built from an Intervention by hooks::sequence_scales).
+struct SequenceScales {
   int layers = 0;
   int heads = 0;
   std::vector<float> scale;
@@ -105,7 +112,7 @@ struct RopeScales {
   bool remaps(int layer) const {
     return distance_remap.on() && (remapped_layers.empty() || remapped_layers[static_cast<std::size_t>(layer)] != 0);
   }
-  static RopeScales ones(int layers, int heads);
+  static SequenceScales ones(int layers, int heads);
   float at(int layer, int head) const { return scale[static_cast<std::size_t>(layer) * heads + head]; }
   bool all_ones() const;
   // Throws std::invalid_argument ("<who>: ...") unless the scales fit the model.
@@ -189,10 +196,10 @@ class Model;
 // RoPE scales (an Ms-PoE hook sets its layers' scales in the prefill).
 class Sequence {
  public:
-  Sequence(const Model& model, int capacity, RopeScales scales);
+  Sequence(const Model& model, int capacity, SequenceScales scales);
   int length() const { return length_; }
   int capacity() const { return capacity_; }
-  const RopeScales& scales() const { return scales_; }
+  const SequenceScales& scales() const { return scales_; }
   double last_position() const { return positions_.empty() ? -1.0 : positions_.back(); }
   // Forgets every token after the first `length` (their cache entries are
   // overwritten by the next forward): how a batch reuses a shared prompt prefix.
@@ -206,7 +213,7 @@ class Sequence {
   const Model* model_ = nullptr;
   int capacity_ = 0;
   int length_ = 0;
-  RopeScales scales_;
+  SequenceScales scales_;
   std::vector<double> positions_;
   std::vector<std::unique_ptr<LayerKv>> layers_;
   // The far keys of a remapped attention that moves them (DistanceRemap::

@@ -67,7 +67,7 @@ ModelBenchResult bench_model(const std::filesystem::path& model_path, const Mode
     const int last = options.prompt_tokens - 1;
     double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < options.repeats; ++r) {
-      Sequence seq(model, options.prompt_tokens + options.decode_tokens, RopeScales::ones(c.layers, c.heads));
+      Sequence seq(model, options.prompt_tokens + options.decode_tokens, SequenceScales::ones(c.layers, c.heads));
       start = std::chrono::steady_clock::now();
       const std::clock_t cpu_start = std::clock();
       model.forward(seq, prompt, {}, std::span<const int>(&last, 1));

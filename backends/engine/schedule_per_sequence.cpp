@@ -41,7 +41,7 @@ int shared_prefix_length(std::span<const PreparedPrompt* const> prompts) {
 }  // namespace
 
 std::vector<std::int32_t> EngineBackend::generate_tokens(const std::vector<std::int32_t>& prompt,
-                                                         const RopeScales& scales, int max_new_tokens,
+                                                         const SequenceScales& scales, int max_new_tokens,
                                                          std::span<const double> positions,
                                                          const ForwardHooks* hooks) const {
   if (prompt.empty() || max_new_tokens <= 0) return {};
@@ -68,7 +68,7 @@ std::vector<std::int32_t> EngineBackend::generate_on(Sequence& seq, std::span<co
 }
 
 void EngineBackend::run_per_sequence(std::vector<Item>& items, const Intervention& intervention,
-                                     const RopeScales& plain, const RunOptions& options) {
+                                     const SequenceScales& plain, const RunOptions& options) {
   std::unique_ptr<SharedPrefix> shared;
   std::vector<const PreparedPrompt*> prompts;
   std::size_t longest = 0;
@@ -99,7 +99,7 @@ void EngineBackend::run_per_sequence(std::vector<Item>& items, const Interventio
 void EngineBackend::run_one(Item& it, const RunOptions& options, SharedPrefix* shared) {
   const auto started = std::chrono::steady_clock::now();
   const std::vector<std::int32_t>& prompt = it.prompt.tokens;
-  const RopeScales& scales = *it.scales;
+  const SequenceScales& scales = *it.scales;
   if (options.mode == Mode::generate) {
     if (shared != nullptr) {
       shared->seq.truncate(shared->length);

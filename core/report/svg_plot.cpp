@@ -307,7 +307,7 @@ std::string distance_map_svg(int near_window, int group, double query_shift, int
     svg << "<line class=\"near-window\" x1=\"" << number(panel.px(near_window)) << "\" x2=\""
         << number(panel.px(near_window)) << "\" y1=\"" << number(panel.py(0)) << "\" y2=\"" << number(panel.py(last))
         << "\" stroke=\"" << colour_of("pi-mean") << "\" stroke-dasharray=\"6 4\"/>\n";
-    legend_entry(svg, panel.left + panel.width + 20, panel.top + 46, "window " + std::to_string(near_window),
+    legend_entry(svg, panel.left + panel.width + 20, panel.top + 46, "far from " + std::to_string(near_window),
                  colour_of("pi-mean"));
   }
   svg << "</svg>\n";

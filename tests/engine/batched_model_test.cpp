@@ -390,7 +390,7 @@ TEST_P(BatchedArchTest, TheFp64ReferenceAndItsGreedyContinuation) {
   for (const auto& cs : fixture.at("cases")) {
     if (!cs.at("rope_scale").empty() || !cs.at("positions").empty()) continue;
     const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
-    Sequence seq(*batched_, static_cast<int>(tokens.size()), RopeScales::ones(c.layers, c.heads));
+    Sequence seq(*batched_, static_cast<int>(tokens.size()), SequenceScales::ones(c.layers, c.heads));
     const std::vector<float> logits = run(seq, tokens);
     const auto ids = cs.at("top_ids").get<std::vector<int>>();
     const auto ref = cs.at("top_logits").get<std::vector<double>>();
@@ -404,7 +404,7 @@ TEST_P(BatchedArchTest, TheFp64ReferenceAndItsGreedyContinuation) {
   const auto prompt = greedy.at("prompt").get<std::vector<std::int32_t>>();
   const auto expected = greedy.at("continuation").get<std::vector<std::int32_t>>();
   const auto margins = greedy.at("margins").get<std::vector<double>>();
-  Sequence seq(*batched_, static_cast<int>(prompt.size() + expected.size()), RopeScales::ones(c.layers, c.heads));
+  Sequence seq(*batched_, static_cast<int>(prompt.size() + expected.size()), SequenceScales::ones(c.layers, c.heads));
   std::vector<float> logits = run(seq, prompt);
   int same = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -422,7 +422,7 @@ TEST_P(BatchedArchTest, TheFp64ReferenceAndItsGreedyContinuation) {
 }
 
 TEST_P(BatchedArchTest, BadCallsAreRefusedByName) {
-  Sequence seq(*batched_, 4, RopeScales::ones(batched_->config().layers, batched_->config().heads));
+  Sequence seq(*batched_, 4, SequenceScales::ones(batched_->config().layers, batched_->config().heads));
   const std::vector<std::int32_t> too_many = test_tokens(batched_->vocab(), 5, 2);
   SequenceCall call{&seq, too_many, {}, {}, nullptr};
   EXPECT_THROW(batched_->forward(std::span<const SequenceCall>(&call, 1)), std::invalid_argument);

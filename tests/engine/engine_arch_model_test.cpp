@@ -94,15 +94,15 @@ Model* tiny_model(const std::string& name, Isa isa) {
   return model.get();
 }
 
-RopeScales scales_from(Model& model, const nlohmann::json& rows) {
+SequenceScales scales_from(Model& model, const nlohmann::json& rows) {
   const ModelConfig& c = model.config();
-  RopeScales s = RopeScales::ones(c.layers, c.heads);
+  SequenceScales s = SequenceScales::ones(c.layers, c.heads);
   for (std::size_t l = 0; l < rows.size(); ++l)
     for (std::size_t h = 0; h < rows[l].size(); ++h) s.scale[l * c.heads + h] = rows[l][h].get<float>();
   return s;
 }
 
-std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
+std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const SequenceScales& scales,
                                std::span<const double> positions = {}, const ForwardHooks* hooks = nullptr) {
   Sequence seq(model, static_cast<int>(tokens.size()) + 1, scales);
   const int last = static_cast<int>(tokens.size()) - 1;
@@ -262,7 +262,7 @@ TEST_P(ArchModel, EachFeatureMovesTheReferenceBeyondTheEnginesError) {
   const ModelConfig& c = model_->config();
   const auto& cs = longest();
   const auto tokens = cs.at("tokens").get<std::vector<std::int32_t>>();
-  const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
+  const auto logits = last_logits(*model_, tokens, SequenceScales::ones(c.layers, c.heads));
   const double err = worst_top_error(logits, cs);
   const auto& effects = fixture().at("models").at(name()).at("feature_effect");
   ASSERT_FALSE(effects.empty());
@@ -276,7 +276,7 @@ TEST_P(ArchModel, EachFeatureMovesTheReferenceBeyondTheEnginesError) {
 TEST_P(ArchModel, ChunkedPrefillAndDecodeAgreeWithOnePass) {
   const ModelConfig& c = model_->config();
   const auto tokens = longest().at("tokens").get<std::vector<std::int32_t>>();
-  const RopeScales ones = RopeScales::ones(c.layers, c.heads);
+  const SequenceScales ones = SequenceScales::ones(c.layers, c.heads);
   const auto whole = last_logits(*model_, tokens, ones);
   Sequence seq(*model_, static_cast<int>(tokens.size()), ones);
   std::vector<float> stepwise;
@@ -299,7 +299,7 @@ TEST_P(ArchModel, GreedyStepsMatchTheReferenceExceptAtNearTies) {
   const auto prompt = greedy.at("prompt").get<std::vector<std::int32_t>>();
   const auto expected = greedy.at("continuation").get<std::vector<std::int32_t>>();
   const auto margins = greedy.at("margins").get<std::vector<double>>();
-  Sequence seq(*model_, static_cast<int>(prompt.size() + expected.size()), RopeScales::ones(c.layers, c.heads));
+  Sequence seq(*model_, static_cast<int>(prompt.size() + expected.size()), SequenceScales::ones(c.layers, c.heads));
   const int last = static_cast<int>(prompt.size()) - 1, zero = 0;
   auto logits = model_->forward(seq, prompt, {}, std::span<const int>(&last, 1));
   int same = 0;
@@ -324,7 +324,7 @@ TEST_P(ArchModel, EveryMethodRunsAndChangesTheLogits) {
   const auto tokens = longest().at("tokens").get<std::vector<std::int32_t>>();
   const int n = static_cast<int>(tokens.size());
   const std::vector<hooks::TokenSpan>& chunks = ::midtune::testing::kExampleChunks;
-  const auto plain = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads));
+  const auto plain = last_logits(*model_, tokens, SequenceScales::ones(c.layers, c.heads));
   const auto& methods = ::midtune::testing::method_examples();
   for (const auto& [method, json] : methods) {
     const Intervention iv = Intervention::from_json(json);
@@ -414,6 +414,16 @@ TEST_P(ArchModel, DistanceRemapsMatchTheFp64Reference) {
     EXPECT_LT(err, kLogitTolerance) << method;
     EXPECT_GT(cs.at("effect").get<double>(), kFeatureEffectFactor * kLogitTolerance) << method;
   }
+  // A remap that moves nothing (SelfExtend's G 1, STRING's S = W) is the
+  // plain model bit for bit, as its docs promise, not a split attention.
+  const auto tokens = entry.at("selfextend").at("tokens").get<std::vector<std::int32_t>>();
+  const ModelConfig& c = model_->config();
+  const auto plain = last_logits(*model_, tokens, SequenceScales::ones(c.layers, c.heads));
+  for (const char* identity : {R"({"self_extend": {"group": 1, "window": 5, "layers": [0, 1]}})",
+                               R"({"string_shift": {"shift": 4, "window": 4, "layers": [0, 1]}})"}) {
+    const Intervention iv = Intervention::from_json(nlohmann::json::parse(identity));
+    EXPECT_EQ(last_logits(*model_, tokens, hooks::sequence_scales(c, iv)), plain) << identity;
+  }
 }
 
 // SIW's mechanism (ForwardHooks::key0_weight_factors): key 0's weight times
@@ -427,7 +437,7 @@ TEST_P(ArchModel, Key0WeightFactorMatchesTheFp64Reference) {
   const float factor = cs.at("key0_factor").get<float>();
   ForwardHooks hooks;
   hooks.key0_weight_factors = [factor](int, int, int count) { return std::vector<float>(count, factor); };
-  const auto logits = last_logits(*model_, tokens, RopeScales::ones(c.layers, c.heads), {}, &hooks);
+  const auto logits = last_logits(*model_, tokens, SequenceScales::ones(c.layers, c.heads), {}, &hooks);
   const double err = worst_top_error(logits, cs);
   std::printf("%s: key-0 weight x %.1f worst |logit - fp64 reference| %.1e (it moves the reference by %.3f)\n",
               name().c_str(), factor, err, cs.at("effect").get<double>());

@@ -204,10 +204,10 @@ TEST_P(FloatModel, LastLogitsMatchTheFp32ReferenceOfTheSameWeightsOnEveryIsa) {
     EXPECT_FALSE(engine.config().tied_output);
     const int last = static_cast<int>(tokens.size()) - 1;
     // The whole prompt in one call (prefill tiles) ...
-    Sequence one_pass(engine, static_cast<int>(tokens.size()), RopeScales::ones(kLayers, kHeads));
+    Sequence one_pass(engine, static_cast<int>(tokens.size()), SequenceScales::ones(kLayers, kHeads));
     const std::vector<float> prefill = engine.forward(one_pass, tokens, {}, std::span<const int>(&last, 1));
     // ... and token by token (the decode kernel).
-    Sequence stepwise(engine, static_cast<int>(tokens.size()), RopeScales::ones(kLayers, kHeads));
+    Sequence stepwise(engine, static_cast<int>(tokens.size()), SequenceScales::ones(kLayers, kHeads));
     std::vector<float> decode;
     const int zero = 0;
     for (std::int32_t token : tokens) {

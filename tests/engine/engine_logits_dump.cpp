@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
       std::vector<std::int32_t> tokens;
       for (std::int32_t id; ids >> id;) tokens.push_back(id);
       if (tokens.empty()) continue;
-      Sequence seq(model, static_cast<int>(tokens.size()), RopeScales::ones(static_cast<int>(model.config().layers),
-                                                                           static_cast<int>(model.config().heads)));
+      Sequence seq(
+          model, static_cast<int>(tokens.size()),
+          SequenceScales::ones(static_cast<int>(model.config().layers), static_cast<int>(model.config().heads)));
       const int last = static_cast<int>(tokens.size()) - 1;
       const std::vector<float> logits = model.forward(seq, tokens, {}, std::span<const int>(&last, 1));
       out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));

@@ -51,14 +51,15 @@ class EngineModel : public ::testing::Test {
   void SetUp() override {
     if (!model_) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
   }
-  static RopeScales scales_from(const nlohmann::json& rows) {
+  static SequenceScales scales_from(const nlohmann::json& rows) {
     const ModelConfig& c = model_->config();
-    RopeScales s = RopeScales::ones(c.layers, c.heads);
+    SequenceScales s = SequenceScales::ones(c.layers, c.heads);
     for (std::size_t l = 0; l < rows.size(); ++l)
       for (std::size_t h = 0; h < rows[l].size(); ++h) s.scale[l * c.heads + h] = rows[l][h].get<float>();
     return s;
   }
-  static std::vector<float> last_logits(const std::vector<std::int32_t>& tokens, RopeScales scales, int chunk = 512) {
+  static std::vector<float> last_logits(const std::vector<std::int32_t>& tokens, SequenceScales scales,
+                                        int chunk = 512) {
     Sequence seq(*model_, static_cast<int>(tokens.size()) + 1, std::move(scales));
     model_->prefill_chunk = chunk;
     const int last = static_cast<int>(tokens.size()) - 1;
@@ -113,7 +114,7 @@ TEST_F(EngineModel, LogitsMatchFp32Reference) {
 TEST_F(EngineModel, ChunkedPrefillAndTokenByTokenDecodeAgreeWithOnePass) {
   const auto fixture = load_fixture("logits_fp32.json");
   const auto tokens = fixture["cases"][9]["tokens"].get<std::vector<std::int32_t>>();
-  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  const SequenceScales ones = SequenceScales::ones(model_->config().layers, model_->config().heads);
   const auto whole = last_logits(tokens, ones);
   const auto chunked = last_logits(tokens, ones, 7);
   Sequence seq(*model_, static_cast<int>(tokens.size()), ones);
@@ -142,7 +143,7 @@ TEST_F(EngineModel, DecodeOverALongCacheIsBitIdenticalOnOneThreadAndTwo) {
   std::vector<std::int32_t> tokens;
   while (tokens.size() < 300) tokens.insert(tokens.end(), base.begin(), base.end());
   tokens.resize(300);
-  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  const SequenceScales ones = SequenceScales::ones(model_->config().layers, model_->config().heads);
   const auto run = [&](int threads) {
     std::vector<float> steps;
     tbb::task_arena arena(threads);
@@ -166,8 +167,8 @@ TEST_F(EngineModel, DecodeOverALongCacheIsBitIdenticalOnOneThreadAndTwo) {
 TEST_F(EngineModel, NonTrivialRopeScaleChangesLogits) {
   const auto fixture = load_fixture("logits_fp32.json");
   const auto tokens = fixture["cases"][3]["tokens"].get<std::vector<std::int32_t>>();
-  RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
-  RopeScales twos = ones;
+  SequenceScales ones = SequenceScales::ones(model_->config().layers, model_->config().heads);
+  SequenceScales twos = ones;
   std::fill(twos.scale.begin(), twos.scale.end(), 2.0f);
   const auto a = last_logits(tokens, ones), b = last_logits(tokens, twos);
   double diff = 0.0;
@@ -181,7 +182,7 @@ TEST_F(EngineModel, FloatPositionsShiftedByAConstantGiveTheSameLogits) {
   // angles (which int8 activation rounding can amplify a little); an uneven
   // remap (a CALIOPE-like gap of 50 mid-prompt) must change them far more.
   const auto fixture = load_fixture("logits_fp32.json");
-  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  const SequenceScales ones = SequenceScales::ones(model_->config().layers, model_->config().heads);
   for (int which : {0, 2, 4, 6}) {
     const auto tokens = fixture["cases"][which]["tokens"].get<std::vector<std::int32_t>>();
     const int n = static_cast<int>(tokens.size()), last = n - 1;
@@ -235,25 +236,25 @@ TEST_F(EngineModel, LastQueryRowReadoutSeesSoftmaxRows) {
     }
     ++calls;
   };
-  Sequence seq(*model_, n, RopeScales::ones(c.layers, c.heads));
+  Sequence seq(*model_, n, SequenceScales::ones(c.layers, c.heads));
   const auto with_hook = model_->forward(seq, tokens, {}, std::span<const int>(&last, 1), &hooks);
   EXPECT_EQ(calls, static_cast<int>(c.layers));
-  EXPECT_EQ(with_hook, last_logits(tokens, RopeScales::ones(c.layers, c.heads)));  // observing changes nothing
+  EXPECT_EQ(with_hook, last_logits(tokens, SequenceScales::ones(c.layers, c.heads)));  // observing changes nothing
   // SIW-style scaling of key 0's weight changes the output; factors of 1 do not.
   ForwardHooks siw;
   float alpha = 0.5f;
   siw.key0_weight_factors = [&](int, int, int count) { return std::vector<float>(count, alpha); };
-  Sequence seq2(*model_, n, RopeScales::ones(c.layers, c.heads));
+  Sequence seq2(*model_, n, SequenceScales::ones(c.layers, c.heads));
   const auto scaled = model_->forward(seq2, tokens, {}, std::span<const int>(&last, 1), &siw);
   EXPECT_NE(scaled, with_hook);
   alpha = 1.0f;
-  Sequence seq3(*model_, n, RopeScales::ones(c.layers, c.heads));
+  Sequence seq3(*model_, n, SequenceScales::ones(c.layers, c.heads));
   EXPECT_EQ(model_->forward(seq3, tokens, {}, std::span<const int>(&last, 1), &siw), with_hook);
 }
 
 TEST_F(EngineModel, GreedyContinuationsMatchLlamaCpp) {
   const auto fixture = load_fixture("greedy_llamacpp.json");
-  const RopeScales ones = RopeScales::ones(model_->config().layers, model_->config().heads);
+  const SequenceScales ones = SequenceScales::ones(model_->config().layers, model_->config().heads);
   int identical = 0, total = 0;
   for (const auto& cs : fixture.at("cases")) {
     const auto prompt = cs.at("tokens").get<std::vector<std::int32_t>>();

@@ -25,7 +25,7 @@ constexpr int kHidden = testing::kTinyHidden, kHeads = testing::kTinyHeads, kLay
               kVocab = testing::kTinyVocab;
 using TinyModel = testing::TinyLlama;
 
-std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const RopeScales& scales,
+std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const SequenceScales& scales,
                                int chunk) {
   const_cast<Model&>(model).prefill_chunk = chunk;
   Sequence seq(model, static_cast<int>(tokens.size()), scales);
@@ -42,7 +42,7 @@ TEST(TinyModel, LoadsAndGivesFiniteLogitsOnEveryIsa) {
     Model model(file.path(), isa);
     EXPECT_EQ(model.config().layers, static_cast<std::uint32_t>(kLayers));
     EXPECT_TRUE(model.config().tied_output);
-    const RopeScales ones = RopeScales::ones(kLayers, kHeads);
+    const SequenceScales ones = SequenceScales::ones(kLayers, kHeads);
     const auto logits = last_logits(model, tokens, ones, 512);
     ASSERT_EQ(logits.size(), static_cast<std::size_t>(kVocab));
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
@@ -59,10 +59,10 @@ TEST(TinyModel, ChunkedAndStepwiseMatchOnePassWithGqaSplitScales) {
   testing::MemoryFile file(TinyModel{}.bytes());
   Model model(file.path());
   const std::vector<std::int32_t> tokens = {2, 9, 14, 33, 6, 6, 17, 25, 38, 1, 4, 11, 19, 27, 35, 0, 13};
-  RopeScales split = RopeScales::ones(kLayers, kHeads);
+  SequenceScales split = SequenceScales::ones(kLayers, kHeads);
   split.scale[1] = 1.7f;  // layer 0: heads 0 and 1 share a KV head but not a scale
   split.scale[kHeads + 3] = 2.5f;
-  for (const RopeScales& scales : {RopeScales::ones(kLayers, kHeads), split}) {
+  for (const SequenceScales& scales : {SequenceScales::ones(kLayers, kHeads), split}) {
     const auto whole = last_logits(model, tokens, scales, 512);
     const auto chunked = last_logits(model, tokens, scales, 5);
     Sequence seq(model, static_cast<int>(tokens.size()), scales);
@@ -74,7 +74,7 @@ TEST(TinyModel, ChunkedAndStepwiseMatchOnePassWithGqaSplitScales) {
       EXPECT_NEAR(stepwise[i], whole[i], 1e-4f);
     }
   }
-  const auto plain = last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512);
+  const auto plain = last_logits(model, tokens, SequenceScales::ones(kLayers, kHeads), 512);
   const auto scaled = last_logits(model, tokens, split, 512);
   EXPECT_NE(plain, scaled);
 }
@@ -97,15 +97,15 @@ TEST(TinyModel, BadInputsGetClearErrors) {
 
   testing::MemoryFile file(TinyModel{}.bytes());
   Model model(file.path());
-  Sequence seq(model, 4, RopeScales::ones(kLayers, kHeads));
+  Sequence seq(model, 4, SequenceScales::ones(kLayers, kHeads));
   const std::vector<std::int32_t> bad_token = {kVocab};
   EXPECT_THROW(model.forward(seq, bad_token, {}, {}), std::invalid_argument);
   const std::vector<std::int32_t> too_many = {1, 2, 3, 4, 5};
   EXPECT_THROW(model.forward(seq, too_many, {}, {}), std::invalid_argument);
-  RopeScales zero = RopeScales::ones(kLayers, kHeads);
+  SequenceScales zero = SequenceScales::ones(kLayers, kHeads);
   zero.scale[0] = 0.0f;
   EXPECT_THROW(Sequence(model, 4, zero), std::invalid_argument);
-  EXPECT_THROW(Sequence(model, 4, RopeScales::ones(kLayers + 1, kHeads)), std::invalid_argument);
+  EXPECT_THROW(Sequence(model, 4, SequenceScales::ones(kLayers + 1, kHeads)), std::invalid_argument);
 }
 
 TEST(TinyModel, BenchModelAndItsCommandReportRates) {
@@ -168,7 +168,7 @@ TEST(TinyModel, AModelFileChangedAfterLoadChangesNothingItComputes) {
   phs.hidden_channel = HiddenChannel{3, 0.0, {0, 1}};
   Model model(file.path());
   const std::string hash = model.content_hash();
-  const auto plain = last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512);
+  const auto plain = last_logits(model, tokens, SequenceScales::ones(kLayers, kHeads), 512);
   const auto hooked = hooked_logits(model, tokens, phs);
   ASSERT_NE(plain, hooked);
 
@@ -178,17 +178,17 @@ TEST(TinyModel, AModelFileChangedAfterLoadChangesNothingItComputes) {
   const std::uint64_t query = before.data_offset() + before.tensor("blk.0.attn_q.weight").offset;
   overwrite(file.path(), embedding, 4096, 0x3c);
   overwrite(file.path(), query, 256, 0x3c);
-  EXPECT_EQ(last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+  EXPECT_EQ(last_logits(model, tokens, SequenceScales::ones(kLayers, kHeads), 512), plain);
   EXPECT_EQ(hooked_logits(model, tokens, phs), hooked);
   EXPECT_EQ(model.content_hash(), hash);
   {
     Model rewritten(file.path());
     EXPECT_NE(rewritten.content_hash(), hash);
-    EXPECT_NE(last_logits(rewritten, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+    EXPECT_NE(last_logits(rewritten, tokens, SequenceScales::ones(kLayers, kHeads), 512), plain);
   }
 
   std::filesystem::resize_file(file.path(), before.file_size() / 3);
-  EXPECT_EQ(last_logits(model, tokens, RopeScales::ones(kLayers, kHeads), 512), plain);
+  EXPECT_EQ(last_logits(model, tokens, SequenceScales::ones(kLayers, kHeads), 512), plain);
   EXPECT_EQ(hooked_logits(model, tokens, phs), hooked);
   EXPECT_THROW(Model{file.path()}, GgufError) << "a truncated file is refused when loaded";
 

@@ -212,7 +212,7 @@ inline MutationCounts check_mutants(const std::vector<std::uint8_t>& base, const
     try {
       const auto& c = model->config();
       engine::Sequence seq(*model, static_cast<int>(tokens.size()),
-                           engine::RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads)));
+                           engine::SequenceScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads)));
       const int last = static_cast<int>(tokens.size()) - 1;
       const auto logits = model->forward(seq, tokens, {}, std::span<const int>(&last, 1));
       for (float v : logits) {

@@ -77,7 +77,7 @@ class InterventionModel : public ::testing::Test {
 
   static std::vector<float> plain_logits(const std::vector<std::int32_t>& tokens) {
     const ModelConfig& c = model_->config();
-    Sequence seq(*model_, static_cast<int>(tokens.size()) + 1, RopeScales::ones(c.layers, c.heads));
+    Sequence seq(*model_, static_cast<int>(tokens.size()) + 1, SequenceScales::ones(c.layers, c.heads));
     const int last = static_cast<int>(tokens.size()) - 1;
     return model_->forward(seq, tokens, {}, std::span<const int>(&last, 1));
   }

@@ -25,7 +25,7 @@ std::size_t calls_of(const OpProfile& profile, const std::string& op) {
 std::vector<float> run(Model& model, const std::vector<std::int32_t>& tokens) {
   const ModelConfig& c = model.config();
   Sequence seq(model, static_cast<int>(tokens.size()),
-               RopeScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads)));
+               SequenceScales::ones(static_cast<int>(c.layers), static_cast<int>(c.heads)));
   const int last = static_cast<int>(tokens.size()) - 1;
   return model.forward(seq, tokens, {}, std::span<const int>(&last, 1));
 }

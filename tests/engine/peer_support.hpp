@@ -126,7 +126,7 @@ inline int argmax(const std::vector<T>& v) {
 inline std::vector<std::int32_t> engine_greedy(Model& model, const Tokenizer& tokenizer,
                                         const std::vector<std::int32_t>& prompt, int steps) {
   const ModelConfig& c = model.config();
-  Sequence seq(model, static_cast<int>(prompt.size()) + steps, RopeScales::ones(c.layers, c.heads));
+  Sequence seq(model, static_cast<int>(prompt.size()) + steps, SequenceScales::ones(c.layers, c.heads));
   std::vector<float> logits = last_logits(model, seq, prompt);
   std::vector<std::int32_t> out;
   while (static_cast<int>(out.size()) < steps) {
@@ -266,7 +266,7 @@ inline LogitComparison compare_logits(Model& model, const std::vector<std::vecto
   const ModelConfig& c = model.config();
   LogitComparison out;
   for (std::size_t p = 0; p < prompts.size(); ++p) {
-    Sequence seq(model, static_cast<int>(prompts[p].size()), RopeScales::ones(c.layers, c.heads));
+    Sequence seq(model, static_cast<int>(prompts[p].size()), SequenceScales::ones(c.layers, c.heads));
     const std::vector<float> got = last_logits(model, seq, prompts[p]);
     for (std::size_t i = 0; i < got.size(); ++i) out.worst = std::max(out.worst, std::fabs(got[i] - ref[p][i]));
     out.top1_kept += argmax(got) == argmax(ref[p]);

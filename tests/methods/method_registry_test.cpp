@@ -320,6 +320,13 @@ TEST(MethodRegistry, EachMethodsValidationNamesFieldAndReason) {
   EXPECT_THROW(Intervention::from_json(nlohmann::json::parse(R"({"self_extend": {"group": 0}})")),
                std::invalid_argument)
       << "a group of 0 tokens is refused";
+  try {  // STRING's shift has no portable default: it must be given
+    Intervention::from_json(nlohmann::json::parse(R"({"string_shift": {"window": 128, "layers": [0]}})"));
+    ADD_FAILURE() << "a STRING without its shift was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("intervention.string_shift.shift: must be given"), std::string::npos)
+        << e.what();
+  }
   Intervention self_extend;
   self_extend.self_extend = SelfExtend{4, 512, {31}};
   EXPECT_NE(validation_error(self_extend).find("intervention.self_extend.layers: layer 31 is outside"),

@@ -51,7 +51,7 @@ phs::LayerCurves average_residual_stream(Model& model,
       if (static_cast<int>(strings[s].size()) != tokens) {
         throw std::invalid_argument("phs-search: random strings must all have " + std::to_string(tokens) + " tokens");
       }
-      Sequence seq(model, tokens, RopeScales::ones(layers, static_cast<int>(model.config().heads)));
+      Sequence seq(model, tokens, SequenceScales::ones(layers, static_cast<int>(model.config().heads)));
       model.forward(seq, strings[s], {}, {}, &hooks);
       if (progress) progress(static_cast<int>(s) + 1);
     }
