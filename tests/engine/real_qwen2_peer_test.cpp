@@ -531,6 +531,12 @@ TEST_P(RealQwen2, GreedyMatchesLlamaSimpleAndEveryMethodTheNumpyReference) {
        &methods_kv,
        {{"string_shift", {{"shift", 64}, {"window", 8}, {"layers", int_list(0, layers - 1)}}}},
        spec.logit_tolerance},
+      // A remap composed with per-layer RoPE scales: the far positions are
+      // divided by each layer's scale, as every rotation is.
+      {"LPES curve + SelfExtend group 4, window 32",
+       &methods_kv,
+       {{"rope_scale", lpes}, {"self_extend", {{"group", 4}, {"window", 32}, {"layers", int_list(0, layers - 1)}}}},
+       spec.logit_tolerance},
   };
   methods.insert(methods.end(), more.begin(), more.end());
 
