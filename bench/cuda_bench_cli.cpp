@@ -240,7 +240,7 @@ GenerationPlan plan_generation(const std::string& path, const midtune::ModelConf
     if (reads_whole_prompt(intervention)) {
       throw std::invalid_argument(path + ": an LPES candidate reads the whole prompt; not timed here");
     }
-    plan.candidates.push_back(intervention_rope_scales(config, intervention));
+    plan.candidates.push_back(intervention_sequence_scales(config, intervention));
   }
   plan.prompts_per_evaluation =
       e.dataset.search_samples * static_cast<int>(e.dataset.gold_positions.size());

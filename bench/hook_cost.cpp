@@ -71,7 +71,7 @@ double prefill_seconds(const EngineBackend& backend, const std::vector<std::int3
     Sequence seq(model, n, hooked.sequence_scales());
     model.forward(seq, prompt, hooked.prompt_positions(), std::span<const int>(&last, 1), hooked.hooks());
   } else {
-    Sequence seq(model, n, backend.rope_scales(iv));
+    Sequence seq(model, n, backend.sequence_scales(iv));
     model.forward(seq, prompt, {}, std::span<const int>(&last, 1));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -82,13 +82,13 @@ void EngineBackend::validate(const Intervention& intervention) const {
   validate_intervention(intervention, hooks::shape_of(*model_));
 }
 
-SequenceScales intervention_rope_scales(const ModelConfig& c, const Intervention& intervention) {
+SequenceScales intervention_sequence_scales(const ModelConfig& c, const Intervention& intervention) {
   validate_intervention(intervention, hooks::shape_of(c));
   return hooks::sequence_scales(c, intervention);
 }
 
-SequenceScales EngineBackend::rope_scales(const Intervention& intervention) const {
-  return intervention_rope_scales(model_->config(), intervention);
+SequenceScales EngineBackend::sequence_scales(const Intervention& intervention) const {
+  return intervention_sequence_scales(model_->config(), intervention);
 }
 
 PreparedPrompt prepare_prompt(const Tokenizer& tokenizer, const BatchItem& item) {
@@ -113,7 +113,7 @@ std::vector<SampleOutput> EngineBackend::run(const Intervention& intervention, c
                                              const RunOptions& options) {
   SequenceScales plain;
   try {
-    plain = rope_scales(intervention);
+    plain = sequence_scales(intervention);
   } catch (const std::invalid_argument& e) {
     throw InvalidInputError(std::string("engine: invalid intervention: ") + e.what());
   }

@@ -110,7 +110,7 @@ ChatWrapper engine_chat_wrapper(const GgufFile& file, const ModelIdentity& ident
 bool reads_whole_prompt(const Intervention& intervention);
 // What a sequence of `intervention` fixes for its life (hooks::sequence_scales);
 // validates first (std::invalid_argument).
-SequenceScales intervention_rope_scales(const ModelConfig& config, const Intervention& intervention);
+SequenceScales intervention_sequence_scales(const ModelConfig& config, const Intervention& intervention);
 std::vector<hooks::TokenSpan> hook_spans(const PreparedPrompt& prompt);
 
 class EngineBackend : public Backend {
@@ -141,8 +141,9 @@ class EngineBackend : public Backend {
   std::size_t batch_tokens() const { return batch_tokens_; }
   // Special tokens parsed; BOS only when the model's metadata asks for it.
   PreparedPrompt prepare(const BatchItem& item) const;
-  // Intervention::rope_scale resolved to every (layer, head); validates first.
-  SequenceScales rope_scales(const Intervention& intervention) const;
+  // What a sequence of `intervention` fixes for its life (RoPE scales per
+  // (layer, head), score factors, distance remap); validates first.
+  SequenceScales sequence_scales(const Intervention& intervention) const;
   // Greedy continuation token ids (stops after an end-of-generation token,
   // which is not returned).
   // positions/hooks: from hooks::EngineIntervention; empty/nullptr = plain.
