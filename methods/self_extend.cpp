@@ -63,6 +63,8 @@ SelfExtend self_extend_from_genes(const GeneValues& genes) {
   return s;
 }
 
+int self_extend_query_shift(const SelfExtend& s) { return s.window - s.window / s.group; }
+
 const MethodModule& self_extend_method() {
   static const MethodModule module = optional_field_method<SelfExtend>(
       "selfextend", "self_extend", Mechanism::distance_remap, &Intervention::self_extend, genes(),

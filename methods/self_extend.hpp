@@ -33,6 +33,9 @@ SelfExtend self_extend_from_json(const nlohmann::json& j);
 // G in [1, 1024], W >= 1, a non-empty list of the model's layers.
 void validate_self_extend(const SelfExtend& setting, const ModelShape& model);
 SelfExtend self_extend_from_genes(const GeneValues& genes);
+// Where the far query sits beyond floor(i / G): W - floor(W / G), so far
+// distances meet the window's edge (LongLM Alg. 1).
+int self_extend_query_shift(const SelfExtend& setting);
 
 const MethodModule& self_extend_method();
 

@@ -59,6 +59,8 @@ StringShift string_shift_from_genes(const GeneValues& genes) {
   return s;
 }
 
+int string_query_shift(const StringShift& s) { return s.window - s.shift; }
+
 const MethodModule& string_shift_method() {
   static const MethodModule module = optional_field_method<StringShift>(
       "string", "string_shift", Mechanism::distance_remap, &Intervention::string_shift, genes(),

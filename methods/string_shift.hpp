@@ -34,6 +34,8 @@ StringShift string_shift_from_json(const nlohmann::json& j);
 // 1 <= W <= S, a non-empty list of the model's layers.
 void validate_string_shift(const StringShift& setting, const ModelShape& model);
 StringShift string_shift_from_genes(const GeneValues& genes);
+// The far query moved back by S - W: a far distance d is seen as d - S + W.
+int string_query_shift(const StringShift& setting);
 
 const MethodModule& string_shift_method();
 

@@ -59,14 +59,14 @@ SequenceScales sequence_scales(const ModelConfig& c, const Intervention& interve
       s.score_factor[static_cast<std::size_t>(l)] = static_cast<float>(1.0 / intervention.attention_temperature->temperature);
     }
   }
-  // SelfExtend (LongLM Alg. 1): far query floor(i / G) + W - floor(W / G),
-  // far key floor(j / G). STRING (An et al. sec. 4): far distance d - S + W.
+  // SelfExtend (LongLM Alg. 1): far query floor(i / G) + shift, far key
+  // floor(j / G). STRING (An et al. sec. 4): far distance d - S + W.
   const std::vector<int>* remapped = nullptr;
   if (const auto& se = intervention.self_extend) {
-    s.distance_remap = {se->window, se->group, static_cast<double>(se->window - se->window / se->group)};
+    s.distance_remap = {se->window, se->group, static_cast<double>(self_extend_query_shift(*se))};
     remapped = &se->layers;
   } else if (const auto& st = intervention.string_shift) {
-    s.distance_remap = {st->shift, 1, static_cast<double>(st->window - st->shift)};
+    s.distance_remap = {st->shift, 1, static_cast<double>(string_query_shift(*st))};
     remapped = &st->layers;
   }
   if (remapped != nullptr) {

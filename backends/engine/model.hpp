@@ -56,9 +56,6 @@
 
 namespace midtune::engine {
 
-// How a Sequence rotates its keys, fixed for its life: scale[layer * heads +
-// head], every entry finite and > 0; and how it scales each layer's
-// attention logits (score_factor).
 // Attention whose relative positions are piecewise in the query-key
 // distance d (in tokens of the sequence): a key with d < near_window is seen
 // at its own position, a farther one at a remapped position, the query at
@@ -82,9 +79,10 @@ struct DistanceRemap {
 };
 
 // What a sequence fixes for its life, before any pass, and every layer
-// reads: its RoPE scales per (layer, head), its attention logits' factor
-// per layer, the layers whose keys are cached per query head, and its
-// distance remap (built from an Intervention by hooks::sequence_scales).
+// reads: its RoPE scales, scale[layer * heads + head] (every entry finite
+// and > 0), its attention logits' factor per layer, the layers whose keys
+// are cached per query head, and its distance remap (built from an
+// Intervention by hooks::sequence_scales).
 struct SequenceScales {
   int layers = 0;
   int heads = 0;

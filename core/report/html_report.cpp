@@ -10,6 +10,8 @@
 #include "core/report/svg_plot.hpp"
 #include "core/report/table.hpp"
 #include "core/search/heldout_statistics.hpp"
+#include "methods/self_extend.hpp"
+#include "methods/string_shift.hpp"
 
 namespace midtune::report {
 
@@ -176,20 +178,22 @@ void best_section(std::ostringstream& out, const json& r) {
   // SelfExtend and STRING on the distance axis (svg_plot.hpp): far keys at
   // grouped or shifted distances, the window's keys at their own; drawn over
   // a span that shows the window and a good stretch beyond it.
+  // The stored JSON read back through the methods' own modules, which also
+  // say where the far query sits.
   if (intervention.contains("self_extend")) {
     const json& m = intervention.at("self_extend");
-    const int group = std::max(m.value("group", 1), 1), window = m.value("window", 1);
-    out << "<div class=\"best-drawing\" data-method=\"self_extend\"><h3>SelfExtend: group " << group
-        << ", neighbour window " << window << " (layers " << layer_span(m) << ")</h3>\n"
-        << distance_map_svg(window, group, window - window / group, 4 * window) << "</div>\n";
+    const SelfExtend se = self_extend_from_json(m);
+    out << "<div class=\"best-drawing\" data-method=\"self_extend\"><h3>SelfExtend: group " << se.group
+        << ", neighbour window " << se.window << " (layers " << layer_span(m) << ")</h3>\n"
+        << distance_map_svg(se.window, se.group, self_extend_query_shift(se), 4 * se.window) << "</div>\n";
     drawn = true;
   }
   if (intervention.contains("string_shift")) {
     const json& m = intervention.at("string_shift");
-    const int shift = m.value("shift", 1), window = m.value("window", 1);
-    out << "<div class=\"best-drawing\" data-method=\"string_shift\"><h3>STRING: shift " << shift << ", local window "
-        << window << " (layers " << layer_span(m) << ")</h3>\n"
-        << distance_map_svg(shift, 1, window - shift, 2 * shift) << "</div>\n";
+    const StringShift st = string_shift_from_json(m);
+    out << "<div class=\"best-drawing\" data-method=\"string_shift\"><h3>STRING: shift " << st.shift
+        << ", local window " << st.window << " (layers " << layer_span(m) << ")</h3>\n"
+        << distance_map_svg(st.shift, 1, string_query_shift(st), 2 * st.shift) << "</div>\n";
     drawn = true;
   }
   // SIW, CALIOPE and PHS are a handful of numbers each: one row per number,

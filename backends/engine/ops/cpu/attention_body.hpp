@@ -68,8 +68,12 @@ struct AttentionBody {
   }
 
   // p = softmax(p) over `limit` scores, in place.
-  // Returns the log of the denominator, max + log(sum).
-  static float softmax_row(float* p, int limit) {
+  // The softmax's denominator, sum exp(p - max_score): its log-sum-exp is
+  // max_score + log(sum), taken only where a caller reads it out.
+  struct Denominator {
+    float max_score, sum;
+  };
+  static Denominator softmax_row(float* p, int limit) {
     reg best = V::set1(-3.0e38f);
     for (int k = 0; k < limit; k += L) best = V::max(best, V::load_first(p + k, std::min(L, limit - k), -3.0e38f));
     const float max_value = V::reduce_max(best);
@@ -92,7 +96,7 @@ struct AttentionBody {
       const int n = std::min(L, limit - k);
       V::store_first(p + k, V::mul(V::load_first(p + k, n, 0.0f), inv), n);
     }
-    return max_value + std::log(total);
+    return {max_value, total};
   }
 
   // out = p V for queries [r0, r0 + R), 2 x kLanes dims per pass over each
@@ -161,11 +165,11 @@ struct AttentionBody {
     float* p = scratch + static_cast<std::size_t>(r) * max_limit;
     const int first = tile.first[r];
     shape_scores(tile, r, p);
-    const float log_sum_exp = softmax_row(p + first, tile.limit[r] - first);
+    const Denominator denominator = softmax_row(p + first, tile.limit[r] - first);
     std::fill(p, p + first, 0.0f);  // before a sliding window
     std::fill(p + tile.limit[r], p + max_limit, 0.0f);
     if (tile.key0_weight != nullptr) tile.key0_weight[r] = p[0];
-    if (tile.log_sum_exp != nullptr) tile.log_sum_exp[r] = log_sum_exp;
+    if (tile.log_sum_exp != nullptr) tile.log_sum_exp[r] = denominator.max_score + std::log(denominator.sum);
     if (tile.probs_out[r] != nullptr) std::memcpy(tile.probs_out[r], p, sizeof(float) * tile.limit[r]);
   }
 
