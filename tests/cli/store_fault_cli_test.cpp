@@ -589,7 +589,9 @@ TEST_F(StoreFaultCli, QueryMemoryIsBoundedAndAttachIsRefused) {
     const Finished f = run_ga_run({"query", db, statement}, dir_.string());
     const bool attach = statement.rfind("ATTACH", 0) == 0;
     EXPECT_EQ(f.exit_code, attach ? 1 : 0) << statement << '\n' << f.err;
-    if (attach) EXPECT_NE(f.err.find("refused: ATTACH and DETACH open other files"), std::string::npos) << f.err;
+    if (attach) {
+      EXPECT_NE(f.err.find("refused: ATTACH and DETACH open other files"), std::string::npos) << f.err;
+    }
   }
   EXPECT_FALSE(fs::exists(other + "-wal") || fs::exists(other + "-shm")) << "nothing left beside the other file";
 }

@@ -21,8 +21,7 @@ namespace {
 
 // The model is built by tests/engine/tiny_llama_gguf.hpp (shared with the
 // GGUF mutation test).
-constexpr int kHidden = testing::kTinyHidden, kHeads = testing::kTinyHeads, kLayers = testing::kTinyLayers,
-              kVocab = testing::kTinyVocab;
+constexpr int kHeads = testing::kTinyHeads, kLayers = testing::kTinyLayers, kVocab = testing::kTinyVocab;
 using TinyModel = testing::TinyLlama;
 
 std::vector<float> last_logits(Model& model, const std::vector<std::int32_t>& tokens, const SequenceScales& scales,

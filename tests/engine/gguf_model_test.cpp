@@ -16,10 +16,22 @@ TEST(GgufModel, SmolLM2ConfigAndTensors) {
   EXPECT_EQ(f.tensors().size(), 272u);
 
   const ModelConfig c = read_model_config(f);
-  const ModelConfig expected{.arch = "llama", .layers = 30, .heads = 9, .kv_heads = 3, .head_dim = 64,
-                             .hidden = 576, .ffn = 1536, .rope_dims = 64, .rope_base = 100000.0f,
-                             .rms_eps = 1e-5f, .context_length = 8192, .vocab = 49152, .tied_output = true,
-                             .attention_scale = 0.125f};  // 1 / sqrt(head_dim)
+  // attention_scale: 1 / sqrt(head_dim).
+  const ModelConfig expected{.arch = "llama",
+                             .layers = 30,
+                             .heads = 9,
+                             .kv_heads = 3,
+                             .head_dim = 64,
+                             .hidden = 576,
+                             .ffn = 1536,
+                             .rope_dims = 64,
+                             .rope_base = 100000.0f,
+                             .rms_eps = 1e-5f,
+                             .context_length = 8192,
+                             .vocab = 49152,
+                             .tied_output = true,
+                             .attention_scale = 0.125f,
+                             .local_layers = {}};
   EXPECT_EQ(c, expected);
 
   const auto& embd = f.tensor("token_embd.weight");

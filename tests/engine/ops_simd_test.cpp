@@ -191,7 +191,10 @@ TEST_P(OpsSimd, FloatMatmulMatchesScalarForEveryFormatAndTail) {
 TEST_P(OpsSimd, AttentionMatchesScalar) {
   // d 40: not a multiple of 16, the SIMD bodies hand it to scalar; 300
   // keys: p V over three key chunks (kValueKeyChunk), summed apart.
-  for (const auto& [d, keys] : {std::pair{64, 37}, std::pair{40, 37}, std::pair{64, 300}}) {
+  for (const auto& [head_dim, key_count] : {std::pair{64, 37}, std::pair{40, 37}, std::pair{64, 300}}) {
+    // Plain copies: the lambda below captures them (a structured binding is
+    // not capturable before clang 16, which builds the sanitizer tree).
+    const int d = head_dim, keys = key_count;
     const int key_blocks = (keys + kKeyBlock - 1) / kKeyBlock;
     const std::vector<float> kt = random(static_cast<std::size_t>(d) * kKeyBlock * key_blocks),
                              v = random(static_cast<std::size_t>(keys) * d),

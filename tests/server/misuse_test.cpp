@@ -165,7 +165,7 @@ TEST(ServerAuth, NonLoopbackAddressNeedsAToken) {
     }
   }
   // Long enough but guessable: one character, or a short cycle.
-  for (const std::string token : {std::string(kMinPublicTokenLength, 'k'), std::string("1234123412341234")}) {
+  for (const std::string& token : {std::string(kMinPublicTokenLength, 'k'), std::string("1234123412341234")}) {
     ServeOptions options;
     options.host = "0.0.0.0";
     options.token = token;

@@ -84,7 +84,7 @@ TEST(Protocol, MalformedRepliesAreRefusedNamingTheField) {
 
 TEST(Protocol, InfoRoundTripsAndRejectsUnknownSupports) {
   ServerInfo info;
-  info.identity = {"m", "llama", 30, 9, 3, 576, "abc"};
+  info.identity = {"m", "llama", 30, 9, 3, 576, "abc", "", ""};
   info.supports = {"rope_scale", "siw"};
   const ServerInfo back = info_from_json(json::parse(info_to_json(info).dump()));
   EXPECT_EQ(back.identity.key(), info.identity.key());
@@ -104,7 +104,7 @@ TEST(Protocol, InfoRoundTripsAndRejectsUnknownSupports) {
 // identity (cache keys), absent for the CPU engine, and checked when present.
 TEST(Protocol, PrecisionIsPartOfTheIdentityWhenAServerSendsIt) {
   ServerInfo info;
-  info.identity = {"m", "llama", 30, 9, 3, 576, "abc"};
+  info.identity = {"m", "llama", 30, 9, 3, 576, "abc", "", ""};
   EXPECT_FALSE(info_to_json(info).contains("precision"));
   const std::string cpu_key = info.identity.key();
   info.identity.precision = "bf16";

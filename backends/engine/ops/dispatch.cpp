@@ -4,6 +4,10 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace midtune::engine {
 
 namespace {
@@ -14,13 +18,18 @@ CpuFeatures detect() {
   __builtin_cpu_init();
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-  f.avxvnni = __builtin_cpu_supports("avxvnni");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  // F16C and AVX-VNNI from CPUID itself: clang before 16 knows neither name
+  // in __builtin_cpu_supports (the sanitizer tree builds with clang). Both
+  // work on ymm registers, whose OS support the AVX2 check above covers, and
+  // every ISA that uses them requires AVX2 or AVX-512 too.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) f.f16c = (ecx & bit_F16C) != 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avxvnni = (eax & bit_AVXVNNI) != 0;
 #endif
   return f;
 }
