@@ -129,18 +129,22 @@ void print_markdown(const json& r, std::ostream& out) {
         << "): " << xml_escape(run_text(run["provenance"])) << '\n';
   const json& b = r["best"];
   out << "\n## Best individual\n\ncandidate " << b["candidate"] << " (generation " << b["generation"] << ", "
-      << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"]) << "\n\ngenome: "
-      << b["genome"].dump() << "\n\n## Decoded per-layer RoPE scales\n\n";
-  rows.clear();
+      << b["origin"].get<std::string>() << "), fitness " << format_number(b["fitness"])
+      << "\n\ngenome: " << b["genome"].dump() << "\n\nintervention: `" << b["intervention"].dump() << "`\n";
+  // The per-layer table only where the best sets per-layer RoPE scales (LPES,
+  // PI): every other method's setting is the intervention line above.
   const json& scales = b["layer_scales"];
-  if (scales.size() == 1) {
-    rows.push_back({"all", scales[0].is_number() ? format_number(scales[0]) : scales[0].dump()});
-  } else {
-    for (size_t l = 0; l < scales.size(); ++l)
-      rows.push_back({std::to_string(l), scales[l].is_number() ? format_number(scales[l]) : scales[l].dump()});
+  if (!scales.empty()) {
+    out << "\n## Decoded per-layer RoPE scales\n\n";
+    rows.clear();
+    if (scales.size() == 1) {
+      rows.push_back({"all", scales[0].is_number() ? format_number(scales[0]) : scales[0].dump()});
+    } else {
+      for (size_t l = 0; l < scales.size(); ++l)
+        rows.push_back({std::to_string(l), scales[l].is_number() ? format_number(scales[l]) : scales[l].dump()});
+    }
+    print_table(out, {"layer", "scale"}, rows);
   }
-  if (rows.empty()) rows.push_back({"all", "1 (no RoPE scaling)"});
-  print_table(out, {"layer", "scale"}, rows);
   out << "\n## Per-position scores of the best\n\n";
   rows.clear();
   for (const json& p : b["position_scores"])

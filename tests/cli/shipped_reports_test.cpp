@@ -195,6 +195,14 @@ TEST_P(ShippedReport, RendersTheAnswerOfAShrunkRealRun) {
   if (drawn == 0) {
     EXPECT_NE(dom.find("plain model"), std::string::npos);
   }
+  // The text report says what the best sets, whatever the method: its
+  // intervention as stored, and a per-layer RoPE table only when it has one.
+  const auto markdown =
+      run_ga_run({"report", path("results.db"), "--experiment", name, "--format", "md"}, dir_.string());
+  ASSERT_EQ(markdown.exit_code, 0) << markdown.err;
+  EXPECT_NE(markdown.out.find("intervention: `" + best.dump() + "`"), std::string::npos) << markdown.out;
+  EXPECT_EQ(markdown.out.find("RoPE scales") != std::string::npos, !json_report["best"]["layer_scales"].empty())
+      << markdown.out;
 
   // Held-out: a line per evaluated role, a band per role except front members,
   // a verdict per comparison with the best.
