@@ -7,6 +7,7 @@
 
 #include "core/report/svg_plot.hpp"
 #include "core/experiment/experiment_name.hpp"
+#include "core/search/heldout_statistics.hpp"
 
 namespace midtune::report {
 
@@ -76,9 +77,7 @@ std::string position_label(const json& p) {
   return label;
 }
 
-std::string points_range(const json& ci) {
-  return "[" + format_number(ci.at(0).get<double>(), 1) + ", " + format_number(ci.at(1).get<double>(), 1) + "]";
-}
+std::string points_range(const json& ci) { return format_range(ci.at(0).get<double>(), ci.at(1).get<double>(), 1); }
 
 }  // namespace
 
@@ -128,14 +127,13 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
     if (!c.contains("positions")) continue;
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
     for (const json& p : c.at("positions"))
-      rows.push_back({name, position_label(p),
-                      format_number(p.at("difference_points").get<double>(), 1), points_range(p.at("ci_points")),
-                      p.at("best_only").dump() + " / " + p.at("other_only").dump(),
-                      format_number(p.at("mcnemar_p").get<double>(), 3)});
+      rows.push_back({name, position_label(p), format_number(p.at("difference_points").get<double>(), 1),
+                      points_range(p.at("ci_points")), p.at("best_only").dump() + " / " + p.at("other_only").dump(),
+                      format_p_value(p.at("mcnemar_p").get<double>())});
     const json& m = c.at("middle");
     rows.push_back({name, "middle", format_number(m.at("difference_points").get<double>(), 1),
                     points_range(m.at("ci_points")), m.at("best_only").dump() + " / " + m.at("other_only").dump(),
-                    format_number(m.at("mcnemar_p").get<double>(), 3)});
+                    format_p_value(m.at("mcnemar_p").get<double>())});
     if (c.contains("fitness"))
       rows.push_back({name, "fitness (weighted)", format_number(c.at("fitness").at("difference_points").get<double>(), 1),
                       points_range(c.at("fitness").at("ci_points")), "-", "-"});
@@ -149,7 +147,8 @@ void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>
   for (const json& r : statistics.at("intervals")) {
     const std::string role = r.at("role").get<std::string>();
     for (const json& p : r.at("positions")) {
-      const std::string at = "@" + format_number(p.at("position").get<double>(), 3);
+      std::string at = "@";  // appended: GCC 12 at -O3 warns falsely (-Wrestrict) on "@" + std::string
+      at += format_number(p.at("position").get<double>(), 3);
       rows.push_back({"heldout_interval", role, "low" + at, format_number(p.at("low").get<double>(), 6)});
       rows.push_back({"heldout_interval", role, "high" + at, format_number(p.at("high").get<double>(), 6)});
       if (p.contains("realised_position"))

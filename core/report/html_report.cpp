@@ -119,7 +119,10 @@ std::string layer_span(const json& method) {
     return std::to_string(layers.front()) + "-" + std::to_string(layers.back());
   }
   std::string out;
-  for (int l : layers) out += (out.empty() ? "" : ",") + std::to_string(l);
+  for (int l : layers) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(l);
+  }
   return out;
 }
 
@@ -277,9 +280,8 @@ void comparisons_section(std::ostringstream& out, const json& r) {
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
     const json& m = c.at("middle");
     rows.push_back({name, format_number(m.at("difference_points").get<double>(), 1),
-                    "[" + format_number(m.at("ci_points").at(0).get<double>(), 1) + ", " +
-                        format_number(m.at("ci_points").at(1).get<double>(), 1) + "]",
-                    format_number(m.at("mcnemar_p").get<double>(), 3),
+                    format_range(m.at("ci_points").at(0).get<double>(), m.at("ci_points").at(1).get<double>(), 1),
+                    format_p_value(m.at("mcnemar_p").get<double>()),
                     c.value("detected", false) ? "detected" : "not detected"});
   }
   table(out, {"comparison", "middle (points)", "95 % CI", "McNemar p", "verdict"}, rows);

@@ -67,4 +67,15 @@ std::string format_number(double value, int precision) {
   return text == "-0" ? "0" : text;
 }
 
+// Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on
+// "[" + std::string.
+std::string format_range(double low, double high, int precision) {
+  std::string range = "[";
+  range += format_number(low, precision);
+  range += ", ";
+  range += format_number(high, precision);
+  range += "]";
+  return range;
+}
+
 }  // namespace midtune::report

@@ -21,5 +21,7 @@ void print_table_rule(std::ostream& out, const std::vector<size_t>& widths);
 void print_csv(std::ostream& out, const Row& header, const std::vector<Row>& rows);
 // Fixed-precision number text, trailing zeros trimmed ("0.5", "1.25").
 std::string format_number(double value, int precision = 4);
+// An interval as the reports print it: "[-7, 16]" (format_number's text).
+std::string format_range(double low, double high, int precision = 1);
 
 }  // namespace midtune::report

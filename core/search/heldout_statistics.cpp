@@ -81,12 +81,6 @@ std::string signed_points(double points) {
   return buf;
 }
 
-std::string p_value(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, p < 0.001 ? "%.1e" : "%.3f", p);
-  return buf;
-}
-
 // One paired comparison over the strata `from`..`to` of `strata` (pooled for McNemar).
 json paired_part(const std::vector<std::vector<stats::PairedOutcome>>& strata, std::size_t from, std::size_t to,
                  const HeldoutStatisticsOptions& options, std::uint64_t seed) {
@@ -195,7 +189,7 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   const std::string where = has_middle ? "middle" : "all positions";
   const std::string figures = where + " " + signed_points(middle["difference_points"].get<double>()) +
                               " points, 95 % CI [" + signed_points(low) + ", " + signed_points(high) +
-                              "], McNemar p = " + p_value(p);
+                              "], McNemar p = " + format_p_value(p);
   const std::string power = std::to_string(static_cast<int>(std::lround(100 * options.power))) + " % power";
   std::string verdict = best.role + " vs " + other.role + ": ";
   if (detected) {
@@ -272,6 +266,12 @@ std::vector<std::string> heldout_verdicts(const json& statistics) {
   std::vector<std::string> lines;
   for (const json& c : statistics.value("comparisons", json::array())) lines.push_back(c.value("verdict", ""));
   return lines;
+}
+
+std::string format_p_value(double p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, p < 0.001 ? "%.1e" : "%.3f", p);
+  return buf;
 }
 
 }  // namespace midtune

@@ -41,4 +41,8 @@ nlohmann::json heldout_statistics(const std::vector<HeldoutRow>& rows, const Hel
 // The verdict lines of heldout_statistics(), one per comparison.
 std::vector<std::string> heldout_verdicts(const nlohmann::json& statistics);
 
+// A p-value as the verdicts and the reports print it: three decimals, or
+// two significant digits below 0.001 (a fixed "0.000" would hide how small).
+std::string format_p_value(double p);
+
 }  // namespace midtune

@@ -75,6 +75,14 @@ TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
   EXPECT_EQ(heldout_verdicts(stats).size(), 2u);
 }
 
+// A p-value far below 0.001 keeps its size in the reports (25 discordant
+// items all one way: 2 * 0.5^25), never a fixed "0.000".
+TEST(HeldoutStatistics, SmallPValuesPrintTheirSize) {
+  EXPECT_EQ(format_p_value(2 * std::pow(0.5, 25)), "6.0e-08");
+  EXPECT_EQ(format_p_value(0.618), "0.618");
+  EXPECT_EQ(format_p_value(1.0), "1.000");
+}
+
 TEST(HeldoutStatistics, SameOutcomesGiveNoDifferenceAndNoPowerEstimate) {
   const HeldoutRow a = role("baseline", 10, [](int i, double) { return i % 3 == 0; });
   HeldoutRow b = a;
