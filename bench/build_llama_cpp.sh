@@ -67,7 +67,10 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
 fi
 echo "build_llama_cpp: building ${TOOLS[*]} ($VARIANT; takes a while the first time)" >&2
 BUILD="$(dirname "$BIN")"
+# The helpers the tools link (llama-common, cpp-httplib) at -O0, libllama and
+# ggml at Release's -O3: bench/llama_cpp_helpers_unoptimised.cmake says why.
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF \
+  -DCMAKE_PROJECT_INCLUDE="$PWD/bench/llama_cpp_helpers_unoptimised.cmake" >&2
 cmake --build "$BUILD" --target "${TOOLS[@]}" -j"$(nproc)" >&2
 echo "$BIN"
