@@ -20,7 +20,7 @@
 #                       ggml-vocab-gemma-4.gguf is Gemma 4's BPE, not Gemma 3's
 #                       SentencePiece model.
 # scripts/test.sh runs this; the set-up does not (the llama.cpp build takes
-# ~10 CPU minutes the first time). Safe to run again: each part is made once.
+# ~5 CPU minutes the first time). Safe to run again: each part is made once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE_DIR="${MIDTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/midtune}"
