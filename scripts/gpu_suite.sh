@@ -29,21 +29,14 @@ for arg in "$@"; do
   esac
 done
 out=${OUT:-.}
-prefix=/opt/midtune-deps
-mkdir -p "$prefix"
-for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
-lib=$prefix/usr/lib/x86_64-linux-gnu
-export CMAKE_PREFIX_PATH=$prefix/usr:$lib/cmake PKG_CONFIG_SYSROOT_DIR=$prefix
-export PKG_CONFIG_PATH=$lib/pkgconfig:$prefix/usr/share/pkgconfig LD_LIBRARY_PATH=$lib
-export CPATH=$prefix/usr/include LIBRARY_PATH=$lib PATH=$PATH:$prefix/usr/bin  # sqlite3 for bench/mpi_engine.sh
+. scripts/lib/gpu_deps.sh
+gpu_deps_unpack "$debs"
 model=${MIDTUNE_MODEL:-$HOME/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf}
 tests=build-gpu/tests/engine
 failed=0
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-  # CMake 4 refuses packages that still ask for CMake < 3.5 compatibility.
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native \
-    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >build-gpu.configure.log 2>&1 || { cat build-gpu.configure.log; exit 1; }
+  gpu_configure || exit 1
   cmake --build build-gpu -j"$(nproc)" --target ga-run device_bodies_test batched_model_test \
     cuda_devices_test cuda_bench_cli device_agreement >build-gpu.build.log 2>&1 || { tail -50 build-gpu.build.log; exit 1; }
   build-gpu/ga-run devices

@@ -4,8 +4,11 @@
 # there with its held-out comparison.
 #
 #   experiments/findings/findings.sh calibrate SET...      evaluate each SET's baseline files
-#   experiments/findings/findings.sh table [--svg F] SET... pooled baseline accuracy by gold position, 95 % Wilson
-#                                                           (--svg: every set's curve drawn in one plot)
+#   experiments/findings/findings.sh table [--svg F] [--pick] SET...
+#                                                           pooled baseline accuracy by gold position, 95 % Wilson
+#                                                           (--svg: every set's curve drawn in one plot;
+#                                                           --pick: then the first SET, in the order given,
+#                                                           whose middle is lost: "pick: SET", exit 1 if none)
 #   experiments/findings/findings.sh search SET [METHOD...]  search every method file of SET in turn
 #
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
@@ -37,7 +40,7 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
-  echo "usage: $0 calibrate|table [--svg FILE] SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate|table [--svg FILE] [--pick] SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
@@ -128,12 +131,18 @@ if [ "$action" = search ]; then
   exit 0
 fi
 
-# table [--svg FILE] SET...: every set's pooled curve, optionally drawn.
+# table [--svg FILE] [--pick] SET...: every set's pooled curve, optionally drawn.
 svg=()
 if [ "${1:-}" = --svg ]; then
   [ $# -ge 3 ] || usage
   svg=(--svg "$2")
   shift 2
+fi
+pick=()
+if [ "${1:-}" = --pick ]; then
+  [ $# -ge 2 ] || usage
+  pick=(--pick)
+  shift
 fi
 groups=()
 for set in "$@"; do
@@ -141,7 +150,7 @@ for set in "$@"; do
   [ ${#files[@]} -gt 0 ] || exit 2
   groups+=("$set" "$(db_of "${files[0]}")" "${#files[@]}" "${files[@]}")
 done
-python3 - "${svg[@]}" "${groups[@]}" <<'PY'
+python3 - "${svg[@]}" "${pick[@]}" "${groups[@]}" <<'PY'
 import json, math, os, re, sqlite3, sys
 
 
@@ -231,6 +240,7 @@ def curve(set_name, db, files):
             if tok:
                 tokens.append(tok)
 
+    complete = not missing and bool(by_pos)
     if len(models) > 1:
         sys.exit(f"{set_name}: {db} holds these files' items under {len(models)} models: {sorted(models)}")
     if models:
@@ -245,22 +255,41 @@ def curve(set_name, db, files):
             k, n = sum(by_pos[pos]), len(by_pos[pos])
             lo, hi = wilson(k, n)
             print(f"{pos:>8g} {f'{k}/{n}':>9} {100 * k / n:>8.1f}%  [{100 * lo:.1f}, {100 * hi:.1f}]")
-    return by_pos
+    return by_pos, complete
 
 
-# argv: [--svg FILE] then, per set, "SET DB N FILE..." groups.
+def middle_is_lost(by_pos):
+    """The setting a search needs: the middle (the position nearest 0.5) at
+    70 % or less and at least 15 points under the better end, with room to
+    improve."""
+    acc = {pos: 100 * sum(v) / len(v) for pos, v in by_pos.items()}
+    middle = acc[min(acc, key=lambda pos: abs(pos - 0.5))]
+    better_end = max(acc[min(acc)], acc[max(acc)])
+    return middle <= 70 and better_end - middle >= 15
+
+
+# argv: [--svg FILE] [--pick] then, per set, "SET DB N FILE..." groups.
 args = sys.argv[1:]
 svg = None
 if args[:1] == ["--svg"]:
     svg, args = args[1], args[2:]
-curves = []
+pick = args[:1] == ["--pick"]
+if pick:
+    args = args[1:]
+curves, lost = [], []
 while args:
     set_name, db, n = args[0], args[1], int(args[2])
     files, args = args[3:3 + n], args[3 + n:]
-    by_pos = curve(set_name, db, files)
-    if by_pos:
-        curves.append((set_name, by_pos))
+    result = curve(set_name, db, files)
+    if result and result[0]:
+        curves.append((set_name, result[0]))
+        if result[1] and middle_is_lost(result[0]):
+            lost.append(set_name)
 if svg:
     write_svg(svg, curves)
     print(f"plot: {svg}")
+if pick:
+    # The first set given whose every file is evaluated and whose middle is lost.
+    print(f"pick: {lost[0] if lost else 'none'}")
+    sys.exit(0 if lost else 1)
 PY
