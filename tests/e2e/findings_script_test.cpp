@@ -1,0 +1,109 @@
+// experiments/findings/findings.sh, the driver of every findings run (and of
+// scripts/gpu_findings.sh on a lent GPU, where a wrong pick wastes the
+// session): calibrate evaluates a set's baseline files, table pools their
+// curve, --pick names the first set given whose curve is complete and whose
+// middle is lost, search runs a set's method file to its held-out rows, and
+// a second findings.sh on the same results file is refused at once. Run on
+// a copy of the script beside cut-down files on the test model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "tests/cli/subprocess.hpp"
+#include "tests/cli/temp_dir.hpp"
+#include "tests/engine/model_path.hpp"
+#include "tests/test_paths.hpp"
+
+namespace midtune::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FindingsScript : public TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    if (test_model_path().empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
+    fs::create_directories(path("findings"));
+    fs::copy_file(source_dir() + "/experiments/findings/findings.sh", path("findings/findings.sh"));
+  }
+  // A cut-down findings file beside the script: 3 pairs, the test model,
+  // results in DIR/results/DB.
+  void write(const std::string& file, const std::string& name, const std::string& db, const std::string& rest,
+             int seed = 1) {
+    std::ofstream(path("findings/" + file))
+        << "name: " << name << "\nseed: " << seed << "\nbackend: {kind: engine, model: " << test_model_path().string()
+        << ", device: cpu, threads: 2}\n"
+        << "dataset:\n  kind: kv\n  pairs: 3\n  metric: teacher_forced\n  prime_answer: true\n"
+        << rest << "storage:\n  db: ../results/" << db << "\n";
+  }
+  Finished findings(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/env", "GA_RUN=" + ga_run_path(), path("findings/findings.sh")});
+    return run_process(args, dir_.string());
+  }
+};
+
+TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
+  const std::string baseline =
+      "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: 4\n"
+      "objective: {kind: lpes, weights: {beginning: 0.2, middle: 0.3, end: 0.5}}\n";
+  write("short-baseline.yaml", "short-baseline", "calibration.db", baseline);
+  // Never calibrated. Another seed: the same items would be answered from the
+  // results file, whatever the file's name.
+  write("long-baseline.yaml", "long-baseline", "calibration.db", baseline, 2);
+  write("short-siw.yaml", "short-siw", "short.db",
+        "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: [1, 2, 1]\n"
+        "objective:\n  kind: siw\n  weights: {beginning: 0.2, middle: 0.3, end: 0.5}\n  fitness: gold_logprob\n"
+        "  siw: {genes: {alpha_dense: {min: 0.5, max: 1.5, step: 0.5, start: 1.0}, first_layer: 10, last_layer: 20}}\n"
+        "search: {strategy: random, random: {samples: 2}}\n");
+
+  const Finished calibrate = findings({"calibrate", "short"});
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
+
+  // --pick: the first set given that is complete and loses the middle. The
+  // uncalibrated set, given first, is passed over; whether the test model's
+  // curve qualifies is read from the table it prints (middle at 70 % or
+  // less and 15 points under the better end).
+  const Finished pick = findings({"table", "--pick", "long", "short"});
+  std::map<double, double> accuracy;
+  const std::regex row(R"(^\s*([0-9.]+)\s+\d+/4\s+([0-9.]+)%)");
+  std::istringstream lines(pick.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) accuracy[std::stod(m[1])] = std::stod(m[2]);
+  }
+  ASSERT_EQ(accuracy.size(), 3u) << pick.out << pick.err;
+  const double middle = accuracy[0.5], better_end = std::max(accuracy[0.0], accuracy[1.0]);
+  const bool lost = middle <= 70 && better_end - middle >= 15;
+  EXPECT_NE(pick.out.find("long: 0 of 1 files evaluated"), std::string::npos) << pick.out;
+  EXPECT_NE(pick.out.find(lost ? "pick: short\n" : "pick: none\n"), std::string::npos) << pick.out;
+  EXPECT_EQ(pick.exit_code, lost ? 0 : 1) << pick.err;
+  const Finished none = findings({"table", "--pick", "long"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("pick: none"), std::string::npos) << none.out;
+
+  const Finished search = findings({"search", "short", "siw"});
+  ASSERT_EQ(search.exit_code, 0) << search.err;
+  EXPECT_NE(search.out.find("short-siw.yaml done"), std::string::npos) << search.out;
+  EXPECT_NE(search.out.find("held-out"), std::string::npos) << search.out;
+
+  // One findings.sh per results file: a second is refused, naming the lock.
+  const pid_t holder = spawn_process({"/usr/bin/flock", path("results/short.db.lock"), "/bin/sleep", "30"},
+                                     path("holder.out"), path("holder.err"));
+  for (int i = 0; i < 100 && !fs::exists(path("results/short.db.lock")); ++i) usleep(20000);
+  usleep(200000);  // flock has the lock once it runs sleep
+  const Finished second = findings({"search", "short", "siw"});
+  kill(holder, SIGTERM);
+  waitpid(holder, nullptr, 0);
+  EXPECT_EQ(second.exit_code, 3);
+  EXPECT_NE(second.err.find("another findings.sh holds"), std::string::npos) << second.err;
+}
+
+}  // namespace
+}  // namespace midtune::testing
