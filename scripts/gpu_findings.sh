@@ -96,6 +96,11 @@ case "${1:-}" in
       join_models || exit 1
       build-gpu/ga-run devices
       export GA_RUN=$PWD/build-gpu/ga-run
+      # Also every minute: a call cut off at its limit brings back what was
+      # stored up to a minute before, not only up to the last finished step.
+      (while sleep 60; do save; done) >>"$log" 2>&1 &  # not into the pipe: tee would wait for it
+      saver=$!
+      trap 'kill $saver 2>/dev/null' EXIT
       failed=0
       for step in "$@"; do
         what=${step%%:*} arg=${step#*:}
