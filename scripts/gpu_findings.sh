@@ -17,7 +17,8 @@
 #                                           run the steps in order
 # STEP:
 #   calibrate:SET          findings.sh calibrate SET (the baseline curve)
-#   search:SET             findings.sh search SET, a method at a time
+#   search:SET             findings.sh search --keep-going SET: every method,
+#                          also past one that fails (one the GPU cannot run)
 #   pick:SET,SET...        the first of those sets whose middle is lost
 #                          (findings.sh table --pick), then search:SET of it
 # The 1.5B's plan: run calibrate:qwen15b-kv75 calibrate:qwen15b-kv140
@@ -38,8 +39,9 @@ usage() {
   exit 2
 }
 
-# The results files and the log into $OUT: each database through SQLite's
-# backup (a plain copy of a file in WAL mode can miss its last commits).
+# The results files into $OUT (the log is written there): each database
+# through SQLite's backup (a plain copy of a file in WAL mode can miss its
+# last commits).
 save() {
   local db
   for db in results/findings/*.db; do
@@ -118,11 +120,7 @@ case "${1:-}" in
                 continue
               fi
             fi
-            for method in mspoe lpes siw caliope phs combo temperature selfextend string; do
-              [ -f "experiments/findings/$set_name-$method.yaml" ] || continue
-              $findings search "$set_name" "$method" || failed=1
-              save
-            done
+            $findings search --keep-going "$set_name" || failed=1
             ;;
           *) echo "$me: unknown step '$step' (calibrate:SET, search:SET, pick:SET,SET...)"; failed=1 ;;
         esac

@@ -9,7 +9,9 @@
 #                                                           (--svg: every set's curve drawn in one plot;
 #                                                           --pick: then the first SET, in the order given,
 #                                                           whose middle is lost: "pick: SET", exit 1 if none)
-#   experiments/findings/findings.sh search SET [METHOD...]  search every method file of SET in turn
+#   experiments/findings/findings.sh search [--keep-going] SET [METHOD...]
+#                                                           search every method file of SET in turn
+#                                                           (--keep-going: past a method that fails; exit 1 at the end)
 #
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
 # qwen05b-kv75-baseline-1.yaml ...). A set's baseline files differ only in
@@ -40,7 +42,7 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
-  echo "usage: $0 calibrate|table [--svg FILE] [--pick] SET...  |  $0 search SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate|table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
@@ -80,14 +82,19 @@ lock_db() {
   fi
 }
 
-# Runs one step; a failure stops the script, naming the step.
+# Runs one step; a failure stops the script, naming the step (with
+# --keep-going it is counted and the next step runs).
+keep_going=false
+failed_steps=()
 step() {
   local file=$1 start=$SECONDS
   shift
   echo "$me: $(date -u +%FT%TZ) $(basename "$file")"
   if ! "$GA_RUN" "$@"; then
     echo "$me: $(basename "$file") failed after $((SECONDS - start)) s; the same command resumes" >&2
-    exit 1
+    $keep_going || exit 1
+    failed_steps+=("$(basename "$file")")
+    return 0
   fi
   echo "$me: $(basename "$file") done in $((SECONDS - start)) s"
 }
@@ -109,6 +116,11 @@ if [ "$action" = calibrate ]; then
 fi
 
 if [ "$action" = search ]; then
+  if [ "$1" = --keep-going ]; then
+    keep_going=true
+    shift
+    [ $# -ge 1 ] || usage
+  fi
   set_name=$1
   shift
   methods=("$@")
@@ -127,6 +139,10 @@ if [ "$action" = search ]; then
   [ ${#files[@]} -gt 0 ] || { echo "$me: no method files $here/$set_name-<method>.yaml" >&2; exit 2; }
   lock_db "$(db_of "${files[0]}")"
   for f in "${files[@]}"; do step "$f" "$f"; done
+  if [ ${#failed_steps[@]} -gt 0 ]; then
+    echo "$me: $(date -u +%FT%TZ) done, but these failed: ${failed_steps[*]}" >&2
+    exit 1
+  fi
   echo "$me: $(date -u +%FT%TZ) all done"
   exit 0
 fi

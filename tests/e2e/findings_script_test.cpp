@@ -2,8 +2,9 @@
 // scripts/gpu_findings.sh on a lent GPU, where a wrong pick wastes the
 // session): calibrate evaluates a set's baseline files, table pools their
 // curve, --pick names the first set given whose curve is complete and whose
-// middle is lost, search runs a set's method file to its held-out rows, and
-// a second findings.sh on the same results file is refused at once. Run on
+// middle is lost, search runs a set's method files to their held-out rows
+// (stopping at one that fails, or going past it with --keep-going), and a
+// second findings.sh on the same results file is refused at once. Run on
 // a copy of the script beside cut-down files on the test model.
 #include <gtest/gtest.h>
 
@@ -92,6 +93,22 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   ASSERT_EQ(search.exit_code, 0) << search.err;
   EXPECT_NE(search.out.find("short-siw.yaml done"), std::string::npos) << search.out;
   EXPECT_NE(search.out.find("held-out"), std::string::npos) << search.out;
+
+  // A method that fails (here its file names a model that is not there; on
+  // a GPU, one the device cannot run) stops the search, naming it; with
+  // --keep-going the methods after it still run and the exit says it failed.
+  std::ofstream(path("findings/short-mspoe.yaml"))
+      << "name: short-mspoe\nbackend: {kind: engine, model: " << path("no-such-model.gguf") << "}\n"
+      << "dataset: {kind: kv, pairs: 3, search_samples: 1, heldout_samples: 1}\n"
+      << "objective: {kind: mspoe}\nstorage: {db: ../results/short.db}\n";
+  const Finished stops = findings({"search", "short"});
+  EXPECT_EQ(stops.exit_code, 1);
+  EXPECT_NE(stops.err.find("short-mspoe.yaml failed"), std::string::npos) << stops.err;
+  EXPECT_EQ(stops.out.find("short-siw.yaml"), std::string::npos) << stops.out;
+  const Finished keeps_going = findings({"search", "--keep-going", "short"});
+  EXPECT_EQ(keeps_going.exit_code, 1);
+  EXPECT_NE(keeps_going.out.find("short-siw.yaml done"), std::string::npos) << keeps_going.out;
+  EXPECT_NE(keeps_going.err.find("done, but these failed: short-mspoe.yaml"), std::string::npos) << keeps_going.err;
 
   // One findings.sh per results file: a second is refused, naming the lock.
   const pid_t holder = spawn_process({"/usr/bin/flock", path("results/short.db.lock"), "/bin/sleep", "30"},
