@@ -64,6 +64,7 @@ baseline_files() {
 }
 
 # storage.db of a file, resolved as ga-run resolves it (relative to the file).
+# Call it as db=$(db_of FILE) || exit 2: its exit leaves only the subshell.
 db_of() {
   local db
   db=$(awk '$1 == "db:" { print $2; exit }' "$1")
@@ -107,7 +108,8 @@ if [ "$action" = calibrate ]; then
   for set in "$@"; do
     mapfile -t files < <(baseline_files "$set")
     [ ${#files[@]} -gt 0 ] || exit 2
-    lock_db "$(db_of "${files[0]}")"
+    db=$(db_of "${files[0]}") || exit 2
+    lock_db "$db"
     for f in "${files[@]}"; do step "$f" eval "$f" --split heldout; done
     exec 9>&-
   done
@@ -137,7 +139,8 @@ if [ "$action" = search ]; then
     fi
   done
   [ ${#files[@]} -gt 0 ] || { echo "$me: no method files $here/$set_name-<method>.yaml" >&2; exit 2; }
-  lock_db "$(db_of "${files[0]}")"
+  db=$(db_of "${files[0]}") || exit 2
+  lock_db "$db"
   for f in "${files[@]}"; do step "$f" "$f"; done
   if [ ${#failed_steps[@]} -gt 0 ]; then
     echo "$me: $(date -u +%FT%TZ) done, but these failed: ${failed_steps[*]}" >&2
@@ -164,7 +167,8 @@ groups=()
 for set in "$@"; do
   mapfile -t files < <(baseline_files "$set")
   [ ${#files[@]} -gt 0 ] || exit 2
-  groups+=("$set" "$(db_of "${files[0]}")" "${#files[@]}" "${files[@]}")
+  db=$(db_of "${files[0]}") || exit 2
+  groups+=("$set" "$db" "${#files[@]}" "${files[@]}")
 done
 python3 - "${svg[@]}" "${pick[@]}" "${groups[@]}" <<'PY'
 import json, math, os, re, sqlite3, sys

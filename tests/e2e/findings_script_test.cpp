@@ -100,7 +100,7 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   std::ofstream(path("findings/short-mspoe.yaml"))
       << "name: short-mspoe\nbackend: {kind: engine, model: " << path("no-such-model.gguf") << "}\n"
       << "dataset: {kind: kv, pairs: 3, search_samples: 1, heldout_samples: 1}\n"
-      << "objective: {kind: mspoe}\nstorage: {db: ../results/short.db}\n";
+      << "objective: {kind: mspoe}\nstorage:\n  db: ../results/short.db\n";
   const Finished stops = findings({"search", "short"});
   EXPECT_EQ(stops.exit_code, 1);
   EXPECT_NE(stops.err.find("short-mspoe.yaml failed"), std::string::npos) << stops.err;
@@ -109,6 +109,14 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   EXPECT_EQ(keeps_going.exit_code, 1);
   EXPECT_NE(keeps_going.out.find("short-siw.yaml done"), std::string::npos) << keeps_going.out;
   EXPECT_NE(keeps_going.err.find("done, but these failed: short-mspoe.yaml"), std::string::npos) << keeps_going.err;
+
+  // A file whose results file cannot be read off it is refused before
+  // anything runs or any lock file is made.
+  std::ofstream(path("findings/nodb-baseline.yaml")) << "name: nodb-baseline\nstorage: {db: x.db}\n";
+  const Finished nodb = findings({"calibrate", "nodb"});
+  EXPECT_EQ(nodb.exit_code, 2);
+  EXPECT_NE(nodb.err.find("nodb-baseline.yaml names no storage.db"), std::string::npos) << nodb.err;
+  EXPECT_FALSE(fs::exists(".lock")) << "a lock file made where the script ran";
 
   // One findings.sh per results file: a second is refused, naming the lock.
   const pid_t holder = spawn_process({"/usr/bin/flock", path("results/short.db.lock"), "/bin/sleep", "30"},
