@@ -109,18 +109,15 @@ case "${1:-}" in
         echo "$me: $(date -u +%FT%TZ) $step"
         case "$what" in
           calibrate) $findings calibrate "$arg" || failed=1 ;;
-          search | pick)
-            set_name=$arg
-            if [ "$what" = pick ]; then
-              # shellcheck disable=SC2086 # the sets, comma-separated
-              set_name=$($findings table --pick ${arg//,/ } | tee /dev/stderr | awk '/^pick: / { print $2 }')
-              if [ -z "$set_name" ] || [ "$set_name" = none ]; then
-                echo "$me: no set of $arg loses the middle (or one is not calibrated yet): nothing to search"
-                save
-                continue
-              fi
+          search) $findings search --keep-going "$arg" || failed=1 ;;
+          pick)
+            # shellcheck disable=SC2086 # the sets, comma-separated
+            set_name=$($findings table --pick ${arg//,/ } | tee /dev/stderr | awk '/^pick: / { print $2 }')
+            if [ -z "$set_name" ] || [ "$set_name" = none ]; then
+              echo "$me: no set of $arg loses the middle (or one is not calibrated yet): nothing to search"
+            else
+              $findings search --keep-going "$set_name" || failed=1
             fi
-            $findings search --keep-going "$set_name" || failed=1
             ;;
           *) echo "$me: unknown step '$step' (calibrate:SET, search:SET, pick:SET,SET...)"; failed=1 ;;
         esac
