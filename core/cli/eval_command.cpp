@@ -74,12 +74,16 @@ CLI::App* add_eval_command(CLI::App& app, EvalRequest& request) {
                    "(Wilson intervals, exact McNemar, paired bootstrap CI, verdict)");
   eval->add_option("--split", request.split, "search | heldout")->check(CLI::IsMember({"search", "heldout"}));
   eval->add_option("--db", request.db, "Results database (default: storage.db of the file)");
+  eval->add_option("--device", request.device,
+                   "cpu | cuda: run the file's engine on this device instead of its backend.device (the same "
+                   "items; the results are stored as this device's)");
   return eval;
 }
 
 int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
   try {
-    const Experiment experiment = load_experiment(request.experiment_file);
+    Experiment experiment = load_experiment(request.experiment_file);
+    if (!request.device.empty()) move_to_device(experiment, request.device);
     const datasets::Split split = datasets::split_from_string(request.split);
     // An explicit --db names results to read: a mistyped path is an error,
     // not a new empty database.

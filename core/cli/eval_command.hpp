@@ -27,6 +27,7 @@ struct EvalRequest {
   std::string against;            // empty, "baseline" or a JSON Intervention file
   std::string split = "heldout";  // search | heldout
   std::string db;                 // empty: storage.db of the file
+  std::string device;             // empty: backend.device of the file; else cpu | cuda
 };
 
 // Registers the `eval` subcommand, filling `request`; ga_run_main calls

@@ -219,6 +219,12 @@ Experiment load_experiment(const std::filesystem::path& file);
 // The same from text already read (e.g. the copy stored in the results
 // database); `file` names it in messages and anchors relative paths.
 Experiment parse_experiment(const std::string& text, const std::filesystem::path& file);
+// The file's engine moved to another device (cpu | cuda), for `ga-run eval
+// --device`: the same items on the device a machine has. The other device's
+// own settings (gpu, batch_tokens, attention) are dropped; a precision the
+// new device lacks, or a backend that is not the engine, is a ConfigError
+// naming backend.device of the file.
+void move_to_device(Experiment& experiment, const std::string& device);
 
 // One line per changed key path, "search.ga.mutation_y: 0.2 -> 0.3"
 // ("(absent)" for a key on one side only), sorted by path; empty when the

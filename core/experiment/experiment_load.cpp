@@ -285,6 +285,24 @@ Experiment parse_experiment(const std::string& text, const std::filesystem::path
   return experiment;
 }
 
+void move_to_device(Experiment& experiment, const std::string& device) {
+  BackendConfig& backend = experiment.backend;
+  const auto refuse = [&](const std::string& reason) {
+    throw ConfigError(experiment.file, 0, 0, "backend.device", "cannot run on " + device + ": " + reason);
+  };
+  if (device != "cpu" && device != "cuda") refuse("the devices are cpu and cuda");
+  if (backend.kind != "engine") refuse("the backend is " + backend.kind + ", not the engine");
+  if (device == "cpu" && backend.precision == "file") refuse("precision file applies to device: cuda only");
+  if (device == "cuda" && backend.precision == "fp32") refuse("precision fp32 applies to device: cpu only");
+  if (device == "cpu") {
+    const BackendConfig cuda_defaults;
+    backend.gpu = cuda_defaults.gpu;
+    backend.batch_tokens = cuda_defaults.batch_tokens;
+    backend.attention = cuda_defaults.attention;
+  }
+  backend.device = device;
+}
+
 Experiment load_experiment(const std::filesystem::path& file) {
   std::error_code error;
   if (std::filesystem::is_directory(file, error)) {

@@ -3,7 +3,9 @@
 # of a KV-retrieval prompt (baseline curves), then every method searched
 # there with its held-out comparison.
 #
-#   experiments/findings/findings.sh calibrate SET...      evaluate each SET's baseline files
+#   experiments/findings/findings.sh calibrate [--device cpu|cuda] SET...
+#                                                           evaluate each SET's baseline files
+#                                                           (--device: on this device, not the files')
 #   experiments/findings/findings.sh table [--svg F] [--pick] SET...
 #                                                           pooled baseline accuracy by gold position, 95 % Wilson
 #                                                           (--svg: every set's curve drawn in one plot;
@@ -42,7 +44,7 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
-  echo "usage: $0 calibrate|table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate [--device cpu|cuda] SET...  |  $0 table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
@@ -105,12 +107,18 @@ if [ "$action" != table ]; then
 fi
 
 if [ "$action" = calibrate ]; then
+  device=()
+  if [ "$1" = --device ]; then
+    [ $# -ge 3 ] || usage
+    device=(--device "$2")
+    shift 2
+  fi
   for set in "$@"; do
     mapfile -t files < <(baseline_files "$set")
     [ ${#files[@]} -gt 0 ] || exit 2
     db=$(db_of "${files[0]}") || exit 2
     lock_db "$db"
-    for f in "${files[@]}"; do step "$f" eval "$f" --split heldout; done
+    for f in "${files[@]}"; do step "$f" eval "$f" --split heldout "${device[@]}"; done
     exec 9>&-
   done
   echo "$me: $(date -u +%FT%TZ) all done"
@@ -225,7 +233,7 @@ def curve(set_name, db, files):
         print(f"{set_name}: no results yet ({db} does not exist)")
         return None
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    by_pos, tokens, missing, used, models = {}, [], [], [], set()
+    by_pos, tokens, missing, used, models, precisions = {}, [], [], [], set(), set()
     for path in files:
         text = open(path).read()
         pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
@@ -237,24 +245,28 @@ def curve(set_name, db, files):
         n = "/".join(str(c) for c in counts)
         # The slice identity ga-run stores with each evaluation; the baseline's
         # intervention is the empty object. The model is told apart by its
-        # identity (name and content hash), which names no file: one database per
-        # model, and a file matched under two models is refused below.
+        # identity's name and content hash, which name no file: one database per
+        # model, and a file matched under two models is refused below. The same
+        # weights run on another device or precision (a CPU calibration, then
+        # a GPU's) are one model: a file's latest complete evaluation counts.
         rows = con.execute(
             "SELECT id, model FROM evaluations WHERE intervention = '{}' AND status = 'ok' "
-            "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ?",
+            "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id",
             ("%datasets-v1;kind=kv;source=generated;%", f"%;chunks={pairs};%;primed=1;%",
              f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
         done = None
         for eid, model in rows:
-            models.add(model)
+            m = json.loads(model)
+            models.add((m.get("name"), m.get("content_hash")))
             samples = con.execute("SELECT gold_position, correct, prompt_tokens FROM sample_results "
                                   "WHERE evaluation_id = ?", (eid,)).fetchall()
             if len(samples) == expected:  # complete: every item at every position
-                done = samples
+                done, precision = samples, m.get("precision", "native")
         if done is None:
             missing.append(os.path.basename(path))
             continue
         used.append(os.path.basename(path))
+        precisions.add(precision)
         for pos, correct, tok in done:
             by_pos.setdefault(pos, []).append(correct)
             if tok:
@@ -264,8 +276,9 @@ def curve(set_name, db, files):
     if len(models) > 1:
         sys.exit(f"{set_name}: {db} holds these files' items under {len(models)} models: {sorted(models)}")
     if models:
-        m = json.loads(next(iter(models)))
-        print(f"{set_name}: {m.get('name')} ({m.get('content_hash')})")
+        name, content_hash = next(iter(models))
+        shown = f"; precision {', '.join(sorted(precisions))}" if precisions else ""
+        print(f"{set_name}: {name} ({content_hash}{shown})")
     print(f"{set_name}: {len(used)} of {len(files)} files evaluated"
           + (f" (missing: {', '.join(missing)})" if missing else "")
           + (f", prompt tokens {min(tokens)}-{max(tokens)} (mean {sum(tokens) / len(tokens):.0f})" if tokens else ""))

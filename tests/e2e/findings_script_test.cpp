@@ -37,10 +37,10 @@ class FindingsScript : public TempDirTest {
   // A cut-down findings file beside the script: 3 pairs, the test model,
   // results in DIR/results/DB.
   void write(const std::string& file, const std::string& name, const std::string& db, const std::string& rest,
-             int seed = 1) {
+             int seed = 1, const std::string& device = "device: cpu") {
     std::ofstream(path("findings/" + file))
         << "name: " << name << "\nseed: " << seed << "\nbackend: {kind: engine, model: " << test_model_path().string()
-        << ", device: cpu, threads: 2}\n"
+        << ", " << device << ", threads: 2}\n"
         << "dataset:\n  kind: kv\n  pairs: 3\n  metric: teacher_forced\n  prime_answer: true\n"
         << rest << "storage:\n  db: ../results/" << db << "\n";
   }
@@ -128,6 +128,37 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   waitpid(holder, nullptr, 0);
   EXPECT_EQ(second.exit_code, 3);
   EXPECT_NE(second.err.find("another findings.sh holds"), std::string::npos) << second.err;
+}
+
+// A machine without the files' device calibrates them on its own
+// (calibrate --device cpu on a file for a GPU), and a set evaluated under
+// two precisions of the same weights (a CPU calibration, later a GPU's)
+// pools into one curve from each file's latest complete evaluation, where
+// two models would be refused.
+TEST_F(FindingsScript, CalibrateOnAnotherDeviceAndPoolAcrossPrecisions) {
+  const std::string baseline =
+      "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: 2\n"
+      "objective: {kind: lpes, weights: {beginning: 0.2, middle: 0.3, end: 0.5}}\n";
+  write("gpu-baseline.yaml", "gpu-baseline", "calibration.db", baseline, 1, "device: cuda, attention: flash");
+  const Finished on_cpu = findings({"calibrate", "--device", "cpu", "gpu"});
+  ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.out << on_cpu.err;
+  const Finished native = findings({"table", "gpu"});
+  ASSERT_EQ(native.exit_code, 0) << native.err;
+  EXPECT_NE(native.out.find("gpu: 1 of 1 files evaluated"), std::string::npos) << native.out;
+  EXPECT_NE(native.out.find("; precision native)"), std::string::npos) << native.out;
+
+  write("gpu-baseline.yaml", "gpu-baseline", "calibration.db", baseline, 1, "device: cpu, precision: fp32");
+  const Finished fp32 = findings({"calibrate", "gpu"});
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.out << fp32.err;
+  const Finished latest = findings({"table", "gpu"});
+  ASSERT_EQ(latest.exit_code, 0) << latest.err;
+  EXPECT_NE(latest.out.find("; precision fp32)"), std::string::npos) << latest.out;
+  EXPECT_NE(latest.out.find("gpu: 1 of 1 files evaluated"), std::string::npos) << latest.out;
+
+  const Finished bad = findings({"calibrate", "--device", "tpu", "gpu"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("backend.device: cannot run on tpu: the devices are cpu and cuda"), std::string::npos)
+      << bad.err;
 }
 
 }  // namespace

@@ -73,6 +73,13 @@ TEST_F(HeldoutCliTest, EvalPrintsTableAndNamesBadInterventionFile) {
   const Finished bad = run_ga_run({"eval", file, "--intervention", path("bad.json")}, dir_.string());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("bad.json"), std::string::npos) << bad.err;
+  // --device moves the file's engine; a file without one is refused by name.
+  const Finished no_engine = run_ga_run({"eval", file, "--device", "cpu"}, dir_.string());
+  EXPECT_EQ(no_engine.exit_code, 2);
+  EXPECT_NE(
+      no_engine.err.find("backend.device: cannot run on cpu: the backend is synthetic-test-double, not the engine"),
+      std::string::npos)
+      << no_engine.err;
 }
 
 // eval --against prints both interventions and the held-out report's paired
