@@ -18,7 +18,8 @@
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
 # qwen05b-kv75-baseline-1.yaml ...). A set's baseline files differ only in
 # seed and name, so their held-out items are distinct and pool into one
-# curve; each is `ga-run eval FILE --split heldout`.
+# curve; each is `ga-run eval FILE --split heldout`. Their items are
+# generated UUID pairs or a Lost-in-the-Middle KV file's (dataset.file).
 # Search: SET-<method>.yaml for the methods below, in that order (Ms-PoE
 # first: its paper setting's collapse is the open question), or the METHODs
 # named; each is `ga-run FILE`: the search, then the held-out rows (best,
@@ -237,6 +238,10 @@ def curve(set_name, db, files):
     for path in files:
         text = open(path).read()
         pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
+        # Generated pairs, or a Lost-in-the-Middle file's, known by its name
+        # (the identity adds its content hash).
+        data = key(text, "file")
+        source = "generated;" if data in (None, "null", "~") else os.path.basename(data.strip("'\"")) + "#"
         # One count for every position, or one per position ("[30, 100, 30]",
         # stored in the slice identity as "30/100/30").
         counts = [int(c) for c in n.strip("[]").split(",")]
@@ -252,7 +257,7 @@ def curve(set_name, db, files):
         rows = con.execute(
             "SELECT id, model FROM evaluations WHERE intervention = '{}' AND status = 'ok' "
             "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id",
-            ("%datasets-v1;kind=kv;source=generated;%", f"%;chunks={pairs};%;primed=1;%",
+            (f"%datasets-v1;kind=kv;source={source}%", f"%;chunks={pairs};%;primed=1;%",
              f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
         done = None
         for eid, model in rows:

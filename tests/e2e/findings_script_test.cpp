@@ -161,5 +161,26 @@ TEST_F(FindingsScript, CalibrateOnAnotherDeviceAndPoolAcrossPrecisions) {
       << bad.err;
 }
 
+// A set on a Lost-in-the-Middle file (here the fixture in its format) pools
+// its own items, apart from a generated set of the same length and seed in
+// the same results file.
+TEST_F(FindingsScript, TableTellsAFileSetFromAGeneratedOne) {
+  const std::string baseline =
+      "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: 2\n"
+      "objective: {kind: lpes, weights: {beginning: 0.2, middle: 0.3, end: 0.5}}\n";
+  write("litm-baseline.yaml", "litm-baseline", "calibration.db",
+        "  file: " + source_dir() + "/tests/datasets/fixtures/kv-retrieval-6_keys-fixture.jsonl.gz\n" + baseline);
+  write("gen-baseline.yaml", "gen-baseline", "calibration.db", baseline);
+  const Finished litm = findings({"calibrate", "litm"});
+  ASSERT_EQ(litm.exit_code, 0) << litm.out << litm.err;
+  const Finished both = findings({"table", "litm", "gen"});
+  EXPECT_NE(both.out.find("litm: 1 of 1 files evaluated"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("gen: 0 of 1 files evaluated"), std::string::npos) << both.out;
+  const Finished gen = findings({"calibrate", "gen"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.out << gen.err;
+  const Finished after = findings({"table", "gen"});
+  EXPECT_NE(after.out.find("gen: 1 of 1 files evaluated"), std::string::npos) << after.out;
+}
+
 }  // namespace
 }  // namespace midtune::testing
