@@ -44,6 +44,7 @@ int run_experiment_with(const RunRequest& request, const PrepareSearch& prepare,
   Experiment experiment;
   try {
     experiment = load_experiment(request.experiment_file);
+    if (!request.device.empty()) move_to_device(experiment, request.device);
     prepared = prepare(experiment, request.new_experiment.empty() ? experiment.name : request.new_experiment);
   } catch (const ConfigError& e) {
     err << "ga-run: " << e.what() << '\n';
@@ -150,6 +151,9 @@ int ga_run_main(int argc, char** argv, std::ostream& out, std::ostream& err) {
             return problem.empty() ? problem : "the experiment name " + problem;
           },
           "NAME"));
+  app.add_option("--device", run.device,
+                 "cpu | cuda: run the file's engine on this device instead of its backend.device; the device is "
+                 "part of the search, so a resume names the same one");
   app.add_flag("--takeover", run.takeover,
                "Take the experiment over from the process that holds it (after that process died on another host)");
   app.add_option("--lease-timeout", run.lease_timeout_seconds,

@@ -27,6 +27,7 @@ struct RunRequest {
   std::string experiment_file;
   std::string db;              // empty: storage.db of the file
   std::string new_experiment;  // empty: the file's name
+  std::string device;          // empty: backend.device of the file; else cpu | cuda (in the fingerprint)
   bool quiet = false;
   bool takeover = false;                 // take the experiment's lease from a live owner
   double lease_timeout_seconds = LeasePolicy{}.stale_after_seconds;  // declared in the lease

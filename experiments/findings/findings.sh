@@ -11,9 +11,10 @@
 #                                                           (--svg: every set's curve drawn in one plot;
 #                                                           --pick: then the first SET, in the order given,
 #                                                           whose middle is lost: "pick: SET", exit 1 if none)
-#   experiments/findings/findings.sh search [--keep-going] SET [METHOD...]
+#   experiments/findings/findings.sh search [--keep-going] [--device cpu|cuda] SET [METHOD...]
 #                                                           search every method file of SET in turn
-#                                                           (--keep-going: past a method that fails; exit 1 at the end)
+#                                                           (--keep-going: past a method that fails; exit 1 at the end;
+#                                                           --device: on this device, which a resume must name again)
 #
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
 # qwen05b-kv75-baseline-1.yaml ...). A set's baseline files differ only in
@@ -45,7 +46,7 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
-  echo "usage: $0 calibrate [--device cpu|cuda] SET...  |  $0 table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate [--device cpu|cuda] SET...  |  $0 table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] [--device cpu|cuda] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
@@ -107,11 +108,16 @@ if [ "$action" != table ]; then
   [ -x "$GA_RUN" ] || { echo "$me: $GA_RUN not built (scripts/setup.sh)" >&2; exit 2; }
 fi
 
+# --device DEV (calibrate, search): the files' engine on this device.
+device=()
+take_device() {
+  [ $# -ge 3 ] || usage
+  device=(--device "$2")
+}
+
 if [ "$action" = calibrate ]; then
-  device=()
   if [ "$1" = --device ]; then
-    [ $# -ge 3 ] || usage
-    device=(--device "$2")
+    take_device "$@"
     shift 2
   fi
   for set in "$@"; do
@@ -127,11 +133,14 @@ if [ "$action" = calibrate ]; then
 fi
 
 if [ "$action" = search ]; then
-  if [ "$1" = --keep-going ]; then
-    keep_going=true
-    shift
+  while :; do
+    case "$1" in
+      --keep-going) keep_going=true; shift ;;
+      --device) take_device "$@"; shift 2 ;;
+      *) break ;;
+    esac
     [ $# -ge 1 ] || usage
-  fi
+  done
   set_name=$1
   shift
   methods=("$@")
@@ -150,7 +159,7 @@ if [ "$action" = search ]; then
   [ ${#files[@]} -gt 0 ] || { echo "$me: no method files $here/$set_name-<method>.yaml" >&2; exit 2; }
   db=$(db_of "${files[0]}") || exit 2
   lock_db "$db"
-  for f in "${files[@]}"; do step "$f" "$f"; done
+  for f in "${files[@]}"; do step "$f" "$f" "${device[@]}"; done
   if [ ${#failed_steps[@]} -gt 0 ]; then
     echo "$me: $(date -u +%FT%TZ) done, but these failed: ${failed_steps[*]}" >&2
     exit 1

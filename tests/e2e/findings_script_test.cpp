@@ -130,8 +130,8 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   EXPECT_NE(second.err.find("another findings.sh holds"), std::string::npos) << second.err;
 }
 
-// A machine without the files' device calibrates them on its own
-// (calibrate --device cpu on a file for a GPU), and a set evaluated under
+// A machine without the files' device calibrates and searches on its own
+// (--device cpu on files for a GPU), and a set evaluated under
 // two precisions of the same weights (a CPU calibration, later a GPU's)
 // pools into one curve from each file's latest complete evaluation, where
 // two models would be refused.
@@ -154,6 +154,25 @@ TEST_F(FindingsScript, CalibrateOnAnotherDeviceAndPoolAcrossPrecisions) {
   ASSERT_EQ(latest.exit_code, 0) << latest.err;
   EXPECT_NE(latest.out.find("; precision fp32)"), std::string::npos) << latest.out;
   EXPECT_NE(latest.out.find("gpu: 1 of 1 files evaluated"), std::string::npos) << latest.out;
+
+  // A search moves too; the device is part of it, so a resume that does not
+  // name it again does not continue under the file's (on a machine without
+  // CUDA it cannot start, on one with CUDA its search differs).
+  write("gpu-siw.yaml", "gpu-siw", "gpu.db",
+        "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: 1\n"
+        "objective:\n  kind: siw\n  weights: {beginning: 0.2, middle: 0.3, end: 0.5}\n  fitness: gold_logprob\n"
+        "  siw: {genes: {alpha_dense: {min: 0.5, max: 1.5, step: 0.5, start: 1.0}, first_layer: 10, last_layer: 20}}\n"
+        "search: {strategy: random, random: {samples: 2}}\n",
+        1, "device: cuda, attention: flash");
+  const Finished search = findings({"search", "--keep-going", "--device", "cpu", "gpu", "siw"});
+  ASSERT_EQ(search.exit_code, 0) << search.out << search.err;
+  EXPECT_NE(search.out.find("held-out"), std::string::npos) << search.out;
+  const Finished again = findings({"search", "--device", "cpu", "gpu", "siw"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("'gpu-siw' is already complete"), std::string::npos) << again.out;
+  const Finished without = findings({"search", "gpu", "siw"});
+  EXPECT_EQ(without.exit_code, 1) << without.out;
+  EXPECT_EQ(without.out.find("already complete"), std::string::npos) << without.out;
 
   const Finished bad = findings({"calibrate", "--device", "tpu", "gpu"});
   EXPECT_EQ(bad.exit_code, 1);
