@@ -16,14 +16,26 @@ constexpr long long kMaxChannel = 1000000;  // validate() checks the model's rea
 // The channel comes from phs-search: it has no portable default.
 std::vector<GeneSchema> genes() {
   const HiddenChannel paper;
-  constexpr double kMaxIndex = 1023;  // validate() checks the model's real sizes
+  constexpr double kMaxLayer = 1023;  // validate() checks the model's real layer count
   return {
-      {"channel", GeneType::integer, std::nullopt, 0, kMaxIndex, {}, "hidden-state channel (from phs-search)"},
+      // A 7B's hidden state has 3,584 channels or more: the bound is the
+      // JSON form's, and validate() checks the model's hidden size.
+      {"channel",
+       GeneType::integer,
+       std::nullopt,
+       0,
+       static_cast<double>(kMaxChannel),
+       {},
+       "hidden-state channel (from phs-search)"},
       {"scale", GeneType::real, paper.scale, -10, 10, {}, "factor applied to the channel"},
-      {"first_layer", GeneType::integer, static_cast<double>(kPhsPaperFirstLayer), 0, kMaxIndex, {},
+      {"first_layer",
+       GeneType::integer,
+       static_cast<double>(kPhsPaperFirstLayer),
+       0,
+       kMaxLayer,
+       {},
        "first layer scaled"},
-      {"last_layer", GeneType::integer, static_cast<double>(kPhsPaperLastLayer), 0, kMaxIndex, {},
-       "last layer scaled"},
+      {"last_layer", GeneType::integer, static_cast<double>(kPhsPaperLastLayer), 0, kMaxLayer, {}, "last layer scaled"},
   };
 }
 

@@ -90,6 +90,18 @@ TEST(MethodObjectives, PhsNeedsItsChannel) {
   EXPECT_EQ(objective->decode(objective->initial_genome()).hidden_channel->scale, 0.0);
 }
 
+// Wide models: Qwen2.5-1.5B's hidden state has 1,536 channels, a 7B's 3,584;
+// the file's channels past 1,023 are taken (the model's own size is checked
+// when the model is known).
+TEST(MethodObjectives, PhsTakesChannelsOfWideModels) {
+  const Experiment e = parse(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n"
+      "      channel: {values: [752, 1073, 3583], start: 752}\n"
+      "      first_layer: 9\n      last_layer: 22\n");
+  const auto objective = make_objective(e.objective, 28);
+  EXPECT_EQ(objective->decode({2}).hidden_channel->channel, 3583);
+}
+
 TEST(MethodObjectives, ComboJoinsLpesAndSiw) {
   const Experiment e = parse(
       "objective:\n  kind: combo\n  combo: {methods: [lpes, siw]}\n"
