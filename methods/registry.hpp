@@ -37,6 +37,11 @@ struct MethodModule {
   // PI: objective.lpes / objective.pi).
   std::vector<GeneSchema> genes;
   std::vector<GeneOrder> orders;  // pairs of genes that must stay ordered
+  // False where the paper gives no setting to compare with (SIW tunes its
+  // alphas per model; attention temperature's neutral t = 1): its genes'
+  // defaults are the plain model's, so a held-out "paper default" row would
+  // only repeat the baseline's at the cost of as many forward passes.
+  bool paper_gives_setting = true;
 
   std::function<bool(const Intervention&)> is_set;
   // Writes json[field] / reads it into the Intervention; throws

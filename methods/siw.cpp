@@ -58,11 +58,13 @@ Siw siw_from_genes(const GeneValues& genes) {
 }
 
 const MethodModule& siw_method() {
-  static const MethodModule module = optional_field_method<Siw>(
-      "siw", "siw", Mechanism::key0_weight,
-      &Intervention::siw, genes(), {{"first_layer", "last_layer"}},
-      {siw_to_json, siw_from_json, validate_siw, siw_from_genes},
-      Siw{.layers = {0}});
+  static const MethodModule module = [] {
+    MethodModule m = optional_field_method<Siw>(
+        "siw", "siw", Mechanism::key0_weight, &Intervention::siw, genes(), {{"first_layer", "last_layer"}},
+        {siw_to_json, siw_from_json, validate_siw, siw_from_genes}, Siw{.layers = {0}});
+    m.paper_gives_setting = false;  // the alphas are tuned per model
+    return m;
+  }();
   return module;
 }
 

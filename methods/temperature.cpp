@@ -49,11 +49,15 @@ AttentionTemperature temperature_from_genes(const GeneValues& genes) {
 }
 
 const MethodModule& temperature_method() {
-  static const MethodModule module = optional_field_method<AttentionTemperature>(
-      "temperature", "attention_temperature", Mechanism::layer_score_scales, &Intervention::attention_temperature,
-      genes(), {{"first_layer", "last_layer"}},
-      {temperature_to_json, temperature_from_json, validate_temperature, temperature_from_genes},
-      AttentionTemperature{.temperature = 1.0, .layers = {0}});
+  static const MethodModule module = [] {
+    MethodModule m = optional_field_method<AttentionTemperature>(
+        "temperature", "attention_temperature", Mechanism::layer_score_scales, &Intervention::attention_temperature,
+        genes(), {{"first_layer", "last_layer"}},
+        {temperature_to_json, temperature_from_json, validate_temperature, temperature_from_genes},
+        AttentionTemperature{.temperature = 1.0, .layers = {0}});
+    m.paper_gives_setting = false;  // t = 1, the neutral value, is the plain model
+    return m;
+  }();
   return module;
 }
 

@@ -77,13 +77,15 @@ class ComboObjective final : public Objective {
   double fitness(const std::vector<metrics::PositionAccuracy>& by_position) const override {
     return metrics::bucket_fitness(by_position, weights_);
   }
-  // The gene-table members at their papers' values; LPES / PI members have
-  // no paper value and are left out (plain RoPE).
+  // The gene-table members at their papers' values; LPES / PI members, and
+  // members whose paper gives no setting (SIW), are left out (the plain
+  // model's part); none left, no row.
   std::optional<Intervention> paper_default() const override {
     Intervention out;
     for (const Member& m : members_) {
-      if (m.table) m.table->apply_paper_values(out);
+      if (m.table && m.table->paper_gives_setting()) m.table->apply_paper_values(out);
     }
+    if (out.empty()) return std::nullopt;
     return out;
   }
 

@@ -119,6 +119,7 @@ class GeneTableObjective final : public Objective {
     return metrics::bucket_fitness(by_position, weights_);
   }
   std::optional<Intervention> paper_default() const override {
+    if (!table_.paper_gives_setting()) return std::nullopt;
     Intervention out;
     table_.apply_paper_values(out);
     return out;

@@ -25,6 +25,8 @@ class GeneTable {
   // The method's part of the Intervention from this table's slice of a genome.
   void apply(std::span<const double> slice, Intervention& out) const { module_->apply_genes(values(slice), out); }
   void apply_paper_values(Intervention& out) const { module_->apply_genes(paper_values(), out); }
+  // Whether the method's paper gives a setting (MethodModule::paper_gives_setting).
+  bool paper_gives_setting() const { return module_->paper_gives_setting; }
   const std::vector<Gene>& genes() const { return genes_; }
   const Genome& start() const { return start_; }
   // Gene values from this table's slice of a genome.

@@ -126,7 +126,9 @@ TEST(MethodObjectives, ComboJoinsLpesAndSiw) {
 
 // The held-out step compares a search's best with the method as its paper
 // sets it: paper values even outside the searched range, the experiment's
-// start where the paper gives none, and no paper default for LPES / PI.
+// start where the paper gives none, and no paper default for LPES / PI or
+// for a method whose paper gives no setting (SIW, attention temperature:
+// their defaults are the plain model, which the baseline row already is).
 TEST(MethodObjectives, PaperDefaultUsesThePapersValuesEvenOutsideTheSearchedRange) {
   const Experiment mspoe = parse(
       "objective:\n  kind: mspoe\n  mspoe:\n    genes:\n"
@@ -139,17 +141,30 @@ TEST(MethodObjectives, PaperDefaultUsesThePapersValuesEvenOutsideTheSearchedRang
   EXPECT_DOUBLE_EQ(paper->mspoe->alpha, 3.0);
   EXPECT_EQ(paper->mspoe->order, "awareness");
 
-  const Experiment combo = parse(
-      "objective:\n  kind: combo\n  combo: {methods: [lpes, siw]}\n"
-      "  lpes: {curve: bezier, degree: 3}\n"
+  const std::string siw_genes =
       "  siw:\n    genes:\n"
       "      alpha_dense: {min: 0.2, max: 1.0, step: 0.2, start: 0.6}\n"
-      "      first_layer: 8\n      last_layer: 20\n");
-  const auto combo_paper = make_objective(combo.objective, 30)->paper_default();
-  ASSERT_TRUE(combo_paper && combo_paper->siw);
-  EXPECT_TRUE(combo_paper->rope_scale.empty()) << "LPES has no paper curve";
-  EXPECT_DOUBLE_EQ(combo_paper->siw->alpha_dense, 1.0);  // SIW's paper gives no alpha: the plain model
-  EXPECT_EQ(combo_paper->siw->layers.front(), 8);        // no paper layer range: the experiment's
+      "      first_layer: 8\n      last_layer: 20\n";
+  EXPECT_FALSE(make_objective(parse("objective:\n  kind: siw\n" + siw_genes).objective, 30)->paper_default());
+  EXPECT_FALSE(make_objective(parse("objective:\n  kind: temperature\n  temperature:\n    genes:\n"
+                                    "      temperature: {min: 0.5, max: 2.0, step: 0.1, start: 1.0}\n"
+                                    "      first_layer: 8\n      last_layer: 20\n")
+                                  .objective,
+                              30)
+                   ->paper_default());
+  const Experiment lpes_siw = parse(
+      "objective:\n  kind: combo\n  combo: {methods: [lpes, siw]}\n"
+      "  lpes: {curve: bezier, degree: 3}\n" +
+      siw_genes);
+  EXPECT_FALSE(make_objective(lpes_siw.objective, 30)->paper_default()) << "neither member's paper gives a setting";
+  const Experiment mspoe_siw = parse(
+      "objective:\n  kind: combo\n  combo: {methods: [mspoe, siw]}\n"
+      "  mspoe:\n    genes:\n      min_ratio: {values: [1.0, 1.1], start: 1.0}\n" +
+      siw_genes);
+  const auto combo_paper = make_objective(mspoe_siw.objective, 30)->paper_default();
+  ASSERT_TRUE(combo_paper && combo_paper->mspoe);
+  EXPECT_DOUBLE_EQ(combo_paper->mspoe->min_ratio, 1.2);
+  EXPECT_FALSE(combo_paper->siw) << "SIW's part is the plain model's";
 
   const Experiment lpes = parse("objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 3}\n");
   EXPECT_FALSE(make_objective(lpes.objective, 30)->paper_default());
