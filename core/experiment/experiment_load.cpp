@@ -68,6 +68,17 @@ void require_regular_if_present(const Field& field, const std::filesystem::path&
   field.fail(path.string() + " is " + kind + ", not " + wanted);
 }
 
+// The engine's devices, and why a precision does not fit one ("" when it
+// does): the file's backend section and `--device` obey the same rule.
+const std::vector<std::string> kEngineDevices = {"cpu", "cuda"};
+std::string precision_device_problem(const std::string& precision, const std::string& device) {
+  if (device == "cuda" && precision == "fp32") return "fp32 applies to device: cpu only (the GPU engine runs bf16)";
+  if (device != "cuda" && precision == "file")
+    return "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks: that is "
+           "native)";
+  return "";
+}
+
 }  // namespace
 
 std::filesystem::path resolve_path(const Field& field, const std::filesystem::path& base_dir) {
@@ -101,19 +112,13 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
   if (backend.kind == "engine") {
     backend.model = resolve_path(section.required("model"), base_dir);
     require_regular_if_present(section.field("model"), backend.model, "a GGUF model file");
-    backend.device = section.choice_or("device", backend.device, {"cpu", "cuda"});
+    backend.device = section.choice_or("device", backend.device, kEngineDevices);
     backend.threads = static_cast<int>(section.integer_or("threads", backend.threads, 0, 4096));
     backend.gpu = static_cast<int>(section.integer_or("gpu", backend.gpu, 0, 1023));
     backend.batch_tokens = static_cast<int>(section.integer_or("batch_tokens", backend.batch_tokens, 0, 1 << 24));
     backend.precision = section.choice_or("precision", backend.precision, {"native", "fp32", "file"});
-    if (backend.device == "cuda" && backend.precision == "fp32") {
-      section.field("precision").fail("fp32 applies to device: cpu only (the GPU engine runs bf16)");
-    }
-    if (backend.device != "cuda" && backend.precision == "file") {
-      section.field("precision").fail(
-          "file applies to device: cuda only (the CPU engine always multiplies the file's own blocks: that is "
-          "native)");
-    }
+    if (const std::string problem = precision_device_problem(backend.precision, backend.device); !problem.empty())
+      section.field("precision").fail(problem);
     backend.kv_cache = section.choice_or("kv_cache", backend.kv_cache, {"fp32", "bf16"});
     backend.attention = section.choice_or("attention", backend.attention, {"flash", "gemm"});
     if (backend.device != "cuda") {
@@ -290,10 +295,11 @@ void move_to_device(Experiment& experiment, const std::string& device) {
   const auto refuse = [&](const std::string& reason) {
     throw ConfigError(experiment.file, 0, 0, "backend.device", "cannot run on " + device + ": " + reason);
   };
-  if (device != "cpu" && device != "cuda") refuse("the devices are cpu and cuda");
+  if (std::find(load::kEngineDevices.begin(), load::kEngineDevices.end(), device) == load::kEngineDevices.end())
+    refuse("the devices are cpu and cuda");
   if (backend.kind != "engine") refuse("the backend is " + backend.kind + ", not the engine");
-  if (device == "cpu" && backend.precision == "file") refuse("precision file applies to device: cuda only");
-  if (device == "cuda" && backend.precision == "fp32") refuse("precision fp32 applies to device: cpu only");
+  if (const std::string problem = load::precision_device_problem(backend.precision, device); !problem.empty())
+    refuse("precision " + problem);
   if (device == "cpu") {
     const BackendConfig cuda_defaults;
     backend.gpu = cuda_defaults.gpu;
