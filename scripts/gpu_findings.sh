@@ -49,6 +49,11 @@ save() {
     python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
       "$db" "$out/$(basename "$db")" || echo "$me: could not copy $db to $out" >&2
   done
+  # findings.sh's snapshots (each written once, after its step) as they are.
+  if compgen -G 'results/findings/snapshots/*.db' >/dev/null; then
+    mkdir -p "$out/snapshots"
+    cp -p results/findings/snapshots/*.db "$out/snapshots/" || echo "$me: could not copy the snapshots to $out" >&2
+  fi
 }
 
 wait_for_build() {

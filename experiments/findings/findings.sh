@@ -26,6 +26,12 @@
 # named; each is `ga-run FILE`: the search, then the held-out rows (best,
 # baseline, the paper's default where the method has one).
 #
+# After each set's calibration and each method's search, the results
+# database is copied to snapshots/DB-after-SET.db or DB-after-METHOD.db
+# beside it and the copy's sha256 printed: a row's figures come from that
+# copy and its sha256 is what bench/RESULTS.md records. A snapshot already
+# there is kept, never overwritten.
+#
 # Every step is its own resume: a finished file is answered from the results
 # database in seconds, an interrupted search resumes exactly, and `ga-run
 # eval` stores its samples 16 prompts at a time, so a kill or a reboot loses
@@ -88,7 +94,7 @@ lock_db() {
 }
 
 # Runs one step; a failure stops the script, naming the step (with
-# --keep-going it is counted and the next step runs).
+# --keep-going it is counted, the step returns 1 and the next one runs).
 keep_going=false
 failed_steps=()
 step() {
@@ -99,9 +105,33 @@ step() {
     echo "$me: $(basename "$file") failed after $((SECONDS - start)) s; the same command resumes" >&2
     $keep_going || exit 1
     failed_steps+=("$(basename "$file")")
-    return 0
+    return 1
   fi
   echo "$me: $(basename "$file") done in $((SECONDS - start)) s"
+}
+
+# A copy of the results database as a step left it, whose sha256 goes beside
+# the step's figures in bench/RESULTS.md: the live file keeps growing as
+# later steps run. A snapshot already there is kept, as a recorded row names
+# it; a new one is written under another name first, so an interrupted copy
+# is never taken for one.
+snapshot() {
+  local db=$1 tag=$2 dir out
+  dir="$(dirname "$db")/snapshots"
+  out="$dir/$(basename "$db" .db)-after-$tag.db"
+  mkdir -p "$dir"
+  if [ -e "$out" ]; then
+    echo "$me: snapshot $out kept: sha256 $(sha256sum "$out" | cut -d' ' -f1)"
+    return 0
+  fi
+  rm -f "$out.partial"
+  # SQLite's backup: a plain copy of a file in WAL mode can miss its last commits.
+  if ! python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))' \
+    "$db" "$out.partial" || ! mv "$out.partial" "$out"; then
+    echo "$me: could not copy $db to $out" >&2
+    return 1
+  fi
+  echo "$me: snapshot $out: sha256 $(sha256sum "$out" | cut -d' ' -f1)"
 }
 
 if [ "$action" != table ]; then
@@ -126,6 +156,7 @@ if [ "$action" = calibrate ]; then
     db=$(db_of "${files[0]}") || exit 2
     lock_db "$db"
     for f in "${files[@]}"; do step "$f" eval "$f" --split heldout "${device[@]}"; done
+    snapshot "$db" "$set" || exit 1
     exec 9>&-
   done
   echo "$me: $(date -u +%FT%TZ) all done"
@@ -159,7 +190,10 @@ if [ "$action" = search ]; then
   [ ${#files[@]} -gt 0 ] || { echo "$me: no method files $here/$set_name-<method>.yaml" >&2; exit 2; }
   db=$(db_of "${files[0]}") || exit 2
   lock_db "$db"
-  for f in "${files[@]}"; do step "$f" "$f" "${device[@]}"; done
+  for f in "${files[@]}"; do
+    m=$(basename "$f" .yaml)
+    if step "$f" "$f" "${device[@]}"; then snapshot "$db" "${m#"$set_name"-}" || exit 1; fi
+  done
   if [ ${#failed_steps[@]} -gt 0 ]; then
     echo "$me: $(date -u +%FT%TZ) done, but these failed: ${failed_steps[*]}" >&2
     exit 1

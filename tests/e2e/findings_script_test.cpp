@@ -66,6 +66,7 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
 
   const Finished calibrate = findings({"calibrate", "short"});
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
+  EXPECT_TRUE(fs::exists(path("results/snapshots/calibration-after-short.db"))) << calibrate.out;
 
   // --pick: the first set given that is complete and loses the middle. The
   // uncalibrated set, given first, is passed over; whether the test model's
@@ -94,6 +95,27 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   EXPECT_NE(search.out.find("short-siw.yaml done"), std::string::npos) << search.out;
   EXPECT_NE(search.out.find("held-out"), std::string::npos) << search.out;
 
+  // The step's snapshot: a copy of the results file as the step left it,
+  // with its sha256, which a later run keeps rather than overwrites (a
+  // recorded row names it).
+  const std::string snapshot = path("results/snapshots/short-after-siw.db");
+  const std::regex taken_line(R"(snapshot (\S+/snapshots/short-after-siw\.db): sha256 ([0-9a-f]{64})\n)");
+  std::smatch taken;
+  ASSERT_TRUE(std::regex_search(search.out, taken, taken_line)) << search.out;
+  const Finished hashed = run_process({"/usr/bin/sha256sum", snapshot}, dir_.string());
+  EXPECT_EQ(hashed.out.substr(0, 64), taken[2].str());
+  EXPECT_TRUE(fs::equivalent(taken[1].str(), snapshot)) << taken[1];
+  const Finished rows = run_process(
+      {ga_run_path(), "query", snapshot, "SELECT count(*) > 0 AS stored FROM sample_results"}, dir_.string());
+  EXPECT_EQ(rows.exit_code, 0) << rows.err;
+  EXPECT_NE(rows.out.find("| 1 "), std::string::npos) << rows.out;
+  const auto written = fs::last_write_time(snapshot);
+  const Finished again = findings({"search", "short", "siw"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("snapshot " + taken[1].str() + " kept: sha256 " + taken[2].str()), std::string::npos)
+      << again.out;
+  EXPECT_EQ(fs::last_write_time(snapshot), written);
+
   // A method that fails (here its file names a model that is not there; on
   // a GPU, one the device cannot run) stops the search, naming it; with
   // --keep-going the methods after it still run and the exit says it failed.
@@ -109,6 +131,7 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   EXPECT_EQ(keeps_going.exit_code, 1);
   EXPECT_NE(keeps_going.out.find("short-siw.yaml done"), std::string::npos) << keeps_going.out;
   EXPECT_NE(keeps_going.err.find("done, but these failed: short-mspoe.yaml"), std::string::npos) << keeps_going.err;
+  EXPECT_FALSE(fs::exists(path("results/snapshots/short-after-mspoe.db"))) << "a failed step's snapshot";
 
   // A file whose results file cannot be read off it is refused before
   // anything runs or any lock file is made.
