@@ -280,8 +280,9 @@ int main(int argc, char** argv) {
                  "(decode measured both ways)");
   app.add_option("--file-gemv-rows", file_gemv_rows, "precision file: the most rows read straight from the blocks");
   app.add_option("--kv-cache", kv_cache, "fp32 | bf16 (keys and values stored in bf16: half the cache memory)");
-  app.add_option("--attention", attention_bodies,
-                 "prefill attention bodies, each measured: gemm | flash (default: flash, or MIDTUNE_CUDA_ATTENTION)")
+  app.add_option(
+         "--attention", attention_bodies,
+         "prefill attention bodies, each measured: gemm | flash | cudnn (default: flash, or MIDTUNE_CUDA_ATTENTION)")
       ->delimiter(',');
   app.add_option("--prefill", prefill_lengths, "prompt lengths");
   app.add_option("--batch-tokens", batch_tokens, "tokens per prefill pass (prompts per pass = this / length)");

@@ -4,12 +4,13 @@
 # network (a lent GPU machine). Unpacks the carried .deb files into a prefix
 # (never into /: that would replace the machine's own sqlite, zlib, pcre2),
 # builds the GPU targets in build-gpu/ for the GPU at hand, runs the GPU tests
-# (the model's cuda cases twice: the flash and the cuBLAS prefill attention),
+# (the model's cuda cases with each prefill attention body: flash, cuBLAS,
+# and cuDNN's where the machine's PyTorch environment has cuDNN),
 # the decisions against the CPU engine on the KV experiment's held-out
 # prompts (plain and one intervention of each method, bench/interventions/),
 # one GPU evaluator under MPI against one process (bench/mpi_engine.sh,
-# where the machine has an MPI) and bench/cuda_bench.py (both prefill
-# attention bodies); the log goes to $OUT/gpu_suite.log (or ./).
+# where the machine has an MPI) and bench/cuda_bench.py (every prefill
+# attention body built); the log goes to $OUT/gpu_suite.log (or ./).
 #   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]
 # DEB_DIR: scripts/fetch_gpu_debs.sh's download. MIDTUNE_VOCAB_DIR (the
 # tokenizer vocabularies: the tiny-architecture cases) and MIDTUNE_MODEL or
@@ -49,6 +50,16 @@ failed=0
   # Again with the cuBLAS prefill attention (the default is the flash body).
   MIDTUNE_CUDA_ATTENTION=gemm $tests/batched_model_test --gtest_filter='*cuda*' \
     || { echo "FAILED: batched_model_test (MIDTUNE_CUDA_ATTENTION=gemm)"; failed=1; }
+  # And with cuDNN's fused attention, where the build found cuDNN (the
+  # machine's PyTorch environment) and the carried cudnn-frontend headers.
+  attention_bodies=gemm,flash
+  if grep -q 'midtune: cuDNN found' build-gpu.configure.log 2>/dev/null; then
+    attention_bodies=gemm,flash,cudnn
+    MIDTUNE_CUDA_ATTENTION=cudnn $tests/batched_model_test --gtest_filter='*cuda*' \
+      || { echo "FAILED: batched_model_test (MIDTUNE_CUDA_ATTENTION=cudnn)"; failed=1; }
+  else
+    echo "cudnn attention: not built (no cuDNN in python3's nvidia.cudnn, or no cudnn-frontend in $debs)"
+  fi
   if [ $agreement = 1 ]; then
     if [ -f "$model" ]; then
       sed "s|~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf|$model|" experiments/lpes-kv-smollm2.yaml >/tmp/gpu-suite-kv.yaml
@@ -74,7 +85,7 @@ failed=0
     fi
   fi
   if [ $bench = 1 ]; then
-    PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --attention gemm,flash \
+    PYTHONUNBUFFERED=1 python3 bench/cuda_bench.py --cli build-gpu/bench/cuda_bench_cli --attention "$attention_bodies" \
       || { echo "FAILED: cuda_bench"; failed=1; }
     # Weights kept in their blocks: decode from the blocks against the tile
     # path in one run (where it loses, lower DeviceOps::kBlockGemvRows).

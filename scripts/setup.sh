@@ -37,6 +37,13 @@ fetch_pid=$!
 # Without the unit tests: scripts/test.sh builds and runs them in the
 # sanitizer tree (build-asan/); the release tree holds the tools, the
 # benchmarks and the integration, model and peer tests.
+# Where the CUDA toolkit ships cuDNN, the GPU engine's cuDNN attention body
+# needs the cudnn-frontend headers (12 MB from PyPI; CMake finds them in the
+# cache). Without them the build keeps the flash body.
+if ls /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h /usr/include/*/cudnn.h >/dev/null 2>&1; then
+  scripts/fetch_cudnn_frontend.sh >/dev/null </dev/null ||
+    echo "setup: cudnn-frontend not fetched (above); building without the cuDNN attention body" >&2
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIDTUNE_UNIT_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)"
 

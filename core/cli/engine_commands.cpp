@@ -58,10 +58,11 @@ void add_engine_commands(CLI::App& app) {
   generate->add_option("--kv-cache", generate_args->device.kv_cache,
                        "fp32 | bf16 (keys and values stored in bf16: half the cache memory, other numbers)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  generate->add_option("--attention", generate_args->device.attention,
-                       "device cuda: the prefill attention body, flash | gemm (default flash, or "
-                       "MIDTUNE_CUDA_ATTENTION)")
-      ->check(CLI::IsMember({"flash", "gemm"}));
+  generate
+      ->add_option("--attention", generate_args->device.attention,
+                   "device cuda: the prefill attention body, flash | gemm | cudnn (default flash, or "
+                   "MIDTUNE_CUDA_ATTENTION)")
+      ->check(CLI::IsMember({"flash", "gemm", "cudnn"}));
   generate->callback([generate_args] { run_generate(*generate_args); });
 
   auto bench_path = std::make_shared<std::string>();

@@ -120,7 +120,7 @@ BackendConfig parse_backend(const MapReader& root, const std::filesystem::path& 
     if (const std::string problem = precision_device_problem(backend.precision, backend.device); !problem.empty())
       section.field("precision").fail(problem);
     backend.kv_cache = section.choice_or("kv_cache", backend.kv_cache, {"fp32", "bf16"});
-    backend.attention = section.choice_or("attention", backend.attention, {"flash", "gemm"});
+    backend.attention = section.choice_or("attention", backend.attention, {"flash", "gemm", "cudnn"});
     if (backend.device != "cuda") {
       for (const char* key : {"gpu", "batch_tokens", "attention"}) {
         if (section.has(key)) {

@@ -752,7 +752,11 @@ TEST(EngineFactory, KvCacheFormReachesTheCpuEngineOrIsRefusedNamingTheChoices) {
 TEST(EngineFactory, AttentionBodyIsRefusedOffTheGpuAndNamedInTheIdentityOnIt) {
   EngineDeviceOptions options;
   options.attention = "cublas";
-  expect_refused(options, "backend.attention: 'cublas' is not one of gemm, flash");
+  expect_refused(options, "backend.attention: 'cublas' is not one of gemm, flash, cudnn");
+#if !defined(MIDTUNE_WITH_CUDNN)
+  options.attention = "cudnn";
+  expect_refused(options, "backend.attention: 'cudnn' needs a build with cuDNN");
+#endif
   options.attention = "gemm";
   expect_refused(options, "backend.attention: 'gemm' is a device: cuda setting");
   if (cuda_devices().devices.empty()) GTEST_SKIP() << "no CUDA device";
@@ -762,6 +766,10 @@ TEST(EngineFactory, AttentionBodyIsRefusedOffTheGpuAndNamedInTheIdentityOnIt) {
   EXPECT_EQ(make_engine_backend(tiny->file->path(), options)->identity().precision, "bf16");
   options.attention = "flash";
   EXPECT_EQ(make_engine_backend(tiny->file->path(), options)->identity().precision, "bf16, flash attention");
+#if defined(MIDTUNE_WITH_CUDNN)
+  options.attention = "cudnn";
+  EXPECT_EQ(make_engine_backend(tiny->file->path(), options)->identity().precision, "bf16, cudnn attention");
+#endif
 }
 
 fs::path peers_dir() {

@@ -813,7 +813,7 @@ INSTANTIATE_TEST_SUITE_P(Bodies, DeviceBodies, ::testing::ValuesIn(bodies()),
                          });
 
 // The prefill attention body by name (MIDTUNE_CUDA_ATTENTION, --attention):
-// gemm or flash, anything else refused naming where it came from; the
+// gemm, flash or cudnn, anything else refused naming where it came from; the
 // choice is part of the precision results record (their sums differ).
 TEST(PrefillAttentionChoice, NamesParseAndThePrecisionRecordsTheBody) {
   EXPECT_EQ(devices::parse_prefill_attention("gemm", "x"), devices::PrefillAttention::gemm);
@@ -830,6 +830,21 @@ TEST(PrefillAttentionChoice, NamesParseAndThePrecisionRecordsTheBody) {
   ops.set_prefill_attention(devices::PrefillAttention::flash);
   EXPECT_EQ(ops.precision(), "bf16, flash attention");
   EXPECT_STREQ(devices::to_string(ops.prefill_attention()), "flash");
+  // cuDNN's body only where the build found cuDNN; elsewhere the refusal
+  // says what is missing rather than that the name is unknown.
+#if defined(MIDTUNE_WITH_CUDNN)
+  EXPECT_EQ(devices::parse_prefill_attention("cudnn", "x"), devices::PrefillAttention::cudnn);
+  ops.set_prefill_attention(devices::PrefillAttention::cudnn);
+  EXPECT_EQ(ops.precision(), "bf16, cudnn attention");
+#else
+  try {
+    devices::parse_prefill_attention("cudnn", "backend.attention");
+    ADD_FAILURE() << "accepted 'cudnn' in a build without cuDNN";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("backend.attention: 'cudnn' needs a build with cuDNN"), std::string::npos)
+        << e.what();
+  }
+#endif
 }
 
 // A user's GPU runs the flash body unless MIDTUNE_CUDA_ATTENTION says gemm,
@@ -1227,8 +1242,16 @@ TEST_P(PrefillAttentionBodies, HeadSizesShapingAndUnalignedRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(GpuBodies, PrefillAttentionBodies,
-                         ::testing::Values("gemm", "flash", "gemm:kv_bf16", "flash:kv_bf16"),
+// Every prefill body this build has, over each cache form.
+std::vector<std::string> prefill_bodies() {
+  std::vector<std::string> bodies = {"gemm", "flash", "gemm:kv_bf16", "flash:kv_bf16"};
+#if defined(MIDTUNE_WITH_CUDNN)
+  bodies.insert(bodies.end(), {"cudnn", "cudnn:kv_bf16"});
+#endif
+  return bodies;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuBodies, PrefillAttentionBodies, ::testing::ValuesIn(prefill_bodies()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), ':', '_');

@@ -398,7 +398,7 @@ TEST_F(ExperimentFile, Bf16KvCacheIsInTheFingerprint) {
   EXPECT_NE(cpu_bf16.search_fingerprint(), fp32.search_fingerprint());
 }
 
-// attention: flash | gemm picks the GPU's prefill attention body; which ran
+// attention: flash | gemm | cudnn picks the GPU's prefill attention body; which ran
 // is in the model identity (its precision), so the search fingerprint does
 // not repeat it and a search stored before the key keeps its fingerprint.
 // A device: cuda setting only.
@@ -410,6 +410,9 @@ TEST_F(ExperimentFile, AttentionBodyIsACudaSettingOutsideTheFingerprint) {
   EXPECT_EQ(plain.backend.attention, "");
   EXPECT_EQ(gemm.backend.attention, "gemm");
   EXPECT_EQ(flash.backend.attention, "flash");
+  // cuDNN's body is named in the file whatever the build; a build without
+  // cuDNN refuses it when the engine is made (EngineFactory).
+  EXPECT_EQ(load(edited("  device: cpu\n  threads: 2\n", cuda + "  attention: cudnn\n")).backend.attention, "cudnn");
   EXPECT_EQ(gemm.search_fingerprint(), plain.search_fingerprint());
   EXPECT_EQ(flash.search_fingerprint(), plain.search_fingerprint());
   expect_error(edited("  device: cpu\n  threads: 2\n", cuda + "  attention: cublas\n"), 7, 14, "backend.attention",

@@ -107,17 +107,36 @@ struct FileMatrix final : DeviceMatrix {
 std::string DeviceOps::precision() const {
   std::string products = weight_form_ == WeightForm::file ? "bf16 from file blocks" : "bf16";
   if (kv_form_ == KvForm::bf16) products += ", bf16 KV cache";
-  if (prefill_attention_ == PrefillAttention::flash) products += ", flash attention";
+  if (prefill_attention_ != PrefillAttention::gemm)
+    products += std::string(", ") + to_string(prefill_attention_) + " attention";
   return products;
 }
 
 PrefillAttention parse_prefill_attention(const std::string& name, const std::string& where) {
   if (name == "gemm") return PrefillAttention::gemm;
   if (name == "flash") return PrefillAttention::flash;
-  throw std::invalid_argument(where + ": '" + name + "' is not one of gemm, flash");
+  if (name == "cudnn") {
+#if defined(MIDTUNE_WITH_CUDNN)
+    return PrefillAttention::cudnn;
+#else
+    throw std::invalid_argument(where + ": 'cudnn' needs a build with cuDNN and cudnn-frontend (this one found " +
+                                "none when configured: scripts/fetch_cudnn_frontend.sh, then CMake again)");
+#endif
+  }
+  throw std::invalid_argument(where + ": '" + name + "' is not one of gemm, flash, cudnn");
 }
 
-const char* to_string(PrefillAttention body) { return body == PrefillAttention::flash ? "flash" : "gemm"; }
+const char* to_string(PrefillAttention body) {
+  switch (body) {
+    case PrefillAttention::flash:
+      return "flash";
+    case PrefillAttention::cudnn:
+      return "cudnn";
+    case PrefillAttention::gemm:
+      break;
+  }
+  return "gemm";
+}
 
 bool DeviceOps::keeps_blocks(GgmlType type) {
   switch (type) {

@@ -44,10 +44,13 @@ using engine::KvForm;
 // The body of a prefill-sized attention call (attention_rows from 32 queries
 // on; fewer take the one-block-per-query kernel): `gemm` the cuBLAS body
 // (scores through memory), `flash` the FlashAttention-2 kernel (scores on the
-// chip; CudaOps's default). ReferenceOps ignores it and keeps `gemm`, so its
-// precision names no body it does not run.
-enum class PrefillAttention { gemm, flash };
-// "gemm" / "flash"; anything else throws std::invalid_argument naming `where`.
+// chip; CudaOps's default), `cudnn` cuDNN's fused attention (builds with
+// cuDNN only, cudnn_attention_cuda.hpp; calls it does not take run the flash
+// body). ReferenceOps ignores it and keeps `gemm`, so its precision names no
+// body it does not run.
+enum class PrefillAttention { gemm, flash, cudnn };
+// "gemm" / "flash" / "cudnn" (where this build has cuDNN); anything else
+// throws std::invalid_argument naming `where` and the reason.
 PrefillAttention parse_prefill_attention(const std::string& name, const std::string& where);
 const char* to_string(PrefillAttention body);
 
@@ -60,7 +63,7 @@ class DeviceOps : public Device {
   void set_weight_form(WeightForm form) { weight_form_ = form; }
   WeightForm weight_form() const { return weight_form_; }
   // Any time (the next attention call takes it). CudaOps starts from the
-  // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash; unset: flash).
+  // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash | cudnn; unset: flash).
   void set_prefill_attention(PrefillAttention body) { prefill_attention_ = body; }
   PrefillAttention prefill_attention() const { return prefill_attention_; }
   // Rows of the bf16 tile a `file` product dequantises at once, times its

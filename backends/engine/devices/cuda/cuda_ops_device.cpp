@@ -15,6 +15,9 @@
 #include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/flash_attention_cuda.hpp"
+#if defined(MIDTUNE_WITH_CUDNN)
+#include "backends/engine/ops/cudnn_attention_cuda.hpp"
+#endif
 #endif
 
 namespace midtune::engine::devices {
@@ -53,6 +56,9 @@ class CudaOps final : public DeviceOps {
     if (bf16_ != nullptr) release(bf16_);
     if (float_ != nullptr) release(float_);
     if (weight_tile_ != nullptr) release(weight_tile_);
+#if defined(MIDTUNE_WITH_CUDNN)
+    cudnn_.reset();
+#endif
     cublas_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
@@ -118,11 +124,11 @@ class CudaOps final : public DeviceOps {
            readouts);
   }
   // Decode steps and short calls take the one-block-per-query kernel; a
-  // prefill the cuBLAS body or the flash body (prefill_attention()), whose
-  // products use the tensor cores (the kernel would re-read every key once
-  // per query). Kv: the cache's element (float, or bf16 bits). Only the
-  // kernel reads out each query's log-sum-exp (a remapped attention's two
-  // parts, merge_attention.hpp), so such calls take it at any length.
+  // prefill the cuBLAS body, the flash body or cuDNN's (prefill_attention()),
+  // whose products use the tensor cores (the kernel would re-read every key
+  // once per query); calls cuDNN's body does not take, the flash body. Kv: the cache's element (float, or bf16 bits).
+  // Only the kernel reads out each query's log-sum-exp (a remapped attention's two parts, merge_attention.hpp), so such
+  // calls take it at any length.
   template <typename Kv>
   void attend(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
               int past, int heads, int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
@@ -135,7 +141,16 @@ class CudaOps final : public DeviceOps {
                       out, out_ld, key0_weight, last_row, readouts.log_sum_exp, stream_);
       return;
     }
-    if (prefill_attention() == PrefillAttention::flash) {
+#if defined(MIDTUNE_WITH_CUDNN)
+    if (prefill_attention() == PrefillAttention::cudnn && cuda::CudnnAttention::takes(head_dim, shaping)) {
+      if (!cudnn_) cudnn_ = std::make_unique<cuda::CudnnAttention>(stream_);
+      if (cudnn_->run(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
+                      out, out_ld, key0_weight, last_row)) {
+        return;
+      }
+    }
+#endif
+    if (prefill_attention() != PrefillAttention::gemm) {
       grow(scores_, scores_capacity_, cuda::attention_flash_workspace(tokens, past, kv_heads, head_dim));
       cuda::attention_flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
                             shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
@@ -226,6 +241,9 @@ class CudaOps final : public DeviceOps {
   std::size_t scores_capacity_ = 0;  // bytes
   void* stream_ = nullptr;
   std::unique_ptr<cuda::CublasContext> cublas_;
+#if defined(MIDTUNE_WITH_CUDNN)
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;  // made at the first call it takes
+#endif
   std::string name_;
 };
 
