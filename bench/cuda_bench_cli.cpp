@@ -38,7 +38,10 @@
 //              beside it are lower than without --profile
 //
 // The model: --model FILE, or --shape llama7b (Llama-2-7B: 32 layers, hidden
-// 4096, 32 heads, ffn 11008, vocab 32000) / tiny, random weights (--weights
+// 4096, 32 heads, ffn 11008, vocab 32000) / llama70b (Llama-3-70B: 80
+// layers, hidden 8192, 64 heads over 8 KV heads, ffn 28672, vocab 128256;
+// with --weights q4_k_m --precision file its memory row says whether one
+// GPU holds it) / tiny, random weights (--weights
 // bf16; q8_0; q4_k_m: Q4_K with Q6_K for V, down and the output, as
 // llama.cpp's Q4_K_M mostly stores them; random blocks with sane scales)
 // written once by the tests' GGUF writer to --gguf (default
@@ -101,9 +104,12 @@ struct Shape {
 
 Shape shape_named(const std::string& name) {
   if (name == "llama7b") return {32, 4096, 32, 32, 11008, 32000};
+  // Llama-3-70B: 8:1 grouped-query attention; in Q4_K_M ~40 GB of weights,
+  // the size that decides whether one 80 GB GPU holds a 70B search.
+  if (name == "llama70b") return {80, 8192, 64, 8, 28672, 128256};
   // 4 layers: the fewest a degree-3 LPES curve (4 control points) fits.
   if (name == "tiny") return {4, 256, 4, 2, 512, 1000};
-  throw std::invalid_argument("--shape: '" + name + "' is not one of llama7b, tiny");
+  throw std::invalid_argument("--shape: '" + name + "' is not one of llama7b, llama70b, tiny");
 }
 
 // Uniform [-bound, bound) BF16 values from the tests' counter-based
@@ -172,11 +178,16 @@ void write_random_model(const Shape& s, const WeightTypes& types, const std::fil
   const auto bound = [](std::uint64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
   constexpr std::uint32_t kBf16 = 30;
   std::uint64_t seed = 1;
-  // A matrix of `rows` x `cols` in `type` (BF16: uniform within `bound`).
+  // A matrix of `rows` x `cols` in `type` (BF16: uniform within `bound`),
+  // made when the file is written: one matrix in memory at a time (a 70B
+  // shape's weights are larger than a machine's memory).
   const auto matrix = [&](const std::string& name, std::uint64_t cols, std::uint64_t rows, GgmlType type, float bound) {
-    w.add_tensor(name, {cols, rows}, static_cast<std::uint32_t>(type),
-                 type == GgmlType::BF16 ? random_bf16(cols * rows, bound, seed++)
-                                        : random_quant(type, rows, cols, seed++));
+    const std::uint64_t bytes = rows * (cols / ggml_type_info(type).block_elems) * ggml_type_info(type).block_bytes;
+    const std::uint64_t matrix_seed = seed++;
+    w.add_tensor_made_later(name, {cols, rows}, static_cast<std::uint32_t>(type), bytes, [=] {
+      return type == GgmlType::BF16 ? random_bf16(cols * rows, bound, matrix_seed)
+                                    : random_quant(type, rows, cols, matrix_seed);
+    });
   };
   matrix("token_embd.weight", hidden, s.vocab, types.plain, 0.5f);
   w.add_tensor("output_norm.weight", {hidden}, kBf16, ones_bf16(hidden));
@@ -193,10 +204,11 @@ void write_random_model(const Shape& s, const WeightTypes& types, const std::fil
     matrix(p + "ffn_up.weight", hidden, ffn, types.plain, bound(hidden));
     matrix(p + "ffn_down.weight", ffn, hidden, types.wide, bound(ffn));
   }
-  const std::vector<std::uint8_t> bytes = w.bytes();
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  // Under another name until whole, so an interrupted write is never taken
+  // for the model.
+  const std::filesystem::path partial = path.string() + ".partial";
+  w.write_streamed(partial);
+  std::filesystem::rename(partial, path);
 }
 
 std::vector<std::int32_t> tokens_for(int count, int vocab, std::uint64_t seed) {
@@ -270,7 +282,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cuda | reference (the host reference: checks this program only)");
   app.add_option("--gpu", gpu, "CUDA device index");
   app.add_option("--model", model_path, "a GGUF to measure instead of a random one");
-  app.add_option("--shape", shape_name, "random model shape: llama7b | tiny");
+  app.add_option("--shape", shape_name, "random model shape: llama7b | llama70b | tiny");
   app.add_option("--gguf", gguf_path,
                  "where the random model is written (kept and reused; default /tmp/midtune-bench-SHAPE[-WEIGHTS].gguf)");
   app.add_option("--weights", weights, "random model's matrices: bf16 | q8_0 | q4_k_m");

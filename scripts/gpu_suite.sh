@@ -11,19 +11,24 @@
 # one GPU evaluator under MPI against one process (bench/mpi_engine.sh,
 # where the machine has an MPI) and bench/cuda_bench.py (every prefill
 # attention body built); the log goes to $OUT/gpu_suite.log (or ./).
-#   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]
+#   scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi] [--llama70b]
+# --llama70b: also the 70B shape (cuda_bench_cli --shape llama70b, random
+# Q4_K_M weights kept in their blocks: ~40 GB written to /tmp and removed
+# after, a few minutes): its load time, peak memory, prefill, teacher-forced
+# and decode rates.
 # DEB_DIR: scripts/fetch_gpu_debs.sh's download. MIDTUNE_VOCAB_DIR (the
 # tokenizer vocabularies: the tiny-architecture cases) and MIDTUNE_MODEL or
 # ~/.cache/midtune/SmolLM2-135M-Instruct.Q4_1.gguf (the SmolLM2 cases and
 # the agreement run) are optional: what needs them says it is skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi]}
+debs=${1:?usage: scripts/gpu_suite.sh DEB_DIR [--no-bench] [--no-agreement] [--no-mpi] [--llama70b]}
 shift
-bench=1 agreement=1 mpi=1
+bench=1 agreement=1 mpi=1 llama70b=0
 for arg in "$@"; do
   case $arg in
     --no-bench) bench=0 ;;
+    --llama70b) llama70b=1 ;;
     --no-mpi) mpi=0 ;;
     --no-agreement) agreement=0 ;;
     *) echo "gpu_suite: unknown option $arg" >&2; exit 2 ;;
@@ -91,6 +96,11 @@ failed=0
     # path in one run (where it loses, lower DeviceOps::kBlockGemvRows).
     build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --file-gemv both --decode-batches 1 8 16 32 \
       --no-generation --prefill 512 || { echo "FAILED: cuda_bench_cli file-gemv"; failed=1; }
+  fi
+  if [ $llama70b = 1 ]; then
+    build-gpu/bench/cuda_bench_cli --shape llama70b --weights q4_k_m --precision file --gguf /tmp/midtune-bench-llama70b.gguf \
+      --prefill 4096 --decode-batches 1 32 --no-generation --repeats 1 || { echo "FAILED: cuda_bench_cli llama70b"; failed=1; }
+    rm -f /tmp/midtune-bench-llama70b.gguf /tmp/midtune-bench-llama70b.gguf.partial
   fi
   echo "gpu_suite: $([ $failed = 0 ] && echo passed || echo FAILED)"
   [ $failed = 0 ]

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "backends/engine/gguf/gguf.hpp"
@@ -114,6 +116,26 @@ TEST_F(GgufReaderTest, ParsesValidFileMetadataTensorsAndConfig) {
                              .rms_eps = 1e-6f, .context_length = 256, .vocab = 8, .tied_output = true,
                              .attention_scale = 0.25f};  // 1 / sqrt(head_dim)
   EXPECT_EQ(c, expected);
+}
+
+// The benchmarks write random models larger than memory tensor by tensor
+// (bench/cuda_bench_cli --shape llama70b): that file must be byte for byte
+// the one bytes() makes, tensors made later sitting where eager ones would.
+TEST_F(GgufReaderTest, StreamedWritingGivesTheSameFile) {
+  TinyGgufWriter w = tiny_llama();
+  w.add_tensor_made_later("blk.1.attn_q.weight", {64, 3}, 0 /*F32*/, 64 * 3 * 4, [] { return filled(64 * 3 * 4, 5); });
+  w.add_tensor("blk.1.attn_k.weight", {64, 1}, 0 /*F32*/, filled(64 * 4, 6));
+  const auto path = file("streamed");
+  w.write_streamed(path);
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<std::uint8_t> streamed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(streamed, w.bytes());
+  const GgufFile f(path);
+  ASSERT_NE(f.find_tensor("blk.1.attn_q.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_q.weight")->n_bytes, 64u * 3 * 4);
+  // A made-later tensor whose maker breaks its promised size is refused.
+  w.add_tensor_made_later("blk.1.attn_v.weight", {64, 1}, 0, 64 * 4, [] { return filled(8, 7); });
+  EXPECT_THROW(w.write_streamed(file("broken")), std::logic_error);
 }
 
 TEST_F(GgufReaderTest, GettersNameMissingKeysAndWrongTypes) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -82,11 +83,52 @@ class TinyGgufWriter {
   }
   void add_tensor(const std::string& name, const std::vector<std::uint64_t>& dims, std::uint32_t type,
                   std::vector<std::uint8_t> data) {
-    tensors_.push_back({name, dims, type, std::move(data)});
+    const std::uint64_t size = data.size();
+    tensors_.push_back({name, dims, type, std::move(data), size, {}});
+  }
+  // A tensor of `size` bytes made only when written (write_streamed: one
+  // tensor in memory at a time, for files larger than memory).
+  void add_tensor_made_later(const std::string& name, const std::vector<std::uint64_t>& dims, std::uint32_t type,
+                             std::uint64_t size, std::function<std::vector<std::uint8_t>()> make) {
+    tensors_.push_back({name, dims, type, {}, size, std::move(make)});
   }
 
   std::vector<std::uint8_t> bytes(Layout* layout = nullptr, std::uint32_t alignment = 32) const {
     Layout l;
+    std::vector<std::uint64_t> offsets;
+    std::vector<std::uint8_t> out = header(l, offsets, alignment);
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      out.resize(l.data_at + offsets[i], 0);
+      const std::vector<std::uint8_t> data = tensors_[i].make ? tensors_[i].make() : tensors_[i].data;
+      out.insert(out.end(), data.begin(), data.end());
+    }
+    if (layout) *layout = l;
+    return out;
+  }
+
+  // The same file as bytes() written to `path` tensor by tensor.
+  void write_streamed(const std::filesystem::path& path, std::uint32_t alignment = 32) const {
+    Layout l;
+    std::vector<std::uint64_t> offsets;
+    const std::vector<std::uint8_t> head = header(l, offsets, alignment);
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    std::uint64_t at = head.size();
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      const std::vector<char> padding(l.data_at + offsets[i] - at, 0);
+      f.write(padding.data(), static_cast<std::streamsize>(padding.size()));
+      const std::vector<std::uint8_t> data = tensors_[i].make ? tensors_[i].make() : tensors_[i].data;
+      if (data.size() != tensors_[i].size) throw std::logic_error("tensor " + tensors_[i].name + ": size changed");
+      f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+      at = l.data_at + offsets[i] + data.size();
+    }
+    if (!f) throw std::runtime_error("cannot write " + path.string());
+  }
+
+ private:
+  // Magic, counts, key/values, tensor infos and the padding up to the data;
+  // each tensor's data offset (from the data's start) into `offsets`.
+  std::vector<std::uint8_t> header(Layout& l, std::vector<std::uint64_t>& offsets, std::uint32_t alignment) const {
     std::vector<std::uint8_t> out = {'G', 'G', 'U', 'F'};
     put_u32(out, 3);
     put_u64(out, tensors_.size());
@@ -96,7 +138,6 @@ class TinyGgufWriter {
       out.insert(out.end(), kv.begin(), kv.end());
     }
     std::uint64_t offset = 0;
-    std::vector<std::uint64_t> offsets;
     for (const auto& t : tensors_) {
       l.tensor_info_at.push_back(out.size());
       put_string(out, t.name);
@@ -105,19 +146,15 @@ class TinyGgufWriter {
       put_u32(out, t.type);
       put_u64(out, offset);
       offsets.push_back(offset);
-      offset = align(offset + t.data.size(), alignment);
+      offset = align(offset + t.size, alignment);
     }
     l.header_end = out.size();
     out.resize(align(out.size(), alignment), 0);
     l.data_at = out.size();
-    for (std::size_t i = 0; i < tensors_.size(); ++i) {
-      out.resize(l.data_at + offsets[i], 0);
-      out.insert(out.end(), tensors_[i].data.begin(), tensors_[i].data.end());
-    }
-    if (layout) *layout = l;
     return out;
   }
 
+ public:
   static void write(const std::filesystem::path& path, const std::vector<std::uint8_t>& data) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
@@ -135,6 +172,8 @@ class TinyGgufWriter {
     std::vector<std::uint64_t> dims;
     std::uint32_t type;
     std::vector<std::uint8_t> data;
+    std::uint64_t size;                               // data's bytes (or make()'s)
+    std::function<std::vector<std::uint8_t>()> make;  // empty: data holds it
   };
   static std::uint64_t align(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
   static void put_raw(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
