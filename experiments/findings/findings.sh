@@ -8,6 +8,7 @@
 #                                                           (--device: on this device, not the files')
 #   experiments/findings/findings.sh table [--svg F] [--pick] SET...
 #                                                           pooled baseline accuracy by gold position, 95 % Wilson
+#                                                           (files still running: their samples so far, apart)
 #                                                           (--svg: every set's curve drawn in one plot;
 #                                                           --pick: then the first SET, in the order given,
 #                                                           whose middle is lost: "pick: SET", exit 1 if none)
@@ -278,6 +279,7 @@ def curve(set_name, db, files):
         return None
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     by_pos, tokens, missing, used, models, precisions = {}, [], [], [], set(), set()
+    so_far, so_far_count = {}, [0, 0]  # the unfinished files' samples stored so far
     for path in files:
         text = open(path).read()
         pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
@@ -302,7 +304,7 @@ def curve(set_name, db, files):
             "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id",
             (f"%datasets-v1;kind=kv;source={source}%", f"%;chunks={pairs};%;primed=1;%",
              f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
-        done = None
+        done, begun = None, []
         for eid, model in rows:
             m = json.loads(model)
             models.add((m.get("name"), m.get("content_hash")))
@@ -310,8 +312,14 @@ def curve(set_name, db, files):
                                   "WHERE evaluation_id = ?", (eid,)).fetchall()
             if len(samples) == expected:  # complete: every item at every position
                 done, precision = samples, m.get("precision", "native")
+            elif len(samples) > len(begun):  # an evaluation under way (or stopped)
+                begun = samples
         if done is None:
             missing.append(os.path.basename(path))
+            for pos, correct, _ in begun:
+                so_far.setdefault(pos, []).append(correct)
+            so_far_count[0] += len(begun)
+            so_far_count[1] += expected
             continue
         used.append(os.path.basename(path))
         precisions.add(precision)
@@ -330,12 +338,19 @@ def curve(set_name, db, files):
     print(f"{set_name}: {len(used)} of {len(files)} files evaluated"
           + (f" (missing: {', '.join(missing)})" if missing else "")
           + (f", prompt tokens {min(tokens)}-{max(tokens)} (mean {sum(tokens) / len(tokens):.0f})" if tokens else ""))
-    if by_pos:
+    def table(counts):
         print(f"{'position':>8} {'correct':>9} {'accuracy':>9}  95 % Wilson")
-        for pos in sorted(by_pos):
-            k, n = sum(by_pos[pos]), len(by_pos[pos])
+        for pos in sorted(counts):
+            k, n = sum(counts[pos]), len(counts[pos])
             lo, hi = wilson(k, n)
             print(f"{pos:>8g} {f'{k}/{n}':>9} {100 * k / n:>8.1f}%  [{100 * lo:.1f}, {100 * hi:.1f}]")
+    if by_pos:
+        table(by_pos)
+    if so_far:
+        # A look at a long calibration while it runs; never drawn or picked.
+        print(f"{set_name}: so far, unfinished files: {so_far_count[0]} of {so_far_count[1]} prompts "
+              "(not part of the curve)")
+        table(so_far)
     return by_pos, complete
 
 

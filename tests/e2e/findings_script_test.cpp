@@ -205,7 +205,7 @@ TEST_F(FindingsScript, CalibrateOnAnotherDeviceAndPoolAcrossPrecisions) {
 
 // A set on a Lost-in-the-Middle file (here the fixture in its format) pools
 // its own items, apart from a generated set of the same length and seed in
-// the same results file.
+// the same results file; an unfinished one shows what it has so far.
 TEST_F(FindingsScript, TableTellsAFileSetFromAGeneratedOne) {
   const std::string baseline =
       "  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n  heldout_samples: 2\n"
@@ -222,6 +222,26 @@ TEST_F(FindingsScript, TableTellsAFileSetFromAGeneratedOne) {
   ASSERT_EQ(gen.exit_code, 0) << gen.out << gen.err;
   const Finished after = findings({"table", "gen"});
   EXPECT_NE(after.out.find("gen: 1 of 1 files evaluated"), std::string::npos) << after.out;
+
+  // A calibration stopped part-way (here: the stored evaluation cut back to
+  // 4 of its 6 prompts, as a kill between slices leaves it) is shown as
+  // what it has so far, apart from the curve, which it never joins.
+  const Finished cut =
+      run_process({"/usr/bin/python3", "-c",
+                   "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                   "e = c.execute(\"SELECT e.id FROM evaluations e WHERE dataset_slice LIKE '%source=generated;%' "
+                   "AND dataset_slice LIKE '%split=heldout%'\").fetchone()[0]; "
+                   "c.execute('UPDATE evaluations SET complete = 0 WHERE id = ?', (e,)); "
+                   "c.execute('DELETE FROM sample_results WHERE rowid IN (SELECT rowid FROM sample_results "
+                   "WHERE evaluation_id = ? LIMIT 2)', (e,)); c.commit()",
+                   path("results/calibration.db")},
+                  dir_.string());
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  const Finished so_far = findings({"table", "--pick", "gen"});
+  EXPECT_NE(so_far.out.find("gen: 0 of 1 files evaluated"), std::string::npos) << so_far.out;
+  EXPECT_NE(so_far.out.find("gen: so far, unfinished files: 4 of 6 prompts (not part of the curve)"), std::string::npos)
+      << so_far.out;
+  EXPECT_NE(so_far.out.find("pick: none"), std::string::npos) << so_far.out;
 }
 
 }  // namespace
