@@ -40,7 +40,8 @@ fetch_pid=$!
 # Where the CUDA toolkit ships cuDNN, the GPU engine's cuDNN attention body
 # needs the cudnn-frontend headers (12 MB from PyPI; CMake finds them in the
 # cache). Without them the build keeps the flash body.
-if ls /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h /usr/include/*/cudnn.h >/dev/null 2>&1; then
+if compgen -G '/usr/local/cuda/include/cudnn.h' >/dev/null || compgen -G '/usr/include/cudnn.h' >/dev/null ||
+   compgen -G '/usr/include/*/cudnn.h' >/dev/null; then
   scripts/fetch_cudnn_frontend.sh >/dev/null </dev/null ||
     echo "setup: cudnn-frontend not fetched (above); building without the cuDNN attention body" >&2
 fi
