@@ -65,6 +65,7 @@ fe::graph::Tensor_attributes token_major(const char* name, fe::graph::Tensor_att
 }  // namespace
 
 struct CudnnAttention::Impl {
+  static constexpr std::size_t kMaxGraphs = 512;
   cudnnHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;
   std::map<GraphKey, std::shared_ptr<fe::graph::Graph>> graphs;
@@ -119,6 +120,9 @@ struct CudnnAttention::Impl {
       refused.insert(key);
       return nullptr;
     }
+    // Prompts of many lengths would keep a graph each for good: past a few
+    // hundred (a search's prompts span a hundred or so) start again.
+    if (graphs.size() >= kMaxGraphs) graphs.clear();
     return graphs.emplace(key, std::move(g)).first->second.get();
   }
 

@@ -126,9 +126,10 @@ class CudaOps final : public DeviceOps {
   // Decode steps and short calls take the one-block-per-query kernel; a
   // prefill the cuBLAS body, the flash body or cuDNN's (prefill_attention()),
   // whose products use the tensor cores (the kernel would re-read every key
-  // once per query); calls cuDNN's body does not take, the flash body. Kv: the cache's element (float, or bf16 bits).
-  // Only the kernel reads out each query's log-sum-exp (a remapped attention's two parts, merge_attention.hpp), so such
-  // calls take it at any length.
+  // once per query); calls cuDNN's body does not take go to the flash body.
+  // Kv: the cache's element (float, or bf16 bits). Only the kernel reads out
+  // each query's log-sum-exp (a remapped attention's two parts,
+  // merge_attention.hpp), so such calls take it at any length.
   template <typename Kv>
   void attend(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
               int past, int heads, int kv_heads, int head_dim, int window, float scale, const ScoreShaping& shaping,
