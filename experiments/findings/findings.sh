@@ -12,6 +12,9 @@
 #                                                           (--svg: every set's curve drawn in one plot;
 #                                                           --pick: then the first SET, in the order given,
 #                                                           whose middle is lost: "pick: SET", exit 1 if none)
+#   experiments/findings/findings.sh check [--device cpu|cuda] INTERVENTION.json SET
+#                                                           one intervention on SET's baseline items (every gold
+#                                                           position), paired item by item with the baseline curve
 #   experiments/findings/findings.sh search [--keep-going] [--device cpu|cuda] SET [METHOD...]
 #                                                           search every method file of SET in turn
 #                                                           (--keep-going: past a method that fails; exit 1 at the end;
@@ -22,6 +25,11 @@
 # seed and name, so their held-out items are distinct and pool into one
 # curve; each is `ga-run eval FILE --split heldout`. Their items are
 # generated UUID pairs or a Lost-in-the-Middle KV file's (dataset.file).
+# Check: a method's searches and held-out rows see gold 0, 0.5 and 1 only;
+# its setting on the calibration's five positions shows what it does
+# between them (`ga-run eval FILE --split heldout --intervention`, stored
+# like the baseline's), pooled over the set's files: per position the two
+# counts, the items only one answers and the exact McNemar p.
 # Search: SET-<method>.yaml for the methods below, in that order (Ms-PoE
 # first: its paper setting's collapse is the open question), or the METHODs
 # named; each is `ga-run FILE`: the search, then the held-out rows (best,
@@ -53,14 +61,14 @@ me=findings.sh
 method_order=(mspoe lpes siw caliope phs combo temperature selfextend string)
 
 usage() {
-  echo "usage: $0 calibrate [--device cpu|cuda] SET...  |  $0 table [--svg FILE] [--pick] SET...  |  $0 search [--keep-going] [--device cpu|cuda] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
+  echo "usage: $0 calibrate [--device cpu|cuda] SET...  |  $0 table [--svg FILE] [--pick] SET...  |  $0 check [--device cpu|cuda] INTERVENTION.json SET  |  $0 search [--keep-going] [--device cpu|cuda] SET [METHOD...]   (SET: a file prefix here, e.g. qwen05b-kv75)" >&2
   exit 2
 }
 
 [ $# -ge 2 ] || usage
 action=$1
 shift
-case "$action" in calibrate | table | search) ;; *) usage ;; esac
+case "$action" in calibrate | table | check | search) ;; *) usage ;; esac
 
 baseline_files() {
   local set=$1 found=()
@@ -164,6 +172,73 @@ if [ "$action" = calibrate ]; then
   exit 0
 fi
 
+if [ "$action" = check ]; then
+  if [ "${1:-}" = --device ]; then
+    take_device "$@"
+    shift 2
+  fi
+  [ $# -eq 2 ] || usage
+  intervention=$1 set=$2
+  [ -f "$intervention" ] || { echo "$me: no intervention file $intervention" >&2; exit 2; }
+  mapfile -t files < <(baseline_files "$set")
+  [ ${#files[@]} -gt 0 ] || exit 2
+  db=$(db_of "${files[0]}") || exit 2
+  lock_db "$db"
+  for f in "${files[@]}"; do step "$f" eval "$f" --split heldout --intervention "$intervention" "${device[@]}"; done
+  exec 9>&-
+  PYTHONPATH="$here" python3 - "$db" "$intervention" "${files[@]}" <<'PY'
+import json, math, os, sqlite3, sys
+
+from baseline_slice import heldout_slice
+
+db, intervention_path, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+wanted = json.load(open(intervention_path))
+
+
+def mcnemar(b, c):
+    """Exact two-sided McNemar p over the discordant pairs."""
+    n, k = b + c, min(b, c)
+    return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+pairs = {}  # position -> [(baseline correct, intervention correct)]
+for path in files:
+    patterns, _ = heldout_slice(path)
+    latest = {}
+    for eid, iv in con.execute(
+            "SELECT id, intervention FROM evaluations WHERE status = 'ok' AND dataset_slice LIKE ? "
+            "AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id", patterns):
+        role = "baseline" if json.loads(iv) == {} else ("intervention" if json.loads(iv) == wanted else None)
+        if role:
+            latest[role] = eid  # the latest evaluation of each
+    if len(latest) < 2:
+        sys.exit(f"{os.path.basename(path)}: no {' and no '.join(r for r in ('baseline', 'intervention') if r not in latest)} "
+                 f"evaluation in {db} (calibrate the set first)")
+    rows = {role: dict((sid, (pos, c)) for sid, pos, c in con.execute(
+        "SELECT sample_id, gold_position, correct FROM sample_results WHERE evaluation_id = ?", (eid,)))
+        for role, eid in latest.items()}
+    for sid, (pos, c) in rows["baseline"].items():
+        if sid in rows["intervention"]:
+            pairs.setdefault(pos, []).append((c, rows["intervention"][sid][1]))
+
+print(f"check: {json.dumps(wanted, sort_keys=True)} against the baseline, item by item ({len(files)} files)")
+print(f"{'position':>8} {'baseline':>9} {'with it':>9} {'change':>8} {'only it/only base':>18} {'McNemar p':>10}")
+middle_b = middle_i = middle_n = 0
+for pos in sorted(pairs):
+    v = pairs[pos]
+    n, kb, ki = len(v), sum(b for b, _ in v), sum(i for _, i in v)
+    only_i, only_b = sum(1 for b, i in v if i and not b), sum(1 for b, i in v if b and not i)
+    print(f"{pos:>8g} {f'{kb}/{n}':>9} {f'{ki}/{n}':>9} {100 * (ki - kb) / n:>+7.1f}  {f'{only_i}/{only_b}':>18} "
+          f"{mcnemar(only_i, only_b):>10.3g}")
+    if 0 < pos < 1:
+        middle_b, middle_i, middle_n = middle_b + kb, middle_i + ki, middle_n + n
+if middle_n:
+    print(f"between the ends: {middle_i}/{middle_n} with it, {middle_b}/{middle_n} without")
+PY
+  exit $?
+fi
+
 if [ "$action" = search ]; then
   while :; do
     case "$1" in
@@ -223,13 +298,11 @@ for set in "$@"; do
   db=$(db_of "${files[0]}") || exit 2
   groups+=("$set" "$db" "${#files[@]}" "${files[@]}")
 done
-python3 - "${svg[@]}" "${pick[@]}" "${groups[@]}" <<'PY'
-import json, math, os, re, sqlite3, sys
+PYTHONPATH="$here" python3 - "${svg[@]}" "${pick[@]}" "${groups[@]}" <<'PY'
+import json, math, os, sqlite3, sys
 
+from baseline_slice import heldout_slice
 
-def key(text, name):
-    m = re.search(rf"^\s*{name}:\s*([^#\n]+)", text, re.M)
-    return m.group(1).strip() if m else None
 
 def wilson(k, n, z=1.959964):
     if n == 0:
@@ -281,29 +354,17 @@ def curve(set_name, db, files):
     by_pos, tokens, missing, used, models, precisions = {}, [], [], [], set(), set()
     so_far, so_far_count = {}, [0, 0]  # the unfinished files' samples stored so far
     for path in files:
-        text = open(path).read()
-        pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
-        # Generated pairs, or a Lost-in-the-Middle file's, known by its name
-        # (the identity adds its content hash).
-        data = key(text, "file")
-        source = "generated;" if data in (None, "null", "~") else os.path.basename(data.strip("'\"")) + "#"
-        # One count for every position, or one per position ("[30, 100, 30]",
-        # stored in the slice identity as "30/100/30").
-        counts = [int(c) for c in n.strip("[]").split(",")]
-        positions = len(key(text, "gold_positions").strip("[]").split(","))
-        expected = sum(counts) if len(counts) > 1 else counts[0] * positions
-        n = "/".join(str(c) for c in counts)
-        # The slice identity ga-run stores with each evaluation; the baseline's
-        # intervention is the empty object. The model is told apart by its
-        # identity's name and content hash, which name no file: one database per
-        # model, and a file matched under two models is refused below. The same
-        # weights run on another device or precision (a CPU calibration, then
-        # a GPU's) are one model: a file's latest complete evaluation counts.
+        patterns, expected = heldout_slice(path)
+        # The baseline's intervention is the empty object. The model is told
+        # apart by its identity's name and content hash, which name no file:
+        # one database per model, and a file matched under two models is
+        # refused below. The same weights run on another device or precision
+        # (a CPU calibration, then a GPU's) are one model: a file's latest
+        # complete evaluation counts.
         rows = con.execute(
             "SELECT id, model FROM evaluations WHERE intervention = '{}' AND status = 'ok' "
             "AND dataset_slice LIKE ? AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id",
-            (f"%datasets-v1;kind=kv;source={source}%", f"%;chunks={pairs};%;primed=1;%",
-             f"%;split=heldout;samples={n};seed={seed};%")).fetchall()
+            patterns).fetchall()
         done, begun = None, []
         for eid, model in rows:
             m = json.loads(model)

@@ -1,11 +1,10 @@
 // experiments/findings/findings.sh, the driver of every findings run (and of
 // scripts/gpu_findings.sh on a lent GPU, where a wrong pick wastes the
 // session): calibrate evaluates a set's baseline files, table pools their
-// curve, --pick names the first set given whose curve is complete and whose
-// middle is lost, search runs a set's method files to their held-out rows
-// (stopping at one that fails, or going past it with --keep-going), and a
-// second findings.sh on the same results file is refused at once. Run on
-// a copy of the script beside cut-down files on the test model.
+// curve, check pairs one intervention with it at every position, --pick names the first set given whose curve is
+// complete and whose middle is lost, search runs a set's method files to their held-out rows (stopping at one that
+// fails, or going past it with --keep-going), and a second findings.sh on the same results file is refused at once. Run
+// on a copy of the script beside cut-down files on the test model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,7 +31,9 @@ class FindingsScript : public TempDirTest {
     TempDirTest::SetUp();
     if (test_model_path().empty()) GTEST_SKIP() << "model not found (set MIDTUNE_MODEL)";
     fs::create_directories(path("findings"));
-    fs::copy_file(source_dir() + "/experiments/findings/findings.sh", path("findings/findings.sh"));
+    for (const char* file : {"findings.sh", "baseline_slice.py"}) {
+      fs::copy_file(source_dir() + "/experiments/findings/" + file, path(std::string("findings/") + file));
+    }
   }
   // A cut-down findings file beside the script: 3 pairs, the test model,
   // results in DIR/results/DB.
@@ -67,6 +68,22 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   const Finished calibrate = findings({"calibrate", "short"});
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
   EXPECT_TRUE(fs::exists(path("results/snapshots/calibration-after-short.db"))) << calibrate.out;
+
+  // check: one intervention on the calibration's items, paired item by
+  // item with the baseline curve, every position (a method's searches see
+  // three); an intervention file that is not there is refused by name.
+  std::ofstream(path("moses.json")) << R"({"position_map": {"kind": "moses", "gap": 1000}})";
+  const Finished check = findings({"check", path("moses.json"), "short"});
+  ASSERT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find(R"(check: {"position_map": {"gap": 1000, "kind": "moses"}} against the baseline)"),
+            std::string::npos)
+      << check.out;
+  const std::regex check_row(R"(\n\s*0\.5\s+\d/4\s+\d/4\s+[-+]\d+\.\d\s+\d/\d\s+[0-9.e-]+\n)");
+  EXPECT_TRUE(std::regex_search(check.out, check_row)) << check.out;
+  EXPECT_NE(check.out.find("between the ends: "), std::string::npos) << check.out;
+  const Finished no_file = findings({"check", path("none.json"), "short"});
+  EXPECT_EQ(no_file.exit_code, 2);
+  EXPECT_NE(no_file.err.find("no intervention file"), std::string::npos) << no_file.err;
 
   // --pick: the first set given that is complete and loses the middle. The
   // uncalibrated set, given first, is passed over; whether the test model's
