@@ -209,9 +209,10 @@ for path in files:
     for eid, iv in con.execute(
             "SELECT id, intervention FROM evaluations WHERE status = 'ok' AND dataset_slice LIKE ? "
             "AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id", patterns):
-        role = "baseline" if json.loads(iv) == {} else ("intervention" if json.loads(iv) == wanted else None)
-        if role:
-            latest[role] = eid  # the latest evaluation of each
+        stored = json.loads(iv)
+        for role, match in (("baseline", {}), ("intervention", wanted)):
+            if stored == match:
+                latest[role] = eid  # the latest evaluation of each
     if len(latest) < 2:
         sys.exit(f"{os.path.basename(path)}: no {' and no '.join(r for r in ('baseline', 'intervention') if r not in latest)} "
                  f"evaluation in {db} (calibrate the set first)")

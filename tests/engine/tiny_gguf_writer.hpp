@@ -99,8 +99,8 @@ class TinyGgufWriter {
     std::vector<std::uint8_t> out = header(l, offsets, alignment);
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       out.resize(l.data_at + offsets[i], 0);
-      const std::vector<std::uint8_t> data = tensors_[i].make ? tensors_[i].make() : tensors_[i].data;
-      out.insert(out.end(), data.begin(), data.end());
+      with_data(tensors_[i],
+                [&](const std::vector<std::uint8_t>& data) { out.insert(out.end(), data.begin(), data.end()); });
     }
     if (layout) *layout = l;
     return out;
@@ -117,15 +117,27 @@ class TinyGgufWriter {
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const std::vector<char> padding(l.data_at + offsets[i] - at, 0);
       f.write(padding.data(), static_cast<std::streamsize>(padding.size()));
-      const std::vector<std::uint8_t> data = tensors_[i].make ? tensors_[i].make() : tensors_[i].data;
-      if (data.size() != tensors_[i].size) throw std::logic_error("tensor " + tensors_[i].name + ": size changed");
-      f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-      at = l.data_at + offsets[i] + data.size();
+      with_data(tensors_[i], [&](const std::vector<std::uint8_t>& data) {
+        if (data.size() != tensors_[i].size) throw std::logic_error("tensor " + tensors_[i].name + ": size changed");
+        f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+      });
+      at = l.data_at + offsets[i] + tensors_[i].size;
     }
     if (!f) throw std::runtime_error("cannot write " + path.string());
   }
 
  private:
+  struct Tensor;
+  // Calls `use` with a tensor's bytes: its own, or made now (without copying
+  // the former).
+  template <class F>
+  static void with_data(const Tensor& t, F&& use) {
+    if (t.make) {
+      use(t.make());
+    } else {
+      use(t.data);
+    }
+  }
   // Magic, counts, key/values, tensor infos and the padding up to the data;
   // each tensor's data offset (from the data's start) into `offsets`.
   std::vector<std::uint8_t> header(Layout& l, std::vector<std::uint64_t>& offsets, std::uint32_t alignment) const {
