@@ -66,6 +66,10 @@ class DeviceOps : public Device {
   // environment's MIDTUNE_CUDA_ATTENTION (gemm | flash | cudnn; unset: flash).
   void set_prefill_attention(PrefillAttention body) { prefill_attention_ = body; }
   PrefillAttention prefill_attention() const { return prefill_attention_; }
+  // The body that ran the last prefill-sized attention call (the chosen one,
+  // or the flash body where cuDNN's handed the call back): tests tell a
+  // body's own result from its fallback's by it.
+  PrefillAttention last_prefill_attention() const { return last_prefill_attention_; }
   // Rows of the bf16 tile a `file` product dequantises at once, times its
   // columns (tests: small, so that tiles cross the parts of a fused matrix).
   void set_weight_tile_elements(std::size_t elements) { weight_tile_elements_ = elements; }
@@ -167,6 +171,7 @@ class DeviceOps : public Device {
   virtual std::uint16_t* weight_scratch(std::size_t count) = 0;
 
  protected:
+  void ran_prefill_attention(PrefillAttention body) { last_prefill_attention_ = body; }
   // The row-major keys and values of a cache this family made: floats, or
   // bf16 bits where `form` is bf16.
   struct KvRows {
@@ -179,6 +184,7 @@ class DeviceOps : public Device {
  private:
   WeightForm weight_form_ = WeightForm::bf16;
   PrefillAttention prefill_attention_ = PrefillAttention::gemm;
+  PrefillAttention last_prefill_attention_ = PrefillAttention::gemm;
   KvForm kv_form_ = KvForm::fp32;
   // 2^26 bf16 values (128 MiB): a 7B model's largest matrix (the output,
   // 32000 x 4096) in two tiles, a 70B's gate|up (57344 x 8192) in seven.

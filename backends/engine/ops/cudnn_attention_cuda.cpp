@@ -11,11 +11,13 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/engine/ops/cuda_ops.hpp"
 
@@ -26,23 +28,73 @@ namespace fe = cudnn_frontend;
 namespace {
 
 // The graph's tensors by uid (the variant pack names them so).
-constexpr fe::graph::Tensor_attributes::uid_t kQ = 1, kK = 2, kV = 3, kO = 4, kStats = 5;
+constexpr fe::graph::Tensor_attributes::uid_t kQ = 1, kK = 2, kV = 3, kO = 4, kStats = 5, kSlopes = 6;
 
-// Everything a graph is built for: the call's shape and masks.
+// Everything a graph is built for: the call's shape, masks and score shaping.
 struct GraphKey {
   int tokens, keys, heads, kv_heads, head_dim, window;
-  float scale;
+  float scale, softcap, max_alibi_bias;
   bool stats;
+  bool shaped() const { return softcap != 0.0f || max_alibi_bias != 0.0f; }
   bool operator<(const GraphKey& o) const {
-    return std::tie(tokens, keys, heads, kv_heads, head_dim, window, scale, stats) <
-           std::tie(o.tokens, o.keys, o.heads, o.kv_heads, o.head_dim, o.window, o.scale, o.stats);
+    return std::tie(tokens, keys, heads, kv_heads, head_dim, window, scale, softcap, max_alibi_bias, stats) <
+           std::tie(o.tokens, o.keys, o.heads, o.kv_heads, o.head_dim, o.window, o.scale, o.softcap, o.max_alibi_bias,
+                    o.stats);
   }
 };
 
 std::string describe(const GraphKey& k) {
   return std::to_string(k.tokens) + " queries over " + std::to_string(k.keys) + " keys, heads " +
          std::to_string(k.heads) + "/" + std::to_string(k.kv_heads) + ", head_dim " + std::to_string(k.head_dim) +
-         (k.window > 0 ? ", window " + std::to_string(k.window) : "");
+         (k.window > 0 ? ", window " + std::to_string(k.window) : "") +
+         (k.softcap != 0.0f ? ", soft-cap " + std::to_string(k.softcap) : "") +
+         (k.max_alibi_bias != 0.0f ? ", ALiBi max bias " + std::to_string(k.max_alibi_bias) : "");
+}
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+fe::graph::Pointwise_attributes pointwise(const char* name, fe::PointwiseMode_t mode) {
+  return fe::graph::Pointwise_attributes().set_name(name).set_mode(mode);
+}
+
+// The shaped scores of elementwise::shape_score, as a cuDNN score modifier
+// on the scaled scores [1, head, query, key]: the soft-cap, then ALiBi's
+// slope(head) * (key - (past + query)) with the slopes an input tensor, then
+// the causal band and window. cuDNN applies none of its own masks to a graph
+// with a score modifier, so the band is built here with the frontend's own
+// sliding_window_mask, as its sdpa node would build it.
+TensorPtr shape_and_mask_scores(const GraphKey& key, const TensorPtr& slopes,
+                                const std::shared_ptr<fe::graph::Graph>& sub, TensorPtr score) {
+  if (key.softcap != 0.0f) {
+    auto cap = std::make_shared<fe::graph::Tensor_attributes>(key.softcap);
+    score = sub->pointwise(score, cap, pointwise("div_by_softcap", fe::PointwiseMode_t::DIV));
+    score = sub->pointwise(score, pointwise("softcap_tanh", fe::PointwiseMode_t::TANH_FWD));
+    score = sub->pointwise(score, cap, pointwise("mul_by_softcap", fe::PointwiseMode_t::MUL));
+  }
+  if (key.max_alibi_bias != 0.0f) {
+    const auto index = [&](const char* name, std::int64_t axis) {
+      auto out = sub->pointwise(
+          score,
+          pointwise(name, fe::PointwiseMode_t::GEN_INDEX).set_axis(axis).set_compute_data_type(fe::DataType_t::INT32));
+      out->set_data_type(fe::DataType_t::INT32);
+      return out;
+    };
+    const auto int_op = [&](const char* name, fe::PointwiseMode_t mode, const TensorPtr& a, const TensorPtr& b) {
+      auto out = sub->pointwise(a, b, pointwise(name, mode).set_compute_data_type(fe::DataType_t::INT32));
+      out->set_data_type(fe::DataType_t::INT32);
+      return out;
+    };
+    auto key_minus_query =
+        int_op("alibi_key_minus_query", fe::PointwiseMode_t::SUB, index("alibi_key", 3), index("alibi_query", 2));
+    auto past = std::make_shared<fe::graph::Tensor_attributes>(static_cast<std::int32_t>(key.keys - key.tokens));
+    auto minus_distance = int_op("alibi_minus_distance", fe::PointwiseMode_t::SUB, key_minus_query, past);
+    auto bias = sub->pointwise(minus_distance, slopes, pointwise("alibi_times_slope", fe::PointwiseMode_t::MUL));
+    score = sub->pointwise(score, bias, pointwise("alibi_add", fe::PointwiseMode_t::ADD));
+  }
+  return fe::graph::attn::score_modifiers::sliding_window_mask(
+      sub, score, fe::DiagonalAlignment_t::BOTTOM_RIGHT,
+      key.window > 0 ? std::optional<std::int64_t>(key.window) : std::nullopt, std::optional<std::int64_t>(0),
+      key.tokens, key.keys, nullptr, nullptr);
 }
 
 void check_cuda(cudaError_t status, const char* what) {
@@ -75,7 +127,7 @@ struct CudnnAttention::Impl {
     void* p = nullptr;
     std::size_t bytes = 0;
   };
-  Buffer q, k, v, o, stats, workspace;
+  Buffer q, k, v, o, stats, slopes, workspace;
 
   void* grow(Buffer& b, std::size_t bytes) {
     if (bytes > b.bytes) {
@@ -103,12 +155,27 @@ struct CudnnAttention::Impl {
     auto options = fe::graph::SDPA_attributes()
                        .set_name("midtune_prefill_attention")
                        .set_generate_stats(key.stats)
-                       .set_attn_scale(key.scale)
-                       // Query t is position past + t of keys [0, past + tokens): the
-                       // causal diagonal aligned to the bottom right.
-                       .set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT)
-                       .set_diagonal_band_right_bound(0);
-    if (key.window > 0) options.set_diagonal_band_left_bound(key.window);
+                       .set_attn_scale(key.scale);
+    if (key.shaped()) {
+      TensorPtr slopes_in;
+      if (key.max_alibi_bias != 0.0f) {
+        const std::int64_t h = key.heads;
+        slopes_in = g->tensor(fe::graph::Tensor_attributes()
+                                  .set_name("alibi_slopes")
+                                  .set_uid(kSlopes)
+                                  .set_dim({1, h, 1, 1})
+                                  .set_stride({h, 1, 1, 1})
+                                  .set_data_type(fe::DataType_t::FLOAT));
+      }
+      options.set_score_mod([key, slopes_in](std::shared_ptr<fe::graph::Graph> sub, TensorPtr score) {
+        return shape_and_mask_scores(key, slopes_in, sub, std::move(score));
+      });
+    } else {
+      // Query t is position past + t of keys [0, past + tokens): the causal
+      // diagonal aligned to the bottom right.
+      options.set_diagonal_alignment(fe::DiagonalAlignment_t::BOTTOM_RIGHT).set_diagonal_band_right_bound(0);
+      if (key.window > 0) options.set_diagonal_band_left_bound(key.window);
+    }
     auto [O, Stats] = g->sdpa(Q, K, V, options);
     const std::int64_t h = key.heads, s = key.tokens, d = key.head_dim;
     O->set_output(true).set_dim({1, h, s, d}).set_stride({s * h * d, d, h * d, 1}).set_uid(kO);
@@ -133,7 +200,16 @@ struct CudnnAttention::Impl {
            float* last_row) {
     if (tokens <= 0) return true;
     const int key_count = past + tokens;
-    const GraphKey key{tokens, key_count, heads, kv_heads, head_dim, window, scale, key0_weight != nullptr};
+    const GraphKey key{tokens,
+                       key_count,
+                       heads,
+                       kv_heads,
+                       head_dim,
+                       window,
+                       scale,
+                       shaping.softcap,
+                       shaping.max_alibi_bias,
+                       key0_weight != nullptr};
     fe::graph::Graph* g = graph(key);
     if (g == nullptr) return false;
     const std::size_t q_elements = static_cast<std::size_t>(tokens) * heads * head_dim;
@@ -146,6 +222,15 @@ struct CudnnAttention::Impl {
     pack_kv_bf16(keys, kv_ld, key_count, kv_heads, head_dim, kb, stream);
     pack_kv_bf16(values, kv_ld, key_count, kv_heads, head_dim, vb, stream);
     std::unordered_map<fe::graph::Tensor_attributes::uid_t, void*> pack = {{kQ, qb}, {kK, kb}, {kV, vb}, {kO, ob}};
+    if (key.max_alibi_bias != 0.0f) {
+      std::vector<float> host(static_cast<std::size_t>(heads));
+      for (int h = 0; h < heads; ++h) host[h] = elementwise::alibi_slope(key.max_alibi_bias, h, heads);
+      void* device = grow(slopes, host.size() * sizeof(float));
+      // From pageable memory: the copy has taken the host's values when it returns.
+      check_cuda(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream),
+                 "copy ALiBi slopes");
+      pack[kSlopes] = device;
+    }
     float* lse = nullptr;
     if (key.stats) {
       lse = static_cast<float*>(grow(stats, static_cast<std::size_t>(heads) * tokens * sizeof(float)));
@@ -161,7 +246,8 @@ struct CudnnAttention::Impl {
     }
     unpack_output(ob, tokens, heads, head_dim, out, out_ld, stream);
     if (key0_weight != nullptr) {
-      key0_weights_from_lse(qb, kb, lse, tokens, past, heads, kv_heads, head_dim, window, scale, key0_weight, stream);
+      key0_weights_from_lse(qb, kb, lse, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, key0_weight,
+                            stream);
     }
     if (last_row != nullptr) {
       // The last query again, alone, as the flash body does: its full row
@@ -187,15 +273,14 @@ CudnnAttention::CudnnAttention(void* stream) : impl_(std::make_unique<Impl>()) {
 
 CudnnAttention::~CudnnAttention() {
   impl_->graphs.clear();
-  for (Impl::Buffer* b : {&impl_->q, &impl_->k, &impl_->v, &impl_->o, &impl_->stats, &impl_->workspace}) {
+  for (Impl::Buffer* b :
+       {&impl_->q, &impl_->k, &impl_->v, &impl_->o, &impl_->stats, &impl_->slopes, &impl_->workspace}) {
     if (b->p != nullptr) cudaFree(b->p);
   }
   if (impl_->handle != nullptr) cudnnDestroy(impl_->handle);
 }
 
-bool CudnnAttention::takes(int head_dim, const elementwise::ScoreShaping& shaping) {
-  return head_dim > 0 && head_dim <= 256 && head_dim % 8 == 0 && !shaping.on();
-}
+bool CudnnAttention::takes(int head_dim) { return head_dim > 0 && head_dim <= 256 && head_dim % 8 == 0; }
 
 bool CudnnAttention::run(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld,
                          int tokens, int past, int heads, int kv_heads, int head_dim, int window, float scale,

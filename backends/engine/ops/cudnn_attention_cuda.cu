@@ -33,7 +33,7 @@ __global__ void unpack_rows_kernel(const std::uint16_t* in, int rows, int width,
 
 __global__ void key0_weights_kernel(const std::uint16_t* q, const std::uint16_t* k, const float* lse, int tokens,
                                     int past, int heads, int kv_heads, int head_dim, int window, float scale,
-                                    float* key0_weight) {
+                                    elementwise::ScoreShaping shaping, float* key0_weight) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= heads * tokens) return;
   const int h = i / tokens, t = i % tokens;
@@ -47,8 +47,11 @@ __global__ void key0_weights_kernel(const std::uint16_t* q, const std::uint16_t*
   const std::uint16_t* k0 = k + static_cast<std::size_t>(h / (heads / kv_heads)) * head_dim;
   float dot = 0.0f;
   for (int d = 0; d < head_dim; ++d) dot += elementwise::bf16_value(qt[d]) * elementwise::bf16_value(k0[d]);
-  // lse is laid out [head][token], as key0_weight is.
-  key0_weight[i] = expf(dot * scale - lse[i]);
+  // Shaped as the graph's score modifier shaped it; key 0 lies past + t
+  // before query t. lse is laid out [head][token], as key0_weight is.
+  const float score = elementwise::shape_score(dot * scale, shaping.softcap,
+                                               elementwise::alibi_slope(shaping.max_alibi_bias, h, heads), past + t);
+  key0_weight[i] = expf(score - lse[i]);
 }
 
 template <typename T>
@@ -86,12 +89,12 @@ void unpack_output(const std::uint16_t* o, int tokens, int heads, int head_dim, 
 }
 
 void key0_weights_from_lse(const std::uint16_t* q, const std::uint16_t* k, const float* lse, int tokens, int past,
-                           int heads, int kv_heads, int head_dim, int window, float scale, float* key0_weight,
-                           void* stream) {
+                           int heads, int kv_heads, int head_dim, int window, float scale,
+                           const elementwise::ScoreShaping& shaping, float* key0_weight, void* stream) {
   const std::size_t count = static_cast<std::size_t>(heads) * tokens;
   if (count == 0) return;
   key0_weights_kernel<<<blocks_for(count), kThreadsPerBlock, 0, as_stream(stream)>>>(
-      q, k, lse, tokens, past, heads, kv_heads, head_dim, window, scale, key0_weight);
+      q, k, lse, tokens, past, heads, kv_heads, head_dim, window, scale, shaping, key0_weight);
   check_launch("attention (cudnn) key-0 weights");
 }
 

@@ -23,9 +23,14 @@ namespace midtune::engine::cuda {
 // buffers (the cache's bf16 elements are copied as they are), cuDNN's sdpa
 // with a bottom-right causal mask (query t of the call is position past + t),
 // the sliding window as its diagonal band (window keys up to the query's
-// own), GQA by its K/V head count, the output (bf16) widened into `out`. Readouts as the flash body gives them: each
-// query's weight on key 0 from cuDNN's log-sum-exp statistics (exp(score_0 - lse), score_0 from the same bf16 inputs),
-// the last query's row by attention() afterwards.
+// own), GQA by its K/V head count, the output (bf16) widened into `out`.
+// Score shaping (gemma2's soft-cap, MPT's ALiBi) as a score modifier of the
+// graph, which then carries the causal band and window itself (cuDNN adds
+// none of its masks to such a graph; its own ALiBi has only the slopes of
+// max bias 8 and a top-left diagonal). Readouts as the flash body gives
+// them: each query's weight on key 0 from cuDNN's log-sum-exp statistics
+// (exp(shaped score_0 - lse), score_0 from the same bf16 inputs), the last
+// query's row by attention() afterwards.
 class CudnnAttention {
  public:
   explicit CudnnAttention(void* stream);  // throws std::runtime_error naming cuDNN's status
@@ -33,13 +38,9 @@ class CudnnAttention {
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // Whether a call of these arguments is this body's: head_dim a multiple
-  // of 8 up to 256 and unshaped scores. Not yet soft-cap (cuDNN takes one
-  // only as a score modifier, which its masks do not combine with) nor
-  // ALiBi (cuDNN's own slopes are the models' only at max bias 8, and the
-  // key-0 readout would need its bias's constant per row): the caller runs
-  // the flash body for those.
-  static bool takes(int head_dim, const elementwise::ScoreShaping& shaping);
+  // Whether calls of this head size are this body's: a multiple of 8 up to
+  // 256 (cuDNN's sdpa); the caller runs the flash body for others.
+  static bool takes(int head_dim);
 
   // cuda_ops.hpp's attention() arguments; false (nothing written) where cuDNN
   // has no plan for the shape (said once per shape on stderr): the caller
@@ -72,10 +73,11 @@ void pack_kv_bf16(const std::uint16_t* kv, std::size_t kv_ld, int count, int kv_
 void unpack_output(const std::uint16_t* o, int tokens, int heads, int head_dim, float* out, std::size_t out_ld,
                    void* stream);
 // key0_weight[h][t] = exp(scale * q_t . k_0 - lse[h][t]) from the packed bf16
-// queries and keys, 0 where key 0 lies outside query t's window.
+// queries and keys (shaped by `shaping`), 0 where key 0 lies outside query
+// t's window.
 void key0_weights_from_lse(const std::uint16_t* q, const std::uint16_t* k, const float* lse, int tokens, int past,
-                           int heads, int kv_heads, int head_dim, int window, float scale, float* key0_weight,
-                           void* stream);
+                           int heads, int kv_heads, int head_dim, int window, float scale,
+                           const elementwise::ScoreShaping& shaping, float* key0_weight, void* stream);
 
 }  // namespace midtune::engine::cuda
 

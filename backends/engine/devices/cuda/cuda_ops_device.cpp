@@ -143,20 +143,23 @@ class CudaOps final : public DeviceOps {
       return;
     }
 #if defined(MIDTUNE_WITH_CUDNN)
-    if (prefill_attention() == PrefillAttention::cudnn && cuda::CudnnAttention::takes(head_dim, shaping)) {
+    if (prefill_attention() == PrefillAttention::cudnn && cuda::CudnnAttention::takes(head_dim)) {
       if (!cudnn_) cudnn_ = std::make_unique<cuda::CudnnAttention>(stream_);
       if (cudnn_->run(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale, shaping,
                       out, out_ld, key0_weight, last_row)) {
+        ran_prefill_attention(PrefillAttention::cudnn);
         return;
       }
     }
 #endif
     if (prefill_attention() != PrefillAttention::gemm) {
+      ran_prefill_attention(PrefillAttention::flash);
       grow(scores_, scores_capacity_, cuda::attention_flash_workspace(tokens, past, kv_heads, head_dim));
       cuda::attention_flash(q, q_ld, keys, values, kv_ld, tokens, past, heads, kv_heads, head_dim, window, scale,
                             shaping, out, out_ld, key0_weight, last_row, scores_, scores_capacity_, stream_);
       return;
     }
+    ran_prefill_attention(PrefillAttention::gemm);
     const int group = heads / kv_heads;
     constexpr bool bf16 = std::is_same_v<Kv, std::uint16_t>;
     const std::size_t least = cuda::attention_gemm_workspace(tokens, past, kv_heads, head_dim, group, bf16);
