@@ -90,19 +90,23 @@ TEST_F(ValidateOnModel, EveryShippedExperimentValidates) {
 // that would break one is caught before anyone starts it. Files that differ
 // only in values (the calibration files of every model and length; one
 // method's search for two models or lengths) run the same code once cut:
-// one of each kind runs (a baseline evaluation, on generated pairs and on a
-// Lost-in-the-Middle file; each objective with its search strategy), and
-// every file's values are validated.
+// one of each kind runs (a baseline evaluation, on generated pairs and on
+// each kind of Lost-in-the-Middle file; each objective with its search
+// strategy), and every file's values are validated.
 TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
   const std::vector<std::pair<std::regex, std::string>> cuts = {
       {std::regex(R"(\bmodel: \S+)"), "model: " + test_model_path().string()},
       // The 1.5B's files run on a GPU; cut, on the test model's CPU engine.
       {std::regex(R"(\bdevice: cuda\b)"), "device: cpu"},
-      // The Lost-in-the-Middle release's file (not fetched by the set-up):
-      // the fixture in its format.
+      // The Lost-in-the-Middle release's files (not fetched by the set-up):
+      // the fixtures in their formats.
       {std::regex(R"(\bfile: \S*kv-retrieval-\S+)"),
        "file: " + midtune::testing::source_dir() + "/tests/datasets/fixtures/kv-retrieval-6_keys-fixture.jsonl.gz"},
+      {std::regex(R"(\bfile: \S*nq-open-oracle\S+)"),
+       "file: " + midtune::testing::source_dir() + "/tests/datasets/fixtures/nq-open-oracle-fixture.jsonl.gz"},
       {std::regex(R"(\bpairs: \d+)"), "pairs: 3"},
+      {std::regex(R"(\bdocuments: \d+)"), "documents: 3"},
+      {std::regex(R"(\bmax_new_tokens: \d+)"), "max_new_tokens: 8"},
       {std::regex(R"(\b(search|heldout)_samples: \d+)"), "$1_samples: 1"},
       // Per-position held-out counts stay a list of unequal counts.
       {std::regex(R"(\bheldout_samples: \[[^\]]*\])"), "heldout_samples: [1, 2, 1]"},
@@ -146,8 +150,9 @@ TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
     const std::string name = file_path.filename().string();
     const bool baseline = name.find("-baseline") != std::string::npos;
     const bool data_file = node["dataset"]["file"] && !node["dataset"]["file"].IsNull();
+    const std::string dataset_kind = node["dataset"]["kind"].as<std::string>();
     const std::string kind =
-        baseline ? (data_file ? "baseline/file" : "baseline")
+        baseline ? (data_file ? "baseline/" + dataset_kind + " file" : "baseline")
                  : node["objective"]["kind"].as<std::string>() + "/" + node["search"]["strategy"].as<std::string>();
     if (!kinds_run.insert(kind).second) continue;
     const Finished run = baseline ? run_ga_run({"eval", file, "--split", "heldout"}, dir_.string())
@@ -155,10 +160,10 @@ TEST_F(ValidateOnModel, EveryFindingsExperimentRunsCutDown) {
     EXPECT_EQ(run.exit_code, 0) << file_path << "\n" << run.err;
     ++ran;
   }
-  EXPECT_EQ(kinds_run,
-            (std::set<std::string>{"baseline", "baseline/file", "mspoe/grid", "lpes/ga", "siw/ga", "caliope/random",
-                                   "phs/grid", "combo/ga", "temperature/ga", "selfextend/ga", "string/ga"}))
-      << "a baseline evaluation (generated pairs, a data file) and every method's search";
+  EXPECT_EQ(kinds_run, (std::set<std::string>{"baseline", "baseline/kv file", "baseline/mdqa file", "mspoe/grid",
+                                              "lpes/ga", "siw/ga", "caliope/random", "phs/grid", "combo/ga",
+                                              "temperature/ga", "selfextend/ga", "string/ga"}))
+      << "a baseline evaluation (generated pairs, each kind of data file) and every method's search";
   EXPECT_EQ(ran, static_cast<int>(kinds_run.size()));
 }
 
