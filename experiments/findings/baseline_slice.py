@@ -11,20 +11,31 @@ def key(text, name):
     return m.group(1).strip() if m else None
 
 
+def section(text, name):
+    """The indented lines under a top-level `name:` (empty if absent)."""
+    m = re.search(rf"^{name}:[^\n]*\n((?:[ \t]+[^\n]*\n?|\s*\n)*)", text, re.M)
+    return m.group(1) if m else ""
+
+
 def heldout_slice(path):
     """(three SQL LIKE patterns that together match the file's held-out
     slice in evaluations.dataset_slice, the number of items it holds)."""
     text = open(path).read()
-    pairs, seed, n = key(text, "pairs"), key(text, "seed"), key(text, "heldout_samples")
+    dataset = section(text, "dataset")
+    seed, n = key(text, "seed"), key(dataset, "heldout_samples")
+    # KV pairs or MDQA documents a prompt; only KV answers are primed.
+    kind = key(dataset, "kind")
+    chunks = key(dataset, "pairs") if kind == "kv" else key(dataset, "documents")
+    primed = 1 if (key(dataset, "prime_answer") or "false").lower() == "true" else 0
     # Generated pairs, or a Lost-in-the-Middle file's, known by its name
     # (the identity adds its content hash).
-    data = key(text, "file")
+    data = key(dataset, "file")
     source = "generated;" if data in (None, "null", "~") else os.path.basename(data.strip("'\"")) + "#"
     # One count for every position, or one per position ("[30, 100, 30]",
     # stored in the slice identity as "30/100/30").
     counts = [int(c) for c in n.strip("[]").split(",")]
-    positions = len(key(text, "gold_positions").strip("[]").split(","))
+    positions = len(key(dataset, "gold_positions").strip("[]").split(","))
     expected = sum(counts) if len(counts) > 1 else counts[0] * positions
-    patterns = (f"%datasets-v1;kind=kv;source={source}%", f"%;chunks={pairs};%;primed=1;%",
+    patterns = (f"%datasets-v1;kind={kind};source={source}%", f"%;chunks={chunks};%;primed={primed};%",
                 f"%;split=heldout;samples={'/'.join(str(c) for c in counts)};seed={seed};%")
     return patterns, expected

@@ -23,8 +23,8 @@
 # Calibration: a SET names SET-baseline*.yaml here (qwen05b-kv75 ->
 # qwen05b-kv75-baseline-1.yaml ...). A set's baseline files differ only in
 # seed and name, so their held-out items are distinct and pool into one
-# curve; each is `ga-run eval FILE --split heldout`. Their items are
-# generated UUID pairs or a Lost-in-the-Middle KV file's (dataset.file).
+# curve; each is `ga-run eval FILE --split heldout`, on generated KV
+# pairs, a Lost-in-the-Middle KV file, or its NQ questions (kind: mdqa).
 # Check: a method's searches and held-out rows see gold 0, 0.5 and 1 only;
 # its setting on the calibration's five positions shows what it does
 # between them (`ga-run eval FILE --split heldout --intervention`, stored

@@ -261,5 +261,28 @@ TEST_F(FindingsScript, TableTellsAFileSetFromAGeneratedOne) {
   EXPECT_NE(so_far.out.find("pick: none"), std::string::npos) << so_far.out;
 }
 
+// A multi-document QA set (the nq-open-oracle fixture, other questions'
+// gold documents as distractors, greedy answers) is found and pooled like a
+// KV set: its slice names its documents and no primed answer, and the
+// model's section holds a `kind` of its own that is not the dataset's.
+TEST_F(FindingsScript, TablePoolsAMultiDocumentQaSet) {
+  std::ofstream(path("findings/qa-baseline.yaml"))
+      << "name: qa-baseline\nseed: 1\nbackend: {kind: engine, model: " << test_model_path().string()
+      << ", device: cpu, threads: 2}\n"
+      << "dataset:\n  kind: mdqa\n  file: " << source_dir()
+      << "/tests/datasets/fixtures/nq-open-oracle-fixture.jsonl.gz\n  documents: 3\n"
+         "  distractors: other-questions\n  gold_positions: [0.0, 0.5, 1.0]\n  search_samples: 1\n"
+         "  heldout_samples: 2\n  metric: generate\n  max_new_tokens: 4\n"
+         "objective: {kind: lpes, weights: {beginning: 0.2, middle: 0.3, end: 0.5}}\n"
+         "storage:\n  db: ../results/calibration.db\n";
+  const Finished calibrate = findings({"calibrate", "qa"});
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.out << calibrate.err;
+  const Finished table = findings({"table", "qa"});
+  ASSERT_EQ(table.exit_code, 0) << table.out << table.err;
+  EXPECT_NE(table.out.find("qa: 1 of 1 files evaluated"), std::string::npos) << table.out;
+  const std::regex row(R"(\n\s*0\.5\s+\d/2\s+[0-9.]+%)");
+  EXPECT_TRUE(std::regex_search(table.out, row)) << table.out;
+}
+
 }  // namespace
 }  // namespace midtune::testing
