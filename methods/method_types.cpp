@@ -30,6 +30,10 @@ std::string gene_value_to_string(const GeneValue& value) {
   return out.str();
 }
 
+int paper_layer_for_depth(int paper_layer, int paper_layers, int layers) {
+  return static_cast<int>(std::lround(static_cast<double>(paper_layer) * layers / paper_layers));
+}
+
 const char* to_string(GeneType type) {
   switch (type) {
     case GeneType::integer: return "integer";

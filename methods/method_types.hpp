@@ -37,7 +37,15 @@ struct GeneSchema {
   double upper = std::numeric_limits<double>::infinity();
   std::vector<std::string> choices;  // categorical: the allowed values
   std::string meaning;               // one line, for messages and docs
+  // > 0: paper_default is a layer of the paper's model, which has this many
+  // layers; a model of another depth takes the same fraction of its own
+  // (paper_layer_for_depth), as its paper setting.
+  int paper_model_layers = 0;
 };
+
+// Layer `paper_layer` of a `paper_layers`-layer model at the same depth
+// fraction of a `layers`-layer one, rounded to the nearest layer.
+int paper_layer_for_depth(int paper_layer, int paper_layers, int layers);
 
 // Two genes of a method whose values must be ordered: lower <= upper
 // (e.g. mspoe min_ratio <= max_ratio, siw first_layer <= last_layer).

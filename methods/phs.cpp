@@ -34,8 +34,16 @@ std::vector<GeneSchema> genes() {
        0,
        kMaxLayer,
        {},
-       "first layer scaled"},
-      {"last_layer", GeneType::integer, static_cast<double>(kPhsPaperLastLayer), 0, kMaxLayer, {}, "last layer scaled"},
+       "first layer scaled",
+       kPhsPaperModelLayers},
+      {"last_layer",
+       GeneType::integer,
+       static_cast<double>(kPhsPaperLastLayer),
+       0,
+       kMaxLayer,
+       {},
+       "last layer scaled",
+       kPhsPaperModelLayers},
   };
 }
 
@@ -68,10 +76,8 @@ void validate_hidden_channel(const HiddenChannel& phs, const ModelShape& model) 
 }
 
 std::pair<int, int> phs_paper_layers(int layers) {
-  const auto scaled = [&](int paper_layer) {
-    return static_cast<int>(std::lround(static_cast<double>(paper_layer) * layers / kPhsPaperModelLayers));
-  };
-  return {scaled(kPhsPaperFirstLayer), scaled(kPhsPaperLastLayer)};
+  return {paper_layer_for_depth(kPhsPaperFirstLayer, kPhsPaperModelLayers, layers),
+          paper_layer_for_depth(kPhsPaperLastLayer, kPhsPaperModelLayers, layers)};
 }
 
 HiddenChannel hidden_channel_from_genes(const GeneValues& genes) {

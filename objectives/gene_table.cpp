@@ -26,7 +26,7 @@ double largest_value(const GeneRange& r) {
 }  // namespace
 
 GeneTable::GeneTable(const ObjectiveConfig& objective, const std::string& method, int layers)
-    : method_(method), module_(&method_named(method)) {
+    : method_(method), module_(&method_named(method)), layers_(layers) {
   const std::string where = "objective." + method + ".genes";
   if (!module_->has_gene_table()) throw std::invalid_argument("objective: '" + method + "' has no gene table");
   const MethodGenes* table = objective.genes_of(method);
@@ -83,7 +83,16 @@ GeneValues GeneTable::paper_values() const {
   for (const GeneRange& r : all_) {
     const auto schema = std::find_if(schemas.begin(), schemas.end(), [&](const GeneSchema& s) { return s.name == r.name; });
     const bool has_paper = schema != schemas.end() && schema->paper_default.has_value();
-    out.set(r.name, has_paper ? *schema->paper_default : r.fixed() ? (r.listed ? r.values.front() : GeneValue(r.min)) : r.start);
+    GeneValue value = has_paper   ? *schema->paper_default
+                      : r.fixed() ? (r.listed ? r.values.front() : GeneValue(r.min))
+                                  : r.start;
+    // A paper's layer at the same depth fraction of this model (PHS: layers
+    // 10-25 of 32 are 8-19 of 24).
+    if (has_paper && schema->paper_model_layers > 0) {
+      value = static_cast<double>(
+          paper_layer_for_depth(static_cast<int>(std::get<double>(value)), schema->paper_model_layers, layers_));
+    }
+    out.set(r.name, value);
   }
   return out;
 }

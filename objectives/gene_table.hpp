@@ -35,12 +35,14 @@ class GeneTable {
   bool ordered(std::span<const double> slice) const;
   // Every gene at its paper default (the method's module), or at the
   // experiment's start value where the paper gives none; may lie outside the
-  // searched range.
+  // searched range. A paper's layer of a model of another depth is taken at
+  // the same depth fraction of this one (GeneSchema::paper_model_layers).
   GeneValues paper_values() const;
 
  private:
   std::string method_;
   const MethodModule* module_;
+  int layers_;  // the model's
   std::vector<Gene> genes_;
   std::vector<std::string> gene_names_;  // unprefixed, parallel to genes_
   std::vector<GeneRange> fixed_;

@@ -64,8 +64,8 @@ std::vector<HeldoutEntry> run_heldout(Store& store, std::int64_t experiment_id, 
   if (!best.rope_scale.empty()) entries.push_back({"pi-mean", pi_at_mean_scale(best), {}});
   if (objective != nullptr) {
     if (auto paper = objective->paper_default()) {
-      // The papers' layer ranges are for 32-layer models; on a shallower one
-      // there is no paper default to compare with.
+      // A paper setting this model cannot run (a layer it lacks, a head
+      // size, ...) gets no row, said why.
       try {
         heldout_inputs.backend->validate(*paper);
         entries.push_back({"paper-default", *paper, {}});

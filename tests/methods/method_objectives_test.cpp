@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/experiment/experiment.hpp"
+#include "methods/phs.hpp"
 #include "objectives/objective.hpp"
 
 namespace midtune {
@@ -168,6 +171,28 @@ TEST(MethodObjectives, PaperDefaultUsesThePapersValuesEvenOutsideTheSearchedRang
 
   const Experiment lpes = parse("objective:\n  kind: lpes\n  lpes: {curve: bezier, degree: 3}\n");
   EXPECT_FALSE(make_objective(lpes.objective, 30)->paper_default());
+}
+
+// PHS's paper scales layers 10-25 of its 32-layer models; its paper row on
+// a model of another depth takes the same fraction of that model's layers
+// (as phs-search proposes them), the channel from the experiment (phs-search
+// finds it per model) and the paper's scale, 0.
+TEST(MethodObjectives, PhsPaperDefaultTakesThePapersLayersAtTheModelsDepth) {
+  const Experiment phs = parse(
+      "objective:\n  kind: phs\n  phs:\n    genes:\n"
+      "      channel: {values: [502, 494], start: 502}\n      scale: {values: [0.5, -1], start: 0.5}\n"
+      "      first_layer: 8\n      last_layer: 19\n");
+  for (const auto& [layers, first, last] : {std::tuple{24, 8, 19}, std::tuple{28, 9, 22}, std::tuple{32, 10, 25}}) {
+    const auto paper = make_objective(phs.objective, layers)->paper_default();
+    ASSERT_TRUE(paper && paper->hidden_channel) << layers << " layers";
+    EXPECT_EQ(paper->hidden_channel->channel, 502);
+    EXPECT_DOUBLE_EQ(paper->hidden_channel->scale, 0.0);
+    ASSERT_FALSE(paper->hidden_channel->layers.empty());
+    EXPECT_EQ(paper->hidden_channel->layers.front(), first) << layers << " layers";
+    EXPECT_EQ(paper->hidden_channel->layers.back(), last) << layers << " layers";
+    EXPECT_EQ(static_cast<int>(paper->hidden_channel->layers.size()), last - first + 1);
+  }
+  EXPECT_EQ(phs_paper_layers(28), (std::pair<int, int>{9, 22}));
 }
 
 TEST(MethodObjectives, OrderedPairsConstrainTheGenome) {
