@@ -144,6 +144,7 @@ int run_eval(const EvalRequest& request, std::ostream& out, std::ostream& err) {
 void run_heldout_step(Store& store, const Experiment& experiment, PreparedSearch& search, std::int64_t experiment_id,
                       std::ostream& out) {
   const auto heldout = prepare_split(experiment, *search.backend, datasets::Split::heldout);
+  heldout->inputs.stop_signal = search.inputs.stop_signal;  // a stop asked for ends it between slices too
   const std::vector<HeldoutEntry> entries =
       run_heldout(store, experiment_id, heldout->inputs, search.objective.get(),
                   [](const std::string& note) { std::cerr << "midtune: held-out: " << note << '\n'; });

@@ -261,8 +261,10 @@ void Evaluator::evaluate_all(Store& store, const std::vector<Intervention>& inte
     if (runs_in_slices(items.size())) continue;
     if (!plan_run(plan, i, interventions[i], key, std::move(items))) break;
   }
-  run_in_order(*in_.backend, in_.run_options, plan, interventions.size(),
-               [&](std::size_t i, const PrefetchedRun* ahead) { stored(i, evaluate(store, interventions[i], ahead)); });
+  run_in_order(
+      *in_.backend, in_.run_options, plan, interventions.size(),
+      [&](std::size_t i, const PrefetchedRun* ahead) { stored(i, evaluate(store, interventions[i], ahead)); },
+      in_.stop_signal);
 }
 
 SplitEvaluation Evaluator::evaluate(Store& store, const Intervention& intervention, const PrefetchedRun* ahead) const {
@@ -307,6 +309,10 @@ SplitEvaluation Evaluator::complete_in_slices(Store& store, const Intervention& 
   const EvaluationRecord described = describe(intervention, key);
   std::int64_t id = -1;
   for (std::size_t start = 0; start < missing.size(); start += in_.stored_slice_items) {
+    if (in_.stop_signal != nullptr && in_.stop_signal->load() != 0) {
+      throw RunStopped("with " + std::to_string(samples.size() + start) + " of " + std::to_string(in_.items.size()) +
+                       " prompts of an evaluation stored");
+    }
     const std::size_t end = std::min(missing.size(), start + in_.stored_slice_items);
     const std::vector<std::size_t> slice(missing.begin() + static_cast<std::ptrdiff_t>(start),
                                          missing.begin() + static_cast<std::ptrdiff_t>(end));

@@ -5,6 +5,7 @@
 // metric + model, so equal work is never repeated, whichever caller asked.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,6 +43,11 @@ struct EvaluationInputs {
   // eval` of hundreds of long prompts) loses one slice, and the next run
   // completes the row from the samples stored. 0: the whole split at once.
   std::size_t stored_slice_items = 16;
+  // Non-zero once the process is asked to stop (the signal's number, set by
+  // a signal handler): a search throws RunStopped before its next
+  // evaluation, a long evaluation before its next slice, so everything
+  // finished stays stored. Null: never stops.
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 // The cache key: canonical intervention + dataset slice + metric + model.

@@ -53,10 +53,6 @@ struct SearchInputs : EvaluationInputs {
   // Per item, the key that pairs items across gold positions into racing
   // units (the base item); empty: each item's own index.
   std::vector<std::string> race_keys;
-  // Non-zero once the process is asked to stop (the signal's number, set by
-  // a signal handler): the search throws RunStopped before its next
-  // evaluation, so everything finished stays stored. Null: never stops.
-  const std::atomic<int>* stop_signal = nullptr;
 };
 
 struct RunSummary {

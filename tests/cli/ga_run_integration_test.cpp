@@ -251,6 +251,55 @@ TEST_F(GaRunIntegration, SigtermOrSigintStopsResumablyAndTheRerunEndsLikeAnUnint
   RecordProperty("generations_at_second_stop", stopped_at);
 }
 
+// The held-out step stops too, between the slices it stores (16 prompts):
+// a signal during a long held-out step (hundreds of long prompts on a
+// real model) ends the run within a slice, not after every row, and the
+// same command completes the rows an uninterrupted run stores.
+TEST_F(GaRunIntegration, SigtermDuringTheHeldOutStepStopsBetweenItsSlices) {
+  // One generation; the held-out step's three rows (best, baseline, PI at
+  // the mean scale) of 72 prompts of 10 ms each run in slices of 16.
+  std::string yaml = experiment_yaml(1, 0);
+  yaml.replace(yaml.find("latency_ms: "), 0, "prompt_latency_ms: 10, ");
+  yaml.replace(yaml.find("heldout_samples: 8"), 18, "heldout_samples: 24");
+  write("exp.yaml", yaml);
+  const Finished reference = run_ga_run({path("exp.yaml"), "--db", path("reference.db"), "--quiet"}, dir_.string());
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+
+  const std::string out = path("out.txt"), err = path("err.txt");
+  const pid_t pid = testing::spawn_ga_run({path("exp.yaml"), "--db", path("stopped.db")}, out, err);
+  const auto heldout_samples = [&] {
+    if (!fs::exists(path("stopped.db"))) return 0;
+    const auto n = rows(path("stopped.db"),
+                        "SELECT count(*) FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id "
+                        "WHERE e.dataset_slice LIKE '%split=heldout%'");
+    return n.empty() ? 0 : std::stoi(n.front());
+  };
+  // Normal: a few seconds to the first held-out slice; the bound catches a hang.
+  const auto start = std::chrono::steady_clock::now();
+  while (heldout_samples() < 16 && std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGTERM);
+  bool timed_out = false;
+  const Finished stopped = testing::wait_bounded(pid, out, err, 60, &timed_out);
+  ASSERT_FALSE(timed_out) << "still running 60 s after the signal\n" << stopped.err;
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGTERM: stopped with "), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("run the same command to resume"), std::string::npos) << stopped.err;
+  // Stopped inside the step: some of its 216 prompts stored, not all.
+  const int stored = heldout_samples();
+  EXPECT_GE(stored, 16);
+  EXPECT_LT(stored, 3 * 72);
+  EXPECT_EQ(rows(path("stopped.db"), "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
+
+  const Finished resumed = run_ga_run({path("exp.yaml"), "--db", path("stopped.db"), "--quiet"}, dir_.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& [what, sql] : testing::stored_rows())
+    EXPECT_EQ(rows(path("stopped.db"), sql), rows(path("reference.db"), sql)) << what;
+  EXPECT_EQ(rows(path("stopped.db"), "SELECT role, evaluation_id IS NOT NULL FROM heldout_results ORDER BY role"),
+            rows(path("reference.db"), "SELECT role, evaluation_id IS NOT NULL FROM heldout_results ORDER BY role"));
+}
+
 TEST_F(GaRunIntegration, EditedExperimentIsRefusedNamingTheChange) {
   write("exp.yaml", experiment_yaml(2, 0));
   ASSERT_EQ(run_ga_run({path("exp.yaml"), "--quiet"}, dir_.string()).exit_code, 0);
