@@ -268,11 +268,9 @@ TEST_F(GaRunIntegration, SigtermDuringTheHeldOutStepStopsBetweenItsSlices) {
   const std::string out = path("out.txt"), err = path("err.txt");
   const pid_t pid = testing::spawn_ga_run({path("exp.yaml"), "--db", path("stopped.db")}, out, err);
   const auto heldout_samples = [&] {
-    if (!fs::exists(path("stopped.db"))) return 0;
-    const auto n = rows(path("stopped.db"),
-                        "SELECT count(*) FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id "
-                        "WHERE e.dataset_slice LIKE '%split=heldout%'");
-    return n.empty() ? 0 : std::stoi(n.front());
+    return testing::count_or_zero(path("stopped.db"),
+                                  "SELECT count(*) FROM sample_results s JOIN evaluations e ON e.id = s.evaluation_id "
+                                  "WHERE e.dataset_slice LIKE '%split=heldout%'");
   };
   // Normal: a few seconds to the first held-out slice; the bound catches a hang.
   const auto start = std::chrono::steady_clock::now();

@@ -66,14 +66,18 @@ inline const std::vector<std::pair<std::string, std::string>>& stored_rows() {
   return rows;
 }
 
-// How many rows `table` of `db` holds; 0 while the file or its tables do
-// not exist yet (a run still starting).
-inline int stored_rows_of(const std::string& db, const std::string& table) {
+// The count a `SELECT count(*) ...` query of `db` gives; 0 while the file
+// or its tables do not exist yet (a run still starting).
+inline int count_or_zero(const std::string& db, const std::string& count_query) {
   try {
-    return std::stoi(query_rows(db, "SELECT count(*) FROM " + table)[0]);
+    return std::stoi(query_rows(db, count_query)[0]);
   } catch (const std::exception&) {
     return 0;
   }
+}
+// How many rows `table` of `db` holds (0 before it exists).
+inline int stored_rows_of(const std::string& db, const std::string& table) {
+  return count_or_zero(db, "SELECT count(*) FROM " + table);
 }
 // Generation checkpoints and individuals `db` holds.
 inline int stored_generations(const std::string& db) { return stored_rows_of(db, "generations"); }
