@@ -246,7 +246,7 @@ void run_in_order(Backend& backend, const RunOptions& options, const RunPlan& pl
         handle(next++, &ahead);
       },
       stop);
-  if (stop != nullptr && stop->load() != 0 && next < count) throw RunStopped("before the next evaluation");
+  if (stop_requested(stop) && next < count) throw RunStopped("before the next evaluation");
   for (; next < count; ++next) handle(next, nullptr);
 }
 
@@ -309,7 +309,7 @@ SplitEvaluation Evaluator::complete_in_slices(Store& store, const Intervention& 
   const EvaluationRecord described = describe(intervention, key);
   std::int64_t id = -1;
   for (std::size_t start = 0; start < missing.size(); start += in_.stored_slice_items) {
-    if (in_.stop_signal != nullptr && in_.stop_signal->load() != 0) {
+    if (stop_requested(in_.stop_signal)) {
       throw RunStopped("with " + std::to_string(samples.size() + start) + " of " + std::to_string(in_.items.size()) +
                        " prompts of an evaluation stored");
     }

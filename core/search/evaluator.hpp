@@ -50,6 +50,9 @@ struct EvaluationInputs {
   const std::atomic<int>* stop_signal = nullptr;
 };
 
+// Whether `stop` (an EvaluationInputs::stop_signal) asks the run to stop.
+inline bool stop_requested(const std::atomic<int>* stop) { return stop != nullptr && stop->load() != 0; }
+
 // The cache key: canonical intervention + dataset slice + metric + model.
 std::string evaluation_cache_key(const Intervention& intervention, const nlohmann::json& dataset_slice,
                                  const std::string& metric, const ModelIdentity& model);

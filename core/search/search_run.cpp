@@ -119,8 +119,7 @@ class SearchRun {
   // Between evaluations: the one in flight has been stored, nothing is half
   // written, and the same command resumes from here.
   void stop_if_asked() const {
-    if (in_.stop_signal != nullptr && in_.stop_signal->load() != 0)
-      throw RunStopped("before the next evaluation");
+    if (stop_requested(in_.stop_signal)) throw RunStopped("before the next evaluation");
   }
 
   ExperimentRecord open_experiment() {

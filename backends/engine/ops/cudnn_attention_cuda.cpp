@@ -17,6 +17,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/engine/ops/cuda_ops.hpp"
@@ -128,6 +129,9 @@ struct CudnnAttention::Impl {
     std::size_t bytes = 0;
   };
   Buffer q, k, v, o, stats, slopes, workspace;
+  // The (heads, max bias) whose ALiBi slopes `slopes` holds: a model's
+  // never change, so they are uploaded once, not at every call.
+  std::pair<int, float> slopes_of{0, 0.0f};
 
   void* grow(Buffer& b, std::size_t bytes) {
     if (bytes > b.bytes) {
@@ -223,13 +227,16 @@ struct CudnnAttention::Impl {
     pack_kv_bf16(values, kv_ld, key_count, kv_heads, head_dim, vb, stream);
     std::unordered_map<fe::graph::Tensor_attributes::uid_t, void*> pack = {{kQ, qb}, {kK, kb}, {kV, vb}, {kO, ob}};
     if (key.max_alibi_bias != 0.0f) {
-      std::vector<float> host(static_cast<std::size_t>(heads));
-      for (int h = 0; h < heads; ++h) host[h] = elementwise::alibi_slope(key.max_alibi_bias, h, heads);
-      void* device = grow(slopes, host.size() * sizeof(float));
-      // From pageable memory: the copy has taken the host's values when it returns.
-      check_cuda(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream),
-                 "copy ALiBi slopes");
-      pack[kSlopes] = device;
+      if (slopes_of != std::pair{heads, key.max_alibi_bias}) {
+        std::vector<float> host(static_cast<std::size_t>(heads));
+        for (int h = 0; h < heads; ++h) host[h] = elementwise::alibi_slope(key.max_alibi_bias, h, heads);
+        void* device = grow(slopes, host.size() * sizeof(float));
+        // From pageable memory: the copy has taken the host's values when it returns.
+        check_cuda(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, stream),
+                   "copy ALiBi slopes");
+        slopes_of = {heads, key.max_alibi_bias};
+      }
+      pack[kSlopes] = slopes.p;
     }
     float* lse = nullptr;
     if (key.stats) {
