@@ -119,7 +119,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   const json& comparisons = statistics.at("comparisons");
   if (comparisons.empty()) return;
   out << "\n## Paired comparisons (same items; exact McNemar, paired bootstrap 95 % CI over "
-      << statistics.at("bootstrap_replicates").dump() << " resamples; points = best minus the other)\n\n";
+      << statistics.at("bootstrap_replicates").dump() << " resamples; points = the first role minus the second)\n\n";
   for (const json& c : comparisons) out << "- " << c.at("verdict").get<std::string>() << '\n';
   out << '\n';
   rows.clear();
@@ -128,18 +128,19 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
     for (const json& p : c.at("positions"))
       rows.push_back({name, position_label(p), format_number(p.at("difference_points").get<double>(), 1),
-                      points_range(p.at("ci_points")), p.at("best_only").dump() + " / " + p.at("other_only").dump(),
+                      points_range(p.at("ci_points")), p.at("role_only").dump() + " / " + p.at("against_only").dump(),
                       format_p_value(p.at("mcnemar_p").get<double>())});
     const json& m = c.at("middle");
     rows.push_back({name, "middle", format_number(m.at("difference_points").get<double>(), 1),
-                    points_range(m.at("ci_points")), m.at("best_only").dump() + " / " + m.at("other_only").dump(),
+                    points_range(m.at("ci_points")), m.at("role_only").dump() + " / " + m.at("against_only").dump(),
                     format_p_value(m.at("mcnemar_p").get<double>())});
     if (c.contains("fitness"))
       rows.push_back({name, "fitness (weighted)", format_number(c.at("fitness").at("difference_points").get<double>(), 1),
                       points_range(c.at("fitness").at("ci_points")), "-", "-"});
   }
-  print_table(out, {"comparison", "gold position", "difference (points)", "95 % CI", "items only best / only other",
-                    "McNemar p"},
+  print_table(out,
+              {"comparison", "gold position", "difference (points)", "95 % CI",
+               "items only the first / only the second", "McNemar p"},
               rows);
 }
 

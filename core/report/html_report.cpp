@@ -271,9 +271,10 @@ void comparisons_section(std::ostringstream& out, const json& r) {
     return;
   }
   const json& statistics = r.at("heldout_statistics");
-  out << "<p>The best against every other role on the same items: exact McNemar test and a paired bootstrap "
-      << "95 % interval over " << cell(statistics.value("bootstrap_replicates", json(nullptr)))
-      << " resamples; points are best minus the other.</p>\n";
+  out << "<p>The best against every other role, and the paper's default (and PI) against the baseline, on the "
+      << "same items: exact McNemar test and a paired bootstrap 95 % interval over "
+      << cell(statistics.value("bootstrap_replicates", json(nullptr)))
+      << " resamples; points are the first role minus the second.</p>\n";
   std::vector<Row> rows;
   for (const json& c : statistics.at("comparisons")) {
     if (!c.contains("middle")) continue;

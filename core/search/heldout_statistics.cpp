@@ -103,14 +103,15 @@ json paired_part(const std::vector<std::vector<stats::PairedOutcome>>& strata, s
   const stats::Interval ci = stats::paired_bootstrap(strata, mean_difference, options.bootstrap_replicates, kConfidence, seed);
   return {{"difference_points", 100.0 * observed},
           {"ci_points", {100.0 * ci.low, 100.0 * ci.high}},
-          {"best_only", d.b_only},
-          {"other_only", d.a_only},
+          {"role_only", d.b_only},
+          {"against_only", d.a_only},
           {"paired_items", d.total},
           {"mcnemar_p", stats::mcnemar_exact_p(d.a_only, d.b_only)}};
 }
 
 json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStatisticsOptions& options) {
-  // Pair the two roles' items by sample id, position by position (a = other, b = best).
+  // Pair the two roles' items by sample id, position by position (a = other, b = best;
+  // "best" is whichever role is compared, the subject or a reference setting).
   std::map<std::string, const SampleRecord*> other_by_id;
   for (const SampleRecord& s : other.samples) other_by_id[s.sample_id] = &s;
   std::vector<double> positions;
@@ -170,7 +171,7 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   } catch (const std::invalid_argument&) {
     // Too few positions for the bucket fitness: no fitness row.
   }
-  const stats::Discordance basis{middle["other_only"].get<int>(), middle["best_only"].get<int>(),
+  const stats::Discordance basis{middle["against_only"].get<int>(), middle["role_only"].get<int>(),
                                  middle["paired_items"].get<int>()};
   const auto needed = stats::mcnemar_items_needed(basis, options.power);
   const std::size_t basis_positions = to - from;
@@ -244,6 +245,16 @@ json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatis
   if (best)
     for (const HeldoutRow& row : rows)
       if (&row != best && row.split == best->split) out["comparisons"].push_back(compare(*best, row, options));
+  // A reference setting (the paper's default, PI at the best's mean scale)
+  // against the plain model too: whether the paper's own setting moves this
+  // model is the first question a reader of the row asks. Pareto front
+  // members are left out: they are the search's, not a reference.
+  const auto baseline =
+      std::find_if(rows.begin(), rows.end(), [](const HeldoutRow& r) { return r.role == "baseline"; });
+  if (baseline != rows.end())
+    for (const HeldoutRow& row : rows)
+      if (&row != best && &row != &*baseline && row.split == baseline->split && row.role.rfind("front-", 0) != 0)
+        out["comparisons"].push_back(compare(row, *baseline, options));
   // Only teacher-forced evaluations record a log-probability.
   std::vector<const SampleRecord*> all;
   json correlations = json::array();

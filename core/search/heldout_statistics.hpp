@@ -1,6 +1,7 @@
 // How much a held-out table can be believed: a 95 % Wilson interval for every
 // accuracy, and for the best intervention against every other role (the
-// baseline, PI at the mean scale, the paper default) the paired comparison on
+// baseline, PI at the mean scale, the paper default), and for each reference
+// setting (PI, the paper default) against the baseline, the paired comparison on
 // the same items — the exact McNemar test and a paired bootstrap interval of
 // the difference per position, in the middle and for the λ-weighted fitness
 // (LPES eq. 9) — with a one-line verdict and the items per position a
@@ -30,12 +31,12 @@ struct HeldoutStatisticsOptions {
 // {"confidence", "bootstrap_replicates", "intervals": [{role, positions:
 // [{position, correct, samples, accuracy, low, high}], pooled: {...}}],
 // "comparisons": [{role, against, paired_items, positions: [{position,
-// difference_points, ci_points, best_only, other_only, mcnemar_p}], middle,
+// difference_points, ci_points, role_only, against_only, mcnemar_p}], middle,
 // fitness: {difference_points, ci_points}, items_needed_per_position,
 // detected, verdict}], "logprob_correlation": [{role, samples, pearson_r}]
 // (per role and "all roles"; absent without teacher-forced
 // log-probabilities)}. Accuracies and intervals in [0, 1], differences in
-// percentage points (best minus the other role).
+// percentage points (role minus against; role_only: items only role answers).
 nlohmann::json heldout_statistics(const std::vector<HeldoutRow>& rows, const HeldoutStatisticsOptions& options);
 
 // The verdict lines of heldout_statistics(), one per comparison.

@@ -91,8 +91,8 @@ TEST_F(HeldoutCliTest, EvalAgainstPrintsThePairedStatistics) {
   const std::vector<std::string> args = {"eval", file, "--intervention", path("pi.json"), "--against", "baseline"};
   const Finished first = run_ga_run(args, dir_.string());
   ASSERT_EQ(first.exit_code, 0) << first.err;
-  for (const char* part : {"against: ", "95 % Wilson intervals",
-                           "intervention vs baseline: ", "McNemar p", "items only best / only other"})
+  for (const char* part : {"against: ", "95 % Wilson intervals", "intervention vs baseline: ", "McNemar p",
+                           "items only the first / only the second"})
     EXPECT_NE(first.out.find(part), std::string::npos) << part << "\n" << first.out;
   const Finished again = run_ga_run(args, dir_.string());
   ASSERT_EQ(again.exit_code, 0) << again.err;

@@ -46,12 +46,13 @@ TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
   EXPECT_DOUBLE_EQ(base_middle["high"].get<double>(), wilson.high);
   EXPECT_EQ(stats["intervals"][0]["pooled"]["samples"], 60);
 
-  ASSERT_EQ(stats["comparisons"].size(), 2u);  // best vs baseline, best vs paper-default
+  // best vs baseline, best vs paper-default, then paper-default vs baseline.
+  ASSERT_EQ(stats["comparisons"].size(), 3u);
   const auto& vs_base = stats["comparisons"][0];
   EXPECT_EQ(vs_base["against"], "baseline");
   EXPECT_DOUBLE_EQ(vs_base["middle"]["difference_points"].get<double>(), 45.0);
-  EXPECT_EQ(vs_base["middle"]["best_only"], 9);
-  EXPECT_EQ(vs_base["middle"]["other_only"], 0);
+  EXPECT_EQ(vs_base["middle"]["role_only"], 9);
+  EXPECT_EQ(vs_base["middle"]["against_only"], 0);
   EXPECT_DOUBLE_EQ(vs_base["middle"]["mcnemar_p"].get<double>(), stats::mcnemar_exact_p(0, 9));  // 2/512
   EXPECT_GT(vs_base["middle"]["ci_points"][0].get<double>(), 0.0);
   EXPECT_TRUE(vs_base["detected"].get<bool>());
@@ -72,7 +73,27 @@ TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
   EXPECT_THAT(vs_base["verdict"].get<std::string>(), HasSubstr("; 20 middle items detect a change of "));
   EXPECT_TRUE(vs_paper["detectable_points"].is_null());
   EXPECT_THAT(vs_paper["verdict"].get<std::string>(), HasSubstr("20 middle items are too few to detect any change"));
-  EXPECT_EQ(heldout_verdicts(stats).size(), 2u);
+  // Whether the paper's own setting moves the model: 8 more in the middle.
+  const auto& paper_vs_base = stats["comparisons"][2];
+  EXPECT_EQ(paper_vs_base["role"], "paper-default");
+  EXPECT_EQ(paper_vs_base["against"], "baseline");
+  EXPECT_DOUBLE_EQ(paper_vs_base["middle"]["difference_points"].get<double>(), 40.0);
+  EXPECT_EQ(paper_vs_base["middle"]["role_only"], 8);
+  EXPECT_EQ(paper_vs_base["middle"]["against_only"], 0);
+  EXPECT_THAT(paper_vs_base["verdict"].get<std::string>(), HasSubstr("paper-default vs baseline: middle +40.0 points"));
+  EXPECT_EQ(heldout_verdicts(stats).size(), 3u);
+}
+
+// Pareto front members are the search's own picks: compared with the best
+// only, not each with the baseline as a reference setting is.
+TEST(HeldoutStatistics, FrontMembersAreNotComparedWithTheBaseline) {
+  const HeldoutRow baseline = role("baseline", 10, [](int i, double) { return i < 2; });
+  const HeldoutRow best = role("best", 10, [](int i, double) { return i < 6; });
+  const HeldoutRow front = role("front-7", 10, [](int i, double) { return i < 4; });
+  const nlohmann::json stats = heldout_statistics({baseline, best, front}, {});
+  ASSERT_EQ(stats["comparisons"].size(), 2u);
+  EXPECT_EQ(stats["comparisons"][0]["against"], "baseline");
+  EXPECT_EQ(stats["comparisons"][1]["against"], "front-7");
 }
 
 // A p-value far below 0.001 keeps its size in the reports (25 discordant
