@@ -50,13 +50,33 @@ double mcnemar_exact_p(int a_only, int b_only) {
   return std::min(1.0, 2.0 * tail);
 }
 
+namespace {
+
+void check_bootstrap_settings(const char* who, int replicates, double confidence) {
+  if (replicates < 2) throw std::invalid_argument(std::string(who) + ": need at least 2 replicates");
+  if (!(confidence > 0.0 && confidence < 1.0))
+    throw std::invalid_argument(std::string(who) + ": confidence must be in (0, 1)");
+}
+
+// Percentile interval, nearest-rank on the sorted replicates.
+Interval percentile_interval(std::vector<double>& values, double confidence) {
+  std::sort(values.begin(), values.end());
+  const double tail = (1.0 - confidence) / 2.0;
+  const auto rank = [&](double q) {
+    const double position = q * static_cast<double>(values.size() - 1);
+    return values[static_cast<std::size_t>(std::lround(position))];
+  };
+  return {rank(tail), rank(1.0 - tail)};
+}
+
+}  // namespace
+
 Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata, const StrataStatistic& statistic,
                           int replicates, double confidence, std::uint64_t seed) {
   if (strata.empty()) throw std::invalid_argument("paired_bootstrap: no strata");
   for (const auto& stratum : strata)
     if (stratum.empty()) throw std::invalid_argument("paired_bootstrap: a stratum has no items");
-  if (replicates < 2) throw std::invalid_argument("paired_bootstrap: need at least 2 replicates");
-  if (!(confidence > 0.0 && confidence < 1.0)) throw std::invalid_argument("paired_bootstrap: confidence must be in (0, 1)");
+  check_bootstrap_settings("paired_bootstrap", replicates, confidence);
 
   Rng rng(seed);  // the search's own RNG: the same interval for a seed everywhere
   std::vector<double> values;
@@ -76,14 +96,21 @@ Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata,
     }
     values.push_back(statistic(tally_a, tally_b));
   }
-  std::sort(values.begin(), values.end());
-  // Percentile interval, nearest-rank on the sorted replicates.
-  const double tail = (1.0 - confidence) / 2.0;
-  const auto rank = [&](double q) {
-    const double position = q * (replicates - 1);
-    return values[static_cast<std::size_t>(std::lround(position))];
-  };
-  return {rank(tail), rank(1.0 - tail)};
+  return percentile_interval(values, confidence);
+}
+
+Interval mean_bootstrap(const std::vector<double>& differences, int replicates, double confidence, std::uint64_t seed) {
+  if (differences.empty()) throw std::invalid_argument("mean_bootstrap: no items");
+  check_bootstrap_settings("mean_bootstrap", replicates, confidence);
+  Rng rng(seed);
+  std::vector<double> values;
+  values.reserve(static_cast<std::size_t>(replicates));
+  for (int r = 0; r < replicates; ++r) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < differences.size(); ++i) sum += differences[rng.index(differences.size())];
+    values.push_back(sum / static_cast<double>(differences.size()));
+  }
+  return percentile_interval(values, confidence);
 }
 
 double normal_quantile(double p) {

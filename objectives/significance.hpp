@@ -57,6 +57,12 @@ using StrataStatistic = std::function<double(const std::vector<metrics::Position
 Interval paired_bootstrap(const std::vector<std::vector<PairedOutcome>>& strata, const StrataStatistic& statistic,
                           int replicates, double confidence, std::uint64_t seed);
 
+// Percentile bootstrap interval of the mean of paired differences (one
+// value per item, e.g. the change in an item's gold log-probability):
+// `replicates` resamples of the items with replacement, deterministic for a
+// seed. An empty list is refused.
+Interval mean_bootstrap(const std::vector<double>& differences, int replicates, double confidence, std::uint64_t seed);
+
 // Items per stratum that a two-sided McNemar test at alpha = 0.05 needs to
 // detect, with probability `power`, a difference as large as the observed
 // one (Connor 1987's approximation from the discordant proportions

@@ -142,6 +142,18 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
               {"comparison", "gold position", "difference (points)", "95 % CI",
                "items only the first / only the second", "McNemar p"},
               rows);
+  rows.clear();
+  for (const json& c : comparisons) {
+    if (!c.contains("middle") || !c.at("middle").contains("gold_logprob")) continue;
+    const json& g = c.at("middle").at("gold_logprob");
+    rows.push_back({c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>(), g.at("items").dump(),
+                    format_number(g.at("mean_difference").get<double>(), 3),
+                    format_range(g.at("ci").at(0).get<double>(), g.at("ci").at(1).get<double>(), 3)});
+  }
+  if (rows.empty()) return;
+  out << "\nThe middle's gold log-probability, paired (teacher-forced; nats, the first role minus the second; it "
+         "moves where the answers do not):\n\n";
+  print_table(out, {"comparison", "middle items", "mean change", "95 % CI"}, rows);
 }
 
 void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>& rows) {
@@ -170,6 +182,15 @@ void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>
     rows.push_back({"heldout_comparison", name, "middle_ci_high", format_number(m.at("ci_points").at(1).get<double>(), 6)});
     rows.push_back({"heldout_comparison", name, "middle_mcnemar_p", format_number(m.at("mcnemar_p").get<double>(), 6)});
     rows.push_back({"heldout_comparison", name, "detected", c.at("detected").get<bool>() ? "true" : "false"});
+    if (m.contains("gold_logprob")) {
+      const json& g = m.at("gold_logprob");
+      rows.push_back({"heldout_comparison", name, "middle_gold_logprob_change",
+                      format_number(g.at("mean_difference").get<double>(), 6)});
+      rows.push_back(
+          {"heldout_comparison", name, "middle_gold_logprob_ci_low", format_number(g.at("ci").at(0).get<double>(), 6)});
+      rows.push_back({"heldout_comparison", name, "middle_gold_logprob_ci_high",
+                      format_number(g.at("ci").at(1).get<double>(), 6)});
+    }
   }
 }
 

@@ -280,12 +280,20 @@ void comparisons_section(std::ostringstream& out, const json& r) {
     if (!c.contains("middle")) continue;
     const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
     const json& m = c.at("middle");
+    // The paired change in the middle's gold log-probability (teacher-forced rows only).
+    std::string logprob = "-";
+    if (m.contains("gold_logprob")) {
+      const json& g = m.at("gold_logprob");
+      logprob = format_number(g.at("mean_difference").get<double>(), 3) + " " +
+                format_range(g.at("ci").at(0).get<double>(), g.at("ci").at(1).get<double>(), 3);
+    }
     rows.push_back({name, format_number(m.at("difference_points").get<double>(), 1),
                     format_range(m.at("ci_points").at(0).get<double>(), m.at("ci_points").at(1).get<double>(), 1),
                     format_p_value(m.at("mcnemar_p").get<double>()),
-                    c.value("detected", false) ? "detected" : "not detected"});
+                    c.value("detected", false) ? "detected" : "not detected", logprob});
   }
-  table(out, {"comparison", "middle (points)", "95 % CI", "McNemar p", "verdict"}, rows);
+  table(out, {"comparison", "middle (points)", "95 % CI", "McNemar p", "verdict", "middle gold log-p change [95 % CI]"},
+        rows);
   out << "</section>\n";
 }
 

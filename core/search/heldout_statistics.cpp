@@ -117,16 +117,26 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   std::vector<double> positions;
   std::vector<PositionItems> position_items;
   std::vector<std::vector<stats::PairedOutcome>> strata;
+  // Per position, the change in each item's gold log-probability (teacher-
+  // forced rows only): it moves where the answers do not, e.g. where both
+  // roles answer nothing.
+  std::vector<std::vector<double>> logprob_changes;
   for (const auto& [position, at] : by_position(best)) {
     std::vector<stats::PairedOutcome> pairs;
+    std::vector<double> changes;
     for (const SampleRecord* s : at.items) {
       const auto it = other_by_id.find(s->sample_id);
-      if (it != other_by_id.end()) pairs.push_back({it->second->correct, s->correct});
+      if (it == other_by_id.end()) continue;
+      pairs.push_back({it->second->correct, s->correct});
+      const auto& other_logprob = it->second->gold_logprob;
+      if (s->gold_logprob && other_logprob && std::isfinite(*s->gold_logprob) && std::isfinite(*other_logprob))
+        changes.push_back(*s->gold_logprob - *other_logprob);
     }
     if (pairs.empty()) continue;
     positions.push_back(position);
     position_items.push_back(at);
     strata.push_back(std::move(pairs));
+    logprob_changes.push_back(std::move(changes));
   }
   json out = {{"role", best.role}, {"against", other.role}};
   if (strata.empty()) {
@@ -147,6 +157,18 @@ json compare(const HeldoutRow& best, const HeldoutRow& other, const HeldoutStati
   const std::size_t from = has_middle ? 1 : 0, to = has_middle ? strata.size() - 1 : strata.size();
   json middle = paired_part(strata, from, to, options, options.bootstrap_seed + 1000);
   middle["positions"] = json(std::vector<double>(positions.begin() + from, positions.begin() + to));
+  std::vector<double> middle_changes;
+  for (std::size_t s = from; s < to; ++s)
+    middle_changes.insert(middle_changes.end(), logprob_changes[s].begin(), logprob_changes[s].end());
+  if (!middle_changes.empty()) {
+    double sum = 0.0;
+    for (double change : middle_changes) sum += change;
+    const stats::Interval ci =
+        stats::mean_bootstrap(middle_changes, options.bootstrap_replicates, kConfidence, options.bootstrap_seed + 3000);
+    middle["gold_logprob"] = {{"mean_difference", sum / static_cast<double>(middle_changes.size())},
+                              {"ci", {ci.low, ci.high}},
+                              {"items", middle_changes.size()}};
+  }
   out["middle"] = middle;
   try {
     const auto fitness_difference = [&](const std::vector<metrics::PositionAccuracy>& o,

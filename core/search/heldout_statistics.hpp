@@ -31,7 +31,9 @@ struct HeldoutStatisticsOptions {
 // {"confidence", "bootstrap_replicates", "intervals": [{role, positions:
 // [{position, correct, samples, accuracy, low, high}], pooled: {...}}],
 // "comparisons": [{role, against, paired_items, positions: [{position,
-// difference_points, ci_points, role_only, against_only, mcnemar_p}], middle,
+// difference_points, ci_points, role_only, against_only, mcnemar_p}], middle
+// (as a position, plus gold_logprob: {mean_difference, ci, items} where both
+// rows are teacher-forced: the paired change in the gold log-probability),
 // fitness: {difference_points, ci_points}, items_needed_per_position,
 // detected, verdict}], "logprob_correlation": [{role, samples, pearson_r}]
 // (per role and "all roles"; absent without teacher-forced

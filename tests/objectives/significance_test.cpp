@@ -85,6 +85,28 @@ TEST(PairedBootstrap, NoDiscordanceGivesAPointAndBadInputIsRefused) {
   EXPECT_THROW(paired_bootstrap(strata_with(10, 1, 0), middle_difference, 1, 0.95, 1), std::invalid_argument);
 }
 
+// The mean of 100 paired changes (0.01 .. 1.00, mean 0.505): the
+// interval holds it, is narrower than the spread of the items, repeats for a
+// seed; equal changes give a point; no items are refused.
+TEST(MeanBootstrap, IntervalAroundTheMeanChange) {
+  std::vector<double> changes;
+  for (int i = 1; i <= 100; ++i) changes.push_back(i / 100.0);
+  const Interval ci = mean_bootstrap(changes, 2000, 0.95, 3);
+  EXPECT_LT(ci.low, 0.505);
+  EXPECT_GT(ci.high, 0.505);
+  // Standard error of the mean: 0.29 / sqrt(100) = 0.029; a 95 % interval ~0.11 wide.
+  EXPECT_GT(ci.high - ci.low, 0.08);
+  EXPECT_LT(ci.high - ci.low, 0.15);
+  const Interval again = mean_bootstrap(changes, 2000, 0.95, 3);
+  EXPECT_EQ(ci.low, again.low);
+  EXPECT_EQ(ci.high, again.high);
+  const Interval point = mean_bootstrap({-2.5, -2.5, -2.5}, 200, 0.95, 1);
+  EXPECT_EQ(point.low, -2.5);
+  EXPECT_EQ(point.high, -2.5);
+  EXPECT_THROW(mean_bootstrap({}, 200, 0.95, 1), std::invalid_argument);
+  EXPECT_THROW(mean_bootstrap(changes, 1, 0.95, 1), std::invalid_argument);
+}
+
 TEST(Power, NormalQuantileAndItemsNeeded) {
   EXPECT_NEAR(normal_quantile(0.975), 1.959963984540054, 1e-9);
   EXPECT_NEAR(normal_quantile(0.8), 0.8416212335729143, 1e-9);

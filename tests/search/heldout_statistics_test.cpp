@@ -84,6 +84,33 @@ TEST(HeldoutStatistics, IntervalsPairedTestsAndVerdicts) {
   EXPECT_EQ(heldout_verdicts(stats).size(), 3u);
 }
 
+// Where neither role answers the middle, the paired gold log-probability
+// still shows which way the setting moved the model: every middle item 1.5
+// nats nearer the gold, none at the ends counted; rows without
+// log-probabilities (generated answers) get none.
+TEST(HeldoutStatistics, MiddleGoldLogprobChangeIsPaired) {
+  HeldoutRow baseline = role("baseline", 10, [](int, double p) { return p == 0.0; });
+  HeldoutRow best = role("best", 10, [](int, double p) { return p == 0.0; });
+  for (std::size_t i = 0; i < baseline.samples.size(); ++i) {
+    baseline.samples[i].gold_logprob = -6.0 - 0.1 * static_cast<double>(i % 10);
+    best.samples[i].gold_logprob =
+        *baseline.samples[i].gold_logprob + (baseline.samples[i].gold_position == 0.5 ? 1.5 : -4.0);
+  }
+  const nlohmann::json stats = heldout_statistics({baseline, best}, {});
+  const auto& middle = stats["comparisons"][0]["middle"];
+  EXPECT_DOUBLE_EQ(middle["difference_points"].get<double>(), 0.0);
+  ASSERT_TRUE(middle.contains("gold_logprob"));
+  EXPECT_EQ(middle["gold_logprob"]["items"], 10);
+  EXPECT_NEAR(middle["gold_logprob"]["mean_difference"].get<double>(), 1.5, 1e-12);
+  EXPECT_NEAR(middle["gold_logprob"]["ci"][0].get<double>(), 1.5, 1e-12);
+  EXPECT_NEAR(middle["gold_logprob"]["ci"][1].get<double>(), 1.5, 1e-12);
+
+  const nlohmann::json generated = heldout_statistics(
+      {role("baseline", 10, [](int, double) { return false; }), role("best", 10, [](int, double) { return false; })},
+      {});
+  EXPECT_FALSE(generated["comparisons"][0]["middle"].contains("gold_logprob"));
+}
+
 // Pareto front members are the search's own picks: compared with the best
 // only, not each with the baseline as a reference setting is.
 TEST(HeldoutStatistics, FrontMembersAreNotComparedWithTheBaseline) {
