@@ -1,5 +1,5 @@
 // What the peer tests share (ctest label `peer`; engine_peer_test.cpp,
-// real_qwen2_peer_test.cpp): where scripts/fetch_peers.sh put the peers
+// real_model_peer_test.cpp): where scripts/fetch_peers.sh put the peers
 // (MIDTUNE_PEERS_DIR, else the cache folder it prints), skipping or failing
 // when one is missing, the numpy reference's logits, and the engine's greedy
 // text against llama.cpp's llama-simple with its partings judged by the

@@ -42,11 +42,11 @@ Semantics fixed here (and documented in backends/engine/hooks/*.hpp):
     (make_arch_fixtures.distance_remap), one softmax over all keys.
 
 Evaluation mode (--eval), for the peer tests on real models
-(tests/engine/real_qwen2_peer_test.cpp): the same forward pass and method
+(tests/engine/real_model_peer_test.cpp): the same forward pass and method
 code on given token sequences, chunk spans and interventions (the
 Intervention JSON of methods/intervention.hpp: rope_scale, mspoe,
 position_map, siw, hidden_channel, attention_temperature, self_extend,
-string_shift) over a llama or qwen2 GGUF (qwen2:
+string_shift) over a llama, qwen2 or gemma3 GGUF (qwen2, gemma3:
 make_arch_fixtures.Model in fp32, with its Q/K/V biases and NEOX RoPE).
 It writes the logits (float64, little-endian, vocab values a row): the last
 position's row of each case, or every gold row of a teacher-forced case
@@ -299,25 +299,50 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
         """Head hh's scaled scores of queries qrows (rows qpos_at of the
         sequence) over every key; a remapped layer scores the far keys with
         both rotated at their far positions."""
-        qh = model.rope(qrows[:, hh * hd:(hh + 1) * hd], pos[qpos_at] / scale[hh])
-        kh = model.rope(krows[:, g * hd:(g + 1) * hd], pos / scale[hh])
-        s = qh @ kh.T / (t * np.sqrt(hd))
+        qh = rope(qrows[:, hh * hd:(hh + 1) * hd], pos[qpos_at] / scale[hh], l)
+        kh = rope(krows[:, g * hd:(g + 1) * hd], pos / scale[hh], l)
+        s = qh @ kh.T / (t * root)
         if remap is not None and l in remap[3]:
-            qf = model.rope(qrows[:, hh * hd:(hh + 1) * hd], remap[1][qpos_at] / scale[hh])
-            kf = model.rope(krows[:, g * hd:(g + 1) * hd], remap[2] / scale[hh])
-            s = np.where(far[qpos_at], qf @ kf.T / (t * np.sqrt(hd)), s)
+            qf = rope(qrows[:, hh * hd:(hh + 1) * hd], remap[1][qpos_at] / scale[hh], l)
+            kf = rope(krows[:, g * hd:(g + 1) * hd], remap[2] / scale[hh], l)
+            s = np.where(far[qpos_at], qf @ kf.T / (t * root), s)
         return s
-    h = model.w["token_embd.weight"][tokens].copy()
+    # gemma3 (make_arch_fixtures.Model): sliding-window layers turning RoPE
+    # at their own base, Q/K RMS-normed per head, norms after each block, a
+    # GELU gate and an embedding scale; llama and qwen2 have none of these.
+    local = getattr(model, "local", [False] * model.layers)
+    window = getattr(model, "window", 0)
+    root = getattr(model, "scale_root", np.sqrt(hd))
+    qk_norm = getattr(model, "qk_norm", False)
+    post_norms = getattr(model, "post_norms", False)
+
+    def rope(x, positions, l):
+        return model.rope(x, positions, local[l]) if local[l] else model.rope(x, positions)
+
+    def project_qk(x, p):
+        q, k = project(model, x, p, "q"), project(model, x, p, "k")
+        if qk_norm:  # before RoPE, as llama.cpp's gemma3 graph
+            q = model.head_norm(q, model.w[p + "attn_q_norm.weight"])
+            k = model.head_norm(k, model.w[p + "attn_k_norm.weight"])
+        return q, k
+
+    def gated(gate, up):
+        return (model.act(gate) if getattr(model, "gelu", False) else gate / (1.0 + np.exp(-gate))) * up
+
+    h = model.w["token_embd.weight"][tokens] * np.float32(getattr(model, "embedding_scale", 1.0))
     mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
+    idx = np.arange(T)
+    window_mask = np.where((idx[:, None] - idx[None, :]) < window, mask, -np.inf).astype(np.float32)
     for l in range(model.layers):
         p = f"blk.{l}."
+        layer_mask = window_mask if window and local[l] else mask
         x = model.rmsnorm(h, model.w[p + "attn_norm.weight"])
-        q, k, v = project(model, x, p, "q"), project(model, x, p, "k"), project(model, x, p, "v")
+        (q, k), v = project_qk(x, p), project(model, x, p, "v")
         scale = [1.0] * H if rope_scale is None else list(rope_scale[l])
         if mspoe and l >= mspoe["first_layer"]:
             rows = np.stack([softmax(q[n - 1, hh * hd:(hh + 1) * hd] @
                                      k[:n, (hh // group) * hd:(hh // group + 1) * hd].T /
-                                     np.sqrt(hd)) for hh in range(H)])
+                                     root) for hh in range(H)])
             scale, index, score = mspoe_assign(rows, mspoe)
             info["mspoe_ratio"].append(scale)
             info["mspoe_index"].append(index)
@@ -326,11 +351,12 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
         if phs_here:
             xs = x.copy()
             xs[:, phs["channel"]] *= phs["scale"]
-            qs, ks = project(model, xs[T - 1:], p, "q"), project(model, xs, p, "k")
+            qs, ks = project_qk(xs, p)
+            qs = qs[T - 1:]
         t = temperature["temperature"] if temperature is not None and l in temperature["layers"] else 1.0
         probs = np.empty((H, T, T), dtype=np.float32)
         for hh in range(H):
-            probs[hh] = softmax(scores(l, q, k, hh, hh // group, slice(0, T), t) + mask)
+            probs[hh] = softmax(scores(l, q, k, hh, hh // group, slice(0, T), t) + layer_mask)
         if siw is not None and l in siw["layers"]:
             alphas, dense, counts = siw_alphas(probs[:, T - 1, :].mean(axis=0), chunks, siw)
             info["siw_dense"].append(dense)
@@ -338,16 +364,22 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
             probs[:, 1:, 0] *= alphas[1:].astype(np.float32)[None, :]
         if phs_here:
             for hh in range(H):
-                probs[hh, T - 1] = softmax(scores(l, qs, ks, hh, hh // group, slice(T - 1, T), t))[0]
+                probs[hh, T - 1] = softmax(scores(l, qs, ks, hh, hh // group, slice(T - 1, T), t) + layer_mask[T - 1:])[0]
         att = np.empty((T, H * hd), dtype=np.float32)
         for hh in range(H):
             g = hh // group
             att[:, hh * hd:(hh + 1) * hd] = probs[hh] @ v[:, g * hd:(g + 1) * hd]
-        h = h + att @ model.w[p + "attn_output.weight"].T
+        out = att @ model.w[p + "attn_output.weight"].T
+        if post_norms:
+            out = model.rmsnorm(out, model.w[p + "post_attention_norm.weight"])
+        h = h + out
         x = model.rmsnorm(h, model.w[p + "ffn_norm.weight"])
         gate = x @ model.w[p + "ffn_gate.weight"].T
         up = x @ model.w[p + "ffn_up.weight"].T
-        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ model.w[p + "ffn_down.weight"].T
+        out = gated(gate, up) @ model.w[p + "ffn_down.weight"].T
+        if post_norms:
+            out = model.rmsnorm(out, model.w[p + "post_ffw_norm.weight"])
+        h = h + out
     x = model.rmsnorm(h[n - 1:], model.w["output_norm.weight"])
     logits = x @ model.out.T
     return (logits[0] if n == T else logits), info
@@ -481,10 +513,12 @@ def expand_rope_scale(rows, layers, heads):
 
 def load_model(path):
     """The fp32 forward pass's model: make_logits_fixtures.Model on llama
-    files (as the fixtures), make_arch_fixtures.Model in fp32 on qwen2. The
-    forward pass above implements RMSNorm, SwiGLU, Q/K/V biases and the
-    model's own RoPE pairing, nothing more, so other architectures are
-    refused rather than computed wrongly."""
+    files (as the fixtures), make_arch_fixtures.Model in fp32 on qwen2 and
+    gemma3. The forward pass above implements RMSNorm, SwiGLU or GELU gates,
+    Q/K/V biases, per-head Q/K norms, norms after each block, sliding-window
+    layers with their own RoPE base, an embedding scale and the model's own
+    RoPE pairing, nothing more, so other architectures are refused rather
+    than computed wrongly."""
     # Read once, without the tokenizer's arrays (most of the read on a real
     # vocabulary of 150k tokens and as many merges).
     from gguf_weights import WeightsReader
@@ -492,12 +526,16 @@ def load_model(path):
     arch = reader.fields["general.architecture"].contents()
     if arch == "llama":
         return Model(path, reader)
-    if arch != "qwen2":
-        raise SystemExit(f"interventions_reference: architecture {arch!r} not supported by --eval (llama, qwen2)")
+    if arch not in ("qwen2", "gemma3"):
+        raise SystemExit(f"interventions_reference: architecture {arch!r} not supported by --eval "
+                         "(llama, qwen2, gemma3)")
     import make_arch_fixtures
     model = make_arch_fixtures.Model(path, np.float32, reader)
-    assert not model.window and not model.qk_norm and not model.post_norms and not model.gelu
-    assert model.embedding_scale == 1.0 and model.halves
+    assert not model.attn_softcap and not model.final_softcap and not model.slopes.any()
+    assert not model.layer_norm and not model.clamp and model.freq_scale == 1.0 and model.halves
+    if arch == "qwen2":
+        assert not model.window and not model.qk_norm and not model.post_norms and not model.gelu
+        assert model.embedding_scale == 1.0
     return model
 
 
