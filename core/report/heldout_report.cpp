@@ -79,6 +79,11 @@ std::string position_label(const json& p) {
 
 std::string points_range(const json& ci) { return format_range(ci.at(0).get<double>(), ci.at(1).get<double>(), 1); }
 
+// "best vs baseline": a comparison's two roles, as every table names it.
+std::string comparison_name(const json& c) {
+  return c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+}
+
 }  // namespace
 
 void print_heldout_statistics(const json& statistics, std::ostream& out) {
@@ -125,7 +130,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   rows.clear();
   for (const json& c : comparisons) {
     if (!c.contains("positions")) continue;
-    const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+    const std::string name = comparison_name(c);
     for (const json& p : c.at("positions"))
       rows.push_back({name, position_label(p), format_number(p.at("difference_points").get<double>(), 1),
                       points_range(p.at("ci_points")), p.at("role_only").dump() + " / " + p.at("against_only").dump(),
@@ -146,8 +151,7 @@ void print_heldout_statistics(const json& statistics, std::ostream& out) {
   for (const json& c : comparisons) {
     if (!c.contains("middle") || !c.at("middle").contains("gold_logprob")) continue;
     const json& g = c.at("middle").at("gold_logprob");
-    rows.push_back({c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>(), g.at("items").dump(),
-                    format_number(g.at("mean_difference").get<double>(), 3),
+    rows.push_back({comparison_name(c), g.at("items").dump(), format_number(g.at("mean_difference").get<double>(), 3),
                     format_range(g.at("ci").at(0).get<double>(), g.at("ci").at(1).get<double>(), 3)});
   }
   if (rows.empty()) return;
@@ -175,7 +179,7 @@ void append_heldout_statistics_csv_rows(const json& statistics, std::vector<Row>
                       format_number(c.at("pearson_r").get<double>(), 6)});
   for (const json& c : statistics.at("comparisons")) {
     if (!c.contains("middle")) continue;
-    const std::string name = c.at("role").get<std::string>() + " vs " + c.at("against").get<std::string>();
+    const std::string name = comparison_name(c);
     const json& m = c.at("middle");
     rows.push_back({"heldout_comparison", name, "middle_difference_points", format_number(m.at("difference_points").get<double>(), 6)});
     rows.push_back({"heldout_comparison", name, "middle_ci_low", format_number(m.at("ci_points").at(0).get<double>(), 6)});

@@ -319,8 +319,9 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
     def rope(x, positions, l):
         return model.rope(x, positions, local[l]) if local[l] else model.rope(x, positions)
 
-    def project_qk(x, p):
-        q, k = project(model, x, p, "q"), project(model, x, p, "k")
+    def project_qk(x, p, first_query=0):
+        """Q of rows first_query.. (PHS rescores the last only), K of every row."""
+        q, k = project(model, x[first_query:], p, "q"), project(model, x, p, "k")
         if qk_norm:  # before RoPE, as llama.cpp's gemma3 graph
             q = model.head_norm(q, model.w[p + "attn_q_norm.weight"])
             k = model.head_norm(k, model.w[p + "attn_k_norm.weight"])
@@ -351,8 +352,7 @@ def forward(model, tokens, chunks, mspoe=None, caliope=None, siw=None, phs=None,
         if phs_here:
             xs = x.copy()
             xs[:, phs["channel"]] *= phs["scale"]
-            qs, ks = project_qk(xs, p)
-            qs = qs[T - 1:]
+            qs, ks = project_qk(xs, p, T - 1)
         t = temperature["temperature"] if temperature is not None and l in temperature["layers"] else 1.0
         probs = np.empty((H, T, T), dtype=np.float32)
         for hh in range(H):
