@@ -600,9 +600,12 @@ TEST_P(DeviceBodies, ShapedScoresInALongDecodeStep) {
 // rotary dimensions in both pairings, a sliding window, shaped scores. Three
 // steps, so that each reads what the earlier ones cached: the rotated
 // queries and the outputs against the reference (on the cuda body: the
-// kernels that take the whole step in two launches).
+// kernels that take the whole step in two launches). Then one long and one
+// short sequence, one token a step after a long first one: the cuda body
+// splits such a step's keys over several blocks (its short sequence leaves
+// parts empty) and merges them, with and without a window and shaping.
 TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
-  const int heads = 4, kv_heads = 2, head_dim = 32, capacity = 16;
+  const int heads = 4, kv_heads = 2, head_dim = 32;
   const std::size_t q_width = std::size_t{heads} * head_dim, kv_width = std::size_t{kv_heads} * head_dim;
   const std::size_t qkv_width = q_width + 2 * kv_width;
   struct Layer {
@@ -619,6 +622,7 @@ TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
     std::vector<Seq> seqs;
     std::vector<std::vector<int>> steps;  // tokens per sequence and step
     std::vector<Layer> layers;
+    int capacity = 16;
   };
   std::vector<Case> cases = {{{{kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}},
                                {heads, {1.0f, 1.5f, 2.0f, 3.0f}},
@@ -635,6 +639,12 @@ TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
   many.steps = {std::vector<int>(70, 2), std::vector<int>(70, 1)};
   many.layers = {Layer{32, RopePairing::halves, 0, {}}};
   cases.push_back(many);
+  Case split{{{kv_heads, {1.0f, 1.0f, 1.0f, 1.0f}}, {heads, {1.0f, 1.5f, 2.0f, 3.0f}}},
+             {{600, 3}, {1, 1}, {1, 0}, {1, 1}},
+             {Layer{32, RopePairing::adjacent, 0, {}}, Layer{16, RopePairing::halves, 300, {0.2f, 0.0f}},
+              Layer{32, RopePairing::adjacent, 0, {0.0f, 8.0f}}},
+             604};
+  cases.push_back(split);
   for (const Case& cs : cases) {
     const std::vector<Seq>& seqs = cs.seqs;
     const std::vector<std::vector<int>>& steps = cs.steps;
@@ -648,8 +658,8 @@ TEST_P(DeviceBodies, DecodeAttentionOfSeveralSequences) {
       std::vector<std::unique_ptr<LayerKv>> ref_kv, dev_kv;
       std::vector<Pair<float>> scales;
       for (const Seq& seq : seqs) {
-        ref_kv.push_back(ref_.make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
-        dev_kv.push_back(device_->make_layer_kv(capacity, seq.slots, kv_heads, head_dim));
+        ref_kv.push_back(ref_.make_layer_kv(cs.capacity, seq.slots, kv_heads, head_dim));
+        dev_kv.push_back(device_->make_layer_kv(cs.capacity, seq.slots, kv_heads, head_dim));
         scales.push_back(both(seq.scales));
       }
       std::vector<int> past(seqs.size(), 0);

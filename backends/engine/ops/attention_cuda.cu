@@ -11,7 +11,11 @@
 // float rounding. decode_attention runs the same kernel for every sequence
 // of a decode step at once (the sequence in the grid), after one kernel that
 // caches and rotates every sequence's rows: two launches a layer instead of
-// five per sequence. Every kernel is templated over the cache's element
+// five per sequence. A step with too few (query, head) blocks to fill the
+// GPU (a small decode batch) splits each query's keys over several blocks
+// and merges their partial outputs by their log-sum-exps in a third launch
+// (flash-decoding: Dao et al. 2023; the merge of merge_attention.hpp).
+// Every kernel is templated over the cache's element
 // (kv_element.cuh: fp32, or bf16 read back exactly); the arithmetic is fp32.
 #include <algorithm>
 #include <cfloat>
@@ -39,14 +43,18 @@ __device__ float warp_sum(float value) {
   return value;
 }
 
-// Query t, head h of a call (the whole thread block): the body of both
-// attention kernels below.
+// Query t, head h of a call (the whole thread block): the body of the
+// attention kernels below. Of the query's visible keys it takes part `split`
+// of `splits` (equal spans, the last ones empty where there are fewer keys
+// than parts; an empty part writes zeros). Returns the log-sum-exp of the
+// part's scores (-infinity where empty) to every thread.
 template <typename Kv>
-__device__ __forceinline__ void attend_query(int t, int h, const float* q, std::size_t q_ld, const Kv* keys,
-                                             const Kv* values, std::size_t kv_ld, int tokens, int past, int heads,
-                                             int group, int head_dim, int window, float scale,
-                                             const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
-                                             float* key0_weight, float* last_row, float* log_sum_exp) {
+__device__ __forceinline__ float attend_query(int t, int h, const float* q, std::size_t q_ld, const Kv* keys,
+                                              const Kv* values, std::size_t kv_ld, int tokens, int past, int heads,
+                                              int group, int head_dim, int window, float scale,
+                                              const elementwise::ScoreShaping& shaping, float* out, std::size_t out_ld,
+                                              float* key0_weight, float* last_row, float* log_sum_exp, int split = 0,
+                                              int splits = 1) {
   __shared__ float query[kMaxHeadDim];
   __shared__ float weights[kKeyChunk];  // a chunk's scores, then its unnormalised weights
   __shared__ float reduce[kAttentionThreads];
@@ -54,7 +62,9 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int kv_head = h / group;
   const int limit = past + t + 1;
-  const int first = window > 0 ? max(0, limit - window) : 0;
+  const int visible = window > 0 ? max(0, limit - window) : 0;
+  const int span = (limit - visible + splits - 1) / splits;
+  const int first = min(limit, visible + split * span), end = min(limit, first + span);
   const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
   __syncthreads();
@@ -65,8 +75,8 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   float accumulated[kDimsPerLane] = {};  // this warp's keys, dimensions lane + 32 k
   float score0 = 0.0f;
   const bool keep_row = last_row != nullptr && t == tokens - 1;
-  for (int chunk = first; chunk < limit; chunk += kKeyChunk) {
-    const int n = min(kKeyChunk, limit - chunk);
+  for (int chunk = first; chunk < end; chunk += kKeyChunk) {
+    const int n = min(kKeyChunk, end - chunk);
     for (int j = warp; j < n; j += kWarps) {
       const Kv* key = key_base + static_cast<std::size_t>(chunk + j) * kv_ld;
       float dot = 0.0f;
@@ -110,7 +120,7 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
     if (d < head_dim) partial_out[warp][d] = accumulated[k];
   }
   __syncthreads();
-  const float inverse = 1.0f / running_sum;
+  const float inverse = running_sum > 0.0f ? 1.0f / running_sum : 0.0f;  // 0: an empty part
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float sum = 0.0f;
     for (int w = 0; w < kWarps; ++w) sum += partial_out[w][d];
@@ -119,14 +129,15 @@ __device__ __forceinline__ void attend_query(int t, int h, const float* q, std::
   if (key0_weight != nullptr && threadIdx.x == 0) {
     key0_weight[static_cast<std::size_t>(h) * tokens + t] = first == 0 ? expf(score0 - running_max) * inverse : 0.0f;
   }
-  if (log_sum_exp != nullptr && threadIdx.x == 0) {
-    log_sum_exp[static_cast<std::size_t>(h) * tokens + t] = running_max + logf(running_sum);
-  }
+  const float part_log_sum_exp = running_sum > 0.0f ? running_max + logf(running_sum) : -INFINITY;
+  if (log_sum_exp != nullptr && threadIdx.x == 0)
+    log_sum_exp[static_cast<std::size_t>(h) * tokens + t] = part_log_sum_exp;
   if (keep_row) {
     __syncthreads();  // every thread's raw scores are in last_row
     float* row = last_row + static_cast<std::size_t>(h) * limit;
     for (int j = threadIdx.x; j < limit; j += blockDim.x) row[j] = j < first ? 0.0f : expf(row[j] - running_max) * inverse;
   }
+  return part_log_sum_exp;
 }
 
 template <typename Kv>
@@ -233,6 +244,58 @@ __global__ void decode_attention_kernel(const __grid_constant__ DecodeTable tabl
                scale, shaping, out + static_cast<std::size_t>(e.row) * out_ld, out_ld, nullptr, nullptr, nullptr);
 }
 
+// decode_attention_kernel with each query's keys in `splits` parts, the
+// part in blockIdx.x (token t, part s at t * splits + s): each block writes
+// its part's normalised output and log-sum-exp to the workspace, laid out
+//   partial [n][longest][splits][heads][head_dim], lse [n][splits][heads][longest].
+template <typename Kv>
+__global__ void decode_split_attention_kernel(const __grid_constant__ DecodeTable table, int heads, int head_dim,
+                                              int window, float scale, elementwise::ScoreShaping shaping,
+                                              const float* q_rot, std::size_t q_rot_ld, int longest, int splits,
+                                              float* partial, float* lse) {
+  const int seq = blockIdx.z, t = blockIdx.x / splits, s = blockIdx.x % splits, h = blockIdx.y;
+  const DecodeEntry& e = table.entries[seq];
+  if (t >= e.tokens) return;
+  const std::size_t width = static_cast<std::size_t>(heads) * head_dim;
+  float* part_out = partial + (static_cast<std::size_t>(seq) * longest * splits + s) * width;
+  const float part_lse =
+      attend_query(t, h, q_rot + static_cast<std::size_t>(e.row) * q_rot_ld, q_rot_ld, static_cast<const Kv*>(e.keys),
+                   static_cast<const Kv*>(e.values), static_cast<std::size_t>(e.slots) * head_dim, e.tokens, e.past,
+                   heads, heads / e.slots, head_dim, window, scale, shaping, part_out, splits * width, nullptr, nullptr,
+                   nullptr, s, splits);
+  if (threadIdx.x == 0) {
+    lse[((static_cast<std::size_t>(seq) * splits + s) * heads + h) * longest + t] = part_lse;
+  }
+}
+
+// The parts of each (token, head) merged into its output row: the softmax
+// over every key weighs each part's normalised output by its share of the
+// denominator, exp(lse_s - max) / sum over parts (an empty part: 0). One
+// block per (token, sequence), a thread per output element.
+__global__ void decode_merge_splits_kernel(const __grid_constant__ DecodeTable table, int heads, int head_dim,
+                                           int longest, int splits, const float* partial, const float* lse, float* out,
+                                           std::size_t out_ld) {
+  const int seq = blockIdx.y, t = blockIdx.x;
+  const DecodeEntry& e = table.entries[seq];
+  if (t >= e.tokens) return;
+  const std::size_t width = static_cast<std::size_t>(heads) * head_dim;
+  for (int i = threadIdx.x; i < heads * head_dim; i += blockDim.x) {
+    const int h = i / head_dim;
+    const float* part_lse = lse + (static_cast<std::size_t>(seq) * splits * heads + h) * longest + t;
+    const std::size_t lse_step = static_cast<std::size_t>(heads) * longest;
+    float largest = -INFINITY;
+    for (int s = 0; s < splits; ++s) largest = fmaxf(largest, part_lse[s * lse_step]);
+    const float* part = partial + (static_cast<std::size_t>(seq) * longest + t) * splits * width + i;
+    float sum = 0.0f, weights = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = expf(part_lse[s * lse_step] - largest);
+      weights += w;
+      sum += w * part[s * width];
+    }
+    out[static_cast<std::size_t>(e.row + t) * out_ld + i] = sum / weights;
+  }
+}
+
 template <typename Kv>
 void launch_attention(const float* q, std::size_t q_ld, const Kv* keys, const Kv* values, std::size_t kv_ld, int tokens,
                       int past, int heads, int kv_heads, int head_dim, int window, float scale,
@@ -263,16 +326,49 @@ void launch_decode(const DecodeTable& table, int n, int longest, const float* qk
                    const double* positions, const double* inverse_frequencies, int rope_dims, RopePairing pairing,
                    int heads, int kv_heads, int head_dim, int window, float scale,
                    const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
-                   std::size_t out_ld, void* stream) {
+                   std::size_t out_ld, int splits, float* workspace, void* stream) {
   decode_cache_kernel<Kv><<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(longest)), kAttentionThreads, 0,
                             as_stream(stream)>>>(table, qkv, qkv_ld, positions, inverse_frequencies, rope_dims / 2,
                                                  pairing == RopePairing::halves, heads, kv_heads, head_dim, q_rot,
                                                  q_rot_ld);
   check_launch("decode cache");
-  const dim3 grid(static_cast<unsigned>(longest), static_cast<unsigned>(heads), static_cast<unsigned>(n));
-  decode_attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(table, heads, head_dim, window, scale,
-                                                                                shaping, q_rot, q_rot_ld, out, out_ld);
-  check_launch("decode attention");
+  if (splits <= 1) {
+    const dim3 grid(static_cast<unsigned>(longest), static_cast<unsigned>(heads), static_cast<unsigned>(n));
+    decode_attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(
+        table, heads, head_dim, window, scale, shaping, q_rot, q_rot_ld, out, out_ld);
+    check_launch("decode attention");
+    return;
+  }
+  float* partial = workspace;
+  float* lse = workspace + static_cast<std::size_t>(n) * longest * splits * heads * head_dim;
+  const dim3 grid(static_cast<unsigned>(longest * splits), static_cast<unsigned>(heads), static_cast<unsigned>(n));
+  decode_split_attention_kernel<Kv><<<grid, kAttentionThreads, 0, as_stream(stream)>>>(
+      table, heads, head_dim, window, scale, shaping, q_rot, q_rot_ld, longest, splits, partial, lse);
+  check_launch("decode split attention");
+  decode_merge_splits_kernel<<<dim3(static_cast<unsigned>(longest), static_cast<unsigned>(n)), kAttentionThreads, 0,
+                               as_stream(stream)>>>(table, heads, head_dim, longest, splits, partial, lse, out, out_ld);
+  check_launch("decode merge splits");
+}
+
+// A launch splits its keys while its (query, head) blocks number fewer than
+// kSplitBlocksPerSm a multiprocessor, into at most kMaxSplits parts of at
+// least kMinSplitKeys keys each (a part's fixed cost, its partial row and
+// its merge, stays small beside its keys).
+constexpr int kSplitBlocksPerSm = 2;
+constexpr int kMaxSplits = kMaxDecodeSplits;
+constexpr int kMinSplitKeys = 64;
+
+int split_count(int blocks, int longest_keys, int multiprocessors) {
+  if (blocks <= 0 || multiprocessors <= 0) return 1;
+  const int wanted = (kSplitBlocksPerSm * multiprocessors + blocks - 1) / blocks;
+  const int by_keys = (longest_keys + kMinSplitKeys - 1) / kMinSplitKeys;
+  return std::max(1, std::min({wanted, by_keys, kMaxSplits}));
+}
+
+// The workspace of a split launch of `blocks` (query, head) blocks in
+// `splits` parts: every part's output row and log-sum-exp.
+std::size_t split_workspace_floats(int blocks, int splits, int head_dim) {
+  return static_cast<std::size_t>(blocks) * splits * (head_dim + 1);
 }
 
 }  // namespace
@@ -294,10 +390,10 @@ void attention(const float* q, std::size_t q_ld, const std::uint16_t* keys, cons
 }
 
 void decode_attention(const DecodeEntry* entries, int count, const float* qkv, std::size_t qkv_ld,
-                      const double* positions, const double* inverse_frequencies, int rope_dims,
-                      RopePairing pairing, int heads, int kv_heads, int head_dim, int window, float scale,
+                      const double* positions, const double* inverse_frequencies, int rope_dims, RopePairing pairing,
+                      int heads, int kv_heads, int head_dim, int window, float scale,
                       const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
-                      std::size_t out_ld, void* stream) {
+                      std::size_t out_ld, const DecodeSplitting& splitting, void* stream) {
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("decode attention (cuda): " + why + " (" + std::to_string(count) +
                                 " sequences, heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
@@ -321,16 +417,29 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
   for (int first = 0; first < count; first += kDecodeEntries) {
     DecodeTable table{};
     const int n = std::min(kDecodeEntries, count - first);
-    int longest = 0;
+    int longest = 0, longest_keys = 0;
     for (int i = 0; i < n; ++i) {
-      table.entries[i] = entries[first + i];
-      longest = std::max(longest, table.entries[i].tokens);
+      const DecodeEntry& e = table.entries[i] = entries[first + i];
+      longest = std::max(longest, e.tokens);
+      const int keys = window > 0 ? std::min(window, e.past + e.tokens) : e.past + e.tokens;
+      if (e.tokens > 0) longest_keys = std::max(longest_keys, keys);
     }
     if (longest == 0) continue;
-    (entries[0].bf16 ? launch_decode<std::uint16_t> : launch_decode<float>)(
-        table, n, longest, qkv, qkv_ld, positions, inverse_frequencies, rope_dims, pairing, heads, kv_heads, head_dim,
-        window, scale, shaping, q_rot, q_rot_ld, out, out_ld, stream);
+    const int blocks = n * longest * heads;
+    int splits = std::min(split_count(blocks, longest_keys, splitting.multiprocessors), splitting.max_splits);
+    if (splits > 1 && split_workspace_floats(blocks, splits, head_dim) * sizeof(float) > splitting.workspace_bytes) {
+      splits = 1;  // a workspace sized by decode_split_workspace_bytes always holds it
+    }
+    const auto launch = entries[0].bf16 ? launch_decode<std::uint16_t> : launch_decode<float>;
+    launch(table, n, longest, qkv, qkv_ld, positions, inverse_frequencies, rope_dims, pairing, heads, kv_heads,
+           head_dim, window, scale, shaping, q_rot, q_rot_ld, out, out_ld, splits, splitting.workspace, stream);
   }
+}
+
+std::size_t decode_split_workspace_bytes(int multiprocessors) {
+  // split_count gives more than one part only below kSplitBlocksPerSm x SMs blocks.
+  return split_workspace_floats(kSplitBlocksPerSm * std::max(multiprocessors, 1), kMaxSplits, kMaxHeadDim) *
+         sizeof(float);
 }
 
 }  // namespace midtune::engine::cuda

@@ -67,18 +67,32 @@ struct DecodeEntry {
   bool bf16;
 };
 
+// How decode_attention may split a small step's keys over more blocks
+// (flash-decoding): the GPU's multiprocessor count, at most `max_splits`
+// parts a query (1: never split; at most kMaxDecodeSplits), and a device workspace of
+// decode_split_workspace_bytes(multiprocessors) (nullptr / 0: never split).
+constexpr int kMaxDecodeSplits = 16;
+struct DecodeSplitting {
+  int multiprocessors = 0;
+  int max_splits = 1;
+  float* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+std::size_t decode_split_workspace_bytes(int multiprocessors);
+
 // device.hpp's decode_attention for `count` sequences: their values cached,
 // their keys cached rotated (slot s at the scale of query head s, or s x
 // heads / kv_heads where the slots are the KV heads), their queries rotated
 // into q_rot, then attention() of each over its own cache, written to out.
 // The angles in double as rope_tables computes them (elementwise::
-// rope_cos_sin; rope_dims 0: no rotation). Two launches per 64 sequences:
-// the entries travel as a kernel argument, so a step needs no upload.
+// rope_cos_sin; rope_dims 0: no rotation). Two launches per 64 sequences
+// (three where `splitting` splits their keys): the entries travel as a
+// kernel argument, so a step needs no upload.
 void decode_attention(const DecodeEntry* entries, int count, const float* qkv, std::size_t qkv_ld,
-                      const double* positions, const double* inverse_frequencies, int rope_dims,
-                      RopePairing pairing, int heads, int kv_heads, int head_dim, int window, float scale,
+                      const double* positions, const double* inverse_frequencies, int rope_dims, RopePairing pairing,
+                      int heads, int kv_heads, int head_dim, int window, float scale,
                       const elementwise::ScoreShaping& shaping, float* q_rot, std::size_t q_rot_ld, float* out,
-                      std::size_t out_ld, void* stream = nullptr);
+                      std::size_t out_ld, const DecodeSplitting& splitting = {}, void* stream = nullptr);
 
 // cuBLAS for the matrix products: one per thread of work (not thread-safe),
 // bound to the device current when it is made.

@@ -43,6 +43,8 @@ class CudaOps final : public DeviceOps {
     cudaDeviceProp props{};
     check(cudaGetDeviceProperties(&props, index), "device properties");
     name_ = std::string("cuda:") + std::to_string(index) + " (" + props.name + ")";
+    splitting_.multiprocessors = props.multiProcessorCount;
+    splitting_.max_splits = decode_splits_from_environment();
     // Flash unless the environment asks otherwise: on an H100 it keeps more
     // of the tensor cores' speed than the cuBLAS body at every prefill length
     // (the cuBLAS body writes, reads and rewrites every score).
@@ -53,6 +55,7 @@ class CudaOps final : public DeviceOps {
   }
   ~CudaOps() override {
     if (scores_ != nullptr) release(scores_);
+    if (splitting_.workspace != nullptr) release(splitting_.workspace);
     if (bf16_ != nullptr) release(bf16_);
     if (float_ != nullptr) release(float_);
     if (weight_tile_ != nullptr) release(weight_tile_);
@@ -186,9 +189,13 @@ class CudaOps final : public DeviceOps {
       entries_.push_back(
           {rows.keys, rows.values, s.scales, s.row, s.tokens, s.past, s.kv->slots, rows.form == KvForm::bf16});
     }
+    if (splitting_.max_splits > 1 && splitting_.workspace == nullptr) {
+      splitting_.workspace_bytes = cuda::decode_split_workspace_bytes(splitting_.multiprocessors);
+      splitting_.workspace = static_cast<float*>(allocate(splitting_.workspace_bytes));
+    }
     cuda::decode_attention(entries_.data(), static_cast<int>(entries_.size()), b.qkv, b.qkv_ld, b.positions,
                            b.inverse_frequencies, b.rope_dims, b.pairing, b.heads, b.kv_heads, b.head_dim, b.window,
-                           b.scale, b.shaping, b.q_rot, b.q_rot_ld, b.out, b.out_ld, stream_);
+                           b.scale, b.shaping, b.q_rot, b.q_rot_ld, b.out, b.out_ld, splitting_, stream_);
   }
   void add_key0_correction_rows(float* out, std::size_t out_ld, int tokens, int heads, int kv_heads, int head_dim,
                                 const float* key0_weight, const float* factors, const float* values,
@@ -231,10 +238,25 @@ class CudaOps final : public DeviceOps {
     }
     return buffer;
   }
+  // A decode step's most key parts a query (cuda::DecodeSplitting):
+  // MIDTUNE_CUDA_DECODE_SPLITS=N (1 never splits, to measure against),
+  // else as many as pay.
+  static int decode_splits_from_environment() {
+    const char* text = std::getenv("MIDTUNE_CUDA_DECODE_SPLITS");
+    if (text == nullptr || *text == '\0') return cuda::kMaxDecodeSplits;
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (*end != '\0' || n < 1 || n > cuda::kMaxDecodeSplits) {
+      throw std::invalid_argument(std::string("MIDTUNE_CUDA_DECODE_SPLITS: '") + text + "': must be 1.." +
+                                  std::to_string(cuda::kMaxDecodeSplits) + " (1: never split a decode step's keys)");
+    }
+    return static_cast<int>(n);
+  }
   static constexpr int kGemmAttentionTokens = 32;
   static constexpr std::size_t kScoresBytes = std::size_t{1} << 30;
   int index_ = 0;
   std::vector<cuda::DecodeEntry> entries_;  // decode_attention's, kept for the next step
+  cuda::DecodeSplitting splitting_;         // its workspace made at the first decode step
   void* scores_ = nullptr;  // the prefill attention bodies' workspace (cuBLAS: scores; flash: fp16 K, V)
   void* bf16_ = nullptr;    // a product's input in bf16
   std::size_t bf16_capacity_ = 0;  // bytes
