@@ -96,11 +96,11 @@ failed=0
     # path in one run (where it loses, lower DeviceOps::kBlockGemvRows).
     build-gpu/bench/cuda_bench_cli --weights q4_k_m --precision file --file-gemv both --decode-batches 1 8 16 32 \
       --no-generation --prefill 512 || { echo "FAILED: cuda_bench_cli file-gemv"; failed=1; }
-    # Decode with one block a query against each query's keys split over
-    # several blocks (the default; MIDTUNE_CUDA_DECODE_SPLITS), after 4096
+    # Decode with one block a query (MIDTUNE_CUDA_DECODE_SPLITS=1) against
+    # each query's keys split over several blocks (the default), after 4096
     # tokens where the split pays most.
-    for splits in 1 16; do
-      echo "decode, MIDTUNE_CUDA_DECODE_SPLITS=$splits:"
+    for splits in 1 ''; do
+      echo "decode, MIDTUNE_CUDA_DECODE_SPLITS='$splits':"
       MIDTUNE_CUDA_DECODE_SPLITS=$splits build-gpu/bench/cuda_bench_cli --prefill 512 --decode-context 4096 \
         --decode-batches 1 4 32 --no-generation --repeats 2 || { echo "FAILED: cuda_bench_cli decode splits $splits"; failed=1; }
     done

@@ -14,7 +14,8 @@
 // five per sequence. A step with too few (query, head) blocks to fill the
 // GPU (a small decode batch) splits each query's keys over several blocks
 // and merges their partial outputs by their log-sum-exps in a third launch
-// (flash-decoding: Dao et al. 2023; the merge of merge_attention.hpp).
+// (flash-decoding; the parts and the merge in decode_split.hpp, checked on
+// the host by tests/engine/decode_split_test.cpp).
 // Every kernel is templated over the cache's element
 // (kv_element.cuh: fp32, or bf16 read back exactly); the arithmetic is fp32.
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "backends/engine/ops/cuda_launch.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/cuda_reduce.cuh"
+#include "backends/engine/ops/decode_split.hpp"
 #include "backends/engine/ops/kv_element.cuh"
 
 namespace midtune::engine::cuda {
@@ -62,9 +64,9 @@ __device__ __forceinline__ float attend_query(int t, int h, const float* q, std:
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int kv_head = h / group;
   const int limit = past + t + 1;
-  const int visible = window > 0 ? max(0, limit - window) : 0;
-  const int span = (limit - visible + splits - 1) / splits;
-  const int first = min(limit, visible + split * span), end = min(limit, first + span);
+  const decode_split::KeyRange part =
+      decode_split::key_split(window > 0 ? max(0, limit - window) : 0, limit, split, splits);
+  const int first = part.first, end = part.end;
   const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
   __syncthreads();
@@ -268,10 +270,9 @@ __global__ void decode_split_attention_kernel(const __grid_constant__ DecodeTabl
   }
 }
 
-// The parts of each (token, head) merged into its output row: the softmax
-// over every key weighs each part's normalised output by its share of the
-// denominator, exp(lse_s - max) / sum over parts (an empty part: 0). One
-// block per (token, sequence), a thread per output element.
+// The parts of each (token, head) merged into its output row
+// (decode_split::merge_splits). One block per (token, sequence), a thread
+// per output element.
 __global__ void decode_merge_splits_kernel(const __grid_constant__ DecodeTable table, int heads, int head_dim,
                                            int longest, int splits, const float* partial, const float* lse, float* out,
                                            std::size_t out_ld) {
@@ -281,18 +282,10 @@ __global__ void decode_merge_splits_kernel(const __grid_constant__ DecodeTable t
   const std::size_t width = static_cast<std::size_t>(heads) * head_dim;
   for (int i = threadIdx.x; i < heads * head_dim; i += blockDim.x) {
     const int h = i / head_dim;
-    const float* part_lse = lse + (static_cast<std::size_t>(seq) * splits * heads + h) * longest + t;
-    const std::size_t lse_step = static_cast<std::size_t>(heads) * longest;
-    float largest = -INFINITY;
-    for (int s = 0; s < splits; ++s) largest = fmaxf(largest, part_lse[s * lse_step]);
-    const float* part = partial + (static_cast<std::size_t>(seq) * longest + t) * splits * width + i;
-    float sum = 0.0f, weights = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = expf(part_lse[s * lse_step] - largest);
-      weights += w;
-      sum += w * part[s * width];
-    }
-    out[static_cast<std::size_t>(e.row + t) * out_ld + i] = sum / weights;
+    out[static_cast<std::size_t>(e.row + t) * out_ld + i] = decode_split::merge_splits(
+        lse + (static_cast<std::size_t>(seq) * splits * heads + h) * longest + t,
+        static_cast<std::size_t>(heads) * longest,
+        partial + (static_cast<std::size_t>(seq) * longest + t) * splits * width + i, width, splits);
   }
 }
 
@@ -350,27 +343,6 @@ void launch_decode(const DecodeTable& table, int n, int longest, const float* qk
   check_launch("decode merge splits");
 }
 
-// A launch splits its keys while its (query, head) blocks number fewer than
-// kSplitBlocksPerSm a multiprocessor, into at most kMaxSplits parts of at
-// least kMinSplitKeys keys each (a part's fixed cost, its partial row and
-// its merge, stays small beside its keys).
-constexpr int kSplitBlocksPerSm = 2;
-constexpr int kMaxSplits = kMaxDecodeSplits;
-constexpr int kMinSplitKeys = 64;
-
-int split_count(int blocks, int longest_keys, int multiprocessors) {
-  if (blocks <= 0 || multiprocessors <= 0) return 1;
-  const int wanted = (kSplitBlocksPerSm * multiprocessors + blocks - 1) / blocks;
-  const int by_keys = (longest_keys + kMinSplitKeys - 1) / kMinSplitKeys;
-  return std::max(1, std::min({wanted, by_keys, kMaxSplits}));
-}
-
-// The workspace of a split launch of `blocks` (query, head) blocks in
-// `splits` parts: every part's output row and log-sum-exp.
-std::size_t split_workspace_floats(int blocks, int splits, int head_dim) {
-  return static_cast<std::size_t>(blocks) * splits * (head_dim + 1);
-}
-
 }  // namespace
 
 void attention(const float* q, std::size_t q_ld, const float* keys, const float* values, std::size_t kv_ld, int tokens,
@@ -426,8 +398,10 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
     }
     if (longest == 0) continue;
     const int blocks = n * longest * heads;
-    int splits = std::min(split_count(blocks, longest_keys, splitting.multiprocessors), splitting.max_splits);
-    if (splits > 1 && split_workspace_floats(blocks, splits, head_dim) * sizeof(float) > splitting.workspace_bytes) {
+    int splits =
+        std::min(decode_split::split_count(blocks, longest_keys, splitting.multiprocessors), splitting.max_splits);
+    if (splits > 1 &&
+        decode_split::workspace_floats(blocks, splits, head_dim) * sizeof(float) > splitting.workspace_bytes) {
       splits = 1;  // a workspace sized by decode_split_workspace_bytes always holds it
     }
     const auto launch = entries[0].bf16 ? launch_decode<std::uint16_t> : launch_decode<float>;
@@ -437,9 +411,7 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
 }
 
 std::size_t decode_split_workspace_bytes(int multiprocessors) {
-  // split_count gives more than one part only below kSplitBlocksPerSm x SMs blocks.
-  return split_workspace_floats(kSplitBlocksPerSm * std::max(multiprocessors, 1), kMaxSplits, kMaxHeadDim) *
-         sizeof(float);
+  return decode_split::largest_workspace_floats(multiprocessors, kMaxHeadDim) * sizeof(float);
 }
 
 }  // namespace midtune::engine::cuda

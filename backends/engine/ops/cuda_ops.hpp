@@ -69,9 +69,8 @@ struct DecodeEntry {
 
 // How decode_attention may split a small step's keys over more blocks
 // (flash-decoding): the GPU's multiprocessor count, at most `max_splits`
-// parts a query (1: never split; at most kMaxDecodeSplits), and a device workspace of
+// parts a query (1: never split; at most decode_split::kMaxSplits), and a device workspace of
 // decode_split_workspace_bytes(multiprocessors) (nullptr / 0: never split).
-constexpr int kMaxDecodeSplits = 16;
 struct DecodeSplitting {
   int multiprocessors = 0;
   int max_splits = 1;

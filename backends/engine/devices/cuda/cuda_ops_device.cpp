@@ -14,6 +14,7 @@
 
 #include "backends/engine/ops/block_gemv.hpp"
 #include "backends/engine/ops/cuda_ops.hpp"
+#include "backends/engine/ops/decode_split.hpp"
 #include "backends/engine/ops/flash_attention_cuda.hpp"
 #if defined(MIDTUNE_WITH_CUDNN)
 #include "backends/engine/ops/cudnn_attention_cuda.hpp"
@@ -243,12 +244,12 @@ class CudaOps final : public DeviceOps {
   // else as many as pay.
   static int decode_splits_from_environment() {
     const char* text = std::getenv("MIDTUNE_CUDA_DECODE_SPLITS");
-    if (text == nullptr || *text == '\0') return cuda::kMaxDecodeSplits;
+    if (text == nullptr || *text == '\0') return decode_split::kMaxSplits;
     char* end = nullptr;
     const long n = std::strtol(text, &end, 10);
-    if (*end != '\0' || n < 1 || n > cuda::kMaxDecodeSplits) {
+    if (*end != '\0' || n < 1 || n > decode_split::kMaxSplits) {
       throw std::invalid_argument(std::string("MIDTUNE_CUDA_DECODE_SPLITS: '") + text + "': must be 1.." +
-                                  std::to_string(cuda::kMaxDecodeSplits) + " (1: never split a decode step's keys)");
+                                  std::to_string(decode_split::kMaxSplits) + " (1: never split a decode step's keys)");
     }
     return static_cast<int>(n);
   }
