@@ -201,18 +201,32 @@ def mcnemar(b, c):
     return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
+def covers(stored, given):
+    """Every field the file gives, the stored intervention has with that value
+    (ga-run stores the canonical form: the fields a file leaves out at
+    their defaults, e.g. Ms-PoE's seed)."""
+    if isinstance(given, dict):
+        return isinstance(stored, dict) and all(k in stored and covers(stored[k], v) for k, v in given.items())
+    return stored == given
+
+
 con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 pairs = {}  # position -> [(baseline correct, intervention correct)]
 for path in files:
     patterns, _ = heldout_slice(path)
-    latest = {}
+    latest, forms = {}, set()
     for eid, iv in con.execute(
             "SELECT id, intervention FROM evaluations WHERE status = 'ok' AND dataset_slice LIKE ? "
             "AND dataset_slice LIKE ? AND dataset_slice LIKE ? ORDER BY id", patterns):
         stored = json.loads(iv)
-        for role, match in (("baseline", {}), ("intervention", wanted)):
-            if stored == match:
-                latest[role] = eid  # the latest evaluation of each
+        if stored == {}:
+            latest["baseline"] = eid  # the latest evaluation of each
+        elif covers(stored, wanted):
+            latest["intervention"] = eid
+            forms.add(iv)
+    if len(forms) > 1:
+        sys.exit(f"{os.path.basename(path)}: {intervention_path} matches {len(forms)} stored interventions "
+                 f"({'; '.join(sorted(forms))}): give every field, as `ga-run eval` prints it after 'intervention:'")
     if len(latest) < 2:
         sys.exit(f"{os.path.basename(path)}: no {' and no '.join(r for r in ('baseline', 'intervention') if r not in latest)} "
                  f"evaluation in {db} (calibrate the set first)")
@@ -223,7 +237,8 @@ for path in files:
         if sid in rows["intervention"]:
             pairs.setdefault(pos, []).append((c, rows["intervention"][sid][1]))
 
-print(f"check: {json.dumps(wanted, sort_keys=True)} against the baseline, item by item ({len(files)} files)")
+shown = json.loads(next(iter(forms))) if forms else wanted  # as stored: every field
+print(f"check: {json.dumps(shown, sort_keys=True)} against the baseline, item by item ({len(files)} files)")
 print(f"{'position':>8} {'baseline':>9} {'with it':>9} {'change':>8} {'only it/only base':>18} {'McNemar p':>10}")
 middle_b = middle_i = middle_n = 0
 for pos in sorted(pairs):

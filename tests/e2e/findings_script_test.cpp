@@ -75,12 +75,20 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   std::ofstream(path("moses.json")) << R"({"position_map": {"kind": "moses", "gap": 1000}})";
   const Finished check = findings({"check", path("moses.json"), "short"});
   ASSERT_EQ(check.exit_code, 0) << check.out << check.err;
-  EXPECT_NE(check.out.find(R"(check: {"position_map": {"gap": 1000, "kind": "moses"}} against the baseline)"),
+  EXPECT_NE(check.out.find(R"(check: {"position_map": {"gap": 1000.0, "kind": "moses"}} against the baseline)"),
             std::string::npos)
       << check.out;
   const std::regex check_row(R"(\n\s*0\.5\s+\d/4\s+\d/4\s+[-+]\d+\.\d\s+\d/\d\s+[0-9.e-]+\n)");
   EXPECT_TRUE(std::regex_search(check.out, check_row)) << check.out;
   EXPECT_NE(check.out.find("between the ends: "), std::string::npos) << check.out;
+  // A file that leaves fields at their defaults (here Ms-PoE's seed) is
+  // paired with the full form ga-run stores, which the header then shows.
+  std::ofstream(path("mspoe.json"))
+      << R"({"mspoe": {"min_ratio": 1.2, "max_ratio": 1.8, "first_layer": 2, "alpha": 3.0, "order": "awareness"}})";
+  const Finished partial = findings({"check", path("mspoe.json"), "short"});
+  ASSERT_EQ(partial.exit_code, 0) << partial.out << partial.err;
+  EXPECT_NE(partial.out.find(R"("seed": 0)"), std::string::npos) << partial.out;
+  EXPECT_TRUE(std::regex_search(partial.out, check_row)) << partial.out;
   const Finished no_file = findings({"check", path("none.json"), "short"});
   EXPECT_EQ(no_file.exit_code, 2);
   EXPECT_NE(no_file.err.find("no intervention file"), std::string::npos) << no_file.err;
