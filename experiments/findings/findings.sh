@@ -29,7 +29,10 @@
 # its setting on the calibration's five positions shows what it does
 # between them (`ga-run eval FILE --split heldout --intervention`, stored
 # like the baseline's), pooled over the set's files: per position the two
-# counts, the items only one answers and the exact McNemar p.
+# counts, the items only one answers, the exact McNemar p and, on
+# teacher-forced sets, the mean paired change of the gold log-probability
+# (95 % bootstrap interval). A setting given without its default fields
+# pairs with the full form ga-run stored.
 # Search: SET-<method>.yaml for the methods below, in that order (Ms-PoE
 # first: its paper setting's collapse is the open question), or the METHODs
 # named; each is `ga-run FILE`: the search, then the held-out rows (best,
@@ -187,7 +190,7 @@ if [ "$action" = check ]; then
   for f in "${files[@]}"; do step "$f" eval "$f" --split heldout --intervention "$intervention" "${device[@]}"; done
   exec 9>&-
   PYTHONPATH="$here" python3 - "$db" "$intervention" "${files[@]}" <<'PY'
-import json, math, os, sqlite3, sys
+import json, math, os, random, sqlite3, sys
 
 from baseline_slice import heldout_slice
 
@@ -201,6 +204,14 @@ def mcnemar(b, c):
     return 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
+def mean_interval(diffs, resamples=2000):
+    """Mean of paired differences and its 95 % percentile bootstrap interval
+    (a fixed seed: the same rows print the same interval)."""
+    rng = random.Random(2027)
+    means = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(resamples))
+    return sum(diffs) / len(diffs), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
 def covers(stored, given):
     """Every field the file gives, the stored intervention has with that value
     (ga-run stores the canonical form: the fields a file leaves out at
@@ -211,7 +222,7 @@ def covers(stored, given):
 
 
 con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-pairs = {}  # position -> [(baseline correct, intervention correct)]
+pairs = {}  # position -> [(baseline correct, intervention correct, baseline gold log-p, intervention's)]
 for path in files:
     patterns, _ = heldout_slice(path)
     latest, forms = {}, set()
@@ -230,27 +241,41 @@ for path in files:
     if len(latest) < 2:
         sys.exit(f"{os.path.basename(path)}: no {' and no '.join(r for r in ('baseline', 'intervention') if r not in latest)} "
                  f"evaluation in {db} (calibrate the set first)")
-    rows = {role: dict((sid, (pos, c)) for sid, pos, c in con.execute(
-        "SELECT sample_id, gold_position, correct FROM sample_results WHERE evaluation_id = ?", (eid,)))
+    rows = {role: dict((sid, (pos, c, lp)) for sid, pos, c, lp in con.execute(
+        "SELECT sample_id, gold_position, correct, gold_logprob FROM sample_results WHERE evaluation_id = ?", (eid,)))
         for role, eid in latest.items()}
-    for sid, (pos, c) in rows["baseline"].items():
+    for sid, (pos, c, lp) in rows["baseline"].items():
         if sid in rows["intervention"]:
-            pairs.setdefault(pos, []).append((c, rows["intervention"][sid][1]))
+            _, ci, lpi = rows["intervention"][sid]
+            pairs.setdefault(pos, []).append((c, ci, lp, lpi))
 
 shown = json.loads(next(iter(forms))) if forms else wanted  # as stored: every field
 print(f"check: {json.dumps(shown, sort_keys=True)} against the baseline, item by item ({len(files)} files)")
-print(f"{'position':>8} {'baseline':>9} {'with it':>9} {'change':>8} {'only it/only base':>18} {'McNemar p':>10}")
+# Teacher-forced sets store each item's gold log-probability: its paired
+# change tells settings apart where neither answers (generated answers
+# have none, and the column is left out).
+graded = any(lp is not None and lpi is not None for v in pairs.values() for *_, lp, lpi in v)
+print(f"{'position':>8} {'baseline':>9} {'with it':>9} {'change':>8} {'only it/only base':>18} {'McNemar p':>10}"
+      + (f"  {'gold log-p change [95 %]':>27}" if graded else ""))
 middle_b = middle_i = middle_n = 0
+middle_diffs = []
 for pos in sorted(pairs):
     v = pairs[pos]
-    n, kb, ki = len(v), sum(b for b, _ in v), sum(i for _, i in v)
-    only_i, only_b = sum(1 for b, i in v if i and not b), sum(1 for b, i in v if b and not i)
-    print(f"{pos:>8g} {f'{kb}/{n}':>9} {f'{ki}/{n}':>9} {100 * (ki - kb) / n:>+7.1f}  {f'{only_i}/{only_b}':>18} "
-          f"{mcnemar(only_i, only_b):>10.3g}")
+    n, kb, ki = len(v), sum(b for b, *_ in v), sum(i for _, i, *_ in v)
+    only_i, only_b = sum(1 for b, i, *_ in v if i and not b), sum(1 for b, i, *_ in v if b and not i)
+    line = (f"{pos:>8g} {f'{kb}/{n}':>9} {f'{ki}/{n}':>9} {100 * (ki - kb) / n:>+7.1f}  {f'{only_i}/{only_b}':>18} "
+            f"{mcnemar(only_i, only_b):>10.3g}")
+    diffs = [lpi - lp for *_, lp, lpi in v if lp is not None and lpi is not None]
+    if graded and diffs:
+        line += "  {:>+9.2f} [{:+.2f}, {:+.2f}]".format(*mean_interval(diffs)).rjust(29)
+    print(line)
     if 0 < pos < 1:
         middle_b, middle_i, middle_n = middle_b + kb, middle_i + ki, middle_n + n
+        middle_diffs += diffs
 if middle_n:
-    print(f"between the ends: {middle_i}/{middle_n} with it, {middle_b}/{middle_n} without")
+    print(f"between the ends: {middle_i}/{middle_n} with it, {middle_b}/{middle_n} without"
+          + (", gold log-p change {:+.2f} [{:+.2f}, {:+.2f}] nats".format(*mean_interval(middle_diffs))
+             if middle_diffs else ""))
 PY
   exit $?
 fi

@@ -78,9 +78,13 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
   EXPECT_NE(check.out.find(R"(check: {"position_map": {"gap": 1000.0, "kind": "moses"}} against the baseline)"),
             std::string::npos)
       << check.out;
-  const std::regex check_row(R"(\n\s*0\.5\s+\d/4\s+\d/4\s+[-+]\d+\.\d\s+\d/\d\s+[0-9.e-]+\n)");
+  // Teacher-forced: each position's paired gold log-probability change too.
+  const std::regex check_row(
+      R"(\n\s*0\.5\s+\d/4\s+\d/4\s+[-+]\d+\.\d\s+\d/\d\s+[0-9.e-]+\s+[-+]\d+\.\d\d \[[-+]\d+\.\d\d, [-+]\d+\.\d\d\]\n)");
   EXPECT_TRUE(std::regex_search(check.out, check_row)) << check.out;
-  EXPECT_NE(check.out.find("between the ends: "), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("gold log-p change [95 %]"), std::string::npos) << check.out;
+  const std::regex between(R"(between the ends: \d+/\d+ with it, \d+/\d+ without, gold log-p change [-+]\d)");
+  EXPECT_TRUE(std::regex_search(check.out, between)) << check.out;
   // A file that leaves fields at their defaults (here Ms-PoE's seed) is
   // paired with the full form ga-run stores, which the header then shows.
   std::ofstream(path("mspoe.json"))
