@@ -38,11 +38,13 @@
 # named; each is `ga-run FILE`: the search, then the held-out rows (best,
 # baseline, the paper's default where the method has one).
 #
-# After each set's calibration and each method's search, the results
-# database is copied to snapshots/DB-after-SET.db or DB-after-METHOD.db
-# beside it and the copy's sha256 printed: a row's figures come from that
-# copy and its sha256 is what bench/RESULTS.md records. A snapshot already
-# there is kept, never overwritten.
+# After each set's calibration, each method's search and each check, the
+# results database is copied to snapshots/DB-after-SET.db,
+# DB-after-METHOD.db or DB-after-check-NAME-HASH.db (NAME the setting's
+# file, HASH its content's) beside it and the copy's sha256 printed: a
+# row's figures come from that copy and its sha256 is what
+# bench/RESULTS.md records. A snapshot already there is kept, never
+# overwritten.
 #
 # Every step is its own resume: a finished file is answered from the results
 # database in seconds, an interrupted search resumes exactly, and `ga-run
@@ -188,6 +190,9 @@ if [ "$action" = check ]; then
   db=$(db_of "${files[0]}") || exit 2
   lock_db "$db"
   for f in "${files[@]}"; do step "$f" eval "$f" --split heldout --intervention "$intervention" "${device[@]}"; done
+  # The check's rows come from this copy: named by the setting's file and
+  # its content, so a changed file under the same name gets its own.
+  snapshot "$db" "check-$(basename "$intervention" .json)-$(sha256sum <"$intervention" | cut -c1-8)" || exit 1
   exec 9>&-
   PYTHONPATH="$here" python3 - "$db" "$intervention" "${files[@]}" <<'PY'
 import json, math, os, random, sqlite3, sys

@@ -83,6 +83,10 @@ TEST_F(FindingsScript, CalibratePickAndSearchAsTheGpuRunUsesThem) {
       R"(\n\s*0\.5\s+\d/4\s+\d/4\s+[-+]\d+\.\d\s+\d/\d\s+[0-9.e-]+\s+[-+]\d+\.\d\d \[[-+]\d+\.\d\d, [-+]\d+\.\d\d\]\n)");
   EXPECT_TRUE(std::regex_search(check.out, check_row)) << check.out;
   EXPECT_NE(check.out.find("gold log-p change [95 %]"), std::string::npos) << check.out;
+  // The rows' results file, copied once the check's evaluations are in.
+  const std::regex check_snapshot(
+      R"(snapshot \S*/results/snapshots/calibration-after-check-moses-[0-9a-f]{8}\.db: sha256 [0-9a-f]{64})");
+  EXPECT_TRUE(std::regex_search(check.out, check_snapshot)) << check.out;
   const std::regex between(R"(between the ends: \d+/\d+ with it, \d+/\d+ without, gold log-p change [-+]\d)");
   EXPECT_TRUE(std::regex_search(check.out, between)) << check.out;
   // A file that leaves fields at their defaults (here Ms-PoE's seed) is
