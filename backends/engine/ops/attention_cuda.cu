@@ -27,6 +27,7 @@
 #include "backends/engine/ops/cuda_ops.hpp"
 #include "backends/engine/ops/cuda_reduce.cuh"
 #include "backends/engine/ops/decode_split.hpp"
+#include "backends/engine/ops/flash_attention_tiles.hpp"
 #include "backends/engine/ops/kv_element.cuh"
 
 namespace midtune::engine::cuda {
@@ -63,9 +64,8 @@ __device__ __forceinline__ float attend_query(int t, int h, const float* q, std:
   __shared__ float partial_out[kWarps][kMaxHeadDim];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int kv_head = h / group;
-  const int limit = past + t + 1;
-  const decode_split::KeyRange part =
-      decode_split::key_split(window > 0 ? max(0, limit - window) : 0, limit, split, splits);
+  const int limit = flash::key_limit(t, past);
+  const decode_split::KeyRange part = decode_split::key_split(flash::key_first(t, past, window), limit, split, splits);
   const int first = part.first, end = part.end;
   const float slope = elementwise::alibi_slope(shaping.max_alibi_bias, h, heads);
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) query[d] = q[t * q_ld + static_cast<std::size_t>(h) * head_dim + d];
@@ -393,16 +393,21 @@ void decode_attention(const DecodeEntry* entries, int count, const float* qkv, s
     for (int i = 0; i < n; ++i) {
       const DecodeEntry& e = table.entries[i] = entries[first + i];
       longest = std::max(longest, e.tokens);
-      const int keys = window > 0 ? std::min(window, e.past + e.tokens) : e.past + e.tokens;
-      if (e.tokens > 0) longest_keys = std::max(longest_keys, keys);
+      const int last = e.tokens - 1;  // the sequence's query that sees the most keys
+      if (e.tokens > 0) {
+        longest_keys = std::max(longest_keys, flash::key_limit(last, e.past) - flash::key_first(last, e.past, window));
+      }
     }
     if (longest == 0) continue;
     const int blocks = n * longest * heads;
-    int splits =
-        std::min(decode_split::split_count(blocks, longest_keys, splitting.multiprocessors), splitting.max_splits);
-    if (splits > 1 &&
-        decode_split::workspace_floats(blocks, splits, head_dim) * sizeof(float) > splitting.workspace_bytes) {
-      splits = 1;  // a workspace sized by decode_split_workspace_bytes always holds it
+    const int splits = splitting.workspace == nullptr
+                           ? 1
+                           : std::min(decode_split::split_count(blocks, longest_keys, splitting.multiprocessors),
+                                      splitting.max_splits);
+    const std::size_t needed = decode_split::workspace_floats(blocks, splits, head_dim) * sizeof(float);
+    if (splits > 1 && needed > splitting.workspace_bytes) {
+      fail("a split workspace of " + std::to_string(splitting.workspace_bytes) + " bytes, " + std::to_string(needed) +
+           " needed (decode_split_workspace_bytes)");
     }
     const auto launch = entries[0].bf16 ? launch_decode<std::uint16_t> : launch_decode<float>;
     launch(table, n, longest, qkv, qkv_ld, positions, inverse_frequencies, rope_dims, pairing, heads, kv_heads,

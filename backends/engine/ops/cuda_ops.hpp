@@ -69,8 +69,10 @@ struct DecodeEntry {
 
 // How decode_attention may split a small step's keys over more blocks
 // (flash-decoding): the GPU's multiprocessor count, at most `max_splits`
-// parts a query (1: never split; at most decode_split::kMaxSplits), and a device workspace of
-// decode_split_workspace_bytes(multiprocessors) (nullptr / 0: never split).
+// parts a query (1: never split; at most decode_split::kMaxSplits), and a
+// device workspace of `workspace_bytes`, decode_split_workspace_bytes(
+// multiprocessors) for any step (nullptr: never split; smaller: a step that
+// needs more throws std::invalid_argument, as the prefill bodies do).
 struct DecodeSplitting {
   int multiprocessors = 0;
   int max_splits = 1;
